@@ -1,0 +1,118 @@
+//! The inventory: which nodes make up the fleet, how to reach them, and which
+//! Kubernetes minor series they should track. Loading validates everything
+//! before any node is touched (see `load`).
+
+mod load;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::version::Minor;
+
+pub use load::load;
+
+/// The default extension hub, as in sysext-bakery's published configs.
+pub const DEFAULT_HUB: &str = "https://extensions.flatcar.org/extensions";
+
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    /// The file it was read from; `.fleetctl/` lives beside it.
+    pub path: PathBuf,
+    /// Target minor series: the default for `plan`.
+    pub kubernetes_version: Minor,
+    /// containerd's sysext is pinned the same way when this is set.
+    pub containerd_version: Option<Minor>,
+    /// Base URL of the extension hub, without a trailing slash.
+    pub hub: String,
+    pub ssh: SshDefaults,
+    /// Operator gates run on the first control-plane node before every reboot.
+    pub health_checks: Vec<HealthCheck>,
+    /// In file order; the first control-plane node is the one `upgrade apply` runs on.
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshDefaults {
+    /// `None`: ask `~/.ssh/config`, then fall back to the local user name.
+    pub user: Option<String>,
+    /// `None`: ask `~/.ssh/config`, then 22.
+    pub port: Option<u16>,
+    /// `None`: ask `~/.ssh/config`, then the agent and the usual default keys.
+    pub identity_file: Option<PathBuf>,
+    /// Tilde already expanded.
+    pub known_hosts: PathBuf,
+    pub host_key_checking: HostKeyChecking,
+    pub jump: Option<Jump>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKeyChecking {
+    /// Refuse unknown and changed keys (the default, as OpenSSH's `yes`).
+    #[default]
+    Strict,
+    /// Record unknown keys, refuse changed ones.
+    AcceptNew,
+    /// Accept anything, with a loud warning.
+    Off,
+}
+
+/// A bastion, `user@host:port` in the inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Jump {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    ControlPlane,
+    Worker,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// The Kubernetes node name.
+    pub name: String,
+    pub address: String,
+    pub role: Role,
+    pub port: Option<u16>,
+    pub user: Option<String>,
+    pub identity_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    pub name: String,
+    /// Run with `sh -c` on the first control-plane node.
+    pub command: String,
+    /// The output must contain this.
+    pub expect: String,
+}
+
+impl Inventory {
+    /// The node `kubeadm upgrade apply` runs on: the first control-plane node in the file.
+    pub fn first_control_plane(&self) -> &Node {
+        // `load` refuses an inventory without a control-plane node.
+        self.nodes
+            .iter()
+            .find(|n| n.role == Role::ControlPlane)
+            .unwrap_or(&self.nodes[0])
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Where plans, locks and journals live: `.fleetctl/` beside the inventory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+            .join(".fleetctl")
+    }
+}

@@ -1,0 +1,91 @@
+//! Node facts: what a node really runs, has staged and tracks, gathered in
+//! one round trip by the script in `crate::remote` and parsed here by pure
+//! functions (tested with real command output kept under `fixtures/`).
+
+mod parse;
+
+use serde::{Deserialize, Serialize};
+
+use crate::version::{Minor, Version};
+
+pub use parse::{parse_cluster, parse_facts};
+
+/// Everything `status` and `plan` need to know about one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeFacts {
+    pub hostname: String,
+    pub boot_id: String,
+    pub uptime_seconds: u64,
+    pub os: OsFacts,
+    pub kubernetes: Extension,
+    /// `None` when the node has no containerd sysext at all.
+    pub containerd: Option<Extension>,
+    /// `/run/reboot-required` exists.
+    pub reboot_required: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsFacts {
+    /// `VERSION` from `/etc/os-release`.
+    pub running: String,
+    /// `NEW_VERSION` when update_engine has an update staged for the next boot.
+    pub staged: Option<String>,
+    /// `CURRENT_OP` from `update_engine_client -status`, e.g. `UPDATE_STATUS_IDLE`.
+    pub current_op: String,
+}
+
+/// A sysext-delivered component (kubernetes, containerd).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extension {
+    /// What the node booted with (`kubelet --version`).
+    pub running: Option<Version>,
+    /// What `/etc/extensions/<name>.raw` points at: what the next boot merges.
+    pub staged: Option<Version>,
+    /// Raw symlink target, for messages when it does not parse as a version.
+    pub staged_target: Option<String>,
+    /// Image versions present in `/opt/extensions/<name>/`.
+    pub images: Vec<Version>,
+    /// Every `.conf` in `/etc/sysupdate.<name>.d/`, sorted by path.
+    pub configs: Vec<SysupdateConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysupdateConfig {
+    pub path: String,
+    /// sha256 of the file, hex: what the plan fingerprints.
+    pub sha256: String,
+    pub pin: Pin,
+    /// The whole file, for diffs in the plan.
+    pub content: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "minor", rename_all = "kebab-case")]
+pub enum Pin {
+    /// `MatchPattern=<name>-v1.37.@v-%a.raw`: only patches of v1.37 arrive.
+    Pinned(Minor),
+    /// `MatchPattern=<name>-@v-%a.raw`: whatever upstream publishes as newest.
+    Floating,
+    /// No MatchPattern, or one fleetctl does not recognise.
+    Unknown,
+}
+
+/// What the API server says, read from the first reachable control-plane node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterFacts {
+    pub nodes: Vec<ClusterNode>,
+    /// `kubernetesVersion` from the kubeadm-config ConfigMap.
+    pub version: Option<Version>,
+    /// A kube-proxy DaemonSet exists (it should not: Cilium replaces it).
+    pub kube_proxy: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterNode {
+    pub name: String,
+    pub ready: bool,
+    /// `spec.unschedulable`: cordoned.
+    pub cordoned: bool,
+    pub kubelet_version: Option<Version>,
+    pub control_plane: bool,
+}
