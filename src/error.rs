@@ -27,5 +27,12 @@ macro_rules! usage {
 
 /// The exit code for an error chain: 2 when any link is a [`UsageError`].
 pub fn exit_code(err: &anyhow::Error) -> i32 {
-    if err.chain().any(|e| e.downcast_ref::<UsageError>().is_some()) { 2 } else { 1 }
+    if err
+        .chain()
+        .any(|e| e.downcast_ref::<UsageError>().is_some())
+    {
+        2
+    } else {
+        1
+    }
 }

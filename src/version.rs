@@ -50,10 +50,14 @@ impl FromStr for Minor {
             bail!("`{s}` is not a minor version: expected the form v1.37");
         };
         let parse = |p: &str| -> anyhow::Result<u64> {
-            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || (p.len() > 1 && p.starts_with('0')) {
+            if p.is_empty()
+                || !p.bytes().all(|b| b.is_ascii_digit())
+                || (p.len() > 1 && p.starts_with('0'))
+            {
                 bail!("`{s}` is not a minor version: expected the form v1.37");
             }
-            p.parse::<u64>().with_context(|| format!("`{s}`: number too large"))
+            p.parse::<u64>()
+                .with_context(|| format!("`{s}`: number too large"))
         };
         Ok(Minor::new(parse(major)?, parse(minor)?))
     }
@@ -144,7 +148,8 @@ macro_rules! string_serde {
         impl<'de> Deserialize<'de> for $t {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                s.parse().map_err(|e: anyhow::Error| serde::de::Error::custom(format!("{e:#}")))
+                s.parse()
+                    .map_err(|e: anyhow::Error| serde::de::Error::custom(format!("{e:#}")))
             }
         }
     };
@@ -168,8 +173,14 @@ mod tests {
 
     #[test]
     fn target_distinguishes_series_from_exact() {
-        assert_eq!("v1.37".parse::<Target>().unwrap(), Target::Minor(Minor::new(1, 37)));
-        assert_eq!("1.37.2".parse::<Target>().unwrap(), Target::Exact(Version::new(1, 37, 2)));
+        assert_eq!(
+            "v1.37".parse::<Target>().unwrap(),
+            Target::Minor(Minor::new(1, 37))
+        );
+        assert_eq!(
+            "1.37.2".parse::<Target>().unwrap(),
+            Target::Exact(Version::new(1, 37, 2))
+        );
         assert!("v1".parse::<Target>().is_err());
         assert_eq!(Version::new(1, 37, 2).to_string(), "v1.37.2");
         assert_eq!(Minor::new(1, 37).next().to_string(), "v1.38");

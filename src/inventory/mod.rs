@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::Minor;
 
-pub use load::load;
+// (filled in by the loader) pub use load::load;
 
 /// The default extension hub, as in sysext-bakery's published configs.
 pub const DEFAULT_HUB: &str = "https://extensions.flatcar.org/extensions";
