@@ -1,0 +1,253 @@
+//! The state shared by the supervisor (outside the nodes) and the emulated
+//! tools (inside them): one directory, bind-mounted into every node at
+//! [`CLUSTER_DIR`], holding the cluster state, the fault switches and the
+//! append-only event log. Every read-modify-write holds an exclusive `flock`
+//! on `state.lock`, so concurrent `kubectl` calls on different nodes and the
+//! supervisor never lose an update.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Where the shared cluster directory appears inside every node.
+pub const CLUSTER_DIR: &str = "/var/lib/fleetsim/cluster";
+/// Where a node's own boot record appears inside that node (read-only).
+pub const NODE_FILE: &str = "/var/lib/fleetsim/node.json";
+
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    ControlPlane,
+    Worker,
+}
+
+/// Written by the supervisor before each boot; read by the node's tools.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeBoot {
+    pub name: String,
+    pub role: Role,
+    pub boot_id: String,
+    /// The kubernetes sysext merged at this boot (what kubelet/kubeadm/kubectl report).
+    pub kubernetes: String,
+    /// The Flatcar version booted.
+    pub os: String,
+    pub booted_at: f64,
+}
+
+/// The cluster as the API server would describe it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cluster {
+    /// `kubernetesVersion` in the kubeadm-config ConfigMap.
+    pub version: String,
+    /// Seconds after a boot before the kubelet reports Ready.
+    pub kubelet_delay: f64,
+    /// Seconds after a control-plane boot before its API server answers.
+    pub api_delay: f64,
+    pub nodes: BTreeMap<String, ClusterNode>,
+    /// A kube-proxy DaemonSet exists. Starts false: Cilium replaces it.
+    pub kube_proxy: bool,
+    /// Kured's DaemonSet, when the scenario installs it.
+    pub kured: Option<DaemonSet>,
+    /// ConfigMaps other than kubeadm-config, keyed `namespace/name`.
+    pub configmaps: BTreeMap<String, ConfigMap>,
+    /// Bumped on every change to any object; objects carry their own copy.
+    pub resource_version: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterNode {
+    pub role: Role,
+    /// The node's sshd is running (false from reboot until boot completes).
+    pub up: bool,
+    pub booted_at: f64,
+    pub kubelet_version: String,
+    pub unschedulable: bool,
+    /// Version of this node's control-plane static pods (control-plane nodes only):
+    /// set by `upgrade apply` / `upgrade node`.
+    pub control_plane_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub args: Vec<String>,
+    pub annotations: BTreeMap<String, String>,
+    pub resource_version: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConfigMap {
+    pub data: BTreeMap<String, String>,
+    pub resource_version: u64,
+    pub created: f64,
+}
+
+impl Cluster {
+    pub fn node_ready(&self, name: &str, at: f64) -> bool {
+        self.nodes
+            .get(name)
+            .is_some_and(|n| n.up && at >= n.booted_at + self.kubelet_delay)
+    }
+
+    /// The API answers while at least one control-plane node is up and past its API delay.
+    pub fn api_up(&self, at: f64) -> bool {
+        self.nodes
+            .values()
+            .any(|n| n.role == Role::ControlPlane && n.up && at >= n.booted_at + self.api_delay)
+    }
+}
+
+/// Faults a scenario or a test switches on; read by the supervisor and the tools.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Faults {
+    /// Nodes that do not come back from their next reboot until removed from here.
+    pub hang_on_reboot: Vec<String>,
+    /// The extension hub refuses every request.
+    pub hub_down: bool,
+    /// How many of the next `kubeadm upgrade apply` calls fail.
+    pub fail_upgrade_apply: u32,
+    /// Nodes whose drain is blocked by a PodDisruptionBudget.
+    pub pdb_block: Vec<String>,
+    /// Extra boot delay per node, in seconds.
+    pub slow_boot: BTreeMap<String, f64>,
+}
+
+/// One mutating call, or a supervisor action (boot, shutdown).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Event {
+    pub t: f64,
+    pub node: String,
+    pub argv: Vec<String>,
+    /// `ok`, or the error the tool printed.
+    pub result: String,
+    /// The kubernetes MatchPattern(s) in the node's sysupdate configs at the time,
+    /// so tests can see who was given which pin when.
+    #[serde(default)]
+    pub pins: Vec<String>,
+}
+
+/// The shared directory, seen from wherever the caller runs.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub dir: PathBuf,
+}
+
+struct Lock(File);
+
+impl Lock {
+    fn take(dir: &Path) -> Result<Lock> {
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("state.lock"))
+            .with_context(|| format!("opening {}/state.lock", dir.display()))?;
+        // SAFETY: flock on a file descriptor we own; released when the File closes.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            anyhow::bail!(
+                "flock {}/state.lock: {}",
+                dir.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(Lock(f))
+    }
+}
+
+impl Shared {
+    pub fn new(dir: impl Into<PathBuf>) -> Shared {
+        Shared { dir: dir.into() }
+    }
+
+    /// Inside a node.
+    pub fn in_node() -> Shared {
+        Shared::new(CLUSTER_DIR)
+    }
+
+    fn read_json<T: for<'de> Deserialize<'de> + Default>(&self, file: &str) -> Result<T> {
+        let path = self.dir.join(file);
+        match fs::read(&path) {
+            Ok(b) => {
+                serde_json::from_slice(&b).with_context(|| format!("parsing {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    fn write_json<T: Serialize>(&self, file: &str, value: &T) -> Result<()> {
+        let path = self.dir.join(file);
+        let tmp = self.dir.join(format!(".{file}.tmp"));
+        fs::write(&tmp, serde_json::to_vec_pretty(value)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
+    }
+
+    pub fn cluster(&self) -> Result<Cluster> {
+        let _l = Lock::take(&self.dir)?;
+        self.read_json("cluster.json")
+    }
+
+    /// Read-modify-write of the cluster state under the lock.
+    pub fn update_cluster<R>(&self, f: impl FnOnce(&mut Cluster) -> Result<R>) -> Result<R> {
+        let _l = Lock::take(&self.dir)?;
+        let mut c: Cluster = self.read_json("cluster.json")?;
+        let r = f(&mut c)?;
+        self.write_json("cluster.json", &c)?;
+        Ok(r)
+    }
+
+    pub fn faults(&self) -> Result<Faults> {
+        let _l = Lock::take(&self.dir)?;
+        self.read_json("faults.json")
+    }
+
+    pub fn update_faults<R>(&self, f: impl FnOnce(&mut Faults) -> R) -> Result<R> {
+        let _l = Lock::take(&self.dir)?;
+        let mut x: Faults = self.read_json("faults.json")?;
+        let r = f(&mut x);
+        self.write_json("faults.json", &x)?;
+        Ok(r)
+    }
+
+    /// Appends one event line (O_APPEND under the lock: lines never interleave).
+    pub fn record(&self, event: &Event) -> Result<()> {
+        let _l = Lock::take(&self.dir)?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("events.jsonl"))
+            .context("opening events.jsonl")?;
+        let mut line = serde_json::to_vec(event)?;
+        line.push(b'\n');
+        f.write_all(&line).context("appending to events.jsonl")
+    }
+
+    pub fn events(&self) -> Result<Vec<Event>> {
+        let _l = Lock::take(&self.dir)?;
+        let text = match fs::read_to_string(self.dir.join("events.jsonl")) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).context("reading events.jsonl"),
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).with_context(|| format!("bad event line: {l}")))
+            .collect()
+    }
+}
