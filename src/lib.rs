@@ -9,3 +9,6 @@ pub mod error;
 pub mod inventory;
 pub mod node;
 pub mod version;
+pub mod cli;
+pub mod commands;
+pub mod ui;

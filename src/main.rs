@@ -1,1 +1,25 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use fleetctl::cli::Cli;
+use fleetctl::ui::Printer;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let printer = Printer::new(cli.global.no_color, cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fleetctl: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(fleetctl::commands::run(cli, &printer)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("{} {err:#}", console::style("fleetctl: error:").red().bold().for_stderr());
+            ExitCode::from(fleetctl::error::exit_code(&err) as u8)
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! What the operator types. One clap definition feeds parsing, `--help`,
+//! shell completions and the man page, so they never disagree.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::version::Target;
+
+/// Exit codes, also listed in `--help` and the README.
+pub const AFTER_HELP: &str = "\
+Exit codes:
+  0  success
+  1  runtime failure (a node failed or did not answer; nothing further was touched)
+  2  usage, inventory or plan error (nothing was changed on any node)";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fleetctl",
+    version,
+    about = "Upgrade the Kubernetes version of a Flatcar fleet over SSH, one minor at a time",
+    long_about = "fleetctl shows what every node really runs (versus what it has merely staged), \
+plans the one-minor-at-a-time path to a target Kubernetes version, and carries it out: \
+pin the sysupdate config, stage the sysext, drain, reboot, kubeadm upgrade, uncordon, \
+one node at a time.",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The inventory file [default: ./inventory.yaml]
+    #[arg(short, long, global = true, env = "FLEETCTL_INVENTORY", value_name = "PATH")]
+    pub inventory: Option<PathBuf>,
+
+    /// Never colour the output (NO_COLOR and a non-terminal do the same)
+    #[arg(long, global = true)]
+    pub no_color: bool,
+
+    /// More detail: -v shows every remote command, -vv its output too
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// How many nodes to talk to at once (connecting and gathering facts only;
+    /// reboots are always one node at a time)
+    #[arg(long, global = true, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel: u16,
+
+    /// Give up on a node that does not accept the SSH connection within this time
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what every node runs, has staged, and tracks
+    Status(StatusArgs),
+    /// Compute the safe, one-minor-at-a-time path to a target version and save it
+    Plan(PlanArgs),
+    /// Carry out a saved plan: a rolling, resumable upgrade
+    Apply(ApplyArgs),
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Output format; json is documented in docs/status.md
+    #[arg(short, long, value_enum, default_value_t = StatusFormat::Table)]
+    pub output: StatusFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Target: a minor series (v1.37, 1.37) or an exact version (v1.37.2)
+    /// [default: the inventory's kubernetes_version]
+    pub target: Option<Target>,
+
+    /// Where to save the plan [default: .fleetctl/plan.yaml beside the inventory]
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+
+    #[arg(short, long, value_enum, default_value_t = PlanFormat::Text)]
+    pub output: PlanFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The saved plan [default: .fleetctl/plan.yaml beside the inventory]
+    pub plan: Option<PathBuf>,
+
+    /// Do not ask for confirmation
+    #[arg(short, long)]
+    pub yes: bool,
+
+    /// Print every command that would run on every node, in order; touch nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// How long a rebooting node may take to come back with the new kubelet Ready
+    #[arg(long, default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
+    pub node_timeout: Duration,
+
+    /// How long a drain may take before apply stops
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub drain_timeout: Duration,
+
+    /// Remove a lock left behind by a dead fleetctl, then proceed
+    #[arg(long)]
+    pub force_unlock: bool,
+}
+
+/// `90s`, `15m`, `1h`, `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 15m, 1h"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("soon").unwrap_err().contains("use e.g. 90s"));
+    }
+
+    #[test]
+    fn targets_parse_on_the_command_line() {
+        let cli = Cli::try_parse_from(["fleetctl", "plan", "1.37"]).unwrap();
+        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        assert_eq!(p.target.unwrap().to_string(), "v1.37");
+        assert!(Cli::try_parse_from(["fleetctl", "plan", "v1"]).is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! One file per subcommand, each thin: load, gather, decide, act, print.
+
+mod status;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::CommandFactory;
+
+use crate::cli::{Cli, Command, Global};
+use crate::inventory::{self, Inventory};
+use crate::ui::Printer;
+
+pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Status(args) => status::run(&cli.global, &args, printer).await,
+        Command::Plan(_) | Command::Apply(_) => {
+            anyhow::bail!("not implemented yet")
+        }
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .context("rendering the man page")?;
+            let _ = std::io::stdout().lock().write_all(&buf);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The inventory named by `-i`/`$FLEETCTL_INVENTORY`, or `./inventory.yaml`.
+pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
+    let path = global.inventory.clone().unwrap_or_else(|| PathBuf::from("inventory.yaml"));
+    inventory::load(&path)
+}

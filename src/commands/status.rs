@@ -1,0 +1,30 @@
+//! `fleetctl status`: gather, build the report, print it.
+
+use std::process::ExitCode;
+
+use crate::cli::{Global, StatusArgs, StatusFormat};
+use crate::gather;
+use crate::status::{self, NodeInput};
+use crate::ui::Printer;
+
+pub async fn run(global: &Global, args: &StatusArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let inv = super::load_inventory(global)?;
+    let gathered = gather::gather(&inv, &super::ssh_options(&inv, global), global.parallel.into()).await?;
+    let inputs = gathered
+        .nodes
+        .iter()
+        .map(|r| NodeInput {
+            name: &r.node.name,
+            role: r.node.role,
+            address: &r.node.address,
+            facts: r.facts.as_ref().map_err(|e| format!("{e:#}")),
+        })
+        .collect();
+    let cluster = gathered.cluster.as_ref().map(|(by, c)| (by.as_str(), c)).map_err(|e| format!("{e:#}"));
+    let report = status::build(inputs, cluster);
+    match args.output {
+        StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
+        StatusFormat::Table => printer.out(&status::render_table(&report)),
+    }
+    Ok(if gathered.all_answered() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,304 @@
+//! The truth an operator reads from `fleetctl status`: for each node what it
+//! runs versus what it has staged, what its sysupdate config tracks, and
+//! whether a reboot is pending. Built from gathered facts by pure functions;
+//! the JSON shape is documented in docs/status.md and kept stable.
+
+use serde::Serialize;
+
+use crate::inventory::Role;
+use crate::node::{ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin};
+use crate::ui::{self, Table};
+use crate::version::{Minor, Version};
+
+pub const SCHEMA: &str = "fleetctl.status/v1";
+
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub schema: &'static str,
+    pub cluster: ClusterReport,
+    pub summary: Summary,
+    pub nodes: Vec<NodeStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClusterReport {
+    /// `kubernetesVersion` from kubeadm-config.
+    pub version: Option<Version>,
+    pub kube_proxy: Option<bool>,
+    /// The control-plane node that answered.
+    pub answered_by: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub nodes: usize,
+    pub answered: usize,
+    pub reboot_pending: usize,
+    pub floating: usize,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub name: String,
+    pub role: Role,
+    pub address: String,
+    pub reachable: bool,
+    pub error: Option<String>,
+    /// From the API server; `None` when it could not be asked or does not know the node.
+    pub ready: Option<bool>,
+    pub cordoned: Option<bool>,
+    /// Summary of the kubernetes sysupdate configs: the one thing to check at a glance.
+    pub pin: PinSummary,
+    /// The running kubelet differs from the staged sysext: the next boot changes it.
+    pub reboot_pending: bool,
+    pub facts: Option<NodeFacts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PinSummary {
+    /// Every config pins the same minor.
+    Pinned { minor: Minor },
+    /// At least one config floats: it will stage whatever upstream publishes.
+    Floating,
+    /// Configs pin different minors (e.g. a leftover kubernetes-v1.32.conf).
+    Mixed { minors: Vec<Minor> },
+    /// No config at all: sysupdate will not update this node.
+    None,
+    /// A config fleetctl cannot read a pin from.
+    Unknown,
+    /// The node did not answer.
+    Unreachable,
+}
+
+pub fn pin_summary(ext: &Extension) -> PinSummary {
+    if ext.configs.is_empty() {
+        return PinSummary::None;
+    }
+    if ext.configs.iter().any(|c| c.pin == Pin::Floating) {
+        return PinSummary::Floating;
+    }
+    let mut minors: Vec<Minor> = ext
+        .configs
+        .iter()
+        .filter_map(|c| match c.pin {
+            Pin::Pinned(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    minors.sort();
+    minors.dedup();
+    match minors.as_slice() {
+        [] => PinSummary::Unknown,
+        [m] if ext.configs.iter().all(|c| matches!(c.pin, Pin::Pinned(_))) => PinSummary::Pinned { minor: *m },
+        [_] => PinSummary::Unknown,
+        _ => PinSummary::Mixed { minors },
+    }
+}
+
+/// Staged differs from running: the node reports "up to date" but runs the old version.
+pub fn reboot_pending(ext: &Extension) -> bool {
+    match (&ext.running, &ext.staged) {
+        (Some(r), Some(s)) => r != s,
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// One node's input to the report.
+pub struct NodeInput<'a> {
+    pub name: &'a str,
+    pub role: Role,
+    pub address: &'a str,
+    pub facts: Result<&'a NodeFacts, String>,
+}
+
+pub fn build(nodes: Vec<NodeInput<'_>>, cluster: Result<(&str, &ClusterFacts), String>) -> StatusReport {
+    let api_node = |name: &str| -> Option<&ClusterNode> {
+        cluster.as_ref().ok().and_then(|(_, c)| c.nodes.iter().find(|n| n.name == name))
+    };
+    let statuses: Vec<NodeStatus> = nodes
+        .into_iter()
+        .map(|n| {
+            let api = api_node(n.name);
+            match n.facts {
+                Ok(f) => NodeStatus {
+                    name: n.name.to_string(),
+                    role: n.role,
+                    address: n.address.to_string(),
+                    reachable: true,
+                    error: None,
+                    ready: api.map(|a| a.ready),
+                    cordoned: api.map(|a| a.cordoned),
+                    pin: pin_summary(&f.kubernetes),
+                    reboot_pending: reboot_pending(&f.kubernetes),
+                    facts: Some(f.clone()),
+                },
+                Err(e) => NodeStatus {
+                    name: n.name.to_string(),
+                    role: n.role,
+                    address: n.address.to_string(),
+                    reachable: false,
+                    error: Some(e),
+                    ready: api.map(|a| a.ready),
+                    cordoned: api.map(|a| a.cordoned),
+                    pin: PinSummary::Unreachable,
+                    reboot_pending: false,
+                    facts: None,
+                },
+            }
+        })
+        .collect();
+
+    let mut warnings = Vec::new();
+    let cluster_report = match &cluster {
+        Ok((by, c)) => {
+            if c.kube_proxy {
+                warnings.push(
+                    "a kube-proxy DaemonSet exists beside Cilium: an upgrade ran without \
+                     --skip-phases addon/kube-proxy; delete it (kubectl -n kube-system delete ds kube-proxy)"
+                        .to_string(),
+                );
+            }
+            ClusterReport {
+                version: c.version.clone(),
+                kube_proxy: Some(c.kube_proxy),
+                answered_by: Some(by.to_string()),
+                error: None,
+            }
+        }
+        Err(e) => {
+            warnings.push(format!("the API server could not be asked: {e}"));
+            ClusterReport { version: None, kube_proxy: None, answered_by: None, error: Some(e.clone()) }
+        }
+    };
+    let mut minors: Vec<Minor> = statuses
+        .iter()
+        .filter_map(|s| s.facts.as_ref()?.kubernetes.running.as_ref().map(Version::minor))
+        .collect();
+    minors.sort();
+    minors.dedup();
+    if minors.len() > 1 {
+        let list: Vec<String> = minors.iter().map(Minor::to_string).collect();
+        warnings.push(format!("kubelets run mixed minors ({}): an upgrade is unfinished", list.join(", ")));
+    }
+    for s in &statuses {
+        match &s.pin {
+            PinSummary::Floating => warnings.push(format!(
+                "{}: its sysupdate config floats; it will stage the newest Kubernetes upstream publishes, \
+                 even a minor kubeadm cannot upgrade to (fleetctl plan re-pins it)",
+                s.name
+            )),
+            PinSummary::Mixed { minors } => {
+                let list: Vec<String> = minors.iter().map(Minor::to_string).collect();
+                warnings.push(format!(
+                    "{}: several sysupdate configs pin different minors ({})",
+                    s.name,
+                    list.join(", ")
+                ))
+            }
+            PinSummary::None => {
+                warnings.push(format!("{}: no sysupdate config for kubernetes; it never gets patches", s.name))
+            }
+            _ => {}
+        }
+    }
+
+    let summary = Summary {
+        nodes: statuses.len(),
+        answered: statuses.iter().filter(|s| s.reachable).count(),
+        reboot_pending: statuses
+            .iter()
+            .filter(|s| s.reboot_pending || s.facts.as_ref().is_some_and(|f| f.reboot_required || f.os.staged.is_some()))
+            .count(),
+        floating: statuses.iter().filter(|s| s.pin == PinSummary::Floating).count(),
+        warnings,
+    };
+    StatusReport { schema: SCHEMA, cluster: cluster_report, summary, nodes: statuses }
+}
+
+fn arrow(running: Option<String>, staged: Option<String>) -> (String, bool) {
+    match (running, staged) {
+        (Some(r), Some(s)) if r != s => (format!("{r} → {s}"), true),
+        (Some(r), _) => (r, false),
+        (None, Some(s)) => (format!("? → {s}"), true),
+        (None, None) => ("-".to_string(), false),
+    }
+}
+
+fn kubernetes_cell(k: &Extension) -> String {
+    let (text, pending) = arrow(k.running.as_ref().map(Version::to_string), k.staged.as_ref().map(Version::to_string));
+    if pending { format!("{} {}", text, ui::attention("(reboot pending)")) } else { text }
+}
+
+fn os_cell(os: &OsFacts) -> String {
+    let (text, pending) = arrow(Some(os.running.clone()), os.staged.clone());
+    if pending { ui::attention(&text) } else { text }
+}
+
+fn pin_cell(p: &PinSummary) -> String {
+    match p {
+        PinSummary::Pinned { minor } => minor.to_string(),
+        PinSummary::Floating => ui::bad("FLOATING"),
+        PinSummary::Mixed { minors } => {
+            ui::attention(&minors.iter().map(Minor::to_string).collect::<Vec<_>>().join("+"))
+        }
+        PinSummary::None => ui::attention("none"),
+        PinSummary::Unknown => ui::attention("unknown"),
+        PinSummary::Unreachable => "-".to_string(),
+    }
+}
+
+fn state_cell(s: &NodeStatus) -> String {
+    if !s.reachable {
+        return ui::bad("unreachable");
+    }
+    let mut text = match s.ready {
+        Some(true) => ui::good("Ready"),
+        Some(false) => ui::bad("NotReady"),
+        None => ui::dim("?"),
+    };
+    if s.cordoned == Some(true) {
+        text.push_str(&ui::attention(",cordoned"));
+    }
+    text
+}
+
+pub fn render_table(r: &StatusReport) -> String {
+    let mut t = Table::new(&["NODE", "ROLE", "STATE", "KUBERNETES (running → staged)", "PIN", "FLATCAR", "REBOOT"]);
+    for s in &r.nodes {
+        let role = match s.role {
+            Role::ControlPlane => "control-plane",
+            Role::Worker => "worker",
+        };
+        let (k, os, reboot) = match &s.facts {
+            Some(f) => (
+                kubernetes_cell(&f.kubernetes),
+                os_cell(&f.os),
+                if f.reboot_required { ui::attention("required") } else { "-".to_string() },
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        t.row(vec![s.name.clone(), role.into(), state_cell(s), k, pin_cell(&s.pin), os, reboot]);
+    }
+    let mut out = t.render();
+    for s in r.nodes.iter().filter(|s| !s.reachable) {
+        out.push_str(&format!("{}: {}\n", ui::bad(&s.name), s.error.as_deref().unwrap_or("no answer")));
+    }
+    out.push('\n');
+    let version = r.cluster.version.as_ref().map_or_else(|| "unknown".to_string(), Version::to_string);
+    out.push_str(&format!(
+        "cluster {} · {} nodes ({} answered) · {} need a reboot · {} floating\n",
+        ui::bold(&version),
+        r.summary.nodes,
+        r.summary.answered,
+        r.summary.reboot_pending,
+        r.summary.floating
+    ));
+    for w in &r.summary.warnings {
+        out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
+    }
+    out
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs what the tests need on a fresh
+# Debian 12 machine (run as root), then checks formatting and lints and runs
+# every test. The integration tests start real OpenSSH servers in namespaces,
+# so they need root, sshd, ssh, ssh-keygen, ssh-agent, sudo and unshare.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null && command -v ssh-agent >/dev/null || missing+=(openssh-client)
+command -v sudo >/dev/null || missing+=(sudo)
+command -v unshare >/dev/null || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "==> installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "==> cargo build (the tests drive the real binaries)"
+cargo build --workspace --bins
+echo "==> cargo test"
+cargo test --workspace
