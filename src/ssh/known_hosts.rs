@@ -289,7 +289,7 @@ fn glob(pattern: &str, name: &str) -> bool {
                 backtrack = Some((p, n));
                 p += 1;
             }
-            Some(&c) if c == '?' || c == name[n] => {
+            Some(&c) if c == '?' || name.get(n) == Some(&c) => {
                 p += 1;
                 n += 1;
             }
@@ -303,7 +303,7 @@ fn glob(pattern: &str, name: &str) -> bool {
             },
         }
     }
-    pattern[p..].iter().all(|&c| c == '*')
+    pattern.get(p..).unwrap_or(&[]).iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]
@@ -520,6 +520,33 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_recorded_entry_vouches_for_exactly_its_host_and_port(
+            host in "[a-z0-9][a-z0-9.-]{0,20}",
+            port in 1u16..,
+            other_port in 1u16..,
+        ) {
+            let line = entry_line(&host, port, &key(K1)).unwrap();
+            proptest::prop_assert_eq!(check(&line, &host, port, &key(K1)), HostKeyStatus::Known { line: 1 });
+            proptest::prop_assert_eq!(check(&line, &host, port, &key(K2)), HostKeyStatus::Changed { line: 1 });
+            if other_port != port {
+                proptest::prop_assert_eq!(check(&line, &host, other_port, &key(K1)), unknown());
+            }
+            let other_host = format!("x{host}");
+            proptest::prop_assert_eq!(check(&line, &other_host, port, &key(K1)), unknown());
+        }
+
+        #[test]
+        fn glob_without_wildcards_is_equality(a in "[a-z.:\\[\\]]{0,8}", b in "[a-z.:\\[\\]]{0,8}") {
+            proptest::prop_assert_eq!(glob(&a, &b), a == b);
+            proptest::prop_assert!(glob("*", &b));
+            let prefix: String = b.chars().take(3).collect();
+            let pattern = format!("{prefix}*");
+            proptest::prop_assert!(glob(&pattern, &b));
+        }
     }
 
     #[test]

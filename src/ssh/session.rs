@@ -497,6 +497,12 @@ mod tests {
         assert_eq!(prefer_recorded(&default, &[]), default);
     }
 
+    #[test]
+    fn sessions_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Session>();
+    }
+
     #[tokio::test]
     async fn connect_timeout_names_the_node_when_no_banner_comes() {
         // A TCP listener that accepts and never speaks SSH.

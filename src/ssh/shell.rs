@@ -81,6 +81,14 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_string_survives_quoting(s in "[^\\x00]{0,40}") {
+            proptest::prop_assert_eq!(round_trip(&s), s);
+        }
+    }
+
     #[test]
     fn sudo_wrap_is_parsed_twice_correctly() {
         // The outer shell runs `sudo -n sh -c '<cmd>'`; emulate with sh -c instead of sudo.
