@@ -8,6 +8,7 @@
 pub mod error;
 pub mod inventory;
 pub mod node;
+pub mod ssh;
 pub mod version;
 pub mod cli;
 pub mod commands;

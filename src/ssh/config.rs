@@ -1,0 +1,578 @@
+//! Where to connect and as whom: the inventory first, then the operator's
+//! `~/.ssh/config` (as `ssh <address>` would read it), then defaults.
+//!
+//! Per field, first answer wins:
+//! - user: node `user` → inventory `ssh.user` → `User` → `$USER`/`$LOGNAME`
+//! - port: node `port` → inventory `ssh.port` → `Port` → 22
+//! - identity files: node `identity_file` → inventory `ssh.identity_file` →
+//!   `IdentityFile` (all of them) → those of `~/.ssh/id_ed25519`,
+//!   `id_ecdsa`, `id_rsa` that exist
+//! - host: `HostName` (with `%h`) when set, else the node's address. Host key
+//!   checking uses this rewritten host, as OpenSSH does (it records
+//!   `HostName`, not the alias).
+//! - jump: inventory `ssh.jump` → `ProxyJump` (`none` disables; `a,b` goes
+//!   through a, then b). A jump host is itself looked up in `~/.ssh/config`;
+//!   its user comes from the jump spec → `User` → the local user (not the
+//!   inventory's `ssh.user`, which is the nodes' login), its keys from
+//!   `IdentityFile` → inventory `ssh.identity_file` → the defaults.
+//!
+//! Reading the environment and the file happens in [`resolve`] /
+//! [`resolve_all`]; [`resolve_with`] is pure and unit-tested.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use ssh2_config::{HostParams, ParseRule, SshConfig};
+
+use super::Target;
+use crate::inventory::{Inventory, Jump, Node};
+
+/// Default identity files, in the order they are tried.
+const DEFAULT_IDENTITIES: [&str; 3] = ["id_ed25519", "id_ecdsa", "id_rsa"];
+
+/// `a,b,c` chains deeper than this are refused (and catch ProxyJump loops).
+const MAX_JUMPS: usize = 4;
+
+/// What resolution needs from the operator's machine, read once at the edge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalEnv {
+    /// `$USER`, else `$LOGNAME`.
+    pub user: Option<String>,
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
+    /// The default identity files that exist, in order.
+    pub default_identities: Vec<PathBuf>,
+}
+
+impl LocalEnv {
+    pub fn detect() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let home = var("HOME").map(PathBuf::from);
+        let default_identities = home
+            .iter()
+            .flat_map(|h| {
+                DEFAULT_IDENTITIES
+                    .iter()
+                    .map(move |f| h.join(".ssh").join(f))
+            })
+            .filter(|p| p.is_file())
+            .collect();
+        LocalEnv {
+            user: var("USER").or_else(|| var("LOGNAME")),
+            home,
+            default_identities,
+        }
+    }
+}
+
+/// Reads `$HOME/.ssh/config` if it exists. Unknown and unsupported options
+/// are tolerated (real configs are full of them); a malformed file is an
+/// error, as it is for ssh.
+pub fn load_ssh_config(home: Option<&Path>) -> anyhow::Result<Option<SshConfig>> {
+    let Some(home) = home else {
+        return Ok(None);
+    };
+    let path = home.join(".ssh").join("config");
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    };
+    parse_ssh_config(&mut BufReader::new(file), home)
+        .with_context(|| {
+            format!(
+                "reading {}: fix the file (ssh -G <host> shows how ssh reads it)",
+                path.display()
+            )
+        })
+        .map(Some)
+}
+
+/// Parses ssh_config text, expanding `~` against `home`.
+pub fn parse_ssh_config(
+    text: &mut impl std::io::BufRead,
+    home: &Path,
+) -> anyhow::Result<SshConfig> {
+    SshConfig::default()
+        .home_dir(home)
+        .parse(
+            text,
+            ParseRule::ALLOW_UNKNOWN_FIELDS | ParseRule::ALLOW_UNSUPPORTED_FIELDS,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The connection target for `node`, reading `$HOME/.ssh/config` and the environment.
+pub fn resolve(inv: &Inventory, node: &Node) -> anyhow::Result<Target> {
+    let env = LocalEnv::detect();
+    let ssh_config = load_ssh_config(env.home.as_deref())?;
+    resolve_with(inv, node, ssh_config.as_ref(), &env)
+}
+
+/// Every node's target, in inventory order, reading the config once.
+pub fn resolve_all(inv: &Inventory) -> anyhow::Result<Vec<Target>> {
+    let env = LocalEnv::detect();
+    let ssh_config = load_ssh_config(env.home.as_deref())?;
+    inv.nodes
+        .iter()
+        .map(|node| resolve_with(inv, node, ssh_config.as_ref(), &env))
+        .collect()
+}
+
+/// [`resolve`] without I/O: the parsed config and environment are given.
+pub fn resolve_with(
+    inv: &Inventory,
+    node: &Node,
+    ssh_config: Option<&SshConfig>,
+    env: &LocalEnv,
+) -> anyhow::Result<Target> {
+    let params = query(ssh_config, &node.address);
+    let user = node
+        .user
+        .clone()
+        .or_else(|| inv.ssh.user.clone())
+        .or_else(|| params.user.clone())
+        .or_else(|| env.user.clone())
+        .with_context(|| {
+            format!(
+                "{}: no user to log in as: set `user:` for the node or under `ssh:` in the inventory (or User in ~/.ssh/config)",
+                node.name
+            )
+        })?;
+    let explicit_key = node
+        .identity_file
+        .as_ref()
+        .or(inv.ssh.identity_file.as_ref())
+        .map(|p| expand_tilde(p, env));
+    let jump = match &inv.ssh.jump {
+        Some(jump) => Some(jump_target(&node.name, jump, inv, ssh_config, env, 1)?),
+        None => proxy_jump(&node.name, &params, inv, ssh_config, env, 1)?,
+    };
+    Ok(Target {
+        node: node.name.clone(),
+        host: host_name(&params, &node.address),
+        port: node.port.or(inv.ssh.port).or(params.port).unwrap_or(22),
+        user,
+        identity_files: match explicit_key {
+            Some(key) => vec![key],
+            None => identity_files(&params, env),
+        },
+        jump: jump.map(Box::new),
+    })
+}
+
+fn query(ssh_config: Option<&SshConfig>, host: &str) -> HostParams {
+    match ssh_config {
+        Some(cfg) => cfg.query(host),
+        None => SshConfig::default().query(host),
+    }
+}
+
+/// `HostName`, with `%h` (the name typed) and `%%` expanded.
+fn host_name(params: &HostParams, address: &str) -> String {
+    match &params.host_name {
+        Some(name) => name.replace("%h", address).replace("%%", "%"),
+        None => address.to_string(),
+    }
+}
+
+fn identity_files(params: &HostParams, env: &LocalEnv) -> Vec<PathBuf> {
+    match &params.identity_file {
+        Some(files) if !files.is_empty() => files.iter().map(|p| expand_tilde(p, env)).collect(),
+        _ => env.default_identities.clone(),
+    }
+}
+
+fn expand_tilde(path: &Path, env: &LocalEnv) -> PathBuf {
+    match (path.strip_prefix("~"), &env.home) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The jump chain from a `ProxyJump` value, last hop first.
+fn proxy_jump(
+    node: &str,
+    params: &HostParams,
+    inv: &Inventory,
+    ssh_config: Option<&SshConfig>,
+    env: &LocalEnv,
+    depth: usize,
+) -> anyhow::Result<Option<Target>> {
+    let hops: Vec<&str> = params
+        .proxy_jump
+        .iter()
+        .flatten()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hops.is_empty() || hops.iter().any(|h| h.eq_ignore_ascii_case("none")) {
+        return Ok(None);
+    }
+    if depth + hops.len() > MAX_JUMPS + 1 {
+        bail!(
+            "{node}: ProxyJump in ~/.ssh/config goes through more than {MAX_JUMPS} jump hosts (or loops); fix the ProxyJump lines"
+        );
+    }
+    let mut previous: Option<Target> = None;
+    for (i, hop) in hops.iter().enumerate() {
+        let spec = parse_jump_spec(hop)
+            .with_context(|| format!("{node}: ProxyJump {hop:?} in ~/.ssh/config"))?;
+        let mut target = jump_target(node, &spec, inv, ssh_config, env, depth + i)?;
+        // A hop's own ProxyJump is replaced by the chain's previous hop, as ssh -J does.
+        if i > 0 {
+            target.jump = previous.take().map(Box::new);
+        }
+        previous = Some(target);
+    }
+    Ok(previous)
+}
+
+fn jump_target(
+    node: &str,
+    jump: &Jump,
+    inv: &Inventory,
+    ssh_config: Option<&SshConfig>,
+    env: &LocalEnv,
+    depth: usize,
+) -> anyhow::Result<Target> {
+    if depth > MAX_JUMPS {
+        bail!(
+            "{node}: the jump host chain is longer than {MAX_JUMPS} (is there a ProxyJump loop in ~/.ssh/config?)"
+        );
+    }
+    let params = query(ssh_config, &jump.host);
+    let user = jump
+        .user
+        .clone()
+        .or_else(|| params.user.clone())
+        .or_else(|| env.user.clone())
+        .with_context(|| {
+            format!(
+                "{node}: no user for jump host {}: write it as user@{} in the inventory",
+                jump.host, jump.host
+            )
+        })?;
+    let identity_files = match (&params.identity_file, &inv.ssh.identity_file) {
+        (Some(files), _) if !files.is_empty() => {
+            files.iter().map(|p| expand_tilde(p, env)).collect()
+        }
+        (_, Some(key)) => vec![expand_tilde(key, env)],
+        _ => env.default_identities.clone(),
+    };
+    let next = proxy_jump(node, &params, inv, ssh_config, env, depth + 1)?;
+    Ok(Target {
+        node: format!("jump host {}", jump.host),
+        host: host_name(&params, &jump.host),
+        port: jump.port.or(params.port).unwrap_or(22),
+        user,
+        identity_files,
+        jump: next.map(Box::new),
+    })
+}
+
+/// `[user@]host[:port]` or `ssh://[user@]host[:port]`, with `[v6]:port`.
+pub fn parse_jump_spec(spec: &str) -> anyhow::Result<Jump> {
+    let rest = spec.strip_prefix("ssh://").unwrap_or(spec);
+    let (user, hostport) = match rest.rsplit_once('@') {
+        Some((u, h)) if !u.is_empty() => (Some(u.to_string()), h),
+        Some(_) => bail!("empty user in jump host {spec:?}"),
+        None => (None, rest),
+    };
+    let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+        let (host, after) = inner
+            .split_once(']')
+            .with_context(|| format!("missing ']' in jump host {spec:?}"))?;
+        match after.strip_prefix(':') {
+            Some(p) => (host, Some(p)),
+            None if after.is_empty() => (host, None),
+            None => bail!("unexpected {after:?} after ']' in jump host {spec:?}"),
+        }
+    } else {
+        match hostport.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        bail!("empty host in jump host {spec:?}");
+    }
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .with_context(|| format!("bad port {p:?} in jump host {spec:?}"))
+        })
+        .transpose()?;
+    Ok(Jump {
+        user,
+        host: host.to_string(),
+        port,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::{HostKeyChecking, Role, SshDefaults};
+    use crate::version::Minor;
+
+    fn env() -> LocalEnv {
+        LocalEnv {
+            user: Some("op".into()),
+            home: Some("/home/op".into()),
+            default_identities: vec!["/home/op/.ssh/id_ed25519".into()],
+        }
+    }
+
+    fn node(name: &str, address: &str) -> Node {
+        Node {
+            name: name.into(),
+            address: address.into(),
+            role: Role::Worker,
+            port: None,
+            user: None,
+            identity_file: None,
+        }
+    }
+
+    fn inventory(nodes: Vec<Node>) -> Inventory {
+        Inventory {
+            path: "/fleet/inventory.yaml".into(),
+            kubernetes_version: "v1.37".parse::<Minor>().unwrap(),
+            containerd_version: None,
+            hub: crate::inventory::DEFAULT_HUB.into(),
+            ssh: SshDefaults {
+                user: None,
+                port: None,
+                identity_file: None,
+                known_hosts: "/home/op/.ssh/known_hosts".into(),
+                host_key_checking: HostKeyChecking::Strict,
+                jump: None,
+            },
+            health_checks: vec![],
+            nodes,
+        }
+    }
+
+    fn config(text: &str) -> SshConfig {
+        parse_ssh_config(&mut text.as_bytes(), Path::new("/home/op")).unwrap()
+    }
+
+    const CONFIG: &str = "\
+Host w1
+  HostName 10.1.0.11
+  User cfguser
+  Port 2201
+  IdentityFile ~/.ssh/fleet_key
+Host *.lan
+  HostName %h.example.com
+  ProxyJump bastion
+Host bastion
+  HostName 192.0.2.1
+  User jumper
+  Port 2022
+Host w9
+  ProxyJump ops@hop1:2200,hop2
+Host hop2
+  User h2
+Host loop1
+  ProxyJump loop2
+Host loop2
+  ProxyJump loop1
+Host direct
+  ProxyJump none
+Host *
+  ServerAliveInterval 30
+  SomeUnknownOption yes
+";
+
+    #[test]
+    fn defaults_without_any_config() {
+        let inv = inventory(vec![node("w1", "10.0.0.1")]);
+        let t = resolve_with(&inv, &inv.nodes[0], None, &env()).unwrap();
+        assert_eq!(
+            t,
+            Target {
+                node: "w1".into(),
+                host: "10.0.0.1".into(),
+                port: 22,
+                user: "op".into(),
+                identity_files: vec!["/home/op/.ssh/id_ed25519".into()],
+                jump: None,
+            }
+        );
+    }
+
+    #[test]
+    fn ssh_config_fills_what_the_inventory_leaves_out() {
+        let inv = inventory(vec![node("worker-1", "w1")]);
+        let cfg = config(CONFIG);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        assert_eq!(t.node, "worker-1");
+        assert_eq!(t.host, "10.1.0.11", "HostName rewrites the address");
+        assert_eq!(t.user, "cfguser");
+        assert_eq!(t.port, 2201);
+        assert_eq!(
+            t.identity_files,
+            vec![PathBuf::from("/home/op/.ssh/fleet_key")]
+        );
+        assert_eq!(t.jump, None);
+    }
+
+    #[test]
+    fn inventory_defaults_beat_ssh_config_and_node_values_beat_both() {
+        let mut inv = inventory(vec![node("a", "w1"), node("b", "w1")]);
+        inv.ssh.user = Some("core".into());
+        inv.ssh.port = Some(2000);
+        inv.ssh.identity_file = Some("~/.ssh/inv_key".into());
+        inv.nodes[1].user = Some("root".into());
+        inv.nodes[1].port = Some(3000);
+        inv.nodes[1].identity_file = Some("/keys/b".into());
+        let cfg = config(CONFIG);
+
+        let a = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        assert_eq!((a.user.as_str(), a.port), ("core", 2000));
+        assert_eq!(
+            a.identity_files,
+            vec![PathBuf::from("/home/op/.ssh/inv_key")]
+        );
+        assert_eq!(a.host, "10.1.0.11", "HostName still applies");
+
+        let b = resolve_with(&inv, &inv.nodes[1], Some(&cfg), &env()).unwrap();
+        assert_eq!((b.user.as_str(), b.port), ("root", 3000));
+        assert_eq!(b.identity_files, vec![PathBuf::from("/keys/b")]);
+    }
+
+    #[test]
+    fn proxy_jump_from_config_resolves_the_bastion_through_config_too() {
+        let inv = inventory(vec![node("cp-1", "cp1.lan")]);
+        let cfg = config(CONFIG);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        assert_eq!(t.host, "cp1.lan.example.com", "%h expanded");
+        let jump = t.jump.expect("ProxyJump bastion");
+        assert_eq!(jump.host, "192.0.2.1");
+        assert_eq!(jump.user, "jumper");
+        assert_eq!(jump.port, 2022);
+        assert_eq!(jump.identity_files, env().default_identities);
+        assert_eq!(jump.jump, None);
+    }
+
+    #[test]
+    fn proxy_jump_chain_goes_through_hops_in_order() {
+        let inv = inventory(vec![node("w9", "w9")]);
+        let cfg = config(CONFIG);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        // Connect order: hop1, then hop2, then the node; the target's jump is the last hop.
+        let last = t.jump.unwrap();
+        assert_eq!(
+            (last.host.as_str(), last.user.as_str(), last.port),
+            ("hop2", "h2", 22)
+        );
+        let first = last.jump.unwrap();
+        assert_eq!(
+            (first.host.as_str(), first.user.as_str(), first.port),
+            ("hop1", "ops", 2200)
+        );
+        assert!(first.jump.is_none());
+    }
+
+    #[test]
+    fn proxy_jump_loop_is_an_error_and_none_disables() {
+        let inv = inventory(vec![node("x", "loop1"), node("y", "direct")]);
+        let cfg = config(CONFIG);
+        let err = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap_err();
+        assert!(format!("{err:#}").contains("loop"), "{err:#}");
+        let t = resolve_with(&inv, &inv.nodes[1], Some(&cfg), &env()).unwrap();
+        assert!(t.jump.is_none());
+    }
+
+    #[test]
+    fn inventory_jump_wins_and_uses_the_inventory_key() {
+        let mut inv = inventory(vec![node("cp-1", "cp1.lan")]);
+        inv.ssh.user = Some("core".into());
+        inv.ssh.identity_file = Some("/keys/fleet".into());
+        inv.ssh.jump = Some(Jump {
+            user: None,
+            host: "gw".into(),
+            port: Some(2222),
+        });
+        let cfg = config(CONFIG);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        let jump = t.jump.unwrap();
+        assert_eq!(jump.host, "gw");
+        assert_eq!(jump.port, 2222);
+        assert_eq!(
+            jump.user, "op",
+            "the nodes' `core` does not apply to the bastion"
+        );
+        assert_eq!(jump.identity_files, vec![PathBuf::from("/keys/fleet")]);
+        assert_eq!(jump.node, "jump host gw");
+    }
+
+    #[test]
+    fn no_user_anywhere_is_a_clear_error() {
+        let inv = inventory(vec![node("w1", "10.0.0.1")]);
+        let env = LocalEnv {
+            user: None,
+            ..env()
+        };
+        let err = resolve_with(&inv, &inv.nodes[0], None, &env).unwrap_err();
+        assert!(
+            err.to_string().starts_with("w1: no user to log in as"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn jump_specs() {
+        let j = |s: &str| parse_jump_spec(s).unwrap();
+        assert_eq!(
+            j("gw"),
+            Jump {
+                user: None,
+                host: "gw".into(),
+                port: None
+            }
+        );
+        assert_eq!(
+            j("ops@gw:2200"),
+            Jump {
+                user: Some("ops".into()),
+                host: "gw".into(),
+                port: Some(2200)
+            }
+        );
+        assert_eq!(
+            j("ssh://ops@[2001:db8::1]:22"),
+            Jump {
+                user: Some("ops".into()),
+                host: "2001:db8::1".into(),
+                port: Some(22)
+            }
+        );
+        assert!(parse_jump_spec("gw:notaport").is_err());
+        assert!(parse_jump_spec("@gw").is_err());
+        assert!(parse_jump_spec("[::1").is_err());
+    }
+
+    #[test]
+    fn config_file_is_read_from_home_and_missing_is_fine() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(load_ssh_config(Some(home.path())).unwrap().is_none());
+        std::fs::create_dir(home.path().join(".ssh")).unwrap();
+        std::fs::write(
+            home.path().join(".ssh/config"),
+            "Host w1\n  User fromfile\n  IdentityFile ~/k\n",
+        )
+        .unwrap();
+        let cfg = load_ssh_config(Some(home.path())).unwrap().unwrap();
+        let params = cfg.query("w1");
+        assert_eq!(params.user.as_deref(), Some("fromfile"));
+        assert_eq!(params.identity_file, Some(vec![home.path().join("k")]));
+    }
+}

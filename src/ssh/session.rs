@@ -1,0 +1,561 @@
+//! One authenticated SSH connection per node, reused for every command (a
+//! channel each), reached directly or through jump hosts.
+//!
+//! russh has no connect or command timeout, so every network wait here is
+//! bounded by `tokio::time::timeout`; keepalives detect a dead peer while a
+//! command is silent. A connection that ends before a command reports its
+//! exit status surfaces as [`Disconnected`], which is how a reboot looks.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use russh::client::{self, Handle};
+use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Preferred, SshId};
+
+use super::error::{
+    CommandTimedOut, Disconnected, HostKeyRejected, Rejection, SudoPasswordRequired,
+};
+use super::known_hosts::{self, HostKeyStatus};
+use super::{Options, Output, Target, auth, shell};
+use crate::inventory::HostKeyChecking;
+
+/// What sudo prints when `-n` meets a password requirement.
+const SUDO_NEEDS_PASSWORD: &str = "a password is required";
+
+/// An authenticated connection to one node. Commands may run concurrently;
+/// each gets its own channel.
+pub struct Session {
+    node: String,
+    user: String,
+    handle: Handle<Client>,
+    /// Jump host connections; they carry this one and must outlive it.
+    _via: Vec<Handle<Client>>,
+    command_timeout: Duration,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("node", &self.node)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connects to `target` (through its jump hosts), checks the host key and
+/// authenticates. A refused host key is a [`HostKeyRejected`] in the chain.
+pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session> {
+    let mut via = Vec::new();
+    let mut warnings = Vec::new();
+    let handle = connect_chain(target, opts, &mut via, &mut warnings).await?;
+    Ok(Session {
+        node: target.node.clone(),
+        user: target.user.clone(),
+        handle,
+        _via: via,
+        command_timeout: opts.command_timeout,
+        warnings,
+    })
+}
+
+/// Connects the jump hosts outermost first, then `target` over the last one.
+async fn connect_chain(
+    target: &Target,
+    opts: &Options,
+    via: &mut Vec<Handle<Client>>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Handle<Client>> {
+    let Some(jump) = &target.jump else {
+        return connect_one(target, opts, None, warnings).await;
+    };
+    let bastion = Box::pin(connect_chain(jump, opts, via, warnings))
+        .await
+        .with_context(|| {
+            format!(
+                "{}: cannot reach it through {} ({}@{}:{})",
+                target.node, jump.node, jump.user, jump.host, jump.port
+            )
+        })?;
+    let channel = tokio::time::timeout(
+        opts.connect_timeout,
+        bastion.channel_open_direct_tcpip(target.host.as_str(), u32::from(target.port), "127.0.0.1", 0),
+    )
+    .await
+    .map_err(|_| anyhow!("{}: {} did not open a tunnel within {}", target.node, jump.node, fmt_duration(opts.connect_timeout)))?
+    .with_context(|| {
+        format!(
+            "{}: {} refused to forward to {}:{} (does it allow TCP forwarding — AllowTcpForwarding — and reach that address?)",
+            target.node, jump.node, target.host, target.port
+        )
+    })?;
+    via.push(bastion);
+    connect_one(target, opts, Some(channel.into_stream()), warnings).await
+}
+
+/// Handshake, host key check and authentication over TCP or a tunnel.
+async fn connect_one(
+    target: &Target,
+    opts: &Options,
+    tunnel: Option<russh::ChannelStream<client::Msg>>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Handle<Client>> {
+    let known_text = read_known_hosts(&opts.known_hosts)?;
+    let config = Arc::new(client_config(
+        opts,
+        &known_hosts::recorded_algorithms(&known_text, &target.host, target.port),
+    ));
+    let verdict = Arc::new(Mutex::new(Verdict::default()));
+    let client = Client {
+        node: target.node.clone(),
+        host: target.host.clone(),
+        port: target.port,
+        known_hosts: opts.known_hosts.clone(),
+        checking: opts.host_key_checking,
+        verdict: verdict.clone(),
+    };
+    let addr = format!("{}:{}", target.host, target.port);
+    let handshake = async {
+        match tunnel {
+            Some(stream) => client::connect_stream(config, stream, client).await,
+            None => client::connect(config, (target.host.as_str(), target.port), client).await,
+        }
+    };
+    let result = tokio::time::timeout(opts.connect_timeout, handshake).await;
+    let mut verdict = take(&verdict);
+    warnings.append(&mut verdict.warnings);
+    if let Some(rejected) = verdict.rejected {
+        return Err(anyhow::Error::new(rejected));
+    }
+    let mut handle = result
+        .map_err(|_| {
+            anyhow!(
+                "{}: no SSH handshake with {addr} within {}: is the address right and sshd running?",
+                target.node,
+                fmt_duration(opts.connect_timeout)
+            )
+        })?
+        .with_context(|| format!("{}: cannot connect to {addr} over SSH", target.node))?;
+    auth::authenticate(&mut handle, target, opts).await?;
+    Ok(handle)
+}
+
+fn read_known_hosts(path: &std::path::Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e).with_context(|| format!("reading known hosts file {}", path.display())),
+    }
+}
+
+fn client_config(opts: &Options, recorded: &[Algorithm]) -> client::Config {
+    let mut preferred = Preferred::default();
+    preferred.key = prefer_recorded(&preferred.key, recorded).into();
+    client::Config {
+        client_id: SshId::Standard(concat!("SSH-2.0-fleetctl_", env!("CARGO_PKG_VERSION")).into()),
+        keepalive_interval: Some(opts.keepalive_interval),
+        keepalive_max: opts.keepalive_max,
+        nodelay: true,
+        preferred,
+        ..Default::default()
+    }
+}
+
+/// Host key algorithms with those already in known_hosts first (as OpenSSH
+/// does), so a host recorded with its ECDSA key is checked against it.
+fn prefer_recorded(default: &[Algorithm], recorded: &[Algorithm]) -> Vec<Algorithm> {
+    let is_recorded = |a: &Algorithm| {
+        recorded.iter().any(|r| match (r, a) {
+            (Algorithm::Rsa { .. }, Algorithm::Rsa { .. }) => true,
+            (r, a) => r == a,
+        })
+    };
+    let (mut first, rest): (Vec<Algorithm>, Vec<Algorithm>) =
+        default.iter().cloned().partition(is_recorded);
+    first.extend(rest);
+    first
+}
+
+fn fmt_duration(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
+}
+
+/// What the host key check decided, read back after the handshake.
+#[derive(Debug, Default)]
+struct Verdict {
+    rejected: Option<HostKeyRejected>,
+    warnings: Vec<String>,
+}
+
+fn take(verdict: &Mutex<Verdict>) -> Verdict {
+    std::mem::take(
+        &mut *verdict
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
+}
+
+/// russh's callbacks for one connection: only the host key check matters.
+pub(crate) struct Client {
+    node: String,
+    host: String,
+    port: u16,
+    known_hosts: PathBuf,
+    checking: HostKeyChecking,
+    verdict: Arc<Mutex<Verdict>>,
+}
+
+impl Client {
+    fn reject(&self, key: &PublicKey, reason: Rejection) -> bool {
+        let rejected = HostKeyRejected::new(
+            &self.node,
+            &self.host,
+            self.port,
+            self.known_hosts.clone(),
+            key,
+            reason,
+        );
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .rejected = Some(rejected);
+        false
+    }
+
+    fn warn(&self, warning: String) {
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .warnings
+            .push(warning);
+    }
+
+    fn check(&self, key: &PublicKey) -> anyhow::Result<bool> {
+        let text = read_known_hosts(&self.known_hosts)?;
+        let status = known_hosts::check(&text, &self.host, self.port, key);
+        let name = known_hosts::host_key_name(&self.host, self.port);
+        let id = format!(
+            "{} {}",
+            known_hosts::type_label(&key.algorithm()),
+            key.fingerprint(HashAlg::Sha256)
+        );
+        let kh = self.known_hosts.display();
+        Ok(match (status, self.checking) {
+            (HostKeyStatus::Known { .. }, _) => true,
+            // Revoked is refused even with checking off, as ssh does.
+            (HostKeyStatus::Revoked { line }, _) => self.reject(key, Rejection::Revoked { line }),
+            (HostKeyStatus::Changed { line }, HostKeyChecking::Off) => {
+                self.warn(format!(
+                    "{}: WARNING: host key checking is OFF and the host key of {name} CHANGED ({id} differs from {kh}:{line}); \
+                     connecting anyway. Anyone on the network path could be impersonating this node.",
+                    self.node
+                ));
+                true
+            }
+            (HostKeyStatus::Changed { line }, _) => self.reject(key, Rejection::Changed { line }),
+            (HostKeyStatus::Unknown { .. }, HostKeyChecking::Off) => {
+                self.warn(format!(
+                    "{}: WARNING: host key checking is OFF: accepted the unverified host key {id} of {name}. \
+                     Anyone on the network path could be impersonating this node.",
+                    self.node
+                ));
+                true
+            }
+            (HostKeyStatus::Unknown { .. }, HostKeyChecking::AcceptNew) => {
+                known_hosts::record(&self.known_hosts, &self.host, self.port, key).with_context(
+                    || format!("{}: recording the new host key of {name}", self.node),
+                )?;
+                self.warn(format!(
+                    "{}: permanently added '{name}' ({id}) to {kh}",
+                    self.node
+                ));
+                true
+            }
+            (
+                HostKeyStatus::Unknown {
+                    other_types,
+                    cert_authorities,
+                },
+                HostKeyChecking::Strict,
+            ) => self.reject(
+                key,
+                Rejection::Unknown {
+                    other_types,
+                    cert_authorities,
+                },
+            ),
+        })
+    }
+}
+
+impl client::Handler for Client {
+    type Error = anyhow::Error;
+
+    async fn check_server_key(
+        &mut self,
+        server_key: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        match server_key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => self.check(key),
+            PublicKeyOrCertificate::Certificate(cert) => {
+                let key = PublicKey::new(cert.public_key().clone(), "");
+                Ok(self.reject(&key, Rejection::Certificate))
+            }
+        }
+    }
+}
+
+impl Session {
+    /// The inventory node name this connection belongs to.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.user == "root"
+    }
+
+    /// Things the operator must see (host key recorded, host key checking
+    /// off). ssh never prints; the caller hands these to the printer.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Runs `cmd` through the remote user's shell, feeding `stdin` (then EOF).
+    /// A non-zero exit is NOT an error here; a dropped connection is
+    /// ([`Disconnected`]), and so is running past the command timeout.
+    pub async fn exec(&self, cmd: &str, stdin: Option<&[u8]>) -> anyhow::Result<Output> {
+        self.exec_timeout(cmd, stdin, self.command_timeout).await
+    }
+
+    /// [`Session::exec`] with its own timeout, for the few long steps
+    /// (downloads, `kubeadm upgrade apply`).
+    pub async fn exec_timeout(
+        &self,
+        cmd: &str,
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+    ) -> anyhow::Result<Output> {
+        let label = shell::label(cmd);
+        match tokio::time::timeout(timeout, self.run(cmd, stdin)).await {
+            Ok(result) => result.with_context(|| format!("{}: running `{label}`", self.node)),
+            Err(_) => Err(anyhow::Error::new(CommandTimedOut {
+                node: self.node.clone(),
+                command: label,
+                after: timeout,
+            })),
+        }
+    }
+
+    /// The same, as root: wrapped in `sudo -n sh -c '…'` unless the user is
+    /// root. sudo asking for a password is a [`SudoPasswordRequired`] error.
+    pub async fn exec_root(&self, cmd: &str, stdin: Option<&[u8]>) -> anyhow::Result<Output> {
+        self.exec_root_timeout(cmd, stdin, self.command_timeout)
+            .await
+    }
+
+    /// [`Session::exec_root`] with its own timeout.
+    pub async fn exec_root_timeout(
+        &self,
+        cmd: &str,
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+    ) -> anyhow::Result<Output> {
+        if self.is_root() {
+            return self.exec_timeout(cmd, stdin, timeout).await;
+        }
+        let output = self
+            .exec_timeout(&shell::sudo_wrap(cmd), stdin, timeout)
+            .await?;
+        if output.exit == Some(1) && output.stderr.contains(SUDO_NEEDS_PASSWORD) {
+            return Err(anyhow::Error::new(SudoPasswordRequired {
+                node: self.node.clone(),
+                user: self.user.clone(),
+            }));
+        }
+        Ok(output)
+    }
+
+    /// Closes the connection politely (jump hosts close with it).
+    pub async fn close(self) {
+        let _ = self
+            .handle
+            .disconnect(russh::Disconnect::ByApplication, "fleetctl done", "en")
+            .await;
+    }
+
+    fn disconnected(&self) -> anyhow::Error {
+        anyhow::Error::new(Disconnected {
+            node: self.node.clone(),
+        })
+    }
+
+    async fn run(&self, cmd: &str, stdin: Option<&[u8]>) -> anyhow::Result<Output> {
+        if self.handle.is_closed() {
+            return Err(self.disconnected());
+        }
+        let mut channel = self
+            .handle
+            .channel_open_session()
+            .await
+            .map_err(|e| self.channel_error(e))?;
+        channel
+            .exec(true, cmd)
+            .await
+            .map_err(|e| self.channel_error(e))?;
+        if let Some(data) = stdin {
+            channel
+                .data(data)
+                .await
+                .map_err(|e| self.channel_error(e))?;
+        }
+        // EOF even without input: a command reading stdin must not wait forever.
+        channel.eof().await.map_err(|e| self.channel_error(e))?;
+
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut exit = None;
+        let mut signal = None;
+        while let Some(msg) = channel.wait().await {
+            match msg {
+                ChannelMsg::Data { data } => stdout.extend_from_slice(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
+                ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
+                ChannelMsg::ExitSignal {
+                    signal_name,
+                    error_message,
+                    ..
+                } => {
+                    signal = Some(
+                        format!("{signal_name:?} {error_message}")
+                            .trim()
+                            .to_string(),
+                    )
+                }
+                ChannelMsg::Failure => {
+                    return Err(anyhow!(
+                        "{}: the server refused to run the command",
+                        self.node
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if exit.is_none() && signal.is_none() {
+            // Channel gone without a status: the connection (or sshd) went away.
+            return Err(self.disconnected());
+        }
+        Ok(Output {
+            exit,
+            signal,
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        })
+    }
+
+    /// A channel operation failing on a closed connection is a disconnect;
+    /// anything else keeps its own message.
+    fn channel_error(&self, err: russh::Error) -> anyhow::Error {
+        if self.handle.is_closed()
+            || matches!(
+                err,
+                russh::Error::SendError | russh::Error::Disconnect | russh::Error::HUP
+            )
+        {
+            self.disconnected().context(err.to_string())
+        } else {
+            anyhow::Error::new(err).context(format!("{}: SSH channel error", self.node))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use russh::keys::EcdsaCurve;
+
+    #[test]
+    fn recorded_host_key_types_are_offered_first() {
+        let default = Preferred::default().key.to_vec();
+        let ecdsa = Algorithm::Ecdsa {
+            curve: EcdsaCurve::NistP256,
+        };
+        let ordered = prefer_recorded(&default, std::slice::from_ref(&ecdsa));
+        assert_eq!(ordered[0], ecdsa);
+        assert_eq!(ordered.len(), default.len());
+        let rsa = prefer_recorded(&default, &[Algorithm::Rsa { hash: None }]);
+        assert!(
+            rsa[..3].iter().all(|a| matches!(a, Algorithm::Rsa { .. })),
+            "{rsa:?}"
+        );
+        assert_eq!(prefer_recorded(&default, &[]), default);
+    }
+
+    #[test]
+    fn sessions_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Session>();
+    }
+
+    #[tokio::test]
+    async fn connect_timeout_names_the_node_when_no_banner_comes() {
+        // A TCP listener that accepts and never speaks SSH.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                held.push(sock);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict);
+        opts.connect_timeout = Duration::from_millis(300);
+        let target = Target {
+            node: "silent-1".into(),
+            host: "127.0.0.1".into(),
+            port,
+            user: "core".into(),
+            identity_files: vec![],
+            jump: None,
+        };
+        let err = connect(&target, &opts).await.unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.starts_with("silent-1: no SSH handshake with 127.0.0.1:"),
+            "{msg}"
+        );
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn refused_tcp_connection_names_the_node() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict);
+        let target = Target {
+            node: "gone-1".into(),
+            host: "127.0.0.1".into(),
+            port,
+            user: "core".into(),
+            identity_files: vec![],
+            jump: None,
+        };
+        let msg = format!("{:#}", connect(&target, &opts).await.unwrap_err());
+        assert!(
+            msg.starts_with(&format!(
+                "gone-1: cannot connect to 127.0.0.1:{port} over SSH"
+            )),
+            "{msg}"
+        );
+    }
+}
