@@ -22,6 +22,9 @@ pub struct NodeReport {
 pub struct Gathered {
     /// In inventory order.
     pub nodes: Vec<NodeReport>,
+    /// What the transport wants the operator to see (host key checking off,
+    /// a key recorded by accept-new), prefixed with the node name.
+    pub warnings: Vec<String>,
     /// From the first reachable control-plane node (named), or why not.
     pub cluster: anyhow::Result<(String, ClusterFacts)>,
 }
@@ -33,11 +36,7 @@ impl Gathered {
 }
 
 pub async fn gather(inv: &Inventory, opts: &ssh::Options, parallel: usize) -> anyhow::Result<Gathered> {
-    let targets = inv
-        .nodes
-        .iter()
-        .map(|n| ssh::resolve(inv, n))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let targets = ssh::resolve_all(inv)?;
     let sessions = ssh::connect_all(&targets, opts, parallel).await;
 
     let mut tasks = Vec::new();
@@ -60,7 +59,12 @@ pub async fn gather(inv: &Inventory, opts: &ssh::Options, parallel: usize) -> an
         reports.push(t.await.context("a facts task panicked")?);
     }
     let cluster = cluster_facts(&reports).await;
-    Ok(Gathered { nodes: reports, cluster })
+    let warnings = reports
+        .iter()
+        .filter_map(|r| r.session.as_ref().map(|s| (r, s)))
+        .flat_map(|(r, s)| s.warnings().iter().map(move |w| format!("{}: {w}", r.node.name)))
+        .collect();
+    Ok(Gathered { nodes: reports, warnings, cluster })
 }
 
 async fn node_facts(s: &Session) -> anyhow::Result<NodeFacts> {

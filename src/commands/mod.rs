@@ -11,6 +11,7 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, Command, Global};
 use crate::inventory::{self, Inventory};
+use crate::ssh;
 use crate::ui::Printer;
 
 pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
@@ -33,6 +34,13 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// SSH settings: the inventory's known_hosts policy, the operator's timeouts.
+pub fn ssh_options(inv: &Inventory, global: &Global) -> ssh::Options {
+    let mut opts = ssh::Options::from_inventory(inv);
+    opts.connect_timeout = global.connect_timeout;
+    opts
 }
 
 /// The inventory named by `-i`/`$FLEETCTL_INVENTORY`, or `./inventory.yaml`.

@@ -10,6 +10,9 @@ use crate::ui::Printer;
 pub async fn run(global: &Global, args: &StatusArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
     let gathered = gather::gather(&inv, &super::ssh_options(&inv, global), global.parallel.into()).await?;
+    for w in &gathered.warnings {
+        printer.warn(w);
+    }
     let inputs = gathered
         .nodes
         .iter()
