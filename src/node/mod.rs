@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
-// (filled in by the parsers) pub use parse::{parse_cluster, parse_facts};
+pub use parse::{detect_pin, image_version, parse_cluster, parse_facts};
 
 /// Everything `status` and `plan` need to know about one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
