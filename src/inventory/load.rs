@@ -107,12 +107,27 @@ fn yaml_message(err: &serde_saphyr::Error, path: &Path) -> String {
     let message = UserMessageFormatter.format_message(err.without_snippet());
     let message = match message.as_ref() {
         "invalid u16" => "invalid port: expected a number from 1 to 65535".to_string(),
-        other => other.escape_debug().to_string().replace("\\'", "'"),
+        other => without_control_chars(other),
     };
     match err.location() {
         Some(loc) => format!("{}: {message}", at(path, loc)),
         None => format!("{}: {message}", path.display()),
     }
+}
+
+/// The message may quote the file (an unknown key, say); a terminal escape
+/// in it must reach the operator's terminal as text, not as a command.
+fn without_control_chars(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// `file:line:column`, or just `file` when the location is unknown.
@@ -124,10 +139,11 @@ fn at(path: &Path, loc: Location) -> String {
     }
 }
 
-/// Every semantic problem found, in file order.
+/// Every semantic problem found, reported in file order.
 struct Problems {
     path: PathBuf,
-    lines: Vec<String>,
+    /// (line, column, message); line 0 when no place in the file is to blame.
+    lines: Vec<(u64, u64, String)>,
 }
 
 impl Problems {
@@ -140,7 +156,7 @@ impl Problems {
 
     fn at(&mut self, loc: Location, message: impl std::fmt::Display) {
         let line = format!("{}: {message}", at(&self.path, loc));
-        self.lines.push(line);
+        self.lines.push((loc.line(), loc.column(), line));
     }
 
     /// Records the error of a check and returns its value, if any.
@@ -148,12 +164,14 @@ impl Problems {
         result.map_err(|message| self.at(loc, message)).ok()
     }
 
-    fn into_result(self) -> anyhow::Result<()> {
+    fn into_result(mut self) -> anyhow::Result<()> {
         if self.lines.is_empty() {
-            Ok(())
-        } else {
-            Err(usage!("{}", self.lines.join("\n")))
+            return Ok(());
         }
+        // Stable: problems at the same place keep the order they were found in.
+        self.lines.sort_by_key(|(line, column, _)| (*line, *column));
+        let lines: Vec<String> = self.lines.into_iter().map(|(_, _, l)| l).collect();
+        Err(usage!("{}", lines.join("\n")))
     }
 }
 

@@ -152,6 +152,35 @@ nodes:
 }
 
 #[test]
+fn terminal_escapes_in_the_file_are_not_replayed() {
+    let text = format!("{MINIMAL}\"evil\\e[31m\": 1\n");
+    assert_eq!(
+        parse_err(&text),
+        "inventory.yaml:4:1: unknown field `evil\\u{1b}[31m`, expected one of \
+         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, nodes"
+    );
+}
+
+#[test]
+fn problems_are_listed_in_file_order() {
+    // Duplicates are found after each node's own checks, but reported in place.
+    let text = "\
+kubernetes_version: v1.37
+nodes:
+  - {name: cp-1, address: 10.0.0.11, role: control-plane}
+  - {name: cp-1, address: 10.0.0.12, role: control-plane}
+  - {name: w-1, address: 10.0.0.21, role: boss}
+";
+    assert_eq!(
+        parse_err(text),
+        "inventory.yaml:4:12: node name `cp-1` is used twice (first on line 3): \
+         each node needs its own Kubernetes node name\n\
+         inventory.yaml:5:43: node `w-1`: unknown role `boss`, expected `control-plane` \
+         or `worker`"
+    );
+}
+
+#[test]
 fn unknown_top_level_key_is_refused() {
     let text = format!("{MINIMAL}kubernetes_versoin: v1.38\n");
     assert_eq!(
@@ -370,10 +399,10 @@ fn tilde_without_home_is_an_error_not_a_guess() {
     let err = parse_located(&text, Path::new("inv.yaml"), None).expect_err("no HOME");
     assert_eq!(
         format!("{err:#}"),
-        "inv.yaml:5:18: ssh.identity_file: `~/.ssh/id` starts with ~ but HOME is not set: \
-         write the full path\n\
-         inv.yaml: ssh.known_hosts: HOME is not set, so the default ~/.ssh/known_hosts \
-         cannot be found: set ssh.known_hosts"
+        "inv.yaml: ssh.known_hosts: HOME is not set, so the default ~/.ssh/known_hosts \
+         cannot be found: set ssh.known_hosts\n\
+         inv.yaml:5:18: ssh.identity_file: `~/.ssh/id` starts with ~ but HOME is not set: \
+         write the full path"
     );
 }
 
@@ -443,6 +472,11 @@ mod properties {
             text in "(kubernetes_version: v1\\.[0-9x]{1,3}\n)?(nodes:\n)?(  - \\{name: [a-zA-Z_.-]{0,6}, address: [0-9.:@a-z]{0,9}, role: (worker|control-plane|x)(, port: [0-9]{1,6})?\\}\n){0,4}(ssh:\n  jump: [a-z@:\\[\\]0-9]{0,12}\n)?"
         ) {
             let _ = parse(&text, Path::new("inventory.yaml"));
+        }
+
+        #[test]
+        fn parse_never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse(&String::from_utf8_lossy(&bytes), Path::new("inventory.yaml"));
         }
 
         #[test]
