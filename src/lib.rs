@@ -3,13 +3,17 @@
 //!
 //! Read top-down: `cli` (what the operator types) → `commands` (one file per
 //! subcommand, thin) → the pure modules that decide (`inventory`, `node`,
-//! `plan`) → the layer with side effects (`ssh`, `remote`, `steps`) → `ui`.
+//! `plan`, `status`) → the layer with side effects (`ssh`, `remote`, `gather`,
+//! `steps`) → `ui`.
 
-pub mod error;
-pub mod inventory;
-pub mod node;
-pub mod ssh;
-pub mod version;
 pub mod cli;
 pub mod commands;
+pub mod error;
+pub mod gather;
+pub mod inventory;
+pub mod node;
+pub mod remote;
+pub mod ssh;
+pub mod status;
 pub mod ui;
+pub mod version;

@@ -3,6 +3,8 @@
 //! before any node is touched (see `load`).
 
 mod load;
+mod raw;
+mod validate;
 
 use std::path::PathBuf;
 
@@ -10,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::Minor;
 
-// (filled in by the loader) pub use load::load;
+pub use load::{load, parse};
 
 /// The default extension hub, as in sysext-bakery's published configs.
 pub const DEFAULT_HUB: &str = "https://extensions.flatcar.org/extensions";

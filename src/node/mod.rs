@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
-// (filled in by the parsers) pub use parse::{parse_cluster, parse_facts};
+pub use parse::{detect_pin, image_version, parse_cluster, parse_facts};
 
 /// Everything `status` and `plan` need to know about one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,16 +28,20 @@ pub struct NodeFacts {
 pub struct OsFacts {
     /// `VERSION` from `/etc/os-release`.
     pub running: String,
-    /// `NEW_VERSION` when update_engine has an update staged for the next boot.
+    /// `NEW_VERSION` when update_engine has an update staged for the next boot
+    /// (`CURRENT_OP` is `UPDATE_STATUS_UPDATED_NEED_REBOOT`); `"unknown"` when
+    /// one is staged but update_engine does not say which.
     pub staged: Option<String>,
-    /// `CURRENT_OP` from `update_engine_client -status`, e.g. `UPDATE_STATUS_IDLE`.
+    /// `CURRENT_OP` from `update_engine_client -status`, e.g. `UPDATE_STATUS_IDLE`;
+    /// empty when update_engine could not be asked.
     pub current_op: String,
 }
 
 /// A sysext-delivered component (kubernetes, containerd).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extension {
-    /// What the node booted with (`kubelet --version`).
+    /// What the node booted with (`kubelet --version`, `containerd --version`);
+    /// `None` when the binary is not there or does not run.
     pub running: Option<Version>,
     /// What `/etc/extensions/<name>.raw` points at: what the next boot merges.
     pub staged: Option<Version>,
@@ -45,7 +49,8 @@ pub struct Extension {
     pub staged_target: Option<String>,
     /// Image versions present in `/opt/extensions/<name>/`.
     pub images: Vec<Version>,
-    /// Every `.conf` in `/etc/sysupdate.<name>.d/`, sorted by path.
+    /// Every `.conf` (and systemd ≥ 257's `.transfer`) in
+    /// `/etc/sysupdate.<name>.d/`, sorted by path.
     pub configs: Vec<SysupdateConfig>,
 }
 

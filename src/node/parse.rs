@@ -1,1 +1,625 @@
-//! stub
+//! Pure parsers for what `crate::remote::FACTS_SCRIPT` and `CLUSTER_SCRIPT`
+//! print: no I/O, so every corner (missing tools, missing files, CRLF,
+//! noise before the first section, truncated output) is a unit test.
+//!
+//! A probe that could not run means "absent" (no kubelet → no running
+//! Kubernetes), never an error; a probe that ran and printed something
+//! unreadable is an error, because guessing there could plan the wrong
+//! upgrade.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::{ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, SysupdateConfig};
+use crate::remote::markers;
+use crate::version::{Minor, Version};
+
+/// update_engine's state once an OS update is written and waits for a reboot.
+const NEED_REBOOT: &str = "UPDATE_STATUS_UPDATED_NEED_REBOOT";
+
+/// Architecture suffixes sysext image names carry (`kubernetes-v1.35.2-x86-64.raw`).
+const ARCHES: &[&str] = &["x86-64", "arm64", "amd64", "aarch64", "x86_64"];
+
+/// Parses the output of `FACTS_SCRIPT`.
+pub fn parse_facts(output: &str) -> Result<NodeFacts> {
+    let sections = Sections::parse(output);
+    if sections.is_empty() {
+        bail!(
+            "the facts script printed no sections, so it did not run as expected; \
+             its output began with: {}",
+            excerpt(output)
+        );
+    }
+    let kubernetes = extension(&sections, "kubernetes", "kubelet")
+        .context("cannot read the node's Kubernetes facts")?;
+    let containerd = extension(&sections, "containerd", "containerd")
+        .context("cannot read the node's containerd facts")?;
+    Ok(NodeFacts {
+        hostname: sections.trimmed("hostname").unwrap_or_default(),
+        boot_id: sections.trimmed("boot-id").unwrap_or_default(),
+        uptime_seconds: sections
+            .trimmed("uptime")
+            .and_then(|u| uptime_seconds(&u))
+            .unwrap_or(0),
+        os: os_facts(&sections),
+        kubernetes,
+        containerd: Some(containerd).filter(has_sysext),
+        reboot_required: sections.status("reboot-required") == Some(0),
+    })
+}
+
+/// Parses the output of `CLUSTER_SCRIPT`.
+pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
+    let sections = Sections::parse(output);
+    if sections.is_empty() {
+        bail!(
+            "the cluster script printed no sections, so it did not run as expected; \
+             its output began with: {}",
+            excerpt(output)
+        );
+    }
+    let nodes = sections.succeeded("nodes", "kubectl get nodes")?;
+    let nodes = cluster_nodes(&nodes.stdout)?;
+    let version = match sections.found("kubeadm-config", "kubectl get configmap kubeadm-config")? {
+        Some(section) => kubeadm_version(&section.stdout)?,
+        None => None,
+    };
+    let kube_proxy = sections
+        .found("kube-proxy", "kubectl get daemonset kube-proxy")?
+        .is_some_and(|s| !s.stdout.trim().is_empty());
+    Ok(ClusterFacts {
+        nodes,
+        version,
+        kube_proxy,
+    })
+}
+
+/// Which minor a sysupdate transfer file lets through, from the
+/// `MatchPattern=` lines of its `[Source]` section (the `[Target]` one only
+/// names local files): `kubernetes-v1.37.@v-%a.raw` is pinned to v1.37,
+/// `kubernetes-@v-%a.raw` floats. Several patterns: floating if any floats,
+/// pinned if all agree, otherwise unknown.
+pub fn detect_pin(component: &str, content: &str) -> Pin {
+    let patterns = source_match_patterns(content);
+    if patterns.is_empty() {
+        return Pin::Unknown;
+    }
+    let kinds: Vec<Pin> = patterns.iter().map(|p| classify(component, p)).collect();
+    if kinds.contains(&Pin::Floating) {
+        return Pin::Floating;
+    }
+    match kinds.first() {
+        Some(Pin::Pinned(minor)) if kinds.iter().all(|k| k == &Pin::Pinned(*minor)) => {
+            Pin::Pinned(*minor)
+        }
+        _ => Pin::Unknown,
+    }
+}
+
+/// The version in a sysext image name: `kubernetes-v1.35.2-x86-64.raw` →
+/// v1.35.2. `None` for anything else in the directory (partial downloads,
+/// other components, hand-copied files).
+pub fn image_version(component: &str, file_name: &str) -> Option<Version> {
+    let rest = file_name
+        .strip_prefix(component)?
+        .strip_prefix('-')?
+        .strip_suffix(".raw")?;
+    let bare = ARCHES
+        .iter()
+        .find_map(|arch| rest.strip_suffix(arch)?.strip_suffix('-'))
+        .unwrap_or(rest);
+    bare.parse().ok()
+}
+
+// ---------------------------------------------------------------------------
+// Sections
+
+/// One probe's output, as the script delimited it.
+#[derive(Debug, Clone, PartialEq)]
+struct Section<'a> {
+    name: &'a str,
+    /// What the probe was about, e.g. a config file's path.
+    arg: Option<&'a str>,
+    stdout: String,
+    stderr: String,
+    /// `None` when the output stopped before the section's end marker.
+    status: Option<i32>,
+}
+
+impl<'a> Section<'a> {
+    fn new(name: &'a str, arg: Option<&'a str>) -> Self {
+        Section {
+            name,
+            arg,
+            stdout: String::new(),
+            stderr: String::new(),
+            status: None,
+        }
+    }
+
+    fn failure(&self, what: &str) -> String {
+        let status = match self.status {
+            Some(127) => "command not found (exit status 127)".to_string(),
+            Some(code) => format!("exit status {code}"),
+            None => "output cut off".to_string(),
+        };
+        let stderr = self.stderr.trim();
+        if stderr.is_empty() {
+            format!("`{what}` failed: {status}")
+        } else {
+            format!("`{what}` failed: {status}: {stderr}")
+        }
+    }
+}
+
+enum Marker<'a> {
+    Begin(&'a str, Option<&'a str>),
+    Stderr,
+    End(Option<i32>),
+    /// A marker line that opens nothing (`@@fleetctl:facts 1@@`, `…done@@`).
+    Other,
+}
+
+/// A line that is a marker, and whether it ended in CRLF.
+fn marker(line: &str) -> Option<(Marker<'_>, bool)> {
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    let (body, crlf) = match body.strip_suffix('\r') {
+        Some(b) => (b, true),
+        None => (body, false),
+    };
+    if !body.starts_with("@@fleetctl:") || !body.ends_with(markers::CLOSE) {
+        return None;
+    }
+    if body == markers::STDERR {
+        return Some((Marker::Stderr, crlf));
+    }
+    let inner = |prefix: &str| {
+        body.strip_prefix(prefix)
+            .and_then(|b| b.strip_suffix(markers::CLOSE))
+    };
+    let found = if let Some(rest) = inner(markers::BEGIN) {
+        match rest.split_once(' ') {
+            Some((name, arg)) => Marker::Begin(name, Some(arg)),
+            None => Marker::Begin(rest, None),
+        }
+    } else if let Some(status) = inner(markers::END) {
+        Marker::End(status.trim().parse().ok())
+    } else {
+        Marker::Other
+    };
+    Some((found, crlf))
+}
+
+/// Removes the newline the script prints between a probe's stdout and the
+/// next marker, leaving the stdout byte for byte.
+fn strip_separator(stdout: &mut String, crlf: bool) {
+    if crlf && stdout.ends_with("\r\n") {
+        stdout.truncate(stdout.len() - 2);
+    } else if stdout.ends_with('\n') {
+        stdout.truncate(stdout.len() - 1);
+    }
+}
+
+struct Sections<'a> {
+    list: Vec<Section<'a>>,
+}
+
+impl<'a> Sections<'a> {
+    fn parse(output: &'a str) -> Self {
+        let mut list = Vec::new();
+        let mut current: Option<Section<'a>> = None;
+        let mut in_stderr = false;
+        for line in output.split_inclusive('\n') {
+            match (marker(line), current.as_mut()) {
+                (Some((Marker::Begin(name, arg), _)), _) => {
+                    list.extend(current.take());
+                    current = Some(Section::new(name, arg));
+                    in_stderr = false;
+                }
+                (Some((Marker::Stderr, crlf)), Some(section)) if !in_stderr => {
+                    strip_separator(&mut section.stdout, crlf);
+                    in_stderr = true;
+                }
+                (Some((Marker::End(status), crlf)), Some(section)) => {
+                    if !in_stderr {
+                        strip_separator(&mut section.stdout, crlf);
+                    }
+                    section.status = status;
+                    list.extend(current.take());
+                }
+                (_, Some(section)) if in_stderr => section.stderr.push_str(line),
+                (_, Some(section)) => section.stdout.push_str(line),
+                (_, None) => {} // noise outside any section
+            }
+        }
+        list.extend(current);
+        Sections { list }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    fn get(&self, name: &str) -> Option<&Section<'a>> {
+        self.list.iter().find(|s| s.name == name)
+    }
+
+    fn all<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Section<'a>> + 's {
+        self.list.iter().filter(move |s| s.name == name)
+    }
+
+    fn status(&self, name: &str) -> Option<i32> {
+        self.get(name).and_then(|s| s.status)
+    }
+
+    /// The section, when its probe exited 0.
+    fn ok(&self, name: &str) -> Option<&Section<'a>> {
+        self.get(name).filter(|s| s.status == Some(0))
+    }
+
+    /// A successful probe's stdout, trimmed; `None` when absent, failed or empty.
+    fn trimmed(&self, name: &str) -> Option<String> {
+        let text = self.ok(name)?.stdout.trim();
+        (!text.is_empty()).then(|| text.to_string())
+    }
+
+    /// The section of a probe that must have succeeded.
+    fn succeeded(&self, name: &str, what: &str) -> Result<&Section<'a>> {
+        match self.get(name) {
+            Some(s) if s.status == Some(0) => Ok(s),
+            Some(s) => bail!("{}", s.failure(what)),
+            None => bail!("the output has no `{name}` section, so `{what}` never ran"),
+        }
+    }
+
+    /// A kubectl probe for one object: `Some` when found, `None` when the API
+    /// server says NotFound, an error for any other failure.
+    fn found(&self, name: &str, what: &str) -> Result<Option<&Section<'a>>> {
+        match self.get(name) {
+            Some(s) if s.status == Some(0) => Ok(Some(s)),
+            Some(s) if s.status.is_some() && s.stderr.contains("(NotFound)") => Ok(None),
+            Some(s) => bail!("{}", s.failure(what)),
+            None => bail!("the output has no `{name}` section, so `{what}` never ran"),
+        }
+    }
+}
+
+/// The start of some unexpected output, quoted on one line for an error.
+fn excerpt(output: &str) -> String {
+    let trimmed = output.trim();
+    if trimmed.is_empty() {
+        return "(nothing)".to_string();
+    }
+    let short: String = trimmed.chars().take(200).collect();
+    let ellipsis = if short.len() < trimmed.len() {
+        "…"
+    } else {
+        ""
+    };
+    format!("`{}{ellipsis}`", short.escape_debug())
+}
+
+// ---------------------------------------------------------------------------
+// Node facts
+
+fn os_facts(sections: &Sections<'_>) -> OsFacts {
+    let release = sections
+        .ok("os-release")
+        .map(|s| key_values(&s.stdout))
+        .unwrap_or_default();
+    let running = release
+        .get("VERSION")
+        .or_else(|| release.get("VERSION_ID"))
+        .cloned()
+        .unwrap_or_default();
+    // The status lines are on stdout; the tool logs on stderr. Read both in
+    // case a build swaps them.
+    let engine = sections
+        .get("update-engine")
+        .map(|s| {
+            let mut kv = key_values(&s.stderr);
+            kv.extend(key_values(&s.stdout));
+            kv
+        })
+        .unwrap_or_default();
+    let current_op = engine.get("CURRENT_OP").cloned().unwrap_or_default();
+    let staged = (current_op == NEED_REBOOT).then(|| {
+        match engine.get("NEW_VERSION").map(String::as_str) {
+            // Old update_engine builds reported 0.0.0.0 even with an update staged.
+            None | Some("" | "0.0.0" | "0.0.0.0") => "unknown".to_string(),
+            Some(v) => v.to_string(),
+        }
+    });
+    OsFacts {
+        running,
+        staged,
+        current_op,
+    }
+}
+
+/// `KEY=value` lines (os-release, update_engine_client), quotes removed.
+fn key_values(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| {
+            let (key, value) = line.trim().split_once('=')?;
+            let key_ok = !key.is_empty()
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            key_ok.then(|| (key.to_string(), unquote(value.trim()).to_string()))
+        })
+        .collect()
+}
+
+fn unquote(value: &str) -> &str {
+    ['"', '\'']
+        .iter()
+        .find_map(|&q| value.strip_prefix(q)?.strip_suffix(q))
+        .unwrap_or(value)
+}
+
+/// `/proc/uptime` is "seconds.fraction idle.fraction".
+fn uptime_seconds(text: &str) -> Option<u64> {
+    let first = text.split_whitespace().next()?;
+    let whole = first.split('.').next()?;
+    whole.parse().ok()
+}
+
+fn extension(sections: &Sections<'_>, component: &str, binary: &str) -> Result<Extension> {
+    let running = running_version(sections, component, binary)?;
+    let staged_target = sections.trimmed(&format!("{component}-staged"));
+    let staged = staged_target
+        .as_deref()
+        .and_then(|target| image_version(component, file_name(target)));
+    let mut images: Vec<Version> = sections
+        .ok(&format!("{component}-images"))
+        .map(|s| {
+            s.stdout
+                .lines()
+                .filter_map(|l| image_version(component, l.trim()))
+                .collect()
+        })
+        .unwrap_or_default();
+    images.sort();
+    images.dedup();
+    let config_section = format!("{component}-config");
+    let mut configs: Vec<SysupdateConfig> = sections
+        .all(&config_section)
+        .filter(|s| s.status == Some(0))
+        .filter_map(|s| Some(sysupdate_config(component, s.arg?, &s.stdout)))
+        .collect();
+    configs.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Extension {
+        running,
+        staged,
+        staged_target,
+        images,
+        configs,
+    })
+}
+
+/// What `<binary> --version` says, if it ran. It ran and printed no version:
+/// an error, not "absent", so a broken binary is not taken for a missing one.
+fn running_version(
+    sections: &Sections<'_>,
+    component: &str,
+    binary: &str,
+) -> Result<Option<Version>> {
+    let Some(section) = sections.ok(&format!("{component}-running")) else {
+        return Ok(None);
+    };
+    match first_version(&section.stdout) {
+        Some(v) => Ok(Some(v)),
+        None => bail!(
+            "`{binary} --version` succeeded but printed {}, which holds no version \
+             like v1.2.3; check the {binary} binary on this node",
+            excerpt(&section.stdout)
+        ),
+    }
+}
+
+/// The first word that is a full version: `Kubernetes v1.34.5` → v1.34.5;
+/// `containerd github.com/containerd/containerd/v2 v2.1.4 <commit>` → v2.1.4.
+fn first_version(text: &str) -> Option<Version> {
+    text.split_whitespace()
+        .filter(|w| w.matches('.').count() >= 2)
+        .find_map(|w| w.parse().ok())
+}
+
+/// The last component of a symlink target, absolute or relative.
+fn file_name(target: &str) -> &str {
+    target.rsplit('/').next().unwrap_or(target)
+}
+
+fn sysupdate_config(component: &str, path: &str, content: &str) -> SysupdateConfig {
+    SysupdateConfig {
+        path: path.to_string(),
+        sha256: sha256_hex(content.as_bytes()),
+        pin: detect_pin(component, content),
+        content: content.to_string(),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A containerd "extension" only counts when there is a sysext to speak of:
+/// Flatcar ships containerd in the base image too.
+fn has_sysext(ext: &Extension) -> bool {
+    ext.staged_target.is_some() || !ext.images.is_empty() || !ext.configs.is_empty()
+}
+
+// ---------------------------------------------------------------------------
+// Pins
+
+/// The `MatchPattern=` values of the `[Source]` section, in order, with
+/// systemd's semantics: several per line, an empty assignment resets.
+fn source_match_patterns(content: &str) -> Vec<String> {
+    let mut section = String::new();
+    let mut patterns = Vec::new();
+    for line in content.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.trim().to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if section != "Source" || key.trim() != "MatchPattern" {
+            continue;
+        }
+        let value = value.trim();
+        if value.is_empty() {
+            patterns.clear();
+        } else {
+            patterns.extend(value.split_whitespace().map(str::to_string));
+        }
+    }
+    patterns
+}
+
+/// One pattern: `<component>-@v…` floats, `<component>-vX.Y.@v…` is pinned.
+fn classify(component: &str, pattern: &str) -> Pin {
+    let Some(rest) = pattern
+        .strip_prefix(component)
+        .and_then(|p| p.strip_prefix('-'))
+    else {
+        return Pin::Unknown;
+    };
+    if rest.starts_with("@v") {
+        return Pin::Floating;
+    }
+    let Some((minor, _)) = rest.split_once(".@v") else {
+        return Pin::Unknown;
+    };
+    match minor.parse::<Minor>() {
+        Ok(m) => Pin::Pinned(m),
+        Err(_) => Pin::Unknown,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cluster facts
+
+#[derive(Deserialize)]
+struct NodeList {
+    #[serde(default)]
+    items: Vec<KubeNode>,
+}
+
+#[derive(Deserialize)]
+struct KubeNode {
+    metadata: KubeMeta,
+    #[serde(default)]
+    spec: KubeNodeSpec,
+    #[serde(default)]
+    status: KubeNodeStatus,
+}
+
+#[derive(Deserialize)]
+struct KubeMeta {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+struct KubeNodeSpec {
+    #[serde(default)]
+    unschedulable: bool,
+}
+
+#[derive(Deserialize, Default)]
+struct KubeNodeStatus {
+    #[serde(default)]
+    conditions: Vec<KubeCondition>,
+    #[serde(default, rename = "nodeInfo")]
+    node_info: KubeNodeInfo,
+}
+
+#[derive(Deserialize)]
+struct KubeCondition {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+}
+
+#[derive(Deserialize, Default)]
+struct KubeNodeInfo {
+    #[serde(default, rename = "kubeletVersion")]
+    kubelet_version: String,
+}
+
+const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+fn cluster_nodes(json: &str) -> Result<Vec<ClusterNode>> {
+    let list: NodeList = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get nodes -o json` printed something that is not a node list: {}",
+            excerpt(json)
+        )
+    })?;
+    Ok(list.items.into_iter().map(cluster_node).collect())
+}
+
+fn cluster_node(node: KubeNode) -> ClusterNode {
+    let ready = node
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.kind == "Ready" && c.status == "True");
+    ClusterNode {
+        control_plane: node.metadata.labels.contains_key(CONTROL_PLANE_LABEL),
+        name: node.metadata.name,
+        ready,
+        cordoned: node.spec.unschedulable,
+        kubelet_version: node.status.node_info.kubelet_version.parse().ok(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ConfigMap {
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+/// `kubernetesVersion` from the ClusterConfiguration YAML inside the
+/// kubeadm-config ConfigMap. Only that one top-level line is needed, so it is
+/// read as a line rather than by parsing kubeadm's whole schema.
+fn kubeadm_version(json: &str) -> Result<Option<Version>> {
+    let map: ConfigMap = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get configmap kubeadm-config -o json` printed something that is \
+             not a ConfigMap: {}",
+            excerpt(json)
+        )
+    })?;
+    let Some(config) = map.data.get("ClusterConfiguration") else {
+        return Ok(None);
+    };
+    let Some(raw) = config
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetesVersion:"))
+    else {
+        return Ok(None);
+    };
+    let raw = unquote(raw.trim());
+    let version = raw.parse().with_context(|| {
+        format!("kubeadm-config says kubernetesVersion `{raw}`, which is not a version")
+    })?;
+    Ok(Some(version))
+}
+
+#[cfg(test)]
+mod tests;

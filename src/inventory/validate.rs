@@ -1,0 +1,362 @@
+//! Checks on single inventory values: is this a valid node name, a usable
+//! address, a hub URL, a bastion? Each returns the normalised value or a
+//! message saying what is wrong and what to write instead; the loader adds
+//! the file, line and column.
+
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+
+use super::{HostKeyChecking, Jump, Role};
+
+/// Kubernetes' own limit for a DNS-1123 subdomain (a node name).
+const MAX_NODE_NAME: usize = 253;
+
+/// A node name must be what Kubernetes calls the node: an RFC 1123
+/// subdomain, or `kubectl` and fleetctl will never agree on which node is which.
+pub(super) fn node_name(name: &str) -> Result<(), String> {
+    let hint = "use lowercase letters, digits, '-' and '.', starting and ending each \
+                dot-separated part with a letter or digit (RFC 1123)";
+    if name.is_empty() {
+        return Err("node name is empty".to_string());
+    }
+    if name.len() > MAX_NODE_NAME {
+        return Err(format!(
+            "node name `{}…` is {} characters long; Kubernetes allows at most {MAX_NODE_NAME}",
+            prefix(name, 20),
+            name.len()
+        ));
+    }
+    let label_ok = |label: &str| {
+        let bytes = label.as_bytes();
+        let edge = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        match (bytes.first(), bytes.last()) {
+            (Some(&first), Some(&last)) => {
+                edge(first) && edge(last) && bytes.iter().all(|&b| edge(b) || b == b'-')
+            }
+            _ => false,
+        }
+    };
+    if name.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(format!(
+            "node name `{name}` is not a valid Kubernetes node name: {hint}"
+        ))
+    }
+}
+
+/// An SSH address: a host name or an IP address, without user or port
+/// (those have their own keys). IPv6 may be written with or without brackets.
+pub(super) fn address(address: &str) -> Result<String, String> {
+    if address.trim().is_empty() {
+        return Err("address is empty".to_string());
+    }
+    if address.chars().any(char::is_whitespace) {
+        return Err(format!("address `{address}` contains whitespace"));
+    }
+    if address.contains('@') {
+        return Err(format!(
+            "address `{address}` contains '@': put the user in `user:`, not in the address"
+        ));
+    }
+    let unbracketed = address
+        .strip_prefix('[')
+        .and_then(|a| a.strip_suffix(']'))
+        .unwrap_or(address);
+    if unbracketed.parse::<Ipv6Addr>().is_ok() {
+        return Ok(unbracketed.to_string());
+    }
+    if address.contains(':') {
+        return Err(format!(
+            "address `{address}` contains ':': put the port in `port:`, not in the address"
+        ));
+    }
+    Ok(address.to_string())
+}
+
+/// A login name for SSH.
+pub(super) fn user(user: &str) -> Result<String, String> {
+    if user.is_empty() {
+        return Err("user is empty: remove the key to use the default".to_string());
+    }
+    if user
+        .chars()
+        .any(|c| c.is_whitespace() || c == '@' || c == ':')
+    {
+        return Err(format!(
+            "user `{user}` contains whitespace, '@' or ':', which SSH user names cannot"
+        ));
+    }
+    Ok(user.to_string())
+}
+
+/// Port 0 parses as a `u16` but can never be connected to.
+pub(super) fn port(port: u16) -> Result<u16, String> {
+    if port == 0 {
+        Err("port 0 is not a usable SSH port: expected 1 to 65535".to_string())
+    } else {
+        Ok(port)
+    }
+}
+
+pub(super) fn role(role: &str) -> Result<Role, String> {
+    match role {
+        "control-plane" => Ok(Role::ControlPlane),
+        "worker" => Ok(Role::Worker),
+        other => Err(format!(
+            "unknown role `{other}`, expected `control-plane` or `worker`"
+        )),
+    }
+}
+
+pub(super) fn host_key_checking(value: &str) -> Result<HostKeyChecking, String> {
+    match value {
+        "strict" => Ok(HostKeyChecking::Strict),
+        "accept-new" => Ok(HostKeyChecking::AcceptNew),
+        "off" => Ok(HostKeyChecking::Off),
+        other => Err(format!(
+            "host_key_checking `{other}` is unknown, expected `strict`, `accept-new` or `off`"
+        )),
+    }
+}
+
+/// The extension hub: an http(s) URL, stored without trailing slashes so
+/// `<hub>/<extension>/` is always well formed.
+pub(super) fn hub(url: &str) -> Result<String, String> {
+    let trimmed = url.trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("https://")
+        .or_else(|| trimmed.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        return Err(format!(
+            "hub `{url}` is not an http(s) URL: expected e.g. {}",
+            super::DEFAULT_HUB
+        ));
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(format!("hub `{url}` has no host name"));
+    }
+    if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("hub `{url}` contains whitespace"));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// A bastion written `user@host:port`; user and port are optional, an IPv6
+/// host needs brackets when a port follows. Empty means "no bastion".
+pub(super) fn jump(value: &str) -> Result<Option<Jump>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: &str| format!("jump `{value}` {why}: expected user@host:port");
+    let (user, hostport) = match value.rsplit_once('@') {
+        Some((user, rest)) => (Some(self::user(user).map_err(|e| bad(&e))?), rest),
+        None => (None, value),
+    };
+    let (host, port) = split_host_port(hostport).map_err(|e| bad(&e))?;
+    if host.is_empty() {
+        return Err(bad("has no host"));
+    }
+    let port = match port {
+        Some(p) => {
+            let n = p
+                .parse::<u16>()
+                .map_err(|_| bad(&format!("has port `{p}`, which is not 1 to 65535")))?;
+            Some(self::port(n).map_err(|e| bad(&e))?)
+        }
+        None => None,
+    };
+    Ok(Some(Jump {
+        user,
+        host: host.to_string(),
+        port,
+    }))
+}
+
+fn split_host_port(hostport: &str) -> Result<(&str, Option<&str>), String> {
+    if let Some(rest) = hostport.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| "has an unclosed '['".to_string())?;
+        return match after {
+            "" => Ok((host, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((host, Some(port))),
+                None => Err(format!("has `{after}` after the bracketed host")),
+            },
+        };
+    }
+    match hostport.matches(':').count() {
+        0 => Ok((hostport, None)),
+        // An unbracketed IPv6 address: all colons belong to the host.
+        n if n > 1 => Ok((hostport, None)),
+        _ => match hostport.split_once(':') {
+            Some((host, port)) => Ok((host, Some(port))),
+            None => Ok((hostport, None)),
+        },
+    }
+}
+
+/// Resolves a path from the inventory: `~` is the operator's home, and a
+/// relative path is relative to the inventory file, not to wherever
+/// fleetctl happens to be run from.
+pub(super) fn local_path(raw: &str, base: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
+    if raw.is_empty() {
+        return Err("path is empty: remove the key to use the default".to_string());
+    }
+    if raw == "~" || raw.starts_with("~/") {
+        let home = home.ok_or_else(|| {
+            format!("`{raw}` starts with ~ but HOME is not set: write the full path")
+        })?;
+        let rest = raw.trim_start_matches('~').trim_start_matches('/');
+        return Ok(if rest.is_empty() {
+            home.to_path_buf()
+        } else {
+            home.join(rest)
+        });
+    }
+    if raw.starts_with('~') {
+        return Err(format!(
+            "`{raw}`: ~user paths are not supported: write the full path"
+        ));
+    }
+    let path = Path::new(raw);
+    Ok(if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    })
+}
+
+/// The first `n` characters, for quoting very long values.
+fn prefix(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_follow_rfc_1123_subdomains() {
+        for ok in ["cp-1", "w1", "a", "node.example.com", "1-2", "a.b-c.d"] {
+            assert_eq!(node_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "", "Cp-1", "-a", "a-", "a..b", "a_b", ".a", "a.", "ä", "a b",
+        ] {
+            assert!(node_name(bad).is_err(), "{bad} should be refused");
+        }
+        assert!(node_name(&"a".repeat(253)).is_ok());
+        assert_eq!(
+            node_name(&"a".repeat(254)).unwrap_err(),
+            "node name `aaaaaaaaaaaaaaaaaaaa…` is 254 characters long; Kubernetes allows at most 253"
+        );
+    }
+
+    #[test]
+    fn addresses_refuse_user_and_port_but_accept_ipv6() {
+        assert_eq!(address("10.0.0.1").unwrap(), "10.0.0.1");
+        assert_eq!(address("cp-1.example").unwrap(), "cp-1.example");
+        assert_eq!(address("fd00::1").unwrap(), "fd00::1");
+        assert_eq!(address("[fd00::1]").unwrap(), "fd00::1");
+        assert_eq!(
+            address("10.0.0.1:22").unwrap_err(),
+            "address `10.0.0.1:22` contains ':': put the port in `port:`, not in the address"
+        );
+        assert!(address("core@10.0.0.1").is_err());
+        assert!(address("").is_err());
+        assert!(address("a b").is_err());
+    }
+
+    #[test]
+    fn hub_must_be_http_and_loses_trailing_slashes() {
+        assert_eq!(
+            hub("https://extensions.flatcar.org/extensions/").unwrap(),
+            "https://extensions.flatcar.org/extensions"
+        );
+        assert_eq!(
+            hub("http://10.0.0.1:8000//").unwrap(),
+            "http://10.0.0.1:8000"
+        );
+        assert_eq!(
+            hub("ftp://x").unwrap_err(),
+            "hub `ftp://x` is not an http(s) URL: expected e.g. https://extensions.flatcar.org/extensions"
+        );
+        assert!(hub("https://").is_err());
+        assert!(hub("https:///path").is_err());
+        assert!(hub("https://a b").is_err());
+    }
+
+    #[test]
+    fn jump_accepts_every_optional_part() {
+        assert_eq!(jump("").unwrap(), None);
+        assert_eq!(jump("  ").unwrap(), None);
+        let full = jump("core@bastion:2222").unwrap().unwrap();
+        assert_eq!(
+            full,
+            Jump {
+                user: Some("core".into()),
+                host: "bastion".into(),
+                port: Some(2222)
+            }
+        );
+        let bare = jump("bastion").unwrap().unwrap();
+        assert_eq!((bare.user, bare.port), (None, None));
+        let v6 = jump("[fd00::1]:22").unwrap().unwrap();
+        assert_eq!((v6.host.as_str(), v6.port), ("fd00::1", Some(22)));
+        let v6_bare = jump("fd00::1").unwrap().unwrap();
+        assert_eq!((v6_bare.host.as_str(), v6_bare.port), ("fd00::1", None));
+        assert_eq!(
+            jump("core@bastion:ssh").unwrap_err(),
+            "jump `core@bastion:ssh` has port `ssh`, which is not 1 to 65535: expected user@host:port"
+        );
+        assert!(jump("@bastion").is_err());
+        assert!(jump("core@:22").is_err());
+        assert!(jump("bastion:0").is_err());
+        assert!(jump("[fd00::1").is_err());
+        assert!(jump("[fd00::1]x").is_err());
+    }
+
+    #[test]
+    fn paths_expand_home_and_follow_the_inventory() {
+        let home = Path::new("/home/op");
+        let base = Path::new("/etc/fleet");
+        assert_eq!(
+            local_path("~/.ssh/id", base, Some(home)).unwrap(),
+            Path::new("/home/op/.ssh/id")
+        );
+        assert_eq!(local_path("~", base, Some(home)).unwrap(), home);
+        assert_eq!(
+            local_path("keys/id", base, Some(home)).unwrap(),
+            Path::new("/etc/fleet/keys/id")
+        );
+        assert_eq!(
+            local_path("/abs/id", base, Some(home)).unwrap(),
+            Path::new("/abs/id")
+        );
+        assert!(local_path("~/.ssh/id", base, None).is_err());
+        assert!(local_path("~bob/id", base, Some(home)).is_err());
+        assert!(local_path("", base, Some(home)).is_err());
+    }
+
+    #[test]
+    fn roles_and_host_key_checking_name_the_choices() {
+        assert_eq!(role("worker").unwrap(), Role::Worker);
+        assert_eq!(role("control-plane").unwrap(), Role::ControlPlane);
+        assert_eq!(
+            role("master").unwrap_err(),
+            "unknown role `master`, expected `control-plane` or `worker`"
+        );
+        assert_eq!(
+            host_key_checking("accept-new").unwrap(),
+            HostKeyChecking::AcceptNew
+        );
+        assert!(host_key_checking("yes").is_err());
+    }
+}

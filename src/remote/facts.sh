@@ -1,0 +1,28 @@
+# fleetctl facts: what one node runs, has staged and tracks. Read-only; runs
+# as root. Parsed by crate::node::parse_facts.
+
+printf "@@fleetctl:facts 1@@\n"
+probe hostname cat /proc/sys/kernel/hostname
+probe boot-id cat /proc/sys/kernel/random/boot_id
+probe uptime cat /proc/uptime
+probe os-release cat /etc/os-release
+probe update-engine $fleetctl_timeout update_engine_client -status
+# Exit status 0: the file exists.
+probe reboot-required test -e /run/reboot-required
+
+# component BINARY: the running version, the staged symlink, the images on
+# disk and every sysupdate transfer file of one sysext-delivered component.
+component() {
+	fleetctl_c=$1
+	probe "$fleetctl_c-running" $fleetctl_timeout "$2" --version
+	probe "$fleetctl_c-staged" readlink "/etc/extensions/$fleetctl_c.raw"
+	probe "$fleetctl_c-images" ls -1 "/opt/extensions/$fleetctl_c/"
+	for fleetctl_f in "/etc/sysupdate.$fleetctl_c.d/"*.conf "/etc/sysupdate.$fleetctl_c.d/"*.transfer; do
+		if [ -f "$fleetctl_f" ]; then
+			probe "$fleetctl_c-config $fleetctl_f" cat "$fleetctl_f"
+		fi
+	done
+}
+component kubernetes kubelet
+component containerd containerd
+printf "@@fleetctl:done@@\n"

@@ -1,0 +1,38 @@
+//! Every command fleetctl runs on a node, in one place, so a reviewer can
+//! read exactly what will happen on a machine without reading the rest of
+//! the program.
+//!
+//! The scripts are plain POSIX `sh` kept in `.sh` files beside this one and
+//! compiled in. The SSH layer runs them as root (`exec_root`); they never
+//! fail as a whole: each probe reports its own output, stderr and exit
+//! status in a delimited section (see `prelude.sh`), and the pure parsers in
+//! `crate::node` turn that into facts.
+//!
+//! Today: the read-only probes. The commands of the upgrade steps belong
+//! here too, next to them.
+
+/// Gathers one node's facts: OS and update_engine state, running and staged
+/// Kubernetes and containerd, their images and sysupdate configs, the reboot
+/// marker, boot id and uptime. Read-only. Parse with `crate::node::parse_facts`.
+pub const FACTS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("facts.sh"));
+
+/// Asks the API server, through the admin kubeconfig of a control-plane node,
+/// for the nodes, the kubeadm cluster version and whether kube-proxy is
+/// deployed. Read-only. Parse with `crate::node::parse_cluster`.
+pub const CLUSTER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("cluster.sh"));
+
+/// The section markers `prelude.sh` prints, shared with the parsers so the
+/// two cannot drift apart silently (a test checks the scripts use them).
+pub mod markers {
+    /// `@@fleetctl:begin NAME[ ARGUMENT]@@` opens a probe's section.
+    pub const BEGIN: &str = "@@fleetctl:begin ";
+    /// Separates a probe's stdout from its stderr.
+    pub const STDERR: &str = "@@fleetctl:stderr@@";
+    /// `@@fleetctl:end STATUS@@` closes a section with the probe's exit status.
+    pub const END: &str = "@@fleetctl:end ";
+    /// Closes every marker line.
+    pub const CLOSE: &str = "@@";
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,348 @@
+//! The scripts run for real here, with `sh`: on this machine as it is (no
+//! Flatcar, no kubelet: everything must come out "absent"), and against a
+//! fake Flatcar root, with fake tools printing real tools' output, whose
+//! result must match the whole-output fixtures byte for byte.
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+use crate::node::{Pin, parse_cluster, parse_facts};
+use crate::version::{Minor, Version};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/node/fixtures");
+
+/// The PATH line of `prelude.sh`, replaced so only the fake tools are found.
+const PATH_LINE: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin:/opt/bin:$PATH";
+
+fn fixture(name: &str) -> String {
+    fs::read_to_string(Path::new(FIXTURES).join(name)).expect("fixture exists")
+}
+
+fn sh(script: &str, path_env: &str) -> String {
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .env("PATH", path_env)
+        .output()
+        .expect("sh runs");
+    assert!(out.status.success(), "script failed: {out:?}");
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn scripts_are_valid_posix_sh() {
+    for (name, script) in [("facts", FACTS_SCRIPT), ("cluster", CLUSTER_SCRIPT)] {
+        let out = Command::new("sh")
+            .args(["-n", "-c", script])
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{name} script: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn scripts_survive_single_quote_wrapping() {
+    // `sudo -n sh -c '<script>'` would break on a single quote.
+    assert!(!FACTS_SCRIPT.contains('\''));
+    assert!(!CLUSTER_SCRIPT.contains('\''));
+}
+
+#[test]
+fn prelude_prints_the_markers_the_parser_reads() {
+    let prelude = include_str!("prelude.sh");
+    for marker in [markers::BEGIN, markers::STDERR, markers::END] {
+        assert!(prelude.contains(marker), "prelude lacks {marker}");
+    }
+    assert!(FACTS_SCRIPT.contains(PATH_LINE));
+}
+
+#[test]
+fn facts_script_on_this_machine_reports_absence_not_errors() {
+    let output = sh(FACTS_SCRIPT, &std::env::var("PATH").unwrap_or_default());
+    let facts = parse_facts(&output).expect("output of the real script parses");
+
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    assert_eq!(facts.hostname, read("/proc/sys/kernel/hostname"));
+    assert_eq!(facts.boot_id, read("/proc/sys/kernel/random/boot_id"));
+    assert!(facts.uptime_seconds > 0);
+    assert_eq!(
+        facts.reboot_required,
+        Path::new("/run/reboot-required").exists()
+    );
+    if !Path::new("/usr/bin/update_engine_client").exists() {
+        assert_eq!(facts.os.current_op, "");
+        assert_eq!(facts.os.staged, None);
+    }
+    if !Path::new("/etc/extensions/kubernetes.raw").exists() && !on_path("kubelet") {
+        assert_eq!(facts.kubernetes.running, None);
+        assert_eq!(facts.kubernetes.staged, None);
+        assert_eq!(facts.kubernetes.staged_target, None);
+        assert!(facts.kubernetes.images.is_empty());
+        assert!(facts.kubernetes.configs.is_empty());
+    }
+    if !Path::new("/etc/extensions/containerd.raw").exists()
+        && !Path::new("/opt/extensions/containerd").exists()
+        && !Path::new("/etc/sysupdate.containerd.d").exists()
+    {
+        assert_eq!(facts.containerd, None);
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|dir| Path::new(dir).join(tool).exists())
+}
+
+#[test]
+fn cluster_script_without_kubectl_fails_with_a_clear_error() {
+    // Only an empty directory on PATH: no kubectl (and no timeout) at all.
+    let bin = tempfile::tempdir().unwrap();
+    let only_bin = bin.path().display().to_string();
+    let output = sh(
+        &CLUSTER_SCRIPT.replace(PATH_LINE, &format!("PATH={only_bin}")),
+        &only_bin,
+    );
+    let err = parse_cluster(&output).expect_err("no kubectl here");
+    let message = format!("{err:#}");
+    assert!(
+        message.starts_with("`kubectl get nodes` failed: command not found (exit status 127): "),
+        "{message}"
+    );
+}
+
+/// A fake node: a directory standing in for `/`, and a `bin` of fake tools.
+struct FakeRoot {
+    dir: tempfile::TempDir,
+}
+
+impl FakeRoot {
+    fn new() -> Self {
+        let fake = FakeRoot {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(fake.bin()).unwrap();
+        fake
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.root().join("fake-bin")
+    }
+
+    fn file(&self, path: &str, content: &str) -> &Self {
+        let full = self.root().join(path.trim_start_matches('/'));
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, content).unwrap();
+        self
+    }
+
+    fn symlink(&self, path: &str, target: &str) -> &Self {
+        let full = self.root().join(path.trim_start_matches('/'));
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        symlink(target, full).unwrap();
+        self
+    }
+
+    /// A fake tool: a shell script body.
+    fn tool(&self, name: &str, body: &str) -> &Self {
+        let path = self.bin().join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        self
+    }
+
+    /// Runs `script` with its absolute paths moved under the fake root, and
+    /// returns the output with the fake root's path taken back out.
+    fn run(&self, script: &str) -> String {
+        let root = self.root().display().to_string();
+        let mut rooted = script.replace(
+            PATH_LINE,
+            &format!("PATH={}:/usr/bin:/bin", self.bin().display()),
+        );
+        for dir in ["/etc/", "/opt/", "/run/", "/proc/"] {
+            rooted = rooted
+                .replace(&format!(" {dir}"), &format!(" {root}{dir}"))
+                .replace(&format!("\"{dir}"), &format!("\"{root}{dir}"));
+        }
+        sh(&rooted, "/usr/bin:/bin").replace(&root, "")
+    }
+}
+
+/// Compares with a fixture; `FLEETCTL_BLESS=1` rewrites the fixture instead.
+fn assert_fixture(name: &str, actual: &str) {
+    let path = Path::new(FIXTURES).join(name);
+    if std::env::var_os("FLEETCTL_BLESS").is_some() {
+        fs::write(&path, actual).unwrap();
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "{name} differs from the script's output (FLEETCTL_BLESS=1 to rewrite):\n{actual}"
+    );
+}
+
+/// A control-plane node mid-upgrade: v1.36.4 running, v1.37.2 staged and
+/// pinned, an OS update staged too, containerd's sysext floating.
+fn flatcar_control_plane() -> FakeRoot {
+    let fake = FakeRoot::new();
+    let ue_status = fixture("update-engine-status.idle")
+        .replace("UPDATE_STATUS_IDLE", "UPDATE_STATUS_UPDATED_NEED_REBOOT")
+        .replace("NEW_VERSION=0.0.0", "NEW_VERSION=3510.3.6")
+        .replace("NEW_SIZE=0", "NEW_SIZE=472121344")
+        .replace("LAST_CHECKED_TIME=0", "LAST_CHECKED_TIME=1764320043");
+    fake.file("/proc/sys/kernel/hostname", "cp-1\n")
+        .file("/proc/sys/kernel/random/boot_id", "8181f9d7-4fb1-4e32-9102-b1821a4359f0\n")
+        .file("/proc/uptime", "351208.43 694112.87\n")
+        .file("/etc/os-release", &fixture("os-release.flatcar"))
+        .file("/fixtures/ue-status", &ue_status)
+        .file("/fixtures/ue-log", &fixture("update-engine-status.idle.stderr"))
+        .tool(
+            "update_engine_client",
+            &format!(
+                "cat {root}/fixtures/ue-log >&2\ncat {root}/fixtures/ue-status",
+                root = fake.root().display()
+            ),
+        )
+        .file("/run/reboot-required", "")
+        .tool("kubelet", "echo Kubernetes v1.36.4")
+        .symlink(
+            "/etc/extensions/kubernetes.raw",
+            "../../opt/extensions/kubernetes/kubernetes-v1.37.2-x86-64.raw",
+        )
+        .file("/opt/extensions/kubernetes/kubernetes-v1.36.4-x86-64.raw", "")
+        .file("/opt/extensions/kubernetes/kubernetes-v1.37.2-x86-64.raw", "")
+        .file("/etc/sysupdate.kubernetes.d/kubernetes.conf", &fixture("kubernetes-v1.37.conf"))
+        .tool(
+            "containerd",
+            "echo containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376",
+        )
+        .symlink(
+            "/etc/extensions/containerd.raw",
+            "/opt/extensions/containerd/containerd-v2.1.4-x86-64.raw",
+        )
+        .file("/opt/extensions/containerd/containerd-v2.1.4-x86-64.raw", "")
+        .file(
+            "/etc/sysupdate.containerd.d/containerd.conf",
+            &fixture("kubernetes.conf").replace("kubernetes", "containerd"),
+        );
+    fake
+}
+
+#[test]
+fn facts_script_on_a_fake_flatcar_root_matches_the_fixture() {
+    let output = flatcar_control_plane().run(FACTS_SCRIPT);
+    assert_fixture("facts.cp-1.txt", &output);
+    // What the fixture means is asserted in node::parse's tests; here just
+    // that the script's own output carries the facts through.
+    let facts = parse_facts(&output).unwrap();
+    assert_eq!(facts.kubernetes.staged, Some(Version::new(1, 37, 2)));
+    assert_eq!(
+        facts.kubernetes.configs[0].pin,
+        Pin::Pinned(Minor::new(1, 37))
+    );
+}
+
+#[test]
+fn facts_script_keeps_config_files_byte_for_byte() {
+    let fake = FakeRoot::new();
+    let no_newline = "[Source]\nMatchPattern=kubernetes-v1.36.@v-%a.raw";
+    let crlf = "[Source]\r\nMatchPattern=kubernetes-@v-%a.raw\r\n";
+    let trailing_blank = "[Source]\nMatchPattern=kubernetes-v1.36.@v-%a.raw\n\n\n";
+    fake.file("/etc/sysupdate.kubernetes.d/a-no-newline.conf", no_newline)
+        .file("/etc/sysupdate.kubernetes.d/b-crlf.conf", crlf)
+        .file("/etc/sysupdate.kubernetes.d/c-empty.conf", "")
+        .file(
+            "/etc/sysupdate.kubernetes.d/d-blank-lines.conf",
+            trailing_blank,
+        )
+        .file(
+            "/etc/sysupdate.kubernetes.d/e-new-style.transfer",
+            no_newline,
+        )
+        .file(
+            "/etc/sysupdate.kubernetes.d/ignored.txt",
+            "not a transfer file",
+        );
+    let facts = parse_facts(&fake.run(FACTS_SCRIPT)).unwrap();
+    let got: Vec<(&str, &str, &Pin)> = facts
+        .kubernetes
+        .configs
+        .iter()
+        .map(|c| (c.path.as_str(), c.content.as_str(), &c.pin))
+        .collect();
+    let pinned = Pin::Pinned(Minor::new(1, 36));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "/etc/sysupdate.kubernetes.d/a-no-newline.conf",
+                no_newline,
+                &pinned
+            ),
+            (
+                "/etc/sysupdate.kubernetes.d/b-crlf.conf",
+                crlf,
+                &Pin::Floating
+            ),
+            (
+                "/etc/sysupdate.kubernetes.d/c-empty.conf",
+                "",
+                &Pin::Unknown
+            ),
+            (
+                "/etc/sysupdate.kubernetes.d/d-blank-lines.conf",
+                trailing_blank,
+                &pinned
+            ),
+            (
+                "/etc/sysupdate.kubernetes.d/e-new-style.transfer",
+                no_newline,
+                &pinned
+            ),
+        ]
+    );
+    // Nothing else on this fake node: a missing tool is absence, not failure.
+    assert_eq!(facts.kubernetes.running, None);
+    assert_eq!(facts.containerd, None);
+}
+
+#[test]
+fn cluster_script_with_a_fake_kubectl_matches_the_fixture() {
+    let fake = FakeRoot::new();
+    fake.file("/fixtures/nodes.json", &fixture("kubectl-get-nodes.json"))
+        .file(
+            "/fixtures/kubeadm-config.json",
+            &fixture("kubeadm-config.json"),
+        )
+        .tool(
+            "kubectl",
+            &format!(
+                r#"case "$*" in
+*"get nodes -o json"*) cat {root}/fixtures/nodes.json ;;
+*"get configmap kubeadm-config -o json"*) cat {root}/fixtures/kubeadm-config.json ;;
+*"get daemonset kube-proxy -o name"*)
+  echo "Error from server (NotFound): daemonsets.apps \"kube-proxy\" not found" >&2
+  exit 1 ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac"#,
+                root = fake.root().display()
+            ),
+        );
+    let output = fake.run(CLUSTER_SCRIPT);
+    assert_fixture("cluster.txt", &output);
+    let cluster = parse_cluster(&output).unwrap();
+    assert_eq!(cluster.nodes.len(), 3);
+    assert!(!cluster.kube_proxy);
+}
