@@ -37,7 +37,13 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// The inventory file [default: ./inventory.yaml]
-    #[arg(short, long, global = true, env = "FLEETCTL_INVENTORY", value_name = "PATH")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "FLEETCTL_INVENTORY",
+        value_name = "PATH"
+    )]
     pub inventory: Option<PathBuf>,
 
     /// Never colour the output (NO_COLOR and a non-terminal do the same)
@@ -137,7 +143,8 @@ pub struct ApplyArgs {
 
 /// `90s`, `15m`, `1h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 15m, 1h"))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 15m, 1h"))
 }
 
 #[cfg(test)]
@@ -161,7 +168,9 @@ mod tests {
     #[test]
     fn targets_parse_on_the_command_line() {
         let cli = Cli::try_parse_from(["fleetctl", "plan", "1.37"]).unwrap();
-        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        let Command::Plan(p) = cli.command else {
+            panic!("not plan")
+        };
         assert_eq!(p.target.unwrap().to_string(), "v1.37");
         assert!(Cli::try_parse_from(["fleetctl", "plan", "v1"]).is_err());
     }

@@ -35,7 +35,11 @@ impl Gathered {
     }
 }
 
-pub async fn gather(inv: &Inventory, opts: &ssh::Options, parallel: usize) -> anyhow::Result<Gathered> {
+pub async fn gather(
+    inv: &Inventory,
+    opts: &ssh::Options,
+    parallel: usize,
+) -> anyhow::Result<Gathered> {
     let targets = ssh::resolve_all(inv)?;
     let sessions = ssh::connect_all(&targets, opts, parallel).await;
 
@@ -47,9 +51,17 @@ pub async fn gather(inv: &Inventory, opts: &ssh::Options, parallel: usize) -> an
                 Ok(s) => {
                     let s = Arc::new(s);
                     let facts = node_facts(&s).await;
-                    NodeReport { node, facts, session: Some(s) }
+                    NodeReport {
+                        node,
+                        facts,
+                        session: Some(s),
+                    }
                 }
-                Err(e) => NodeReport { node, facts: Err(e), session: None },
+                Err(e) => NodeReport {
+                    node,
+                    facts: Err(e),
+                    session: None,
+                },
             }
         }));
     }
@@ -62,15 +74,27 @@ pub async fn gather(inv: &Inventory, opts: &ssh::Options, parallel: usize) -> an
     let warnings = reports
         .iter()
         .filter_map(|r| r.session.as_ref().map(|s| (r, s)))
-        .flat_map(|(r, s)| s.warnings().iter().map(move |w| format!("{}: {w}", r.node.name)))
+        .flat_map(|(r, s)| {
+            s.warnings()
+                .iter()
+                .map(move |w| format!("{}: {w}", r.node.name))
+        })
         .collect();
-    Ok(Gathered { nodes: reports, warnings, cluster })
+    Ok(Gathered {
+        nodes: reports,
+        warnings,
+        cluster,
+    })
 }
 
 async fn node_facts(s: &Session) -> anyhow::Result<NodeFacts> {
     let out = s.exec_root(remote::FACTS_SCRIPT, None).await?;
     node::parse_facts(&out.stdout).with_context(|| {
-        format!("{}: could not read the facts script's output (stderr: {})", s.node(), out.stderr.trim())
+        format!(
+            "{}: could not read the facts script's output (stderr: {})",
+            s.node(),
+            out.stderr.trim()
+        )
     })
 }
 

@@ -8,7 +8,10 @@ use fleetctl::ui::Printer;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let printer = Printer::new(cli.global.no_color, cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("fleetctl: error: cannot start the async runtime: {e}");
@@ -18,7 +21,10 @@ fn main() -> ExitCode {
     match runtime.block_on(fleetctl::commands::run(cli, &printer)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("{} {err:#}", console::style("fleetctl: error:").red().bold().for_stderr());
+            eprintln!(
+                "{} {err:#}",
+                console::style("fleetctl: error:").red().bold().for_stderr()
+            );
             ExitCode::from(fleetctl::error::exit_code(&err) as u8)
         }
     }

@@ -92,7 +92,9 @@ pub fn pin_summary(ext: &Extension) -> PinSummary {
     minors.dedup();
     match minors.as_slice() {
         [] => PinSummary::Unknown,
-        [m] if ext.configs.iter().all(|c| matches!(c.pin, Pin::Pinned(_))) => PinSummary::Pinned { minor: *m },
+        [m] if ext.configs.iter().all(|c| matches!(c.pin, Pin::Pinned(_))) => {
+            PinSummary::Pinned { minor: *m }
+        }
         [_] => PinSummary::Unknown,
         _ => PinSummary::Mixed { minors },
     }
@@ -115,9 +117,15 @@ pub struct NodeInput<'a> {
     pub facts: Result<&'a NodeFacts, String>,
 }
 
-pub fn build(nodes: Vec<NodeInput<'_>>, cluster: Result<(&str, &ClusterFacts), String>) -> StatusReport {
+pub fn build(
+    nodes: Vec<NodeInput<'_>>,
+    cluster: Result<(&str, &ClusterFacts), String>,
+) -> StatusReport {
     let api_node = |name: &str| -> Option<&ClusterNode> {
-        cluster.as_ref().ok().and_then(|(_, c)| c.nodes.iter().find(|n| n.name == name))
+        cluster
+            .as_ref()
+            .ok()
+            .and_then(|(_, c)| c.nodes.iter().find(|n| n.name == name))
     };
     let statuses: Vec<NodeStatus> = nodes
         .into_iter()
@@ -171,18 +179,33 @@ pub fn build(nodes: Vec<NodeInput<'_>>, cluster: Result<(&str, &ClusterFacts), S
         }
         Err(e) => {
             warnings.push(format!("the API server could not be asked: {e}"));
-            ClusterReport { version: None, kube_proxy: None, answered_by: None, error: Some(e.clone()) }
+            ClusterReport {
+                version: None,
+                kube_proxy: None,
+                answered_by: None,
+                error: Some(e.clone()),
+            }
         }
     };
     let mut minors: Vec<Minor> = statuses
         .iter()
-        .filter_map(|s| s.facts.as_ref()?.kubernetes.running.as_ref().map(Version::minor))
+        .filter_map(|s| {
+            s.facts
+                .as_ref()?
+                .kubernetes
+                .running
+                .as_ref()
+                .map(Version::minor)
+        })
         .collect();
     minors.sort();
     minors.dedup();
     if minors.len() > 1 {
         let list: Vec<String> = minors.iter().map(Minor::to_string).collect();
-        warnings.push(format!("kubelets run mixed minors ({}): an upgrade is unfinished", list.join(", ")));
+        warnings.push(format!(
+            "kubelets run mixed minors ({}): an upgrade is unfinished",
+            list.join(", ")
+        ));
     }
     for s in &statuses {
         match &s.pin {
@@ -211,12 +234,25 @@ pub fn build(nodes: Vec<NodeInput<'_>>, cluster: Result<(&str, &ClusterFacts), S
         answered: statuses.iter().filter(|s| s.reachable).count(),
         reboot_pending: statuses
             .iter()
-            .filter(|s| s.reboot_pending || s.facts.as_ref().is_some_and(|f| f.reboot_required || f.os.staged.is_some()))
+            .filter(|s| {
+                s.reboot_pending
+                    || s.facts
+                        .as_ref()
+                        .is_some_and(|f| f.reboot_required || f.os.staged.is_some())
+            })
             .count(),
-        floating: statuses.iter().filter(|s| s.pin == PinSummary::Floating).count(),
+        floating: statuses
+            .iter()
+            .filter(|s| s.pin == PinSummary::Floating)
+            .count(),
         warnings,
     };
-    StatusReport { schema: SCHEMA, cluster: cluster_report, summary, nodes: statuses }
+    StatusReport {
+        schema: SCHEMA,
+        cluster: cluster_report,
+        summary,
+        nodes: statuses,
+    }
 }
 
 fn arrow(running: Option<String>, staged: Option<String>) -> (String, bool) {
@@ -229,8 +265,15 @@ fn arrow(running: Option<String>, staged: Option<String>) -> (String, bool) {
 }
 
 fn kubernetes_cell(k: &Extension) -> String {
-    let (text, pending) = arrow(k.running.as_ref().map(Version::to_string), k.staged.as_ref().map(Version::to_string));
-    if pending { format!("{} {}", text, ui::attention("(reboot pending)")) } else { text }
+    let (text, pending) = arrow(
+        k.running.as_ref().map(Version::to_string),
+        k.staged.as_ref().map(Version::to_string),
+    );
+    if pending {
+        format!("{} {}", text, ui::attention("(reboot pending)"))
+    } else {
+        text
+    }
 }
 
 fn os_cell(os: &OsFacts) -> String {
@@ -242,9 +285,13 @@ fn pin_cell(p: &PinSummary) -> String {
     match p {
         PinSummary::Pinned { minor } => minor.to_string(),
         PinSummary::Floating => ui::bad("FLOATING"),
-        PinSummary::Mixed { minors } => {
-            ui::attention(&minors.iter().map(Minor::to_string).collect::<Vec<_>>().join("+"))
-        }
+        PinSummary::Mixed { minors } => ui::attention(
+            &minors
+                .iter()
+                .map(Minor::to_string)
+                .collect::<Vec<_>>()
+                .join("+"),
+        ),
         PinSummary::None => ui::attention("none"),
         PinSummary::Unknown => ui::attention("unknown"),
         PinSummary::Unreachable => "-".to_string(),
@@ -267,7 +314,15 @@ fn state_cell(s: &NodeStatus) -> String {
 }
 
 pub fn render_table(r: &StatusReport) -> String {
-    let mut t = Table::new(&["NODE", "ROLE", "STATE", "KUBERNETES (running → staged)", "PIN", "FLATCAR", "REBOOT"]);
+    let mut t = Table::new(&[
+        "NODE",
+        "ROLE",
+        "STATE",
+        "KUBERNETES (running → staged)",
+        "PIN",
+        "FLATCAR",
+        "REBOOT",
+    ]);
     for s in &r.nodes {
         let role = match s.role {
             Role::ControlPlane => "control-plane",
@@ -277,18 +332,38 @@ pub fn render_table(r: &StatusReport) -> String {
             Some(f) => (
                 kubernetes_cell(&f.kubernetes),
                 os_cell(&f.os),
-                if f.reboot_required { ui::attention("required") } else { "-".to_string() },
+                if f.reboot_required {
+                    ui::attention("required")
+                } else {
+                    "-".to_string()
+                },
             ),
             None => ("-".into(), "-".into(), "-".into()),
         };
-        t.row(vec![s.name.clone(), role.into(), state_cell(s), k, pin_cell(&s.pin), os, reboot]);
+        t.row(vec![
+            s.name.clone(),
+            role.into(),
+            state_cell(s),
+            k,
+            pin_cell(&s.pin),
+            os,
+            reboot,
+        ]);
     }
     let mut out = t.render();
     for s in r.nodes.iter().filter(|s| !s.reachable) {
-        out.push_str(&format!("{}: {}\n", ui::bad(&s.name), s.error.as_deref().unwrap_or("no answer")));
+        out.push_str(&format!(
+            "{}: {}\n",
+            ui::bad(&s.name),
+            s.error.as_deref().unwrap_or("no answer")
+        ));
     }
     out.push('\n');
-    let version = r.cluster.version.as_ref().map_or_else(|| "unknown".to_string(), Version::to_string);
+    let version = r
+        .cluster
+        .version
+        .as_ref()
+        .map_or_else(|| "unknown".to_string(), Version::to_string);
     out.push_str(&format!(
         "cluster {} · {} nodes ({} answered) · {} need a reboot · {} floating\n",
         ui::bold(&version),

@@ -45,6 +45,9 @@ pub fn ssh_options(inv: &Inventory, global: &Global) -> ssh::Options {
 
 /// The inventory named by `-i`/`$FLEETCTL_INVENTORY`, or `./inventory.yaml`.
 pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
-    let path = global.inventory.clone().unwrap_or_else(|| PathBuf::from("inventory.yaml"));
+    let path = global
+        .inventory
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("inventory.yaml"));
     inventory::load(&path)
 }

@@ -7,9 +7,18 @@ use crate::gather;
 use crate::status::{self, NodeInput};
 use crate::ui::Printer;
 
-pub async fn run(global: &Global, args: &StatusArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    global: &Global,
+    args: &StatusArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let gathered = gather::gather(&inv, &super::ssh_options(&inv, global), global.parallel.into()).await?;
+    let gathered = gather::gather(
+        &inv,
+        &super::ssh_options(&inv, global),
+        global.parallel.into(),
+    )
+    .await?;
     for w in &gathered.warnings {
         printer.warn(w);
     }
@@ -23,11 +32,19 @@ pub async fn run(global: &Global, args: &StatusArgs, printer: &Printer) -> anyho
             facts: r.facts.as_ref().map_err(|e| format!("{e:#}")),
         })
         .collect();
-    let cluster = gathered.cluster.as_ref().map(|(by, c)| (by.as_str(), c)).map_err(|e| format!("{e:#}"));
+    let cluster = gathered
+        .cluster
+        .as_ref()
+        .map(|(by, c)| (by.as_str(), c))
+        .map_err(|e| format!("{e:#}"));
     let report = status::build(inputs, cluster);
     match args.output {
         StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
         StatusFormat::Table => printer.out(&status::render_table(&report)),
     }
-    Ok(if gathered.all_answered() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if gathered.all_answered() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

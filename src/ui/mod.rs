@@ -24,7 +24,10 @@ impl Printer {
             console::set_colors_enabled(false);
             console::set_colors_enabled_stderr(false);
         }
-        Printer { verbose, interactive: std::io::stderr().is_terminal() }
+        Printer {
+            verbose,
+            interactive: std::io::stderr().is_terminal(),
+        }
     }
 
     pub fn verbose(&self) -> u8 {
@@ -47,7 +50,14 @@ impl Printer {
     }
 
     pub fn warn(&self, text: &str) {
-        eprintln!("{} {text}", Style::new().yellow().bold().for_stderr().apply_to("warning:"));
+        eprintln!(
+            "{} {text}",
+            Style::new()
+                .yellow()
+                .bold()
+                .for_stderr()
+                .apply_to("warning:")
+        );
     }
 
     /// Only with `-v`.

@@ -11,7 +11,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -19,7 +22,13 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let columns = self.rows.iter().map(Vec::len).chain([self.header.len()]).max().unwrap_or(0);
+        let columns = self
+            .rows
+            .iter()
+            .map(Vec::len)
+            .chain([self.header.len()])
+            .max()
+            .unwrap_or(0);
         let mut widths = vec![0; columns];
         for row in std::iter::once(&self.header).chain(&self.rows) {
             for (i, cell) in row.iter().enumerate() {
