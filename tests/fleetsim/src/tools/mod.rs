@@ -41,14 +41,20 @@ pub const OS_UPDATE_FILE: &str = "/var/lib/fleetsim/os-update.json";
 /// the exit code already carries the result.
 macro_rules! say {
     ($env:expr, $($arg:tt)*) => {{
-        let _ = writeln!($env.out, $($arg)*);
+        let _ = ::std::io::Write::write_fmt(
+            &mut *$env.out,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
     }};
 }
 
 /// Writes a line to the tool's stderr; errors ignored for the same reason as [`say!`].
 macro_rules! complain {
     ($env:expr, $($arg:tt)*) => {{
-        let _ = writeln!($env.err, $($arg)*);
+        let _ = ::std::io::Write::write_fmt(
+            &mut *$env.err,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
     }};
 }
 

@@ -136,6 +136,15 @@ pub fn rfc3339(ts: f64) -> String {
     )
 }
 
+/// `I0728 09:05:20.123456`, the head of a glog line (level, date, time).
+pub fn glog_prefix(level: char, ts: f64) -> String {
+    let c = civil(ts);
+    format!(
+        "{level}{:02}{:02} {:02}:{:02}:{:02}.{:06}",
+        c.month, c.day, c.hour, c.minute, c.second, c.micros
+    )
+}
+
 /// `Fri 2023-07-28 08:55:01 UTC`, as systemd prints timestamps.
 pub fn systemd_timestamp(ts: f64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
