@@ -156,6 +156,20 @@ impl Node {
             .unwrap();
     }
 
+    /// As if the node rebooted into `version`: boot record and kubelet follow.
+    pub fn reboot_into(&self, version: &str) {
+        let mut boot: NodeBoot =
+            serde_json::from_str(&self.read(state::NODE_FILE)).unwrap();
+        boot.kubernetes = version.to_string();
+        self.write(state::NODE_FILE, &serde_json::to_string(&boot).unwrap());
+        let name = self.name.clone();
+        self.update_cluster(|c| {
+            if let Some(n) = c.nodes.get_mut(&name) {
+                n.kubelet_version = version.to_string();
+            }
+        });
+    }
+
     pub fn run(&self, tool: &str, args: &[&str]) -> Output {
         self.run_with_stdin(tool, args, "")
     }

@@ -85,6 +85,33 @@ fn cmp_numeric(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
+/// The `version.Info` every Kubernetes binary reports for `version -o json`.
+pub fn version_info(v: KubeVersion) -> serde_json::Value {
+    serde_json::json!({
+        "major": v.major.to_string(),
+        "minor": v.minor.to_string(),
+        "gitVersion": v.to_string(),
+        "gitCommit": hex_of(&format!("kubernetes {v}"), 40),
+        "gitTreeState": "clean",
+        "buildDate": format!("2025-{:02}-{:02}T12:00:00Z", 1 + v.minor % 12, 1 + v.patch % 28),
+        "goVersion": "go1.24.4",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+/// `host:port` of the first `server:` in a kubeconfig, as kubectl names it in errors.
+pub fn server_address(kubeconfig: &str) -> Option<String> {
+    let url = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server:"))?
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'');
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let addr = rest.split('/').next()?.to_string();
+    (!addr.is_empty()).then_some(addr)
+}
+
 /// A calendar date and time in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Civil {
@@ -420,6 +447,13 @@ mod tests {
             vec!["cp1".to_string(), "Ready".to_string(), "long".to_string()],
         ];
         assert_eq!(table(&rows, 3), "NAME   STATUS   X\ncp1    Ready    long\n");
+    }
+
+    #[test]
+    fn server_addresses_come_from_kubeconfigs() {
+        let conf = "clusters:\n- cluster:\n    server: https://cp1:6443\n  name: k\n";
+        assert_eq!(server_address(conf), Some("cp1:6443".to_string()));
+        assert_eq!(server_address("apiVersion: v1\n"), None);
     }
 
     #[test]
