@@ -152,7 +152,8 @@ pub struct Shared {
     pub dir: PathBuf,
 }
 
-struct Lock(File);
+// The File is held only for its flock, released when it closes.
+struct Lock(#[allow(dead_code)] File);
 
 impl Lock {
     fn take(dir: &Path) -> Result<Lock> {

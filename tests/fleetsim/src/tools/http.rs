@@ -77,13 +77,15 @@ pub fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, HttpError> {
 
 fn exchange(mut stream: TcpStream, u: &Url, timeout: Duration) -> Result<Vec<u8>, HttpError> {
     let io_err = |e: std::io::Error| {
-        HttpError::Transfer(if e.kind() == std::io::ErrorKind::WouldBlock
-            || e.kind() == std::io::ErrorKind::TimedOut
-        {
-            "Timeout was reached".to_string()
-        } else {
-            format!("Failure when receiving data from the peer ({e})")
-        })
+        HttpError::Transfer(
+            if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut
+            {
+                "Timeout was reached".to_string()
+            } else {
+                format!("Failure when receiving data from the peer ({e})")
+            },
+        )
     };
     stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
     stream.set_write_timeout(Some(timeout)).map_err(io_err)?;
@@ -160,19 +162,30 @@ mod tests {
     fn gets_a_body_and_reports_statuses() {
         let hub = Hub::start();
         hub.put("kubernetes/SHA256SUMS", b"hello".to_vec());
-        let body = get(&format!("{}kubernetes/SHA256SUMS", hub.url()), Duration::from_secs(2));
+        let body = get(
+            &format!("{}kubernetes/SHA256SUMS", hub.url()),
+            Duration::from_secs(2),
+        );
         assert_eq!(body, Ok(b"hello".to_vec()));
-        let missing = get(&format!("{}kubernetes/nope", hub.url()), Duration::from_secs(2));
+        let missing = get(
+            &format!("{}kubernetes/nope", hub.url()),
+            Duration::from_secs(2),
+        );
         assert_eq!(missing, Err(HttpError::Status(404)));
     }
 
     #[test]
     fn a_closed_port_is_a_connect_failure() {
         let port = super::super::testutil::closed_port();
-        let r = get(&format!("http://127.0.0.1:{port}/x"), Duration::from_secs(2));
+        let r = get(
+            &format!("http://127.0.0.1:{port}/x"),
+            Duration::from_secs(2),
+        );
         assert_eq!(
             r,
-            Err(HttpError::Transfer("Couldn't connect to server".to_string()))
+            Err(HttpError::Transfer(
+                "Couldn't connect to server".to_string()
+            ))
         );
     }
 

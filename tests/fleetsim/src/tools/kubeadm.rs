@@ -38,7 +38,12 @@ const APPLY_PHASES: &[&str] = &[
     "post-upgrade",
 ];
 
-const NODE_PHASES: &[&str] = &["preflight", "control-plane", "kubelet-config", "post-upgrade"];
+const NODE_PHASES: &[&str] = &[
+    "preflight",
+    "control-plane",
+    "kubelet-config",
+    "post-upgrade",
+];
 const NODE_ADDON_PHASES: &[&str] = &["addon", "addon/coredns", "addon/kube-proxy"];
 
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
@@ -70,7 +75,10 @@ fn version(env: &mut Env, args: &[String], rest: &[&str]) -> Result<i32> {
     };
     let boot = env.boot()?;
     let Some(v) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!("the node's boot record has no valid kubernetes version: {:?}", boot.kubernetes);
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
     };
     match output {
         "short" => say!(env, "{v}"),
@@ -136,7 +144,9 @@ impl ApplyCli {
 }
 
 fn split_phases(list: &str) -> impl Iterator<Item = String> + '_ {
-    list.split(',').filter(|p| !p.is_empty()).map(str::to_string)
+    list.split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
 }
 
 /// `--skip-phases` of `upgrade node` (its only flag we emulate).
@@ -158,8 +168,12 @@ fn parse_skip_only(rest: &[&str]) -> Option<Vec<String>> {
 
 /// A phase is skipped when it or its parent is in the skip list.
 fn skipped(skip: &[String], phase: &str) -> bool {
-    skip.iter()
-        .any(|s| s == phase || phase.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with('/')))
+    skip.iter().any(|s| {
+        s == phase
+            || phase
+                .strip_prefix(s.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+    })
 }
 
 /// The workflow runner refuses unknown phase names before doing anything.
@@ -306,7 +320,10 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
         return Ok(fail(env, args, &admin_conf_error()));
     }
     let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!("the node's boot record has no valid kubernetes version: {:?}", boot.kubernetes);
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
     };
     reading_config(env);
     let cluster = match cluster_via_api(env, ADMIN_CONF)? {
@@ -326,7 +343,11 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
         env,
         "[upgrade/preflight] You have chosen to upgrade the cluster version to \"{target}\""
     );
-    say!(env, "[upgrade/versions] Cluster version: {}", cluster.version);
+    say!(
+        env,
+        "[upgrade/versions] Cluster version: {}",
+        cluster.version
+    );
     say!(env, "[upgrade/versions] kubeadm version: {kubeadm}");
     let (fatal, skippable) = match version_policy(&cluster, target, kubeadm) {
         Ok(p) => p,
@@ -356,7 +377,7 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
             format_errors(&skippable)
         );
     }
-    if !(cli.yes || cli.force) && !confirm(env) {
+    if !(cli.yes || cli.force || confirm(env)) {
         return Ok(fail(
             env,
             args,
@@ -374,7 +395,10 @@ fn run_apply(
     target: KubeVersion,
 ) -> Result<i32> {
     if !cli.skips("preflight") {
-        say!(env, "[upgrade/preflight] Pulling images required for setting up a Kubernetes cluster");
+        say!(
+            env,
+            "[upgrade/preflight] Pulling images required for setting up a Kubernetes cluster"
+        );
         say!(
             env,
             "[upgrade/preflight] This might take a minute or two, depending on the speed of your internet connection"
@@ -432,7 +456,10 @@ fn run_apply(
 
 fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
     if !cli.skips("control-plane") {
-        say!(env, "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!");
+        say!(
+            env,
+            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+        );
     }
     if !cli.skips("upload-config/kubeadm") {
         say!(
@@ -447,10 +474,16 @@ fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
         );
     }
     if !cli.skips("kubelet-config") {
-        say!(env, "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!");
+        say!(
+            env,
+            "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+        );
     }
     if !cli.skips("bootstrap-token") {
-        say!(env, "[upgrade/bootstrap-token] Configuring bootstrap token and cluster-info RBAC rules");
+        say!(
+            env,
+            "[upgrade/bootstrap-token] Configuring bootstrap token and cluster-info RBAC rules"
+        );
     }
     if !cli.skips("addon/coredns") {
         say!(env, "[addons] Applied essential addon: CoreDNS");
@@ -473,7 +506,10 @@ fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
 fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> {
     let boot = env.boot()?;
     let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!("the node's boot record has no valid kubernetes version: {:?}", boot.kubernetes);
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
     };
     let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
     let mut known = NODE_PHASES.to_vec();
@@ -501,17 +537,38 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
     if control_plane {
         upgrade_control_plane_node(env, args, skip, &boot.name, kubeadm, &cluster)
     } else {
-        say!(env, "[upgrade/preflight] Skipping prepull. Not a control plane node.");
-        say!(env, "[upgrade/control-plane] Skipping phase. Not a control plane node.");
+        say!(
+            env,
+            "[upgrade/preflight] Skipping prepull. Not a control plane node."
+        );
+        say!(
+            env,
+            "[upgrade/control-plane] Skipping phase. Not a control plane node."
+        );
         if !skipped(skip, "kubelet-config") {
-            say!(env, "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\"");
-            say!(env, "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!");
+            say!(
+                env,
+                "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
+            );
+            say!(
+                env,
+                "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+            );
         }
         if with_addons {
-            say!(env, "[upgrade/addon] Skipping the addon/coredns phase. Not a control plane node.");
-            say!(env, "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node.");
+            say!(
+                env,
+                "[upgrade/addon] Skipping the addon/coredns phase. Not a control plane node."
+            );
+            say!(
+                env,
+                "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node."
+            );
         }
-        say!(env, "[upgrade] The upgrade for this node was successfully completed!");
+        say!(
+            env,
+            "[upgrade] The upgrade for this node was successfully completed!"
+        );
         env.record(NAME, args, "ok");
         Ok(0)
     }
@@ -526,7 +583,10 @@ fn upgrade_control_plane_node(
     cluster: &Cluster,
 ) -> Result<i32> {
     let Some(target) = KubeVersion::parse(&cluster.version) else {
-        let msg = format!("[upgrade/versions] FATAL: couldn't parse kubernetesVersion {:?}", cluster.version);
+        let msg = format!(
+            "[upgrade/versions] FATAL: couldn't parse kubernetesVersion {:?}",
+            cluster.version
+        );
         return Ok(fail(env, args, &msg));
     };
     if kubeadm < target {
@@ -555,14 +615,26 @@ fn upgrade_control_plane_node(
         Ok(last)
     })?;
     if upgrade_cp {
-        say!(env, "[upgrade/control-plane] Upgrading the control plane instance to version \"{target}\"...");
-        say!(env, "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!");
+        say!(
+            env,
+            "[upgrade/control-plane] Upgrading the control plane instance to version \"{target}\"..."
+        );
+        say!(
+            env,
+            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+        );
     }
     if !skipped(skip, "kubelet-config") {
-        say!(env, "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!");
+        say!(
+            env,
+            "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+        );
     }
     if with_addons {
-        for (phase, addon) in [("addon/coredns", "CoreDNS"), ("addon/kube-proxy", "kube-proxy")] {
+        for (phase, addon) in [
+            ("addon/coredns", "CoreDNS"),
+            ("addon/kube-proxy", "kube-proxy"),
+        ] {
             if skipped(skip, phase) {
                 continue;
             }
@@ -576,7 +648,10 @@ fn upgrade_control_plane_node(
             }
         }
     }
-    say!(env, "[upgrade] The upgrade for this node was successfully completed!");
+    say!(
+        env,
+        "[upgrade] The upgrade for this node was successfully completed!"
+    );
     env.record(NAME, args, "ok");
     Ok(0)
 }
@@ -591,7 +666,10 @@ fn plan(env: &mut Env) -> Result<i32> {
         return Ok(1);
     }
     let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!("the node's boot record has no valid kubernetes version: {:?}", boot.kubernetes);
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
     };
     say!(env, "[preflight] Running pre-flight checks.");
     reading_config(env);
@@ -604,7 +682,10 @@ fn plan(env: &mut Env) -> Result<i32> {
         }
     };
     let Some(current) = KubeVersion::parse(&cluster.version) else {
-        anyhow::bail!("the cluster state has no valid version: {:?}", cluster.version);
+        anyhow::bail!(
+            "the cluster state has no valid version: {:?}",
+            cluster.version
+        );
     };
     say!(env, "[upgrade] Running cluster health checks");
     say!(env, "[upgrade] Fetching available versions to upgrade to");
@@ -626,7 +707,12 @@ fn plan(env: &mut Env) -> Result<i32> {
         std::process::id()
     );
     say!(env, "[upgrade/versions] Target version: {kubeadm}");
-    say!(env, "[upgrade/versions] Latest version in the v{}.{} series: {current}", current.major, current.minor);
+    say!(
+        env,
+        "[upgrade/versions] Latest version in the v{}.{} series: {current}",
+        current.major,
+        current.minor
+    );
     say!(env, "");
     if kubeadm == current {
         say!(env, "Awesome, you're up-to-date! Enjoy!");
@@ -640,38 +726,73 @@ fn plan(env: &mut Env) -> Result<i32> {
 }
 
 fn print_plan_tables(env: &mut Env, cluster: &Cluster, current: KubeVersion, target: KubeVersion) {
-    let header = || ["COMPONENT", "NODE", "CURRENT", "TARGET"].map(String::from).to_vec();
+    let header = || {
+        ["COMPONENT", "NODE", "CURRENT", "TARGET"]
+            .map(String::from)
+            .to_vec()
+    };
     say!(
         env,
         "Components that must be upgraded manually after you have upgraded the control plane with 'kubeadm upgrade apply':"
     );
     let mut rows = vec![header()];
     for (name, n) in &cluster.nodes {
-        rows.push(vec!["kubelet".into(), name.clone(), n.kubelet_version.clone(), target.to_string()]);
+        rows.push(vec![
+            "kubelet".into(),
+            name.clone(),
+            n.kubelet_version.clone(),
+            target.to_string(),
+        ]);
     }
     let _ = write!(env.out, "{}", super::util::table(&rows, 3));
     say!(env, "");
     say!(env, "Upgrade to the latest stable version:");
     say!(env, "");
     let mut rows = vec![header()];
-    for (name, n) in cluster.nodes.iter().filter(|(_, n)| n.role == Role::ControlPlane) {
-        let have = n.control_plane_version.clone().unwrap_or_else(|| current.to_string());
-        for component in ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] {
-            rows.push(vec![component.into(), name.clone(), have.clone(), target.to_string()]);
+    for (name, n) in cluster
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.role == Role::ControlPlane)
+    {
+        let have = n
+            .control_plane_version
+            .clone()
+            .unwrap_or_else(|| current.to_string());
+        for component in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ] {
+            rows.push(vec![
+                component.into(),
+                name.clone(),
+                have.clone(),
+                target.to_string(),
+            ]);
         }
     }
     if cluster.kube_proxy {
-        rows.push(vec!["kube-proxy".into(), String::new(), current.to_string(), target.to_string()]);
+        rows.push(vec![
+            "kube-proxy".into(),
+            String::new(),
+            current.to_string(),
+            target.to_string(),
+        ]);
     }
     let _ = write!(env.out, "{}", super::util::table(&rows, 3));
     say!(env, "");
-    say!(env, "You can now apply the upgrade by executing the following command:");
+    say!(
+        env,
+        "You can now apply the upgrade by executing the following command:"
+    );
     say!(env, "");
     say!(env, "\tkubeadm upgrade apply {target}");
     say!(env, "");
-    say!(env, "_____________________________________________________________________");
+    say!(
+        env,
+        "_____________________________________________________________________"
+    );
 }
-
 
 #[cfg(test)]
 mod tests;

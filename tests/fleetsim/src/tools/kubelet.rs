@@ -19,7 +19,6 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::testutil::Node;

@@ -318,7 +318,10 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].node, "w1");
         assert_eq!(events[0].argv, ["systemctl", "mask", "locksmithd"]);
-        assert_eq!(events[0].result, "fleetsim: unsupported: systemctl mask locksmithd");
+        assert_eq!(
+            events[0].result,
+            "fleetsim: unsupported: systemctl mask locksmithd"
+        );
         assert_eq!(events[0].pins, ["kubernetes-v1.34.@v-%a.raw"]);
     }
 

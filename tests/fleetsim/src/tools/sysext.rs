@@ -32,7 +32,11 @@ fn status(env: &mut Env, legend: bool) -> Result<i32> {
     let boot = env.boot()?;
     let mut rows = Vec::new();
     if legend {
-        rows.push(vec!["HIERARCHY".into(), "EXTENSIONS".into(), "SINCE".into()]);
+        rows.push(vec![
+            "HIERARCHY".into(),
+            "EXTENSIONS".into(),
+            "SINCE".into(),
+        ]);
     }
     rows.push(vec!["/opt".into(), "none".into(), "-".into()]);
     if boot.kubernetes.is_empty() {
@@ -74,7 +78,12 @@ fn list(env: &mut Env, legend: bool) -> i32 {
     }
     let mut rows = Vec::new();
     if legend {
-        rows.push(vec!["NAME".into(), "TYPE".into(), "PATH".into(), "TIME".into()]);
+        rows.push(vec![
+            "NAME".into(),
+            "TYPE".into(),
+            "PATH".into(),
+            "TIME".into(),
+        ]);
     }
     for (name, mtime) in images {
         rows.push(vec![
@@ -87,7 +96,6 @@ fn list(env: &mut Env, legend: bool) -> i32 {
     let _ = write!(env.out, "{}", table(&rows, 1));
     0
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -108,10 +116,16 @@ mod tests {
     #[test]
     fn list_shows_images_in_etc_extensions() {
         let node = Node::worker("w1", "v1.34.2");
-        assert_eq!(node.run("systemd-sysext", &["list"]).stdout, "No images found.\n");
+        assert_eq!(
+            node.run("systemd-sysext", &["list"]).stdout,
+            "No images found.\n"
+        );
         node.write("/etc/extensions/kubernetes.raw", "image");
         let r = node.run("systemd-sysext", &["list", "--no-legend"]);
-        assert!(r.stdout.starts_with("kubernetes raw /etc/extensions/kubernetes.raw "));
+        assert!(
+            r.stdout
+                .starts_with("kubernetes raw /etc/extensions/kubernetes.raw ")
+        );
         assert_eq!(node.run("systemd-sysext", &["merge"]).code, 1);
     }
 }

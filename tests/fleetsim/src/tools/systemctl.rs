@@ -143,7 +143,11 @@ fn unit_failed(env: &mut Env, args: &[String], error: &str, unsupported: bool) -
         "Job for systemd-sysupdate.service failed because the control process exited with error code.\n\
          See \"systemctl status systemd-sysupdate.service\" and \"journalctl -xeu systemd-sysupdate.service\" for details."
     );
-    env.record(NAME, args, &format!("systemd-sysupdate.service failed: {error}"));
+    env.record(
+        NAME,
+        args,
+        &format!("systemd-sysupdate.service failed: {error}"),
+    );
     1
 }
 
@@ -270,7 +274,6 @@ pub(super) fn read_os_update(env: &Env) -> Result<Option<String>> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{Hub, Node, image_body, image_name};
@@ -309,7 +312,10 @@ mod tests {
 
         let r = node.run("systemctl", &["start", "systemd-sysupdate"]);
         assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
-        assert!(!node.exists("/run/reboot-required"), "nothing new: no marker");
+        assert!(
+            !node.exists("/run/reboot-required"),
+            "nothing new: no marker"
+        );
 
         hub.publish(&["v1.37.1", "v1.37.2"]);
         let r = node.run("systemctl", &["start", "systemd-sysupdate.service"]);
@@ -322,7 +328,10 @@ mod tests {
         );
         let events = node.events();
         assert_eq!(events.len(), 2);
-        assert_eq!(events[1].argv, ["systemctl", "start", "systemd-sysupdate.service"]);
+        assert_eq!(
+            events[1].argv,
+            ["systemctl", "start", "systemd-sysupdate.service"]
+        );
         assert_eq!(events[1].result, "ok");
         assert_eq!(events[1].pins, ["kubernetes-v1.37.@v-%a.raw"]);
     }
@@ -356,7 +365,10 @@ mod tests {
         assert!(node.events().is_empty(), "queries are not events");
         let r = node.run("systemctl", &["restart", "kubelet"]);
         assert_eq!(r.code, 1);
-        assert_eq!(r.stderr.trim(), "fleetsim: unsupported: systemctl restart kubelet");
+        assert_eq!(
+            r.stderr.trim(),
+            "fleetsim: unsupported: systemctl restart kubelet"
+        );
     }
 
     #[test]
@@ -364,7 +376,11 @@ mod tests {
         let node = Node::worker("w1", "v1.37.1");
         let r = node.run("systemctl", &["reboot"]);
         assert_eq!(r.code, 1);
-        assert!(r.stderr.contains("fleetsim: systemctl reboot: cannot run"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("fleetsim: systemctl reboot: cannot run"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(node.events().len(), 1);
     }
 
@@ -373,12 +389,23 @@ mod tests {
         let node = Node::worker("w1", "v1.37.1");
         let idle = node.run("systemctl", &["status", "update-engine", "--no-pager"]);
         assert_eq!(idle.code, 0);
-        assert!(idle.stdout.starts_with("● update-engine.service - Update Engine\n"));
+        assert!(
+            idle.stdout
+                .starts_with("● update-engine.service - Update Engine\n")
+        );
         assert!(idle.stdout.contains("Active: active (running) since "));
         assert!(!idle.stdout.contains("waiting to reboot"));
         node.write(super::OS_UPDATE_FILE, r#"{"new_version": "4081.3.0"}"#);
         let staged = node.run("systemctl", &["status", "update-engine"]);
-        assert!(staged.stdout.contains("Update to version 4081.3.0 is available"));
-        assert!(staged.stdout.contains("Update successfully applied, waiting to reboot."));
+        assert!(
+            staged
+                .stdout
+                .contains("Update to version 4081.3.0 is available")
+        );
+        assert!(
+            staged
+                .stdout
+                .contains("Update successfully applied, waiting to reboot.")
+        );
     }
 }

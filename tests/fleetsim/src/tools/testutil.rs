@@ -58,10 +58,7 @@ impl Fleet {
             os: "4081.2.0".to_string(),
             booted_at,
         };
-        node.write(
-            state::NODE_FILE,
-            &serde_json::to_string(&boot).unwrap(),
-        );
+        node.write(state::NODE_FILE, &serde_json::to_string(&boot).unwrap());
         let link = node.path(state::CLUSTER_DIR);
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(self.dir.path().join("cluster"), &link).unwrap();
@@ -158,8 +155,7 @@ impl Node {
 
     /// As if the node rebooted into `version`: boot record and kubelet follow.
     pub fn reboot_into(&self, version: &str) {
-        let mut boot: NodeBoot =
-            serde_json::from_str(&self.read(state::NODE_FILE)).unwrap();
+        let mut boot: NodeBoot = serde_json::from_str(&self.read(state::NODE_FILE)).unwrap();
         boot.kubernetes = version.to_string();
         self.write(state::NODE_FILE, &serde_json::to_string(&boot).unwrap());
         let name = self.name.clone();

@@ -33,7 +33,11 @@ fn status(env: &mut Env) -> Result<i32> {
     // update_engine checks a few seconds after boot, then every ~45 minutes.
     let checked = (boot.booted_at + 30.0).min(now).max(0.0) as i64;
     let (op, version, size) = match &staged {
-        Some(v) => ("UPDATE_STATUS_UPDATED_NEED_REBOOT", v.as_str(), PAYLOAD_SIZE),
+        Some(v) => (
+            "UPDATE_STATUS_UPDATED_NEED_REBOOT",
+            v.as_str(),
+            PAYLOAD_SIZE,
+        ),
         None => ("UPDATE_STATUS_IDLE", "0.0.0", 0),
     };
     say!(env, "LAST_CHECKED_TIME={checked}");
@@ -43,7 +47,6 @@ fn status(env: &mut Env) -> Result<i32> {
     say!(env, "NEW_SIZE={size}");
     Ok(0)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -57,17 +60,35 @@ mod tests {
         let lines: Vec<&str> = r.stdout.lines().collect();
         assert_eq!(lines.len(), 5);
         assert!(lines[0].starts_with("LAST_CHECKED_TIME="));
-        assert!(lines[0]["LAST_CHECKED_TIME=".len()..].parse::<i64>().is_ok());
+        assert!(
+            lines[0]["LAST_CHECKED_TIME=".len()..]
+                .parse::<i64>()
+                .is_ok()
+        );
         assert_eq!(
             &lines[1..],
-            ["PROGRESS=0.000000", "CURRENT_OP=UPDATE_STATUS_IDLE", "NEW_VERSION=0.0.0", "NEW_SIZE=0"]
+            [
+                "PROGRESS=0.000000",
+                "CURRENT_OP=UPDATE_STATUS_IDLE",
+                "NEW_VERSION=0.0.0",
+                "NEW_SIZE=0"
+            ]
         );
-        assert!(r.stderr.contains("update_engine_client.cc:251] Querying Update Engine status..."));
+        assert!(
+            r.stderr
+                .contains("update_engine_client.cc:251] Querying Update Engine status...")
+        );
         assert!(r.stderr.starts_with('I'));
 
-        node.write(super::super::OS_UPDATE_FILE, r#"{"new_version": "4081.3.0"}"#);
+        node.write(
+            super::super::OS_UPDATE_FILE,
+            r#"{"new_version": "4081.3.0"}"#,
+        );
         let r = node.run("update_engine_client", &["-status"]);
-        assert!(r.stdout.contains("CURRENT_OP=UPDATE_STATUS_UPDATED_NEED_REBOOT\nNEW_VERSION=4081.3.0\n"));
+        assert!(
+            r.stdout
+                .contains("CURRENT_OP=UPDATE_STATUS_UPDATED_NEED_REBOOT\nNEW_VERSION=4081.3.0\n")
+        );
         assert!(!r.stdout.contains("NEW_SIZE=0\n"));
     }
 
@@ -83,6 +104,10 @@ mod tests {
     #[test]
     fn other_flags_are_unsupported() {
         let node = Node::worker("w1", "v1.34.2");
-        assert_eq!(node.run("update_engine_client", &["-check_for_update"]).code, 1);
+        assert_eq!(
+            node.run("update_engine_client", &["-check_for_update"])
+                .code,
+            1
+        );
     }
 }

@@ -255,7 +255,9 @@ pub fn parse_go_duration(s: &str) -> Option<f64> {
             .unwrap_or(rest.len());
         let value: f64 = rest[..n].parse().ok()?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let scale = match &rest[..u] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -399,7 +401,10 @@ mod tests {
         assert_eq!(vercmp("v1.37.10", "v1.37.9"), Ordering::Greater);
         assert_eq!(vercmp("2", "10"), Ordering::Less);
         assert_eq!(
-            vercmp("kubernetes-v1.38.0-x86-64.raw", "kubernetes-v1.37.9-x86-64.raw"),
+            vercmp(
+                "kubernetes-v1.38.0-x86-64.raw",
+                "kubernetes-v1.37.9-x86-64.raw"
+            ),
             Ordering::Greater
         );
         assert_eq!(vercmp("v1.35.2", "v1.35.2"), Ordering::Equal);
@@ -410,7 +415,10 @@ mod tests {
     fn civil_dates_match_known_instants() {
         assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00Z");
         // 2023-07-28 08:55:01 UTC was a Friday.
-        assert_eq!(systemd_timestamp(1_690_534_501.0), "Fri 2023-07-28 08:55:01 UTC");
+        assert_eq!(
+            systemd_timestamp(1_690_534_501.0),
+            "Fri 2023-07-28 08:55:01 UTC"
+        );
         assert_eq!(rfc3339(951_782_400.0), "2000-02-29T00:00:00Z");
     }
 

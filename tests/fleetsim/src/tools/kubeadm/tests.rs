@@ -25,13 +25,19 @@ fn refuses_to_skip_a_minor() {
         "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n\
          \t- Specified version to upgrade to \"v1.36.0\" is too high; kubeadm can upgrade only 1 minor version at a time\n"
     ), "{}", r.stderr);
-    assert!(r.stderr.ends_with("To see the stack trace of this error execute with --v=5 or higher\n"));
+    assert!(
+        r.stderr
+            .ends_with("To see the stack trace of this error execute with --v=5 or higher\n")
+    );
     let c = node.cluster();
     assert_eq!(c.version, "v1.34.2");
     assert!(!c.kube_proxy);
     let events = node.events();
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].argv, ["kubeadm", "upgrade", "apply", "v1.36.0", "--yes"]);
+    assert_eq!(
+        events[0].argv,
+        ["kubeadm", "upgrade", "apply", "v1.36.0", "--yes"]
+    );
     assert!(events[0].result.starts_with("[upgrade/version] FATAL"));
 }
 
@@ -44,13 +50,20 @@ fn refuses_a_target_newer_than_its_own_binary() {
         "Specified version to upgrade to \"v1.35.3\" is higher than the kubeadm version \"v1.35.1\". \
          Upgrade kubeadm first using the tool you used to install kubeadm"
     ));
-    assert!(r.stderr.contains("Can be bypassed if you pass the --force flag"));
+    assert!(
+        r.stderr
+            .contains("Can be bypassed if you pass the --force flag")
+    );
 
     // The sysext that is staged but not booted does not count: v1.34 binary, v1.35 target.
     let node = cp_running("v1.34.2");
     let r = apply(&node, &["v1.35.0", "-y"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("is at least one minor release higher than the kubeadm minor release (35 > 34)"));
+    assert!(
+        r.stderr.contains(
+            "is at least one minor release higher than the kubeadm minor release (35 > 34)"
+        )
+    );
     assert_eq!(node.cluster().version, "v1.34.2");
 }
 
@@ -59,9 +72,13 @@ fn refuses_a_minor_downgrade() {
     let node = Node::control_plane("cp1", "v1.35.2");
     let r = apply(&node, &["v1.34.5", "--yes"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains(
-        "Kubeadm version v1.35.2 can only be used to upgrade to Kubernetes version 1.35"
-    ), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "Kubeadm version v1.35.2 can only be used to upgrade to Kubernetes version 1.35"
+        ),
+        "{}",
+        r.stderr
+    );
     assert_eq!(node.cluster().version, "v1.35.2");
 }
 
@@ -81,15 +98,24 @@ fn without_yes_it_asks_and_end_of_input_aborts() {
     let node = cp_running("v1.35.1");
     let r = apply(&node, &["v1.35.1", "--skip-phases", "addon/kube-proxy"]);
     assert_eq!(r.code, 1);
-    assert!(r.stdout.ends_with("[upgrade/confirm] Are you sure you want to proceed? [y/N]: "));
-    assert!(r.stderr.starts_with(
-        "won't proceed; the user didn't answer (Y|y) in order to continue\n"
-    ));
+    assert!(
+        r.stdout
+            .ends_with("[upgrade/confirm] Are you sure you want to proceed? [y/N]: ")
+    );
+    assert!(
+        r.stderr
+            .starts_with("won't proceed; the user didn't answer (Y|y) in order to continue\n")
+    );
     assert_eq!(node.cluster().version, "v1.34.2");
 
     let r = node.run_with_stdin(
         "kubeadm",
-        &["upgrade", "apply", "v1.35.1", "--skip-phases=addon/kube-proxy"],
+        &[
+            "upgrade",
+            "apply",
+            "v1.35.1",
+            "--skip-phases=addon/kube-proxy",
+        ],
         "y\n",
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -101,31 +127,51 @@ fn apply_without_the_flag_redeploys_kube_proxy() {
     let node = cp_running("v1.35.1");
     let r = apply(&node, &["v1.35.1", "--yes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("[addons] Applied essential addon: kube-proxy"));
-    assert!(r.stdout.contains("[upgrade] SUCCESS! A control plane node of your cluster was upgraded to \"v1.35.1\"."));
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: kube-proxy")
+    );
+    assert!(r.stdout.contains(
+        "[upgrade] SUCCESS! A control plane node of your cluster was upgraded to \"v1.35.1\"."
+    ));
     let c = node.cluster();
     assert!(c.kube_proxy);
     assert_eq!(c.version, "v1.35.1");
-    assert_eq!(c.nodes["cp1"].control_plane_version.as_deref(), Some("v1.35.1"));
+    assert_eq!(
+        c.nodes["cp1"].control_plane_version.as_deref(),
+        Some("v1.35.1")
+    );
     assert_eq!(node.events()[0].result, "ok");
 }
 
 #[test]
 fn apply_with_the_flag_leaves_kube_proxy_out() {
     let node = cp_running("v1.35.1");
-    let r = apply(&node, &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"]);
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stdout.contains("kube-proxy"));
-    assert!(r.stdout.contains("[addons] Applied essential addon: CoreDNS"));
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: CoreDNS")
+    );
     assert!(!node.cluster().kube_proxy);
 }
 
 #[test]
 fn a_misspelt_phase_is_refused_before_anything_happens() {
     let node = cp_running("v1.35.1");
-    let r = apply(&node, &["v1.35.1", "--yes", "--skip-phases=addon/kube-prox"]);
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases=addon/kube-prox"],
+    );
     assert_eq!(r.code, 1);
-    assert!(r.stderr.starts_with("invalid phase name: addon/kube-prox\n"));
+    assert!(
+        r.stderr
+            .starts_with("invalid phase name: addon/kube-prox\n")
+    );
     assert!(r.stdout.is_empty());
     assert_eq!(node.cluster().version, "v1.34.2");
 }
@@ -136,12 +182,18 @@ fn an_injected_failure_fails_once() {
     node.shared()
         .update_faults(|f| f.fail_upgrade_apply = 1)
         .unwrap();
-    let r = apply(&node, &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"]);
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("injected fault fail_upgrade_apply"));
     assert_eq!(node.cluster().version, "v1.34.2");
     assert_eq!(node.shared().faults().unwrap().fail_upgrade_apply, 0);
-    let r = apply(&node, &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"]);
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
@@ -151,7 +203,12 @@ fn a_down_api_is_a_connection_error() {
     node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.up = false));
     let r = apply(&node, &["v1.35.1", "--yes"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("dial tcp cp1:6443: connect: connection refused"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("dial tcp cp1:6443: connect: connection refused"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -165,7 +222,10 @@ fn upgrade_node_on_the_last_control_plane_redeploys_kube_proxy() {
         cp.reboot_into("v1.35.1");
     }
     let skip = ["--skip-phases", "addon/kube-proxy"];
-    let r = cps[0].run("kubeadm", &["upgrade", "apply", "v1.35.1", "--yes", skip[0], skip[1]]);
+    let r = cps[0].run(
+        "kubeadm",
+        &["upgrade", "apply", "v1.35.1", "--yes", skip[0], skip[1]],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
 
     let r = cps[1].run("kubeadm", &["upgrade", "node"]);
@@ -177,7 +237,10 @@ fn upgrade_node_on_the_last_control_plane_redeploys_kube_proxy() {
 
     let r = cps[2].run("kubeadm", &["upgrade", "node"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("[addons] Applied essential addon: kube-proxy"));
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: kube-proxy")
+    );
     assert!(cps[0].cluster().kube_proxy);
     let kubeadm_calls: Vec<String> = cps[0]
         .events()
@@ -196,10 +259,23 @@ fn upgrade_node_with_the_flag_on_the_last_control_plane_keeps_kube_proxy_out() {
     cp1.reboot_into("v1.35.1");
     cp2.reboot_into("v1.35.1");
     assert_eq!(
-        cp1.run("kubeadm", &["upgrade", "apply", "v1.35.1", "-y", "--skip-phases=addon/kube-proxy"]).code,
+        cp1.run(
+            "kubeadm",
+            &[
+                "upgrade",
+                "apply",
+                "v1.35.1",
+                "-y",
+                "--skip-phases=addon/kube-proxy"
+            ]
+        )
+        .code,
         0
     );
-    let r = cp2.run("kubeadm", &["upgrade", "node", "--skip-phases", "addon/kube-proxy"]);
+    let r = cp2.run(
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!cp2.cluster().kube_proxy);
 }
@@ -211,13 +287,30 @@ fn upgrade_node_needs_a_kubeadm_at_least_the_cluster_version() {
     let cp2 = fleet.node("cp2", Role::ControlPlane, "v1.34.2");
     cp1.reboot_into("v1.35.1");
     assert_eq!(
-        cp1.run("kubeadm", &["upgrade", "apply", "v1.35.1", "-y", "--skip-phases=addon/kube-proxy"]).code,
+        cp1.run(
+            "kubeadm",
+            &[
+                "upgrade",
+                "apply",
+                "v1.35.1",
+                "-y",
+                "--skip-phases=addon/kube-proxy"
+            ]
+        )
+        .code,
         0
     );
     let r = cp2.run("kubeadm", &["upgrade", "node"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("the kubeadm version \"v1.34.2\" is lower than the cluster version \"v1.35.1\""));
-    assert_eq!(cp2.cluster().nodes["cp2"].control_plane_version.as_deref(), Some("v1.34.2"));
+    assert!(
+        r.stderr.contains(
+            "the kubeadm version \"v1.34.2\" is lower than the cluster version \"v1.35.1\""
+        )
+    );
+    assert_eq!(
+        cp2.cluster().nodes["cp2"].control_plane_version.as_deref(),
+        Some("v1.34.2")
+    );
 }
 
 #[test]
@@ -227,11 +320,23 @@ fn upgrade_node_on_workers_and_old_kubeadms() {
     let w1 = fleet.node("w1", Role::Worker, "v1.31.4");
     let r = w1.run("kubeadm", &["upgrade", "node"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("[upgrade/control-plane] Skipping phase. Not a control plane node."));
-    assert!(!r.stdout.contains("addon"), "kubeadm < 1.32 has no addon phase in upgrade node");
-    let r = w1.run("kubeadm", &["upgrade", "node", "--skip-phases", "addon/kube-proxy"]);
+    assert!(
+        r.stdout
+            .contains("[upgrade/control-plane] Skipping phase. Not a control plane node.")
+    );
+    assert!(
+        !r.stdout.contains("addon"),
+        "kubeadm < 1.32 has no addon phase in upgrade node"
+    );
+    let r = w1.run(
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+    );
     assert_eq!(r.code, 1);
-    assert!(r.stderr.starts_with("invalid phase name: addon/kube-proxy\n"));
+    assert!(
+        r.stderr
+            .starts_with("invalid phase name: addon/kube-proxy\n")
+    );
 }
 
 #[test]
@@ -245,7 +350,10 @@ fn version_and_plan() {
     assert_eq!(v["clientVersion"]["minor"], "35");
     let r = node.run("kubeadm", &["upgrade", "plan"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("[upgrade/versions] Target version: v1.35.1"));
+    assert!(
+        r.stdout
+            .contains("[upgrade/versions] Target version: v1.35.1")
+    );
     assert!(r.stdout.contains("\tkubeadm upgrade apply v1.35.1\n"));
     assert!(node.events().is_empty(), "plan and version do not mutate");
 }

@@ -72,9 +72,8 @@ pub fn read_definitions(
     for file in super::super::conf_files(&etc.join(&dir_name)) {
         let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
         let shown = format!("/etc/{dir_name}/{}", name.unwrap_or_default());
-        let text = fs::read_to_string(&file).map_err(|e| {
-            ConfigError::Invalid(format!("Failed to open \"{shown}\": {e}"))
-        })?;
+        let text = fs::read_to_string(&file)
+            .map_err(|e| ConfigError::Invalid(format!("Failed to open \"{shown}\": {e}")))?;
         transfers.push(parse(&shown, &text, log)?);
     }
     if transfers.is_empty() {
@@ -112,7 +111,9 @@ pub fn parse(file: &str, text: &str, log: &mut Vec<String>) -> Result<Transfer, 
             )));
         };
         match section.as_deref() {
-            None => log.push(format!("{file}:{n}: Assignment outside of section. Ignoring.")),
+            None => log.push(format!(
+                "{file}:{n}: Assignment outside of section. Ignoring."
+            )),
             Some("") => {}
             Some(s) => assign(&mut raw, file, n, s, key.trim(), value.trim(), log)?,
         }
@@ -266,17 +267,20 @@ fn invalid(file: &str, msg: impl std::fmt::Display) -> ConfigError {
 }
 
 fn is_normalized_absolute(p: &str) -> bool {
-    p.starts_with('/')
-        && !p.contains("//")
-        && !p
-            .split('/')
-            .any(|c| c == "." || c == "..")
+    p.starts_with('/') && !p.contains("//") && !p.split('/').any(|c| c == "." || c == "..")
 }
 
 fn finalize(file: &str, raw: Raw, log: &mut Vec<String>) -> Result<Transfer, ConfigError> {
     let source_type = raw.source_type.as_deref().unwrap_or("");
-    if !["url-file", "url-tar", "tar", "regular-file", "directory", "subvolume"]
-        .contains(&source_type)
+    if ![
+        "url-file",
+        "url-tar",
+        "tar",
+        "regular-file",
+        "directory",
+        "subvolume",
+    ]
+    .contains(&source_type)
     {
         return Err(invalid(
             file,
@@ -290,7 +294,13 @@ fn finalize(file: &str, raw: Raw, log: &mut Vec<String>) -> Result<Transfer, Con
     }
     let target_type = match raw.target_type.as_deref() {
         Some(t) => t,
-        None if raw.target_path.as_deref().is_some_and(|p| p.starts_with("/dev/")) => "partition",
+        None if raw
+            .target_path
+            .as_deref()
+            .is_some_and(|p| p.starts_with("/dev/")) =>
+        {
+            "partition"
+        }
         None => "regular-file",
     };
     if !["partition", "regular-file", "directory", "subvolume"].contains(&target_type) {
@@ -431,7 +441,9 @@ mod tests {
         );
         assert_eq!(
             parse(F, "[Source]\nType\n", &mut log),
-            Err(ConfigError::Invalid(format!("{F}:2: Missing '=', ignoring line.")))
+            Err(ConfigError::Invalid(format!(
+                "{F}:2: Missing '=', ignoring line."
+            )))
         );
         let relative = no_target.to_string() + "[Target]\nPath=opt/x\n";
         assert_eq!(
@@ -451,7 +463,10 @@ mod tests {
         let t = parse(F, &text, &mut log).unwrap();
         assert_eq!(
             t.source_patterns,
-            ["kubernetes-v1.37.@v-x86-64.raw", "kubernetes-v1.38.@v-x86-64.raw"]
+            [
+                "kubernetes-v1.37.@v-x86-64.raw",
+                "kubernetes-v1.38.@v-x86-64.raw"
+            ]
         );
         assert_eq!(t.instances_max, 2);
         assert!(log[0].ends_with("InstancesMax= value must be at least 2, bumping: 1"));

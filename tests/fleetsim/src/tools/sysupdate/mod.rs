@@ -134,7 +134,11 @@ fn parse_args(args: &[String]) -> Option<Cli> {
             "--no-pager" => {}
             "--no-legend" => legend = false,
             "list" | "update" if verb.is_none() => {
-                verb = Some(if a == "list" { Verb::List } else { Verb::Update });
+                verb = Some(if a == "list" {
+                    Verb::List
+                } else {
+                    Verb::Update
+                });
             }
             s if s.starts_with("--component=") => {
                 component = Some(s["--component=".len()..].to_string());
@@ -143,10 +147,12 @@ fn parse_args(args: &[String]) -> Option<Cli> {
             _ => return None,
         }
     }
-    if component
-        .as_deref()
-        .is_some_and(|c| c.is_empty() || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_".contains(ch)))
-    {
+    if component.as_deref().is_some_and(|c| {
+        c.is_empty()
+            || !c
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_".contains(ch))
+    }) {
         return None;
     }
     Some(Cli {
@@ -230,7 +236,10 @@ pub(super) fn update(env: &Env, component: Option<&str>) -> Report {
         rep.log("No update needed.");
         return rep;
     };
-    rep.log(format!("Selected update '{}' for install.", candidate.version));
+    rep.log(format!(
+        "Selected update '{}' for install.",
+        candidate.version
+    ));
     install(env, &transfers[i], &installed[i], &candidate, g, &mut rep);
     rep
 }
@@ -295,7 +304,8 @@ fn available_instances(
     let text = match manifests.get(&url) {
         Some(text) => text.clone(),
         None => {
-            let body = http::get(&url, HUB_TIMEOUT).map_err(|e| fetch_error(&url, &e, "(sd-pull)"))?;
+            let body =
+                http::get(&url, HUB_TIMEOUT).map_err(|e| fetch_error(&url, &e, "(sd-pull)"))?;
             let text = String::from_utf8(body)
                 .map_err(|_| vec!["Manifest file is not valid UTF-8, refusing.".to_string()])?;
             manifests.insert(url.clone(), text.clone());
@@ -337,10 +347,14 @@ fn parse_manifest(text: &str) -> Result<Vec<(String, String)>, String> {
         }
         let (hash, tail) = line.split_at(64);
         if !hash.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!("Failed to parse digest at manifest line {n}, refusing."));
+            return Err(format!(
+                "Failed to parse digest at manifest line {n}, refusing."
+            ));
         }
         let Some(tail) = tail.strip_prefix(' ') else {
-            return Err(format!("Missing space separator at manifest line {n}, refusing."));
+            return Err(format!(
+                "Missing space separator at manifest line {n}, refusing."
+            ));
         };
         let Some(file) = tail.strip_prefix([' ', '*']) else {
             return Err(format!(
@@ -348,7 +362,9 @@ fn parse_manifest(text: &str) -> Result<Vec<(String, String)>, String> {
             ));
         };
         if file.is_empty() {
-            return Err(format!("Empty filename specified at manifest line {n}, refusing."));
+            return Err(format!(
+                "Empty filename specified at manifest line {n}, refusing."
+            ));
         }
         entries.push((hash.to_ascii_lowercase(), file.to_string()));
         n += 1;
@@ -379,12 +395,25 @@ fn choose(installed: &[Vec<Instance>], available: &[Vec<Instance>]) -> Option<(u
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
-fn install(env: &Env, t: &Transfer, installed: &[Instance], c: &Instance, g: Glyphs, rep: &mut Report) {
+fn install(
+    env: &Env,
+    t: &Transfer,
+    installed: &[Instance],
+    c: &Instance,
+    g: Glyphs,
+    rep: &mut Report,
+) {
     let Some(target_pattern) = t.target_patterns.first() else {
-        rep.fail(format!("{}:1: Target specification lacks MatchPattern=.", t.file));
+        rep.fail(format!(
+            "{}:1: Target specification lacks MatchPattern=.",
+            t.file
+        ));
         return;
     };
     let final_name = pattern::format(target_pattern, &c.version);
@@ -435,7 +464,10 @@ fn install(env: &Env, t: &Transfer, installed: &[Instance], c: &Instance, g: Gly
             format!("{}/{link}", t.target_path)
         };
         match move_symlink(env, &link_path, &final_path) {
-            Ok(rel) => rep.log(format!("Updated symlink '{link_path}' {} '{rel}'.", g.arrow)),
+            Ok(rel) => rep.log(format!(
+                "Updated symlink '{link_path}' {} '{rel}'.",
+                g.arrow
+            )),
             Err(e) => {
                 rep.fail(format!(
                     "Failed to update current symlink '{link_path}' {} '{final_path}': {e}",
@@ -445,7 +477,10 @@ fn install(env: &Env, t: &Transfer, installed: &[Instance], c: &Instance, g: Gly
             }
         }
     }
-    rep.log(format!("{}Successfully installed update '{}'.", g.sparkles, c.version));
+    rep.log(format!(
+        "{}Successfully installed update '{}'.",
+        g.sparkles, c.version
+    ));
     rep.installed = Some(c.version.clone());
 }
 
@@ -463,21 +498,32 @@ fn symlink_target_name(env: &Env, t: &Transfer) -> Option<String> {
 
 /// Makes room for one more image: keeps at most InstancesMax-1 installed,
 /// removing the oldest first, never the current one or the one being installed.
-fn vacuum(env: &Env, t: &Transfer, installed: &[Instance], c: &Instance, g: Glyphs, rep: &mut Report) {
+fn vacuum(
+    env: &Env,
+    t: &Transfer,
+    installed: &[Instance],
+    c: &Instance,
+    g: Glyphs,
+    rep: &mut Report,
+) {
     rep.log(format!("Making room for 1 updates{}", g.ellipsis));
     let current = symlink_target_name(env, t);
     let limit = t.instances_max.saturating_sub(1) as usize;
     let mut remaining: Vec<&Instance> = installed.iter().collect();
     let mut removed = 0;
     while remaining.len() > limit {
-        let Some(pos) = remaining.iter().position(|i| {
-            Some(&i.file) != current.as_ref() && i.version != c.version
-        }) else {
+        let Some(pos) = remaining
+            .iter()
+            .position(|i| Some(&i.file) != current.as_ref() && i.version != c.version)
+        else {
             break;
         };
         let old = remaining.remove(pos);
         let shown = format!("{}/{}", t.target_path, old.file);
-        rep.log(format!("{}Removing old '{shown}' (regular-file).", g.recycle));
+        rep.log(format!(
+            "{}Removing old '{shown}' (regular-file).",
+            g.recycle
+        ));
         if let Err(e) = fs::remove_file(env.path(&shown)) {
             rep.log(format!("Failed to remove '{shown}': {e}"));
             break;
@@ -538,19 +584,20 @@ fn move_symlink(env: &Env, link: &str, target: &str) -> std::io::Result<String> 
 fn list(env: &mut Env, cli: &Cli) -> i32 {
     let g = Glyphs::new(env.utf8);
     let mut log = Vec::new();
-    let transfers = match config::read_definitions(&env.path("/etc"), cli.component.as_deref(), &mut log) {
-        Ok(t) => t,
-        Err(e) => {
-            for l in &log {
-                complain!(env, "{l}");
+    let transfers =
+        match config::read_definitions(&env.path("/etc"), cli.component.as_deref(), &mut log) {
+            Ok(t) => t,
+            Err(e) => {
+                for l in &log {
+                    complain!(env, "{l}");
+                }
+                match e {
+                    ConfigError::Invalid(m) => complain!(env, "{m}"),
+                    ConfigError::Unsupported(m) => complain!(env, "fleetsim: unsupported: {m}"),
+                }
+                return 1;
             }
-            match e {
-                ConfigError::Invalid(m) => complain!(env, "{m}"),
-                ConfigError::Unsupported(m) => complain!(env, "fleetsim: unsupported: {m}"),
-            }
-            return 1;
-        }
-    };
+        };
     for l in &log {
         complain!(env, "{l}");
     }
@@ -582,7 +629,11 @@ fn list(env: &mut Env, cli: &Cli) -> i32 {
     let newest_installed = versions.iter().find(|v| v.1).map(|v| v.0.clone());
     let mut rows = Vec::new();
     if cli.legend {
-        rows.push(["", "VERSION", "INSTALLED", "AVAILABLE", "ASSESSMENT"].map(String::from).to_vec());
+        rows.push(
+            ["", "VERSION", "INSTALLED", "AVAILABLE", "ASSESSMENT"]
+                .map(String::from)
+                .to_vec(),
+        );
     }
     for (i, (version, installed, available)) in versions.iter().enumerate() {
         let (glyph, assessment) = if *installed && Some(version) == newest_installed.as_ref() {

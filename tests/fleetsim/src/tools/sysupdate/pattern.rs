@@ -66,7 +66,9 @@ fn tokens(pattern: &str) -> Result<Vec<Token>, String> {
 pub fn validate(pattern: &str) -> Result<(), Option<String>> {
     let toks = tokens(pattern).map_err(|f| if f == "@" { None } else { Some(f) })?;
     let versions = toks.iter().filter(|t| **t == Token::Version).count();
-    let adjacent = toks.windows(2).any(|w| w[0] == Token::Version && w[1] == Token::Version);
+    let adjacent = toks
+        .windows(2)
+        .any(|w| w[0] == Token::Version && w[1] == Token::Version);
     if versions == 0 || adjacent || pattern.contains('/') {
         return Err(None);
     }
@@ -81,7 +83,9 @@ fn is_version_char(c: char) -> bool {
 pub fn match_version(pattern: &str, name: &str) -> Option<String> {
     let toks = tokens(pattern).ok()?;
     let mut version = None;
-    match_from(&toks, name, &mut version).then_some(version).flatten()
+    match_from(&toks, name, &mut version)
+        .then_some(version)
+        .flatten()
 }
 
 fn match_from(toks: &[Token], rest: &str, version: &mut Option<String>) -> bool {

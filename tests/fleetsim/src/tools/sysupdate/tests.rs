@@ -24,7 +24,10 @@ fn pin(node: &Node, hub: &Hub, file: &str, pattern: &str) {
 /// Installs images as if staged earlier and points the symlink at `current`.
 fn installed(node: &Node, versions: &[&str], current: &str) {
     for v in versions {
-        node.write(&format!("{DIR}/{}", image_name(v)), &String::from_utf8(image_body(v)).unwrap());
+        node.write(
+            &format!("{DIR}/{}", image_name(v)),
+            &String::from_utf8(image_body(v)).unwrap(),
+        );
     }
     let link = node.path(LINK);
     std::fs::create_dir_all(link.parent().unwrap()).unwrap();
@@ -57,7 +60,11 @@ fn a_pinned_pattern_takes_the_newest_patch_and_never_the_next_minor() {
 
     let r = update(&node);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("Selected update '10' for install."), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Selected update '10' for install."),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         link_target(&node),
         "../../opt/extensions/kubernetes/kubernetes-v1.37.10-x86-64.raw"
@@ -67,13 +74,18 @@ fn a_pinned_pattern_takes_the_newest_patch_and_never_the_next_minor() {
          '../../opt/extensions/kubernetes/kubernetes-v1.37.10-x86-64.raw'."
     ));
     assert_eq!(
-        node.read(&format!("{DIR}/kubernetes-v1.37.10-x86-64.raw")).as_bytes(),
+        node.read(&format!("{DIR}/kubernetes-v1.37.10-x86-64.raw"))
+            .as_bytes(),
         image_body("v1.37.10")
     );
 
     let again = update(&node);
     assert_eq!(again.code, 0);
-    assert!(again.stderr.contains("No update needed."), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("No update needed."),
+        "{}",
+        again.stderr
+    );
     assert!(images(&node).iter().all(|f| !f.contains("v1.38")));
     assert_eq!(
         link_target(&node),
@@ -137,9 +149,10 @@ fn a_checksum_mismatch_is_refused_and_changes_nothing() {
 
     let r = update(&node);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains(
-        "Checksum of downloaded resource does not match expected checksum, yikes."
-    ));
+    assert!(
+        r.stderr
+            .contains("Checksum of downloaded resource does not match expected checksum, yikes.")
+    );
     assert_eq!(images(&node), [image_name("v1.37.1")]);
     assert_eq!(
         link_target(&node),
@@ -193,8 +206,17 @@ fn an_unreachable_hub_fails_and_changes_nothing() {
     );
     let r = update(&node);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("Transfer failed: Couldn't connect to server"), "{}", r.stderr);
-    assert!(r.stderr.trim_end().ends_with("(sd-pull) failed with exit status 1."));
+    assert!(
+        r.stderr
+            .contains("Transfer failed: Couldn't connect to server"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .trim_end()
+            .ends_with("(sd-pull) failed with exit status 1.")
+    );
     assert_eq!(images(&node), [image_name("v1.37.1")]);
 }
 
@@ -278,7 +300,10 @@ fn unknown_verbs_are_unsupported() {
     let node = Node::worker("w1", "v1.37.1");
     let r = node.run("systemd-sysupdate", &["vacuum"]);
     assert_eq!(r.code, 1);
-    assert_eq!(r.stderr.trim(), "fleetsim: unsupported: systemd-sysupdate vacuum");
+    assert_eq!(
+        r.stderr.trim(),
+        "fleetsim: unsupported: systemd-sysupdate vacuum"
+    );
 }
 
 #[test]
