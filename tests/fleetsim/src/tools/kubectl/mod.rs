@@ -78,13 +78,15 @@ impl Cli {
                     Some((n, v)) => (n.to_string(), Some(v.to_string())),
                     None => (long.to_string(), None),
                 }
-            } else if a.len() > 1 && a.starts_with('-') {
-                let name = match &a[1..2] {
-                    "n" => "namespace",
-                    "o" => "output",
-                    _ => return None,
+            } else if let Some(short) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+                let (name, rest) = if let Some(r) = short.strip_prefix('n') {
+                    ("namespace", r)
+                } else if let Some(r) = short.strip_prefix('o') {
+                    ("output", r)
+                } else {
+                    return None;
                 };
-                let rest = a[2..].strip_prefix('=').unwrap_or(&a[2..]);
+                let rest = rest.strip_prefix('=').unwrap_or(rest);
                 (
                     name.to_string(),
                     (!rest.is_empty()).then(|| rest.to_string()),

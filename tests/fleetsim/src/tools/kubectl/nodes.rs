@@ -266,12 +266,12 @@ pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, name: Option<&str>)
     }
     match cli.output() {
         Some("json") => {
-            let mut items: Vec<Value> = selected
+            let items: Vec<Value> = selected
                 .iter()
                 .map(|(i, n, node)| node_json(&c, n, node, *i, now))
                 .collect();
-            let doc = if name.is_some() {
-                items.remove(0)
+            let doc = if name.is_some() && items.len() == 1 {
+                items.into_iter().next().unwrap_or_default()
             } else {
                 json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}})
             };

@@ -193,12 +193,12 @@ pub(super) fn get_daemonsets(
     }
     match cli.output() {
         Some("json") => {
-            let mut items: Vec<Value> = selected
+            let items: Vec<Value> = selected
                 .iter()
                 .map(|(n, d)| ds_json(&c, ns, n, d))
                 .collect();
-            let doc = if name.is_some() {
-                items.remove(0)
+            let doc = if name.is_some() && items.len() == 1 {
+                items.into_iter().next().unwrap_or_default()
             } else {
                 list_doc(items)
             };
@@ -384,16 +384,18 @@ pub(super) fn get_configmaps(
     }
     match cli.output() {
         Some("json") => {
-            let mut items: Vec<Value> = selected.iter().map(cm_json).collect();
-            let doc = if name.is_some() {
-                items.remove(0)
+            let items: Vec<Value> = selected.iter().map(cm_json).collect();
+            let doc = if name.is_some() && items.len() == 1 {
+                items.into_iter().next().unwrap_or_default()
             } else {
                 list_doc(items)
             };
             print_json(env, &doc)
         }
         Some("yaml") => {
-            let _ = std::io::Write::write_all(&mut *env.out, cm_yaml(&selected[0]).as_bytes());
+            for cm in selected.iter().take(1) {
+                let _ = std::io::Write::write_all(&mut *env.out, cm_yaml(cm).as_bytes());
+            }
             Ok(Res::ok())
         }
         Some("name") => {

@@ -770,16 +770,22 @@ fn anything_else_is_unsupported_and_recorded() {
         vec!["get", "pods"],
         vec!["get", "nodes", "-o", "wide"],
         vec!["drain", "w1", "--pod-selector=app=web"],
+        vec!["get", "-é", "nodes"],
     ] {
         let r = kubectl(&cp, &args);
         assert_eq!(r.code, 1);
         assert_eq!(
             r.stderr.trim(),
-            format!("fleetsim: unsupported: kubectl {}", args.join(" "))
+            format!(
+                "fleetsim: unsupported: kubectl {}",
+                crate::tools::util::shell_join(
+                    &args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+                )
+            )
         );
     }
     let events = cp.events();
-    assert_eq!(events.len(), 4);
+    assert_eq!(events.len(), 5);
     assert_eq!(events[0].argv, ["kubectl", "apply", "-f", "x.yaml"]);
     assert!(
         events

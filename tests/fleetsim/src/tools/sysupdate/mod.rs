@@ -59,6 +59,17 @@ impl Report {
         self.error = Some(line);
     }
 
+    /// Logs every line and fails with the last one (the error itself).
+    fn fail_lines(&mut self, lines: Vec<String>) {
+        match lines.split_last() {
+            Some((last, context)) => {
+                self.lines.extend_from_slice(context);
+                self.fail(last.clone());
+            }
+            None => self.fail("fleetsim: systemd-sysupdate failed without a message"),
+        }
+    }
+
     fn config_error(&mut self, e: ConfigError) {
         match e {
             ConfigError::Invalid(m) => self.fail(m),
@@ -222,10 +233,7 @@ pub(super) fn update(env: &Env, component: Option<&str>) -> Report {
         match available_instances(t, &mut manifests) {
             Ok(a) => available.push(a),
             Err(lines) => {
-                for l in &lines[..lines.len().saturating_sub(1)] {
-                    rep.log(l.clone());
-                }
-                rep.fail(lines.last().cloned().unwrap_or_default());
+                rep.fail_lines(lines);
                 return rep;
             }
         }
@@ -345,12 +353,13 @@ fn parse_manifest(text: &str) -> Result<Vec<(String, String)>, String> {
         if line.len() < 66 {
             return Err(format!("Corrupt manifest at line {n}, refusing."));
         }
-        let (hash, tail) = line.split_at(64);
-        if !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+        // All-hex first, so that byte 64 is known to be a char boundary.
+        if !line.as_bytes()[..64].iter().all(u8::is_ascii_hexdigit) {
             return Err(format!(
                 "Failed to parse digest at manifest line {n}, refusing."
             ));
         }
+        let (hash, tail) = line.split_at(64);
         let Some(tail) = tail.strip_prefix(' ') else {
             return Err(format!(
                 "Missing space separator at manifest line {n}, refusing."
@@ -425,11 +434,7 @@ fn install(
     let body = match http::get(&c.url, HUB_TIMEOUT) {
         Ok(b) => b,
         Err(e) => {
-            let lines = fetch_error(&c.url, &e, "(sd-pull-raw)");
-            for l in &lines[..lines.len() - 1] {
-                rep.log(l.clone());
-            }
-            rep.fail(lines[lines.len() - 1].clone());
+            rep.fail_lines(fetch_error(&c.url, &e, "(sd-pull-raw)"));
             return;
         }
     };

@@ -272,6 +272,10 @@ fn a_manifest_without_a_text_marker_is_refused() {
         Err("Missing binary/text input marker at manifest line 1, refusing.".to_string())
     );
     assert_eq!(
+        parse_manifest(&format!("{}é  file.raw\n", "a".repeat(63))),
+        Err("Failed to parse digest at manifest line 1, refusing.".to_string())
+    );
+    assert_eq!(
         parse_manifest(&format!("{}  file.raw", "a".repeat(64))),
         Err("Truncated manifest file at line 1, refusing.".to_string())
     );
