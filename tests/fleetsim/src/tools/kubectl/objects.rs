@@ -32,12 +32,17 @@ fn cluster_created(c: &Cluster) -> f64 {
 
 /// A DaemonSet the API would list.
 enum Ds<'a> {
+    /// The CNI, always there: it is why kube-proxy must stay away.
+    Cilium,
     KubeProxy,
     Kured(&'a DaemonSet),
 }
 
 fn daemonsets_in<'a>(c: &'a Cluster, ns: &str) -> Vec<(String, Ds<'a>)> {
     let mut list = Vec::new();
+    if ns == KUBE_SYSTEM {
+        list.push(("cilium".to_string(), Ds::Cilium));
+    }
     if c.kube_proxy && ns == KUBE_SYSTEM {
         list.push(("kube-proxy".to_string(), Ds::KubeProxy));
     }
@@ -62,6 +67,18 @@ fn ds_counts(c: &Cluster) -> (usize, usize) {
 fn ds_json(c: &Cluster, ns: &str, name: &str, ds: &Ds) -> Value {
     let (desired, ready) = ds_counts(c);
     let (command, image, annotations, rv) = match ds {
+        Ds::Cilium => (
+            vec![
+                "cilium-agent".to_string(),
+                "--config-dir=/tmp/cilium/config-map".to_string(),
+            ],
+            "quay.io/cilium/cilium:v1.16.5".to_string(),
+            BTreeMap::from([(
+                "deprecated.daemonset.template.generation".to_string(),
+                "1".to_string(),
+            )]),
+            1,
+        ),
         Ds::KubeProxy => (
             vec![
                 "/usr/local/bin/kube-proxy".to_string(),
@@ -577,7 +594,8 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
     let overwrite = cli.switch("overwrite");
     let precondition = cli.flag("resource-version").map(str::to_string);
     let outcome = env.shared().update_cluster(|c| {
-        if name == "kube-proxy" && ns == KUBE_SYSTEM && c.kube_proxy {
+        let built_in = name == "cilium" || (name == "kube-proxy" && c.kube_proxy);
+        if built_in && ns == KUBE_SYSTEM {
             return Ok(Annotated::NotEmulated);
         }
         let next = c.resource_version + 1;

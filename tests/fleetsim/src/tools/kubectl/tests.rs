@@ -450,7 +450,14 @@ fn kube_proxy_is_not_found_until_deployed() {
         r.stderr,
         "Error from server (NotFound): daemonsets.apps \"kube-proxy\" not found\n"
     );
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "-o", "name"]);
+    assert_eq!(r.stdout, "daemonset.apps/cilium\n");
     cp.update_cluster(|c| c.kube_proxy = true);
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "-o", "name"]);
+    assert_eq!(
+        r.stdout,
+        "daemonset.apps/cilium\ndaemonset.apps/kube-proxy\n"
+    );
     let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "kube-proxy"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("NAME         DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR            AGE\n"));
