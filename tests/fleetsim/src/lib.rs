@@ -3,3 +3,4 @@
 //! namespace; see docs/simulator.md.
 
 pub mod state;
+pub mod tools;

@@ -78,6 +78,12 @@ pub struct ClusterNode {
     /// Version of this node's control-plane static pods (control-plane nodes only):
     /// set by `upgrade apply` / `upgrade node`.
     pub control_plane_version: Option<String>,
+    /// The Flatcar version booted (`status.nodeInfo.osImage`); set at each boot.
+    #[serde(default)]
+    pub os: String,
+    /// The boot id of the current boot (`status.nodeInfo.bootID`); set at each boot.
+    #[serde(default)]
+    pub boot_id: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,7 +152,8 @@ pub struct Shared {
     pub dir: PathBuf,
 }
 
-struct Lock(File);
+// The File is held only for its flock, released when it closes.
+struct Lock(#[allow(dead_code)] File);
 
 impl Lock {
     fn take(dir: &Path) -> Result<Lock> {

@@ -1,0 +1,798 @@
+//! `kubeadm version|upgrade plan|upgrade apply|upgrade node`, with the rules
+//! that make a Kubernetes minor upgrade hard to get right: one minor at a
+//! time, never past the kubeadm binary (the sysext merged at the last boot),
+//! control-plane nodes only, an interactive confirmation unless `--yes`, and
+//! — the trap fleetctl exists to avoid — kube-proxy redeployed by the addon
+//! phase unless `--skip-phases addon/kube-proxy`, because the stored
+//! kubeadm-config still has `proxy: {}`. Since kubeadm v1.32 `upgrade node`
+//! runs the addon phases too, on the last control-plane node to upgrade.
+//!
+//! The version rules and messages follow kubeadm's EnforceVersionPolicies;
+//! a patch-level downgrade is allowed, as in real kubeadm.
+
+use anyhow::Result;
+
+use super::util::{KubeVersion, go_duration, server_address};
+use super::{Env, complain, say};
+use crate::state::{Cluster, Role};
+
+const NAME: &str = "kubeadm";
+const STACK_HINT: &str = "To see the stack trace of this error execute with --v=5 or higher";
+const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
+/// Since kubeadm v1.28 kubelets may be three minors behind the control plane.
+const KUBELET_SKEW: u64 = 3;
+/// kubeadm v1.32 gave `upgrade node` the addon phases.
+const NODE_ADDONS_SINCE_MINOR: u64 = 32;
+
+const APPLY_PHASES: &[&str] = &[
+    "preflight",
+    "control-plane",
+    "upload-config",
+    "upload-config/kubeadm",
+    "upload-config/kubelet",
+    "kubelet-config",
+    "bootstrap-token",
+    "addon",
+    "addon/coredns",
+    "addon/kube-proxy",
+    "post-upgrade",
+];
+
+const NODE_PHASES: &[&str] = &[
+    "preflight",
+    "control-plane",
+    "kubelet-config",
+    "post-upgrade",
+];
+const NODE_ADDON_PHASES: &[&str] = &["addon", "addon/coredns", "addon/kube-proxy"];
+
+pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["version", rest @ ..] => version(env, args, rest),
+        ["upgrade", "plan", rest @ ..] if rest.iter().all(|a| a.starts_with("--v=")) => plan(env),
+        ["upgrade", "apply", rest @ ..] => match ApplyCli::parse(rest) {
+            Some(cli) => apply(env, args, &cli),
+            None => Ok(env.unsupported(NAME, args)),
+        },
+        ["upgrade", "node", rest @ ..] => match parse_skip_only(rest) {
+            Some(skip) => upgrade_node(env, args, &skip),
+            None => Ok(env.unsupported(NAME, args)),
+        },
+        _ => Ok(env.unsupported(NAME, args)),
+    }
+}
+
+fn version(env: &mut Env, args: &[String], rest: &[&str]) -> Result<i32> {
+    let output = match rest {
+        [] => "",
+        ["-o", o] => o,
+        [o] if o.starts_with("-o=") || o.starts_with("--output=") => {
+            o.split_once('=').map_or("", |(_, v)| v)
+        }
+        ["--output", o] => o,
+        _ => return Ok(env.unsupported(NAME, args)),
+    };
+    let boot = env.boot()?;
+    let Some(v) = KubeVersion::parse(&boot.kubernetes) else {
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
+    };
+    match output {
+        "short" => say!(env, "{v}"),
+        "json" => {
+            let doc = serde_json::json!({ "clientVersion": super::util::version_info(v) });
+            say!(env, "{}", serde_json::to_string_pretty(&doc)?);
+        }
+        "" => {
+            let i = super::util::version_info(v);
+            say!(
+                env,
+                "kubeadm version: &version.Info{{Major:\"{}\", Minor:\"{}\", GitVersion:\"{v}\", GitCommit:\"{}\", \
+                 GitTreeState:\"clean\", BuildDate:\"{}\", GoVersion:\"{}\", Compiler:\"gc\", Platform:\"linux/amd64\"}}",
+                v.major,
+                v.minor,
+                i["gitCommit"].as_str().unwrap_or_default(),
+                i["buildDate"].as_str().unwrap_or_default(),
+                i["goVersion"].as_str().unwrap_or_default(),
+            );
+        }
+        _ => return Ok(env.unsupported(NAME, args)),
+    }
+    Ok(0)
+}
+
+/// Flags of `upgrade apply`.
+struct ApplyCli {
+    version: String,
+    yes: bool,
+    force: bool,
+    skip: Vec<String>,
+}
+
+impl ApplyCli {
+    fn parse(rest: &[&str]) -> Option<ApplyCli> {
+        let mut cli = ApplyCli {
+            version: String::new(),
+            yes: false,
+            force: false,
+            skip: Vec::new(),
+        };
+        let mut it = rest.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "-y" | "--yes" => cli.yes = true,
+                "-f" | "--force" => cli.force = true,
+                "--skip-phases" => cli.skip.extend(split_phases(it.next()?)),
+                s if s.starts_with("--skip-phases=") => {
+                    cli.skip.extend(split_phases(&s["--skip-phases=".len()..]));
+                }
+                s if s.starts_with("--v=") => {}
+                s if s.starts_with('-') => return None,
+                s if cli.version.is_empty() => cli.version = s.to_string(),
+                _ => return None,
+            }
+        }
+        (!cli.version.is_empty()).then_some(cli)
+    }
+
+    fn skips(&self, phase: &str) -> bool {
+        skipped(&self.skip, phase)
+    }
+}
+
+fn split_phases(list: &str) -> impl Iterator<Item = String> + '_ {
+    list.split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+}
+
+/// `--skip-phases` of `upgrade node` (its only flag we emulate).
+fn parse_skip_only(rest: &[&str]) -> Option<Vec<String>> {
+    let mut skip = Vec::new();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match *a {
+            "--skip-phases" => skip.extend(split_phases(it.next()?)),
+            s if s.starts_with("--skip-phases=") => {
+                skip.extend(split_phases(&s["--skip-phases=".len()..]));
+            }
+            s if s.starts_with("--v=") => {}
+            _ => return None,
+        }
+    }
+    Some(skip)
+}
+
+/// A phase is skipped when it or its parent is in the skip list.
+fn skipped(skip: &[String], phase: &str) -> bool {
+    skip.iter().any(|s| {
+        s == phase
+            || phase
+                .strip_prefix(s.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+    })
+}
+
+/// The workflow runner refuses unknown phase names before doing anything.
+fn invalid_phase(skip: &[String], known: &[&str]) -> Option<String> {
+    skip.iter()
+        .find(|s| !known.contains(&s.as_str()))
+        .map(|s| format!("invalid phase name: {s}"))
+}
+
+/// Prints a kubeadm error, records the call, exit 1.
+fn fail(env: &mut Env, args: &[String], msg: &str) -> i32 {
+    complain!(env, "{msg}");
+    complain!(env, "{STACK_HINT}");
+    let first = msg.lines().next().unwrap_or(msg);
+    env.record(NAME, args, first);
+    1
+}
+
+/// The API server address the node's kubeconfig names, for connection errors.
+fn api_address(env: &Env, kubeconfig: &str) -> String {
+    std::fs::read_to_string(env.path(kubeconfig))
+        .ok()
+        .and_then(|t| server_address(&t))
+        .unwrap_or_else(|| "127.0.0.1:6443".to_string())
+}
+
+fn admin_conf_error() -> String {
+    format!(
+        "couldn't create a Kubernetes client from file \"{ADMIN_CONF}\": failed to load admin kubeconfig: \
+         open {ADMIN_CONF}: no such file or directory"
+    )
+}
+
+fn config_unreachable(addr: &str) -> String {
+    format!(
+        "[upgrade/init config] FATAL: unable to fetch the kubeadm-config ConfigMap: failed to get configmap: \
+         Get \"https://{addr}/api/v1/namespaces/kube-system/configmaps/kubeadm-config?timeout=10s\": \
+         dial tcp {addr}: connect: connection refused"
+    )
+}
+
+fn reading_config(env: &mut Env) {
+    say!(
+        env,
+        "[upgrade] Reading configuration from the \"kubeadm-config\" ConfigMap in namespace \"kube-system\"..."
+    );
+    say!(
+        env,
+        "[upgrade] Use 'kubeadm init phase upload-config --config your-config-file' to re-upload it."
+    );
+}
+
+/// The cluster as the API server reports it, or the connection error text.
+fn cluster_via_api(env: &Env, kubeconfig: &str) -> Result<Result<Cluster, String>> {
+    let cluster = env.shared().cluster()?;
+    if cluster.api_up(crate::state::now()) {
+        Ok(Ok(cluster))
+    } else {
+        Ok(Err(config_unreachable(&api_address(env, kubeconfig))))
+    }
+}
+
+/// Version-skew findings: (fatal, bypassable with --force).
+fn version_policy(
+    cluster: &Cluster,
+    target: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let current = KubeVersion::parse(&cluster.version).ok_or_else(|| {
+        format!(
+            "[upgrade/versions] FATAL: Unable to fetch cluster version: couldn't parse kubernetesVersion {:?}",
+            cluster.version
+        )
+    })?;
+    let (mut fatal, mut skippable) = (Vec::new(), Vec::new());
+    if target.minor > current.minor + 1 {
+        fatal.push(format!(
+            "Specified version to upgrade to \"{target}\" is too high; kubeadm can upgrade only 1 minor version at a time"
+        ));
+    }
+    if target.minor + 1 < current.minor {
+        fatal.push(format!(
+            "Specified version to downgrade to \"{target}\" is too low; kubeadm can downgrade only 1 minor version at a time"
+        ));
+    }
+    if kubeadm < target {
+        if target.minor > kubeadm.minor {
+            fatal.push(format!(
+                "Specified version to upgrade to \"{target}\" is at least one minor release higher than the kubeadm minor release ({} > {}). Such an upgrade is not supported",
+                target.minor, kubeadm.minor
+            ));
+        } else {
+            skippable.push(format!(
+                "Specified version to upgrade to \"{target}\" is higher than the kubeadm version \"{kubeadm}\". Upgrade kubeadm first using the tool you used to install kubeadm"
+            ));
+        }
+    }
+    if kubeadm.major > target.major || kubeadm.minor > target.minor {
+        skippable.push(format!(
+            "Kubeadm version {kubeadm} can only be used to upgrade to Kubernetes version {}.{}",
+            kubeadm.major, kubeadm.minor
+        ));
+    }
+    let too_old: Vec<String> = cluster
+        .nodes
+        .values()
+        .filter_map(|n| KubeVersion::parse(&n.kubelet_version))
+        .filter(|k| target.minor > k.minor + KUBELET_SKEW)
+        .map(|k| k.to_string())
+        .collect();
+    if !too_old.is_empty() {
+        skippable.push(format!(
+            "There are kubelets in this cluster that are too old that have these versions [{}]",
+            too_old.join(" ")
+        ));
+    }
+    Ok((fatal, skippable))
+}
+
+fn format_errors(errors: &[String]) -> String {
+    errors.iter().map(|e| format!("\t- {e}\n")).collect()
+}
+
+/// Asks `[upgrade/confirm] … [y/N]:` on stdout; only y/yes goes on (EOF aborts).
+fn confirm(env: &mut Env) -> bool {
+    let _ = std::io::Write::write_all(
+        &mut *env.out,
+        b"[upgrade/confirm] Are you sure you want to proceed? [y/N]: ",
+    );
+    let _ = env.out.flush();
+    let mut answer = String::new();
+    match env.input.read_line(&mut answer) {
+        Ok(_) => matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+        Err(_) => false,
+    }
+}
+
+fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
+    if let Some(msg) = invalid_phase(&cli.skip, APPLY_PHASES) {
+        return Ok(fail(env, args, &msg));
+    }
+    let boot = env.boot()?;
+    if boot.role != Role::ControlPlane || !env.path(ADMIN_CONF).is_file() {
+        return Ok(fail(env, args, &admin_conf_error()));
+    }
+    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
+    };
+    reading_config(env);
+    let cluster = match cluster_via_api(env, ADMIN_CONF)? {
+        Ok(c) => c,
+        Err(msg) => return Ok(fail(env, args, &msg)),
+    };
+    say!(env, "[upgrade/preflight] Running preflight checks");
+    say!(env, "[upgrade] Running cluster health checks");
+    let Some(target) = KubeVersion::parse(&cli.version) else {
+        let msg = format!(
+            "[upgrade/version] FATAL: unable to parse normalized version {:?} as a semantic version",
+            cli.version
+        );
+        return Ok(fail(env, args, &msg));
+    };
+    say!(
+        env,
+        "[upgrade/preflight] You have chosen to upgrade the cluster version to \"{target}\""
+    );
+    say!(
+        env,
+        "[upgrade/versions] Cluster version: {}",
+        cluster.version
+    );
+    say!(env, "[upgrade/versions] kubeadm version: {kubeadm}");
+    let (fatal, skippable) = match version_policy(&cluster, target, kubeadm) {
+        Ok(p) => p,
+        Err(msg) => return Ok(fail(env, args, &msg)),
+    };
+    if !fatal.is_empty() {
+        let msg = format!(
+            "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n{}\n\
+             Please fix the misalignments highlighted above and try upgrading again",
+            format_errors(&fatal)
+        );
+        return Ok(fail(env, args, &msg));
+    }
+    if !skippable.is_empty() {
+        if !cli.force {
+            let msg = format!(
+                "[upgrade/version] FATAL: the --version argument is invalid due to these errors:\n\n{}\n\
+                 Can be bypassed if you pass the --force flag",
+                format_errors(&skippable)
+            );
+            return Ok(fail(env, args, &msg));
+        }
+        say!(
+            env,
+            "[upgrade/version] Found {} potential version compatibility errors but skipping since the --force flag is set: \n\n{}",
+            skippable.len(),
+            format_errors(&skippable)
+        );
+    }
+    if !(cli.yes || cli.force || confirm(env)) {
+        return Ok(fail(
+            env,
+            args,
+            "won't proceed; the user didn't answer (Y|y) in order to continue",
+        ));
+    }
+    run_apply(env, args, cli, &boot.name, target)
+}
+
+fn run_apply(
+    env: &mut Env,
+    args: &[String],
+    cli: &ApplyCli,
+    node: &str,
+    target: KubeVersion,
+) -> Result<i32> {
+    if !cli.skips("preflight") {
+        say!(
+            env,
+            "[upgrade/preflight] Pulling images required for setting up a Kubernetes cluster"
+        );
+        say!(
+            env,
+            "[upgrade/preflight] This might take a minute or two, depending on the speed of your internet connection"
+        );
+        say!(
+            env,
+            "[upgrade/preflight] You can also perform this action beforehand using 'kubeadm config images pull'"
+        );
+    }
+    if !cli.skips("control-plane") {
+        say!(
+            env,
+            "[upgrade/control-plane] Upgrading your static Pod-hosted control plane to version \"{target}\" (timeout: {})...",
+            go_duration(300.0)
+        );
+        let injected = env.shared().update_faults(|f| {
+            let fail = f.fail_upgrade_apply > 0;
+            f.fail_upgrade_apply = f.fail_upgrade_apply.saturating_sub(1);
+            fail
+        })?;
+        if injected {
+            let msg = "error execution phase control-plane: couldn't complete the upgrade for the control plane \
+                       components on this node: timed out waiting for the condition (fleetsim: injected \
+                       fault fail_upgrade_apply)";
+            return Ok(fail(env, args, msg));
+        }
+    }
+    let skips_proxy = cli.skips("addon/kube-proxy");
+    let applied = env.shared().update_cluster(|c| {
+        if !c.api_up(crate::state::now()) {
+            return Ok(false);
+        }
+        if !cli.skips("control-plane")
+            && let Some(n) = c.nodes.get_mut(node)
+        {
+            n.control_plane_version = Some(target.to_string());
+        }
+        if !cli.skips("upload-config/kubeadm") {
+            c.version = target.to_string();
+        }
+        if !skips_proxy {
+            c.kube_proxy = true;
+        }
+        c.resource_version += 1;
+        Ok(true)
+    })?;
+    if !applied {
+        let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
+        return Ok(fail(env, args, msg));
+    }
+    print_apply_phases(env, cli, target);
+    env.record(NAME, args, "ok");
+    Ok(0)
+}
+
+fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
+    if !cli.skips("control-plane") {
+        say!(
+            env,
+            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+        );
+    }
+    if !cli.skips("upload-config/kubeadm") {
+        say!(
+            env,
+            "[upload-config] Storing the configuration used in ConfigMap \"kubeadm-config\" in the \"kube-system\" Namespace"
+        );
+    }
+    if !cli.skips("upload-config/kubelet") {
+        say!(
+            env,
+            "[kubelet] Creating a ConfigMap \"kubelet-config\" in namespace kube-system with the configuration for the kubelets in the cluster"
+        );
+    }
+    if !cli.skips("kubelet-config") {
+        say!(
+            env,
+            "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+        );
+    }
+    if !cli.skips("bootstrap-token") {
+        say!(
+            env,
+            "[upgrade/bootstrap-token] Configuring bootstrap token and cluster-info RBAC rules"
+        );
+    }
+    if !cli.skips("addon/coredns") {
+        say!(env, "[addons] Applied essential addon: CoreDNS");
+    }
+    if !cli.skips("addon/kube-proxy") {
+        say!(env, "[addons] Applied essential addon: kube-proxy");
+    }
+    say!(env, "");
+    say!(
+        env,
+        "[upgrade] SUCCESS! A control plane node of your cluster was upgraded to \"{target}\"."
+    );
+    say!(env, "");
+    say!(
+        env,
+        "[upgrade] Now please proceed with upgrading the rest of the nodes by following the right order."
+    );
+}
+
+fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> {
+    let boot = env.boot()?;
+    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
+    };
+    let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
+    let mut known = NODE_PHASES.to_vec();
+    if with_addons {
+        known.extend_from_slice(NODE_ADDON_PHASES);
+    }
+    if let Some(msg) = invalid_phase(skip, &known) {
+        return Ok(fail(env, args, &msg));
+    }
+    let control_plane = boot.role == Role::ControlPlane;
+    let kubeconfig = if control_plane {
+        ADMIN_CONF
+    } else {
+        "/etc/kubernetes/kubelet.conf"
+    };
+    if control_plane && !env.path(ADMIN_CONF).is_file() {
+        return Ok(fail(env, args, &admin_conf_error()));
+    }
+    reading_config(env);
+    let cluster = match cluster_via_api(env, kubeconfig)? {
+        Ok(c) => c,
+        Err(msg) => return Ok(fail(env, args, &msg)),
+    };
+    say!(env, "[upgrade/preflight] Running pre-flight checks");
+    if control_plane {
+        upgrade_control_plane_node(env, args, skip, &boot.name, kubeadm, &cluster)
+    } else {
+        say!(
+            env,
+            "[upgrade/preflight] Skipping prepull. Not a control plane node."
+        );
+        say!(
+            env,
+            "[upgrade/control-plane] Skipping phase. Not a control plane node."
+        );
+        if !skipped(skip, "kubelet-config") {
+            say!(
+                env,
+                "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
+            );
+            say!(
+                env,
+                "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+            );
+        }
+        if with_addons {
+            say!(
+                env,
+                "[upgrade/addon] Skipping the addon/coredns phase. Not a control plane node."
+            );
+            say!(
+                env,
+                "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node."
+            );
+        }
+        say!(
+            env,
+            "[upgrade] The upgrade for this node was successfully completed!"
+        );
+        env.record(NAME, args, "ok");
+        Ok(0)
+    }
+}
+
+fn upgrade_control_plane_node(
+    env: &mut Env,
+    args: &[String],
+    skip: &[String],
+    node: &str,
+    kubeadm: KubeVersion,
+    cluster: &Cluster,
+) -> Result<i32> {
+    let Some(target) = KubeVersion::parse(&cluster.version) else {
+        let msg = format!(
+            "[upgrade/versions] FATAL: couldn't parse kubernetesVersion {:?}",
+            cluster.version
+        );
+        return Ok(fail(env, args, &msg));
+    };
+    if kubeadm < target {
+        let msg = format!(
+            "error execution phase control-plane: couldn't complete the static pod upgrade: the kubeadm version \
+             \"{kubeadm}\" is lower than the cluster version \"{target}\"; upgrade kubeadm on this node first"
+        );
+        return Ok(fail(env, args, &msg));
+    }
+    let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
+    let upgrade_cp = !skipped(skip, "control-plane");
+    let proxy = with_addons && !skipped(skip, "addon/kube-proxy");
+    let outcome = env.shared().update_cluster(|c| {
+        if upgrade_cp && let Some(n) = c.nodes.get_mut(node) {
+            n.control_plane_version = Some(target.to_string());
+        }
+        let last = c
+            .nodes
+            .values()
+            .filter(|n| n.role == Role::ControlPlane)
+            .all(|n| n.control_plane_version.as_deref() == Some(c.version.as_str()));
+        if last && proxy {
+            c.kube_proxy = true;
+        }
+        c.resource_version += 1;
+        Ok(last)
+    })?;
+    if upgrade_cp {
+        say!(
+            env,
+            "[upgrade/control-plane] Upgrading the control plane instance to version \"{target}\"..."
+        );
+        say!(
+            env,
+            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+        );
+    }
+    if !skipped(skip, "kubelet-config") {
+        say!(
+            env,
+            "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+        );
+    }
+    if with_addons {
+        for (phase, addon) in [
+            ("addon/coredns", "CoreDNS"),
+            ("addon/kube-proxy", "kube-proxy"),
+        ] {
+            if skipped(skip, phase) {
+                continue;
+            }
+            if outcome {
+                say!(env, "[addons] Applied essential addon: {addon}");
+            } else {
+                say!(
+                    env,
+                    "[upgrade/addon] Skipping the {phase} phase. Not all control plane instances have been upgraded"
+                );
+            }
+        }
+    }
+    say!(
+        env,
+        "[upgrade] The upgrade for this node was successfully completed!"
+    );
+    env.record(NAME, args, "ok");
+    Ok(0)
+}
+
+/// `upgrade plan`: what `apply` could do, with kubeadm's own version as the
+/// target since the nodes cannot reach dl.k8s.io (the real fallback).
+fn plan(env: &mut Env) -> Result<i32> {
+    let boot = env.boot()?;
+    if boot.role != Role::ControlPlane || !env.path(ADMIN_CONF).is_file() {
+        complain!(env, "{}", admin_conf_error());
+        complain!(env, "{STACK_HINT}");
+        return Ok(1);
+    }
+    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
+    };
+    say!(env, "[preflight] Running pre-flight checks.");
+    reading_config(env);
+    let cluster = match cluster_via_api(env, ADMIN_CONF)? {
+        Ok(c) => c,
+        Err(msg) => {
+            complain!(env, "{msg}");
+            complain!(env, "{STACK_HINT}");
+            return Ok(1);
+        }
+    };
+    let Some(current) = KubeVersion::parse(&cluster.version) else {
+        anyhow::bail!(
+            "the cluster state has no valid version: {:?}",
+            cluster.version
+        );
+    };
+    say!(env, "[upgrade] Running cluster health checks");
+    say!(env, "[upgrade] Fetching available versions to upgrade to");
+    say!(env, "[upgrade/versions] Cluster version: {current}");
+    say!(env, "[upgrade/versions] kubeadm version: {kubeadm}");
+    let now = crate::state::now();
+    complain!(
+        env,
+        "{} {:>5} version.go:104] could not fetch a Kubernetes version from the internet: unable to get URL \
+         \"https://dl.k8s.io/release/stable-1.txt\": Get \"https://dl.k8s.io/release/stable-1.txt\": dial tcp: \
+         lookup dl.k8s.io on 127.0.0.53:53: no such host",
+        super::util::glog_prefix('W', now),
+        std::process::id()
+    );
+    complain!(
+        env,
+        "{} {:>5} version.go:105] falling back to the local client version: {kubeadm}",
+        super::util::glog_prefix('W', now),
+        std::process::id()
+    );
+    say!(env, "[upgrade/versions] Target version: {kubeadm}");
+    say!(
+        env,
+        "[upgrade/versions] Latest version in the v{}.{} series: {current}",
+        current.major,
+        current.minor
+    );
+    say!(env, "");
+    if kubeadm == current {
+        say!(env, "Awesome, you're up-to-date! Enjoy!");
+        return Ok(0);
+    }
+    if kubeadm < current || kubeadm.minor > current.minor + 1 {
+        return Ok(0);
+    }
+    print_plan_tables(env, &cluster, current, kubeadm);
+    Ok(0)
+}
+
+fn print_plan_tables(env: &mut Env, cluster: &Cluster, current: KubeVersion, target: KubeVersion) {
+    let header = || {
+        ["COMPONENT", "NODE", "CURRENT", "TARGET"]
+            .map(String::from)
+            .to_vec()
+    };
+    say!(
+        env,
+        "Components that must be upgraded manually after you have upgraded the control plane with 'kubeadm upgrade apply':"
+    );
+    let mut rows = vec![header()];
+    for (name, n) in &cluster.nodes {
+        rows.push(vec![
+            "kubelet".into(),
+            name.clone(),
+            n.kubelet_version.clone(),
+            target.to_string(),
+        ]);
+    }
+    let _ = write!(env.out, "{}", super::util::table(&rows, 3));
+    say!(env, "");
+    say!(env, "Upgrade to the latest stable version:");
+    say!(env, "");
+    let mut rows = vec![header()];
+    for (name, n) in cluster
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.role == Role::ControlPlane)
+    {
+        let have = n
+            .control_plane_version
+            .clone()
+            .unwrap_or_else(|| current.to_string());
+        for component in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ] {
+            rows.push(vec![
+                component.into(),
+                name.clone(),
+                have.clone(),
+                target.to_string(),
+            ]);
+        }
+    }
+    if cluster.kube_proxy {
+        rows.push(vec![
+            "kube-proxy".into(),
+            String::new(),
+            current.to_string(),
+            target.to_string(),
+        ]);
+    }
+    let _ = write!(env.out, "{}", super::util::table(&rows, 3));
+    say!(env, "");
+    say!(
+        env,
+        "You can now apply the upgrade by executing the following command:"
+    );
+    say!(env, "");
+    say!(env, "\tkubeadm upgrade apply {target}");
+    say!(env, "");
+    say!(
+        env,
+        "_____________________________________________________________________"
+    );
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,359 @@
+//! kubeadm's refusals and the kube-proxy trap, against a shared cluster state.
+
+use super::super::testutil::{Fleet, Node};
+use crate::state::Role;
+
+/// A control-plane node of a v1.34.2 cluster, rebooted into `binary`.
+fn cp_running(binary: &str) -> Node {
+    let node = Node::control_plane("cp1", "v1.34.2");
+    node.reboot_into(binary);
+    node
+}
+
+fn apply(node: &Node, args: &[&str]) -> super::super::testutil::Output {
+    let mut argv = vec!["upgrade", "apply"];
+    argv.extend_from_slice(args);
+    node.run("kubeadm", &argv)
+}
+
+#[test]
+fn refuses_to_skip_a_minor() {
+    let node = cp_running("v1.36.0");
+    let r = apply(&node, &["v1.36.0", "--yes"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains(
+        "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n\
+         \t- Specified version to upgrade to \"v1.36.0\" is too high; kubeadm can upgrade only 1 minor version at a time\n"
+    ), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .ends_with("To see the stack trace of this error execute with --v=5 or higher\n")
+    );
+    let c = node.cluster();
+    assert_eq!(c.version, "v1.34.2");
+    assert!(!c.kube_proxy);
+    let events = node.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        events[0].argv,
+        ["kubeadm", "upgrade", "apply", "v1.36.0", "--yes"]
+    );
+    assert!(events[0].result.starts_with("[upgrade/version] FATAL"));
+}
+
+#[test]
+fn refuses_a_target_newer_than_its_own_binary() {
+    let node = cp_running("v1.35.1");
+    let r = apply(&node, &["v1.35.3", "-y"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains(
+        "Specified version to upgrade to \"v1.35.3\" is higher than the kubeadm version \"v1.35.1\". \
+         Upgrade kubeadm first using the tool you used to install kubeadm"
+    ));
+    assert!(
+        r.stderr
+            .contains("Can be bypassed if you pass the --force flag")
+    );
+
+    // The sysext that is staged but not booted does not count: v1.34 binary, v1.35 target.
+    let node = cp_running("v1.34.2");
+    let r = apply(&node, &["v1.35.0", "-y"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "is at least one minor release higher than the kubeadm minor release (35 > 34)"
+        )
+    );
+    assert_eq!(node.cluster().version, "v1.34.2");
+}
+
+#[test]
+fn refuses_a_minor_downgrade() {
+    let node = Node::control_plane("cp1", "v1.35.2");
+    let r = apply(&node, &["v1.34.5", "--yes"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "Kubeadm version v1.35.2 can only be used to upgrade to Kubernetes version 1.35"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(node.cluster().version, "v1.35.2");
+}
+
+#[test]
+fn refuses_to_run_on_a_worker() {
+    let node = Node::worker("w1", "v1.35.0");
+    let r = apply(&node, &["v1.35.0", "--yes"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.starts_with(
+        "couldn't create a Kubernetes client from file \"/etc/kubernetes/admin.conf\": failed to load admin \
+         kubeconfig: open /etc/kubernetes/admin.conf: no such file or directory\n"
+    ));
+}
+
+#[test]
+fn without_yes_it_asks_and_end_of_input_aborts() {
+    let node = cp_running("v1.35.1");
+    let r = apply(&node, &["v1.35.1", "--skip-phases", "addon/kube-proxy"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout
+            .ends_with("[upgrade/confirm] Are you sure you want to proceed? [y/N]: ")
+    );
+    assert!(
+        r.stderr
+            .starts_with("won't proceed; the user didn't answer (Y|y) in order to continue\n")
+    );
+    assert_eq!(node.cluster().version, "v1.34.2");
+
+    let r = node.run_with_stdin(
+        "kubeadm",
+        &[
+            "upgrade",
+            "apply",
+            "v1.35.1",
+            "--skip-phases=addon/kube-proxy",
+        ],
+        "y\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(node.cluster().version, "v1.35.1");
+}
+
+#[test]
+fn apply_without_the_flag_redeploys_kube_proxy() {
+    let node = cp_running("v1.35.1");
+    let r = apply(&node, &["v1.35.1", "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: kube-proxy")
+    );
+    assert!(r.stdout.contains(
+        "[upgrade] SUCCESS! A control plane node of your cluster was upgraded to \"v1.35.1\"."
+    ));
+    let c = node.cluster();
+    assert!(c.kube_proxy);
+    assert_eq!(c.version, "v1.35.1");
+    assert_eq!(
+        c.nodes["cp1"].control_plane_version.as_deref(),
+        Some("v1.35.1")
+    );
+    assert_eq!(node.events()[0].result, "ok");
+}
+
+#[test]
+fn apply_with_the_flag_leaves_kube_proxy_out() {
+    let node = cp_running("v1.35.1");
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains("kube-proxy"));
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: CoreDNS")
+    );
+    assert!(!node.cluster().kube_proxy);
+}
+
+#[test]
+fn a_misspelt_phase_is_refused_before_anything_happens() {
+    let node = cp_running("v1.35.1");
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases=addon/kube-prox"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .starts_with("invalid phase name: addon/kube-prox\n")
+    );
+    assert!(r.stdout.is_empty());
+    assert_eq!(node.cluster().version, "v1.34.2");
+}
+
+#[test]
+fn an_injected_failure_fails_once() {
+    let node = cp_running("v1.35.1");
+    node.shared()
+        .update_faults(|f| f.fail_upgrade_apply = 1)
+        .unwrap();
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("injected fault fail_upgrade_apply"));
+    assert_eq!(node.cluster().version, "v1.34.2");
+    assert_eq!(node.shared().faults().unwrap().fail_upgrade_apply, 0);
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn a_down_api_is_a_connection_error() {
+    let node = cp_running("v1.35.1");
+    node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.up = false));
+    let r = apply(&node, &["v1.35.1", "--yes"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("dial tcp cp1:6443: connect: connection refused"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn upgrade_node_on_the_last_control_plane_redeploys_kube_proxy() {
+    let fleet = Fleet::new();
+    let cps: Vec<Node> = ["cp1", "cp2", "cp3"]
+        .iter()
+        .map(|n| fleet.node(n, Role::ControlPlane, "v1.34.2"))
+        .collect();
+    for cp in &cps {
+        cp.reboot_into("v1.35.1");
+    }
+    let skip = ["--skip-phases", "addon/kube-proxy"];
+    let r = cps[0].run(
+        "kubeadm",
+        &["upgrade", "apply", "v1.35.1", "--yes", skip[0], skip[1]],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let r = cps[1].run("kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(
+        "[upgrade/addon] Skipping the addon/kube-proxy phase. Not all control plane instances have been upgraded"
+    ));
+    assert!(!cps[0].cluster().kube_proxy, "not the last one yet");
+
+    let r = cps[2].run("kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("[addons] Applied essential addon: kube-proxy")
+    );
+    assert!(cps[0].cluster().kube_proxy);
+    let kubeadm_calls: Vec<String> = cps[0]
+        .events()
+        .iter()
+        .filter(|e| e.argv[0] == "kubeadm")
+        .map(|e| format!("{} {}", e.node, e.argv[2]))
+        .collect();
+    assert_eq!(kubeadm_calls, ["cp1 apply", "cp2 node", "cp3 node"]);
+}
+
+#[test]
+fn upgrade_node_with_the_flag_on_the_last_control_plane_keeps_kube_proxy_out() {
+    let fleet = Fleet::new();
+    let cp1 = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    let cp2 = fleet.node("cp2", Role::ControlPlane, "v1.34.2");
+    cp1.reboot_into("v1.35.1");
+    cp2.reboot_into("v1.35.1");
+    assert_eq!(
+        cp1.run(
+            "kubeadm",
+            &[
+                "upgrade",
+                "apply",
+                "v1.35.1",
+                "-y",
+                "--skip-phases=addon/kube-proxy"
+            ]
+        )
+        .code,
+        0
+    );
+    let r = cp2.run(
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!cp2.cluster().kube_proxy);
+}
+
+#[test]
+fn upgrade_node_needs_a_kubeadm_at_least_the_cluster_version() {
+    let fleet = Fleet::new();
+    let cp1 = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    let cp2 = fleet.node("cp2", Role::ControlPlane, "v1.34.2");
+    cp1.reboot_into("v1.35.1");
+    assert_eq!(
+        cp1.run(
+            "kubeadm",
+            &[
+                "upgrade",
+                "apply",
+                "v1.35.1",
+                "-y",
+                "--skip-phases=addon/kube-proxy"
+            ]
+        )
+        .code,
+        0
+    );
+    let r = cp2.run("kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "the kubeadm version \"v1.34.2\" is lower than the cluster version \"v1.35.1\""
+        )
+    );
+    assert_eq!(
+        cp2.cluster().nodes["cp2"].control_plane_version.as_deref(),
+        Some("v1.34.2")
+    );
+}
+
+#[test]
+fn upgrade_node_on_workers_and_old_kubeadms() {
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.31.4");
+    let w1 = fleet.node("w1", Role::Worker, "v1.31.4");
+    let r = w1.run("kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("[upgrade/control-plane] Skipping phase. Not a control plane node.")
+    );
+    assert!(
+        !r.stdout.contains("addon"),
+        "kubeadm < 1.32 has no addon phase in upgrade node"
+    );
+    let r = w1.run(
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .starts_with("invalid phase name: addon/kube-proxy\n")
+    );
+}
+
+#[test]
+fn version_and_plan() {
+    let node = cp_running("v1.35.1");
+    let r = node.run("kubeadm", &["version", "-o", "short"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "v1.35.1\n"));
+    let r = node.run("kubeadm", &["version", "-o=json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["clientVersion"]["gitVersion"], "v1.35.1");
+    assert_eq!(v["clientVersion"]["minor"], "35");
+    let r = node.run("kubeadm", &["upgrade", "plan"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("[upgrade/versions] Target version: v1.35.1")
+    );
+    assert!(r.stdout.contains("\tkubeadm upgrade apply v1.35.1\n"));
+    assert!(node.events().is_empty(), "plan and version do not mutate");
+}

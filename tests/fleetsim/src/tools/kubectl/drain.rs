@@ -1,0 +1,217 @@
+//! `kubectl drain NODE --ignore-daemonsets --delete-emptydir-data [--timeout=…]`:
+//! cordon first (a failed drain leaves the node cordoned, as for real),
+//! refuse DaemonSet pods and emptyDir pods unless told, evict the rest.
+//! A PodDisruptionBudget fault blocks the eviction of the node's app pod
+//! until the timeout, printing kubectl's retry and timeout lines; lifting
+//! the fault during the wait lets the drain finish.
+//!
+//! Real kubectl waits forever without `--timeout`; the sim uses a short
+//! default and never waits more than a few seconds, so a test cannot hang.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::nodes::{not_found, set_unschedulable};
+use super::{Cli, Env, Res, connect};
+use crate::state::{Cluster, Role};
+use crate::tools::util::{go_duration, parse_go_duration, pod_suffix};
+use crate::tools::{complain, say};
+
+/// The timeout used when `--timeout` is absent or 0 (real kubectl: forever).
+const DEFAULT_TIMEOUT: f64 = 2.0;
+/// The longest the sim really waits on a blocked eviction, whatever the timeout.
+const MAX_REAL_WAIT: f64 = 3.0;
+const POLL: Duration = Duration::from_millis(100);
+
+/// A pod the drain has to deal with.
+struct Pod {
+    namespace: String,
+    name: String,
+    daemonset: bool,
+    emptydir: bool,
+}
+
+impl Pod {
+    fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The pods the simulated scheduler placed on `node`: DaemonSet pods
+/// everywhere, CoreDNS on control planes, an app with an emptyDir on workers.
+fn pods_on(c: &Cluster, node: &str, role: Role) -> Vec<Pod> {
+    let sfx = |app: &str| pod_suffix(&format!("{app}@{node}"), 5);
+    let ds = |ns: &str, name: &str| Pod {
+        namespace: ns.to_string(),
+        name: format!("{name}-{}", sfx(name)),
+        daemonset: true,
+        emptydir: false,
+    };
+    let mut pods = vec![ds("kube-system", "cilium")];
+    if c.kube_proxy {
+        pods.push(ds("kube-system", "kube-proxy"));
+    }
+    if let Some(k) = &c.kured {
+        pods.push(ds(&k.namespace, &k.name));
+    }
+    pods.push(match role {
+        Role::ControlPlane => Pod {
+            namespace: "kube-system".to_string(),
+            name: format!("coredns-668d6bf9bc-{}", sfx("coredns")),
+            daemonset: false,
+            emptydir: false,
+        },
+        Role::Worker => Pod {
+            namespace: "default".to_string(),
+            name: format!("web-7d9f8b6c5d-{}", sfx("web")),
+            daemonset: false,
+            emptydir: true,
+        },
+    });
+    pods
+}
+
+/// kubectl's aggregate error: one message as is, several in brackets.
+fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// Prints the "unable to drain" block and fails with its headline.
+fn unable(env: &mut Env, node: &str, errors: &[String]) -> Res {
+    let headline = format!(
+        "error: unable to drain node \"{node}\" due to error: {}, continuing command...",
+        aggregate(errors)
+    );
+    complain!(env, "{headline}");
+    complain!(env, "There are pending nodes to be drained:");
+    complain!(env, " {node}");
+    for e in errors {
+        complain!(env, "{e}");
+    }
+    Res {
+        code: 1,
+        record: Some(headline),
+    }
+}
+
+pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
+    let allowed = [
+        "ignore-daemonsets",
+        "delete-emptydir-data",
+        "delete-local-data",
+        "force",
+        "timeout",
+        "grace-period",
+    ];
+    let ([_, node], true) = (cli.words.as_slice(), cli.only(&allowed)) else {
+        return Ok(Res::unsupported(env, args));
+    };
+    let timeout = match cli.flag("timeout").map(|t| (t, parse_go_duration(t))) {
+        None | Some((_, Some(0.0))) => DEFAULT_TIMEOUT,
+        Some((_, Some(secs))) if secs > 0.0 => secs,
+        Some((t, _)) => {
+            let msg = format!(
+                "error: invalid argument \"{t}\" for \"--timeout\" flag: time: invalid duration \"{t}\""
+            );
+            return Ok(Res::fail(env, &msg));
+        }
+    };
+    let cluster = match connect(env, cli)? {
+        Ok(c) => c,
+        Err(msg) => return Ok(Res::fail(env, &msg)),
+    };
+    let Some(role) = cluster.nodes.get(node.as_str()).map(|n| n.role) else {
+        return Ok(Res::fail(env, &not_found("nodes", node)));
+    };
+    match set_unschedulable(env, node, true)? {
+        Some(true) => say!(env, "node/{node} cordoned"),
+        _ => say!(env, "node/{node} already cordoned"),
+    }
+    let pods = pods_on(&cluster, node, role);
+    let (ds, evict): (Vec<&Pod>, Vec<&Pod>) = pods.iter().partition(|p| p.daemonset);
+    let ds_ids = ds.iter().map(|p| p.id()).collect::<Vec<_>>().join(", ");
+    let local: Vec<String> = evict
+        .iter()
+        .filter(|p| p.emptydir)
+        .map(|p| p.id())
+        .collect();
+    let mut refusals = Vec::new();
+    if !cli.switch("ignore-daemonsets") && !ds.is_empty() {
+        refusals.push(format!(
+            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): {ds_ids}"
+        ));
+    }
+    let delete_local = cli.switch("delete-emptydir-data") || cli.switch("delete-local-data");
+    if !delete_local && !local.is_empty() {
+        refusals.push(format!(
+            "cannot delete Pods with local storage (use --delete-emptydir-data to override): {}",
+            local.join(", ")
+        ));
+    }
+    if !refusals.is_empty() {
+        return Ok(unable(env, node, &refusals));
+    }
+    if !ds.is_empty() {
+        complain!(env, "Warning: ignoring DaemonSet-managed Pods: {ds_ids}");
+    }
+    for p in &evict {
+        say!(env, "evicting pod {}", p.id());
+    }
+    if let Some(blocked) = evict.first()
+        && !wait_for_budget(env, node, blocked, timeout)?
+    {
+        return Ok(timed_out(env, node, blocked, &evict[1..], timeout));
+    }
+    for p in &evict {
+        say!(env, "pod/{} evicted", p.name);
+    }
+    say!(env, "node/{node} drained");
+    Ok(Res::ok())
+}
+
+/// Waits while a PodDisruptionBudget fault blocks `pod`; true once evictable.
+fn wait_for_budget(env: &mut Env, node: &str, pod: &Pod, timeout: f64) -> Result<bool> {
+    let blocked = |env: &Env| -> Result<bool> {
+        Ok(env.shared().faults()?.pdb_block.iter().any(|n| n == node))
+    };
+    if !blocked(env)? {
+        return Ok(true);
+    }
+    complain!(
+        env,
+        "error when evicting pods/\"{}\" -n \"{}\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.",
+        pod.name,
+        pod.namespace
+    );
+    let deadline = timeout.min(MAX_REAL_WAIT);
+    let started = Instant::now();
+    while started.elapsed().as_secs_f64() < deadline {
+        std::thread::sleep(POLL);
+        if !blocked(env)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn timed_out(env: &mut Env, node: &str, blocked: &Pod, others: &[&Pod], timeout: f64) -> Res {
+    for p in others {
+        say!(env, "pod/{} evicted", p.name);
+    }
+    let error = format!(
+        "error when evicting pods/\"{}\" -n \"{}\": global timeout reached: {}",
+        blocked.name,
+        blocked.namespace,
+        go_duration(timeout)
+    );
+    complain!(
+        env,
+        "There are pending pods in node \"{node}\" when an error occurred: {error}"
+    );
+    complain!(env, "pod/{}", blocked.name);
+    unable(env, node, &[error])
+}

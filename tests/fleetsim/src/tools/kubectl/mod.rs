@@ -1,0 +1,417 @@
+//! `kubectl` against the simulated API server: the shared cluster state,
+//! answering only while a control-plane node is up and past its API delay.
+//!
+//! Covered: nodes (get, cordon, uncordon, drain, wait), the kubeadm-config
+//! and fleetctl's own ConfigMaps (get, create, delete), the kube-proxy and
+//! Kured DaemonSets (get, annotate with resource-version preconditions),
+//! `version` and `get --raw /readyz`. Output shapes follow the real API
+//! objects and kubectl's tables and error lines; anything else is refused
+//! as unsupported so a fleetctl bug cannot hide behind a lenient fake.
+//!
+//! Without `--kubeconfig`, `$KUBECONFIG` or `~/.kube/config`, the sim also
+//! tries /etc/kubernetes/admin.conf (what root on a control-plane node
+//! usually has copied to ~/.kube/config); unreadable (core without sudo) or
+//! absent, kubectl falls back to localhost:8080 and fails like the real one.
+
+use std::fs;
+use std::io::ErrorKind;
+
+use anyhow::Result;
+
+use super::util::{KubeVersion, server_address, version_info};
+use super::{Env, complain, say};
+use crate::state::Cluster;
+
+mod drain;
+mod nodes;
+mod objects;
+#[cfg(test)]
+mod tests;
+
+const NAME: &str = "kubectl";
+const KUSTOMIZE_VERSION: &str = "v5.7.1";
+
+/// Flags that take a value (`--flag value` or `--flag=value`).
+const VALUE_FLAGS: &[&str] = &[
+    "namespace",
+    "output",
+    "kubeconfig",
+    "timeout",
+    "for",
+    "from-literal",
+    "resource-version",
+    "grace-period",
+    "request-timeout",
+    "raw",
+];
+/// Flags that are switches (`--flag` or `--flag=true|false`).
+const BOOL_FLAGS: &[&str] = &[
+    "ignore-daemonsets",
+    "delete-emptydir-data",
+    "delete-local-data",
+    "force",
+    "overwrite",
+    "client",
+    "ignore-not-found",
+];
+/// Flags every verb accepts.
+const GLOBAL_FLAGS: &[&str] = &["namespace", "kubeconfig", "request-timeout"];
+
+/// A parsed command line: positional words and flags, in any order.
+#[derive(Debug, Default)]
+pub(super) struct Cli {
+    pub words: Vec<String>,
+    flags: Vec<(String, String)>,
+}
+
+impl Cli {
+    fn parse(args: &[String]) -> Option<Cli> {
+        let mut cli = Cli::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if a == "--" {
+                cli.words.extend(it.by_ref().cloned());
+                break;
+            }
+            let (name, inline) = if let Some(long) = a.strip_prefix("--") {
+                match long.split_once('=') {
+                    Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                    None => (long.to_string(), None),
+                }
+            } else if let Some(short) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+                let (name, rest) = if let Some(r) = short.strip_prefix('n') {
+                    ("namespace", r)
+                } else if let Some(r) = short.strip_prefix('o') {
+                    ("output", r)
+                } else {
+                    return None;
+                };
+                let rest = rest.strip_prefix('=').unwrap_or(rest);
+                (
+                    name.to_string(),
+                    (!rest.is_empty()).then(|| rest.to_string()),
+                )
+            } else {
+                cli.words.push(a.clone());
+                continue;
+            };
+            let value = if VALUE_FLAGS.contains(&name.as_str()) {
+                match inline {
+                    Some(v) => v,
+                    None => it.next()?.clone(),
+                }
+            } else if BOOL_FLAGS.contains(&name.as_str()) {
+                inline.unwrap_or_else(|| "true".to_string())
+            } else {
+                return None;
+            };
+            cli.flags.push((name, value));
+        }
+        Some(cli)
+    }
+
+    /// The last value of a flag.
+    pub fn flag(&self, name: &str) -> Option<&str> {
+        self.flags
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a repeatable flag, in order.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.flags
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    pub fn switch(&self, name: &str) -> bool {
+        self.flag(name).is_some_and(|v| v != "false")
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.flag("namespace").unwrap_or("default")
+    }
+
+    pub fn output(&self) -> Option<&str> {
+        self.flag("output")
+    }
+
+    /// True when only flags from `allowed` (and the global ones) were given.
+    fn only(&self, allowed: &[&str]) -> bool {
+        self.flags
+            .iter()
+            .all(|(n, _)| allowed.contains(&n.as_str()) || GLOBAL_FLAGS.contains(&n.as_str()))
+    }
+}
+
+/// What a command did, for the event log: `record` is `ok` or the error
+/// line; `None` when the call already recorded itself (unsupported).
+pub(super) struct Res {
+    pub code: i32,
+    pub record: Option<String>,
+}
+
+impl Res {
+    pub fn ok() -> Res {
+        Res {
+            code: 0,
+            record: Some("ok".to_string()),
+        }
+    }
+
+    /// Prints `msg` to stderr and fails with it.
+    pub fn fail(env: &mut Env, msg: &str) -> Res {
+        complain!(env, "{msg}");
+        Res {
+            code: 1,
+            record: Some(msg.lines().next().unwrap_or(msg).to_string()),
+        }
+    }
+
+    fn unsupported(env: &mut Env, args: &[String]) -> Res {
+        Res {
+            code: env.unsupported(NAME, args),
+            record: None,
+        }
+    }
+}
+
+pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
+    let Some(cli) = Cli::parse(args) else {
+        return Ok(env.unsupported(NAME, args));
+    };
+    let verb = cli.words.first().cloned().unwrap_or_default();
+    let res = match verb.as_str() {
+        "get" => get(env, args, &cli)?,
+        "version" if cli.only(&["output", "client"]) => version(env, args, &cli)?,
+        "cordon" | "uncordon" if cli.only(&[]) => nodes::cordon(env, args, &cli, verb == "cordon")?,
+        "drain" => drain::drain(env, args, &cli)?,
+        "wait" if cli.only(&["for", "timeout"]) => nodes::wait(env, args, &cli)?,
+        "annotate" if cli.only(&["overwrite", "resource-version"]) => {
+            objects::annotate(env, args, &cli)?
+        }
+        "create" if cli.only(&["from-literal"]) => objects::create(env, args, &cli)?,
+        "delete" if cli.only(&["ignore-not-found"]) => objects::delete(env, args, &cli)?,
+        _ => Res::unsupported(env, args),
+    };
+    let mutating = matches!(
+        verb.as_str(),
+        "cordon" | "uncordon" | "drain" | "annotate" | "create" | "delete"
+    );
+    if mutating && let Some(result) = &res.record {
+        env.record(NAME, args, result);
+    }
+    Ok(res.code)
+}
+
+/// Where kubectl would connect, or the error it prints first.
+enum Target {
+    Server(String),
+    Nowhere,
+}
+
+fn read_kubeconfig(env: &Env, path: &str, explicit: bool) -> Result<Option<String>, String> {
+    match fs::read_to_string(env.path(path)) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if explicit {
+                Err(format!("error: stat {path}: no such file or directory"))
+            } else {
+                Ok(None)
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Err(format!(
+            "error: error loading config file \"{path}\": open {path}: permission denied"
+        )),
+        Err(e) => Err(format!("error: error loading config file \"{path}\": {e}")),
+    }
+}
+
+/// kubectl's kubeconfig precedence, then the sim's admin.conf default.
+fn target(env: &Env, cli: &Cli) -> Result<Target, String> {
+    let server = |text: String| {
+        Target::Server(server_address(&text).unwrap_or_else(|| "localhost:8080".into()))
+    };
+    if let Some(path) = cli.flag("kubeconfig") {
+        return read_kubeconfig(env, path, true).map(|t| t.map_or(Target::Nowhere, server));
+    }
+    let mut candidates: Vec<String> = env
+        .kubeconfig_env
+        .as_deref()
+        .map(|k| {
+            k.split(':')
+                .filter(|p| !p.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(home) = &env.home {
+        candidates.push(format!("{}/.kube/config", home.trim_end_matches('/')));
+    }
+    for path in &candidates {
+        if let Some(text) = read_kubeconfig(env, path, false)? {
+            return Ok(server(text));
+        }
+    }
+    Ok(
+        match fs::read_to_string(env.path("/etc/kubernetes/admin.conf")) {
+            Ok(text) => server(text),
+            Err(_) => Target::Nowhere,
+        },
+    )
+}
+
+fn refused(addr: &str) -> String {
+    format!(
+        "The connection to the server {addr} was refused - did you specify the right host or port?"
+    )
+}
+
+/// The cluster, if kubectl can reach the API server; else the error it prints.
+pub(super) fn connect(env: &Env, cli: &Cli) -> Result<Result<Cluster, String>> {
+    let addr = match target(env, cli) {
+        Err(msg) => return Ok(Err(msg)),
+        Ok(Target::Nowhere) => return Ok(Err(refused("localhost:8080"))),
+        Ok(Target::Server(addr)) => addr,
+    };
+    let cluster = env.shared().cluster()?;
+    if cluster.api_up(crate::state::now()) {
+        Ok(Ok(cluster))
+    } else {
+        Ok(Err(refused(&addr)))
+    }
+}
+
+/// Resource kinds kubectl is asked about, by any of their names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Node,
+    DaemonSet,
+    ConfigMap,
+}
+
+pub(super) fn kind_of(word: &str) -> Option<Kind> {
+    Some(match word {
+        "node" | "nodes" | "no" => Kind::Node,
+        "daemonset" | "daemonsets" | "ds" | "daemonset.apps" | "daemonsets.apps" => Kind::DaemonSet,
+        "configmap" | "configmaps" | "cm" => Kind::ConfigMap,
+        _ => return None,
+    })
+}
+
+/// `TYPE NAME`, `TYPE/NAME` or `TYPE` (list) after the verb.
+pub(super) fn resource(words: &[String]) -> Option<(Kind, Option<&str>)> {
+    match words {
+        [one] => match one.split_once('/') {
+            Some((k, n)) if !n.is_empty() => Some((kind_of(k)?, Some(n))),
+            Some(_) => None,
+            None => Some((kind_of(one)?, None)),
+        },
+        [k, n] => Some((kind_of(k)?, Some(n.as_str()))),
+        _ => None,
+    }
+}
+
+fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
+    if let Some(path) = cli.flag("raw") {
+        if cli.words.len() != 1 || !cli.only(&["raw"]) {
+            return Ok(Res::unsupported(env, args));
+        }
+        if !["/readyz", "/livez", "/healthz"].contains(&path) {
+            return Ok(Res::unsupported(env, args));
+        }
+        return Ok(match connect(env, cli)? {
+            Ok(_) => {
+                let _ = std::io::Write::write_all(&mut *env.out, b"ok");
+                Res::ok()
+            }
+            Err(msg) => Res::fail(env, &msg),
+        });
+    }
+    if !cli.only(&["output", "ignore-not-found"]) {
+        return Ok(Res::unsupported(env, args));
+    }
+    let Some((kind, name)) = resource(&cli.words[1..]) else {
+        return Ok(Res::unsupported(env, args));
+    };
+    if !matches!(
+        cli.output(),
+        None | Some("json") | Some("name") | Some("yaml")
+    ) {
+        return Ok(Res::unsupported(env, args));
+    }
+    match kind {
+        Kind::Node => nodes::get(env, args, cli, name),
+        Kind::DaemonSet => objects::get_daemonsets(env, args, cli, name),
+        Kind::ConfigMap => objects::get_configmaps(env, args, cli, name),
+    }
+}
+
+fn version(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
+    if cli.words.len() != 1 || !matches!(cli.output(), None | Some("json")) {
+        return Ok(Res::unsupported(env, args));
+    }
+    let boot = env.boot()?;
+    let Some(client) = KubeVersion::parse(&boot.kubernetes) else {
+        anyhow::bail!(
+            "the node's boot record has no valid kubernetes version: {:?}",
+            boot.kubernetes
+        );
+    };
+    let server = if cli.switch("client") {
+        None
+    } else {
+        Some(connect(env, cli)?.map(|c| server_version(&c)))
+    };
+    let json = cli.output() == Some("json");
+    let mut doc = serde_json::json!({
+        "clientVersion": version_info(client),
+        "kustomizeVersion": KUSTOMIZE_VERSION,
+    });
+    if json {
+        if let Some(Ok(Some(s))) = &server {
+            doc["serverVersion"] = version_info(*s);
+        }
+        say!(env, "{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        say!(env, "Client Version: {client}");
+        say!(env, "Kustomize Version: {KUSTOMIZE_VERSION}");
+        if let Some(Ok(Some(s))) = &server {
+            say!(env, "Server Version: {s}");
+        }
+    }
+    if let Some(Ok(Some(s))) = &server
+        && client.minor.abs_diff(s.minor) > 1
+    {
+        complain!(
+            env,
+            "WARNING: version difference between client ({}.{}) and server ({}.{}) exceeds the supported minor version skew of +/-1",
+            client.major,
+            client.minor,
+            s.major,
+            s.minor
+        );
+    }
+    Ok(match server {
+        Some(Err(msg)) => Res::fail(env, &msg),
+        _ => Res::ok(),
+    })
+}
+
+/// The version of the API server that answers: the first control-plane
+/// node that is up, as its static pods were last upgraded.
+fn server_version(c: &Cluster) -> Option<KubeVersion> {
+    let now = crate::state::now();
+    c.nodes
+        .values()
+        .filter(|n| {
+            n.role == crate::state::Role::ControlPlane && n.up && now >= n.booted_at + c.api_delay
+        })
+        .find_map(|n| n.control_plane_version.as_deref())
+        .or(Some(c.version.as_str()))
+        .and_then(KubeVersion::parse)
+}

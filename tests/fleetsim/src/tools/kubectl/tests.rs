@@ -1,0 +1,802 @@
+//! kubectl against a three-node simulated cluster.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::super::testutil::{Fleet, Node, Output};
+use crate::state::{DaemonSet, Role};
+
+/// cp1 (control plane, has admin.conf), w1, w2 — all v1.34.2 and Ready.
+fn cluster() -> (Node, Node, Node) {
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    let w2 = fleet.node("w2", Role::Worker, "v1.34.2");
+    (cp, w1, w2)
+}
+
+fn kubectl(node: &Node, args: &[&str]) -> Output {
+    node.run("kubectl", args)
+}
+
+// The Node fields a client reads, named as in the Kubernetes API (core/v1).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeList {
+    api_version: String,
+    kind: String,
+    items: Vec<K8sNode>,
+}
+
+#[derive(Deserialize)]
+struct K8sNode {
+    kind: String,
+    metadata: Meta,
+    spec: NodeSpec,
+    status: NodeStatus,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    resource_version: String,
+    creation_timestamp: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeSpec {
+    unschedulable: Option<bool>,
+    #[serde(default)]
+    taints: Vec<Taint>,
+}
+
+#[derive(Deserialize)]
+struct Taint {
+    key: String,
+    effect: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeStatus {
+    conditions: Vec<Condition>,
+    node_info: NodeInfo,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+    reason: String,
+    last_transition_time: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeInfo {
+    kubelet_version: String,
+    os_image: String,
+    kernel_version: String,
+    #[serde(rename = "bootID")]
+    boot_id: String,
+    container_runtime_version: String,
+}
+
+fn ready(n: &K8sNode) -> &str {
+    &n.status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "Ready")
+        .unwrap()
+        .status
+}
+
+fn get_node(cp: &Node, name: &str) -> K8sNode {
+    let r = kubectl(cp, &["get", "node", name, "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+#[test]
+fn without_a_kubeconfig_it_is_refused_like_the_real_one() {
+    let (_cp, w1, _) = cluster();
+    let r = kubectl(&w1, &["get", "nodes"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
+    );
+    let r = kubectl(
+        &w1,
+        &["--kubeconfig", "/etc/kubernetes/admin.conf", "get", "nodes"],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr.trim(),
+        "error: stat /etc/kubernetes/admin.conf: no such file or directory"
+    );
+}
+
+#[test]
+fn node_list_json_has_the_real_shape() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(&cp, &["get", "nodes", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let list: NodeList = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (list.api_version.as_str(), list.kind.as_str()),
+        ("v1", "List")
+    );
+    let names: Vec<&str> = list
+        .items
+        .iter()
+        .map(|n| n.metadata.name.as_str())
+        .collect();
+    assert_eq!(names, ["cp1", "w1", "w2"]);
+    let cp1 = &list.items[0];
+    assert_eq!(cp1.kind, "Node");
+    assert_eq!(
+        cp1.metadata
+            .labels
+            .get("node-role.kubernetes.io/control-plane")
+            .map(String::as_str),
+        Some("")
+    );
+    assert!(
+        !list.items[1]
+            .metadata
+            .labels
+            .contains_key("node-role.kubernetes.io/control-plane")
+    );
+    assert_eq!(cp1.metadata.labels["kubernetes.io/hostname"], "cp1");
+    assert!(
+        cp1.metadata
+            .annotations
+            .contains_key("kubeadm.alpha.kubernetes.io/cri-socket")
+    );
+    assert!(cp1.metadata.resource_version.parse::<u64>().is_ok());
+    assert!(cp1.metadata.creation_timestamp.ends_with('Z'));
+    assert!(
+        cp1.spec
+            .taints
+            .iter()
+            .any(|t| t.key == "node-role.kubernetes.io/control-plane" && t.effect == "NoSchedule")
+    );
+    assert_eq!(
+        cp1.spec.unschedulable, None,
+        "omitted when false, like the API"
+    );
+    assert_eq!(ready(cp1), "True");
+    let ready_cond = cp1
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "Ready")
+        .unwrap();
+    assert_eq!(ready_cond.reason, "KubeletReady");
+    assert!(ready_cond.last_transition_time.ends_with('Z'));
+    let info = &cp1.status.node_info;
+    assert_eq!(info.kubelet_version, "v1.34.2");
+    assert_eq!(
+        info.os_image,
+        "Flatcar Container Linux by Kinvolk 4081.2.0 (Oklo)"
+    );
+    assert_eq!(info.boot_id, "boot-cp1");
+    assert!(info.kernel_version.ends_with("-flatcar"));
+    assert!(info.container_runtime_version.starts_with("containerd://"));
+}
+
+#[test]
+fn cordon_uncordon_and_the_table() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(&cp, &["cordon", "w1"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "node/w1 cordoned\n"));
+    assert_eq!(
+        kubectl(&cp, &["cordon", "w1"]).stdout,
+        "node/w1 already cordoned\n"
+    );
+    let w1 = get_node(&cp, "w1");
+    assert_eq!(w1.spec.unschedulable, Some(true));
+    assert!(
+        w1.spec
+            .taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable")
+    );
+
+    let table = kubectl(&cp, &["get", "nodes"]).stdout;
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0],
+        "NAME   STATUS                     ROLES           AGE   VERSION"
+    );
+    assert!(lines[1].starts_with("cp1    Ready                      control-plane   "));
+    assert!(lines[2].starts_with("w1     Ready,SchedulingDisabled   <none>          "));
+    assert!(lines[2].ends_with("   v1.34.2"));
+
+    assert_eq!(
+        kubectl(&cp, &["uncordon", "w1"]).stdout,
+        "node/w1 uncordoned\n"
+    );
+    assert_eq!(get_node(&cp, "w1").spec.unschedulable, None);
+    let r = kubectl(&cp, &["cordon", "w9"]);
+    assert_eq!(
+        (r.code, r.stderr.as_str()),
+        (1, "Error from server (NotFound): nodes \"w9\" not found\n")
+    );
+
+    let events: Vec<String> = cp
+        .events()
+        .iter()
+        .map(|e| format!("{} {}", e.argv[1], e.result))
+        .collect();
+    assert_eq!(events[0], "cordon ok");
+    assert_eq!(events[2], "uncordon ok");
+    assert!(events[3].starts_with("cordon Error from server (NotFound)"));
+}
+
+#[test]
+fn readiness_follows_boot_and_kubelet_delay() {
+    let (cp, w1, _) = cluster();
+    w1.update_cluster(|c| c.nodes.get_mut("w1").unwrap().up = false);
+    let n = get_node(&cp, "w1");
+    assert_eq!(ready(&n), "Unknown");
+    assert!(
+        n.spec
+            .taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable")
+    );
+    w1.update_cluster(|c| {
+        c.kubelet_delay = 3600.0;
+        let n = c.nodes.get_mut("w1").unwrap();
+        n.up = true;
+        n.booted_at = crate::state::now();
+    });
+    assert_eq!(ready(&get_node(&cp, "w1")), "False");
+    assert!(
+        kubectl(&cp, &["get", "nodes"])
+            .stdout
+            .contains("\nw1     NotReady ")
+    );
+}
+
+#[test]
+fn drain_evicts_with_the_usual_flags() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(
+        &cp,
+        &[
+            "drain",
+            "w1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=30s",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(out[0], "node/w1 cordoned");
+    assert!(out[1].starts_with("evicting pod default/web-7d9f8b6c5d-"));
+    assert!(out[2].starts_with("pod/web-7d9f8b6c5d-") && out[2].ends_with(" evicted"));
+    assert_eq!(out[3], "node/w1 drained");
+    assert!(
+        r.stderr
+            .starts_with("Warning: ignoring DaemonSet-managed Pods: kube-system/cilium-")
+    );
+    assert!(cp.cluster().nodes["w1"].unschedulable);
+    assert_eq!(cp.events()[0].result, "ok");
+}
+
+#[test]
+fn drain_without_the_flags_refuses_but_stays_cordoned() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(&cp, &["drain", "w1"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.starts_with(
+        "error: unable to drain node \"w1\" due to error: [cannot delete DaemonSet-managed Pods \
+         (use --ignore-daemonsets to ignore): kube-system/cilium-"
+    ), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot delete Pods with local storage (use --delete-emptydir-data to override): default/web-"));
+    assert!(
+        r.stderr
+            .contains("There are pending nodes to be drained:\n w1\n")
+    );
+    assert!(cp.cluster().nodes["w1"].unschedulable);
+}
+
+#[test]
+fn a_pdb_blocked_drain_times_out_naming_the_pod() {
+    let (cp, _, _) = cluster();
+    cp.shared()
+        .update_faults(|f| f.pdb_block = vec!["w1".to_string()])
+        .unwrap();
+    let r = kubectl(
+        &cp,
+        &[
+            "drain",
+            "w1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=200ms",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("error when evicting pods/\"web-7d9f8b6c5d-"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(
+        "-n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n"
+    ));
+    assert!(
+        r.stderr
+            .contains("-n \"default\": global timeout reached: 200ms")
+    );
+    assert!(r.stderr.contains("error: unable to drain node \"w1\" due to error: error when evicting pods/\"web-7d9f8b6c5d-"));
+    assert!(!r.stdout.contains("drained"));
+    let e = &cp.events()[0];
+    assert_eq!(e.argv[..2], ["kubectl", "drain"]);
+    assert!(e.result.starts_with("error: unable to drain node \"w1\""));
+    // Other nodes drain fine.
+    let r = kubectl(
+        &cp,
+        &[
+            "drain",
+            "w2",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn lifting_the_pdb_during_the_wait_lets_the_drain_finish() {
+    let (cp, _, _) = cluster();
+    let shared = cp.shared();
+    shared
+        .update_faults(|f| f.pdb_block = vec!["w1".to_string()])
+        .unwrap();
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            shared.update_faults(|f| f.pdb_block.clear()).unwrap();
+        });
+        kubectl(
+            &cp,
+            &[
+                "drain",
+                "w1",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=1m",
+            ],
+        )
+    });
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.ends_with("node/w1 drained\n"));
+}
+
+#[test]
+fn kubeadm_config_keeps_proxy_empty() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "kubeadm-config",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("apiVersion: v1\ndata:\n  ClusterConfiguration: |\n    apiServer: {}\n")
+    );
+    assert!(r.stdout.contains("\n    kubernetesVersion: v1.34.2\n"));
+    assert!(r.stdout.contains("\n    proxy: {}\n"));
+    assert!(r.stdout.contains("\nkind: ConfigMap\nmetadata:\n"));
+    assert!(
+        r.stdout
+            .contains("  name: kubeadm-config\n  namespace: kube-system\n")
+    );
+    let r = kubectl(
+        &cp,
+        &[
+            "get",
+            "cm",
+            "kubeadm-config",
+            "--namespace=kube-system",
+            "-ojson",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let text = v["data"]["ClusterConfiguration"].as_str().unwrap();
+    assert!(text.contains("kubernetesVersion: v1.34.2\n") && text.contains("proxy: {}\n"));
+    assert_eq!(v["metadata"]["namespace"], "kube-system");
+    // Not in another namespace.
+    let r = kubectl(&cp, &["get", "configmap", "kubeadm-config"]);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): configmaps \"kubeadm-config\" not found\n"
+    );
+}
+
+#[test]
+fn kube_proxy_is_not_found_until_deployed() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "get", "daemonset", "kube-proxy"],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): daemonsets.apps \"kube-proxy\" not found\n"
+    );
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "-o", "name"]);
+    assert_eq!(r.stdout, "daemonset.apps/cilium\n");
+    cp.update_cluster(|c| c.kube_proxy = true);
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "-o", "name"]);
+    assert_eq!(
+        r.stdout,
+        "daemonset.apps/cilium\ndaemonset.apps/kube-proxy\n"
+    );
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "ds", "kube-proxy"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("NAME         DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR            AGE\n"));
+    assert!(r.stdout.contains("\nkube-proxy   3         3         3       3            3           kubernetes.io/os=linux   "));
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "get", "ds", "kube-proxy", "-o", "json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["apiVersion"].as_str()),
+        (Some("DaemonSet"), Some("apps/v1"))
+    );
+}
+
+#[test]
+fn readyz_and_a_down_api() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(&cp, &["get", "--raw", "/readyz"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "ok"));
+    cp.update_cluster(|c| c.nodes.get_mut("cp1").unwrap().up = false);
+    let r = kubectl(&cp, &["get", "--raw=/readyz"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "The connection to the server cp1:6443 was refused - did you specify the right host or port?\n"
+    );
+    // Mutating calls against a down API are still on the record.
+    assert_eq!(kubectl(&cp, &["cordon", "w1"]).code, 1);
+    assert!(
+        cp.events()[0]
+            .result
+            .starts_with("The connection to the server cp1:6443 was refused")
+    );
+}
+
+#[test]
+fn wait_for_ready_and_its_timeout() {
+    let (cp, w1, _) = cluster();
+    let r = kubectl(
+        &cp,
+        &["wait", "--for=condition=Ready", "node/w1", "--timeout=5s"],
+    );
+    assert_eq!((r.code, r.stdout.as_str()), (0, "node/w1 condition met\n"));
+    w1.update_cluster(|c| c.nodes.get_mut("w1").unwrap().up = false);
+    let r = kubectl(
+        &cp,
+        &[
+            "wait",
+            "node",
+            "w1",
+            "--for",
+            "condition=Ready",
+            "--timeout=200ms",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: timed out waiting for the condition on nodes/w1\n"
+    );
+    assert!(cp.events().is_empty(), "wait does not mutate");
+}
+
+fn with_kured(node: &Node) {
+    node.update_cluster(|c| {
+        c.resource_version = 7;
+        c.kured = Some(DaemonSet {
+            namespace: "kube-system".to_string(),
+            name: "kured".to_string(),
+            args: vec![
+                "--period=1m".to_string(),
+                "--reboot-sentinel=/run/reboot-required".to_string(),
+            ],
+            annotations: BTreeMap::new(),
+            resource_version: 7,
+        });
+    });
+}
+
+#[test]
+fn kured_daemonset_json_and_annotation_lock() {
+    let (cp, _, _) = cluster();
+    with_kured(&cp);
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "daemonset",
+            "kured",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["metadata"]["resourceVersion"], "7");
+    assert_eq!(
+        v["spec"]["template"]["spec"]["containers"][0]["command"],
+        serde_json::json!([
+            "/usr/bin/kured",
+            "--period=1m",
+            "--reboot-sentinel=/run/reboot-required"
+        ])
+    );
+
+    let lock = "weave.works/kured-node-lock={\"nodeID\":\"fleetctl\"}";
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "annotate",
+            "ds",
+            "kured",
+            lock,
+            "--resource-version=7",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "daemonset.apps/kured annotated\n"),
+        "{}",
+        r.stderr
+    );
+
+    // A second holder with the stale version loses.
+    let other = "weave.works/kured-node-lock={\"nodeID\":\"w2\"}";
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "annotate",
+            "ds",
+            "kured",
+            other,
+            "--overwrite",
+            "--resource-version=7",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (Conflict): Operation cannot be fulfilled on daemonsets.apps \"kured\": the object has \
+         been modified; please apply your changes to the latest version and try again\n"
+    );
+    // Without --overwrite an existing different value is refused client-side.
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "annotate", "daemonset/kured", other],
+    );
+    assert_eq!(
+        r.stderr,
+        "error: --overwrite is false but found the following declared annotation(s): \
+         'weave.works/kured-node-lock' already has a value ({\"nodeID\":\"fleetctl\"})\n"
+    );
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "annotate",
+            "ds",
+            "kured",
+            "weave.works/kured-node-lock-",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let kured = cp.cluster().kured.unwrap();
+    assert!(kured.annotations.is_empty());
+    assert_eq!(kured.resource_version, 9);
+    let results: Vec<String> = cp.events().iter().map(|e| e.result.clone()).collect();
+    assert_eq!(results[0], "ok");
+    assert!(results[1].starts_with("Error from server (Conflict)"));
+    assert!(results[2].starts_with("error: --overwrite is false"));
+    assert_eq!(results[3], "ok");
+}
+
+#[test]
+fn configmap_lock_create_get_delete() {
+    let (cp, _, _) = cluster();
+    let args = [
+        "-n",
+        "kube-system",
+        "create",
+        "configmap",
+        "fleetctl-lock",
+        "--from-literal=holder=laptop",
+        "--from-literal=since=now",
+    ];
+    let r = kubectl(&cp, &args);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "configmap/fleetctl-lock created\n"),
+        "{}",
+        r.stderr
+    );
+    let r = kubectl(&cp, &args);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: failed to create configmap: configmaps \"fleetctl-lock\" already exists\n"
+    );
+    let r = kubectl(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "fleetctl-lock",
+            "-o",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["data"]["holder"], "laptop");
+    assert_eq!(v["kind"], "ConfigMap");
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "delete", "configmap", "fleetctl-lock"],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "configmap \"fleetctl-lock\" deleted\n")
+    );
+    let r = kubectl(&cp, &["-n", "kube-system", "delete", "cm", "fleetctl-lock"]);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): configmaps \"fleetctl-lock\" not found\n"
+    );
+    assert_eq!(
+        kubectl(
+            &cp,
+            &[
+                "-n",
+                "kube-system",
+                "delete",
+                "cm/fleetctl-lock",
+                "--ignore-not-found"
+            ]
+        )
+        .code,
+        0
+    );
+}
+
+#[test]
+fn concurrent_lock_attempts_have_one_winner() {
+    let (cp, w1, w2) = cluster();
+    let nodes = [&cp, &w1, &w2];
+    for n in &nodes[1..] {
+        n.write(
+            "/etc/kubernetes/admin.conf",
+            &cp.read("/etc/kubernetes/admin.conf"),
+        );
+    }
+    let codes: Vec<i32> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let node = nodes[i % 3];
+                s.spawn(move || {
+                    kubectl(
+                        node,
+                        &["create", "cm", "lock", &format!("--from-literal=by={i}")],
+                    )
+                    .code
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert_eq!(cp.events().len(), 6);
+}
+
+#[test]
+fn concurrent_cordons_lose_no_update() {
+    let (cp, _, _) = cluster();
+    std::thread::scope(|s| {
+        for n in ["cp1", "w1", "w2"] {
+            let cp = &cp;
+            s.spawn(move || assert_eq!(kubectl(cp, &["cordon", n]).code, 0));
+        }
+    });
+    assert!(cp.cluster().nodes.values().all(|n| n.unschedulable));
+}
+
+#[test]
+fn versions() {
+    let (cp, w1, _) = cluster();
+    cp.reboot_into("v1.35.1");
+    let r = kubectl(&cp, &["version", "--client"]);
+    assert_eq!(
+        r.stdout,
+        "Client Version: v1.35.1\nKustomize Version: v5.7.1\n"
+    );
+    let r = kubectl(&cp, &["version", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["clientVersion"]["gitVersion"], "v1.35.1");
+    assert_eq!(v["serverVersion"]["gitVersion"], "v1.34.2");
+    assert_eq!(v["serverVersion"]["minor"], "34");
+    let r = kubectl(&w1, &["version"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.starts_with("Client Version: v1.34.2\n"));
+    assert!(r.stderr.contains("localhost:8080 was refused"));
+}
+
+#[test]
+fn anything_else_is_unsupported_and_recorded() {
+    let (cp, _, _) = cluster();
+    for args in [
+        vec!["apply", "-f", "x.yaml"],
+        vec!["get", "pods"],
+        vec!["get", "nodes", "-o", "wide"],
+        vec!["drain", "w1", "--pod-selector=app=web"],
+        vec!["get", "-é", "nodes"],
+    ] {
+        let r = kubectl(&cp, &args);
+        assert_eq!(r.code, 1);
+        assert_eq!(
+            r.stderr.trim(),
+            format!(
+                "fleetsim: unsupported: kubectl {}",
+                crate::tools::util::shell_join(
+                    &args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+                )
+            )
+        );
+    }
+    let events = cp.events();
+    assert_eq!(events.len(), 5);
+    assert_eq!(events[0].argv, ["kubectl", "apply", "-f", "x.yaml"]);
+    assert!(
+        events
+            .iter()
+            .all(|e| e.result.starts_with("fleetsim: unsupported: kubectl "))
+    );
+}

@@ -1,0 +1,411 @@
+//! `systemctl`, for the verbs a Flatcar operator (and fleetctl) uses on a
+//! node: `start systemd-sysupdate`, `reboot`, `is-active`, and `status
+//! update-engine`. Starting systemd-sysupdate runs the component updates
+//! the way sysext-bakery's drop-in does — canonicalize the extension
+//! symlink, update, compare — and touches /run/reboot-required only when a
+//! symlink actually moved, so a node is never marked for a pointless reboot.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::Result;
+
+use super::util::{glog_prefix, systemd_ago, systemd_timestamp};
+use super::{Env, OS_UPDATE_FILE, complain, conf_files, say, sysupdate};
+
+const NAME: &str = "systemctl";
+
+/// Units that run on every simulated node (what `is-active` calls active).
+const ACTIVE_UNITS: &[&str] = &[
+    "containerd.service",
+    "kubelet.service",
+    "sshd.service",
+    "systemd-networkd.service",
+    "systemd-resolved.service",
+    "systemd-sysupdate.timer",
+    "systemd-timesyncd.service",
+    "update-engine.service",
+];
+
+/// update-engine's main PID in `status` output: stable, since nothing else knows it.
+const UPDATE_ENGINE_PID: u32 = 797;
+
+struct Cli<'a> {
+    quiet: bool,
+    verb: &'a str,
+    units: Vec<&'a str>,
+}
+
+fn parse_args(args: &[String]) -> Option<Cli<'_>> {
+    let mut quiet = false;
+    let mut words = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "--no-pager" | "-l" | "--full" | "--no-ask-password" => {}
+            "-q" | "--quiet" => quiet = true,
+            s if s.starts_with('-') => return None,
+            s => words.push(s),
+        }
+    }
+    let (verb, units) = words.split_first()?;
+    Some(Cli {
+        quiet,
+        verb,
+        units: units.to_vec(),
+    })
+}
+
+/// `foo` → `foo.service`; names with a unit suffix stay as they are.
+fn unit_name(u: &str) -> String {
+    if u.contains('.') {
+        u.to_string()
+    } else {
+        format!("{u}.service")
+    }
+}
+
+pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
+    let Some(cli) = parse_args(args) else {
+        return Ok(env.unsupported(NAME, args));
+    };
+    let units: Vec<String> = cli.units.iter().map(|u| unit_name(u)).collect();
+    match (cli.verb, units.as_slice()) {
+        ("start", [u]) if u == "systemd-sysupdate.service" => Ok(start_sysupdate(env, args)),
+        ("reboot", []) => Ok(reboot(env, args)),
+        ("is-active", [_, ..]) => Ok(is_active(env, &units, cli.quiet)),
+        ("status", [u]) if u == "update-engine.service" => status_update_engine(env),
+        _ => Ok(env.unsupported(NAME, args)),
+    }
+}
+
+/// The resolved target of an extension symlink (`readlink --canonicalize`).
+fn canonical(env: &Env, link: &str) -> Option<PathBuf> {
+    fs::canonicalize(env.path(link)).ok()
+}
+
+/// What `systemd-sysupdate.service` with sysext-bakery's drop-ins runs:
+/// each component's update (kubernetes, and containerd when configured),
+/// the default update when /etc/sysupdate.d has definitions, then the
+/// reboot marker if a symlink moved. Output goes to the journal, not here.
+fn start_sysupdate(env: &mut Env, args: &[String]) -> i32 {
+    let mut components = vec!["kubernetes"];
+    if env.path("/etc/sysupdate.containerd.d").is_dir() {
+        components.push("containerd");
+    }
+    let links: Vec<String> = components
+        .iter()
+        .map(|c| format!("/etc/extensions/{c}.raw"))
+        .collect();
+    let before: Vec<Option<PathBuf>> = links.iter().map(|l| canonical(env, l)).collect();
+    let mut runs: Vec<Option<&str>> = components.iter().map(|c| Some(*c)).collect();
+    if !conf_files(&env.path("/etc/sysupdate.d")).is_empty() {
+        runs.push(None);
+    }
+    for component in runs {
+        let report = sysupdate::update(env, component);
+        if let Some(error) = report.error {
+            return unit_failed(env, args, &error, report.unsupported);
+        }
+    }
+    let moved = links
+        .iter()
+        .zip(&before)
+        .any(|(l, b)| canonical(env, l) != *b);
+    if moved && let Err(e) = touch(env, "/run/reboot-required") {
+        let msg = format!("touching /run/reboot-required: {e}");
+        return unit_failed(env, args, &msg, false);
+    }
+    env.record(NAME, args, "ok");
+    0
+}
+
+fn touch(env: &Env, abs: &str) -> std::io::Result<()> {
+    let path = env.path(abs);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
+}
+
+fn unit_failed(env: &mut Env, args: &[String], error: &str, unsupported: bool) -> i32 {
+    if unsupported {
+        // Not something the real node would do: make it loud, not just journaled.
+        complain!(env, "{error}");
+    }
+    complain!(
+        env,
+        "Job for systemd-sysupdate.service failed because the control process exited with error code.\n\
+         See \"systemctl status systemd-sysupdate.service\" and \"journalctl -xeu systemd-sysupdate.service\" for details."
+    );
+    env.record(
+        NAME,
+        args,
+        &format!("systemd-sysupdate.service failed: {error}"),
+    );
+    1
+}
+
+/// `systemctl reboot` hands over to the node's `/usr/sbin/reboot`, which the
+/// supervisor provides; that tool records the reboot, so nothing is logged here
+/// unless handing over fails.
+fn reboot(env: &mut Env, args: &[String]) -> i32 {
+    let path = env.path("/usr/sbin/reboot");
+    let _ = env.out.flush();
+    let _ = env.err.flush();
+    let error = Command::new(&path).arg0("reboot").exec();
+    let msg = format!(
+        "fleetsim: systemctl reboot: cannot run {}: {error}",
+        path.display()
+    );
+    complain!(env, "{msg}");
+    env.record(NAME, args, &msg);
+    1
+}
+
+fn is_active(env: &mut Env, units: &[String], quiet: bool) -> i32 {
+    let mut all = true;
+    for u in units {
+        let active = ACTIVE_UNITS.contains(&u.as_str());
+        all &= active;
+        if !quiet {
+            say!(env, "{}", if active { "active" } else { "inactive" });
+        }
+    }
+    if all { 0 } else { 3 }
+}
+
+/// The few lines of `systemctl status update-engine` an operator reads: is it
+/// running, and what did it last log (idle, or an update applied).
+fn status_update_engine(env: &mut Env) -> Result<i32> {
+    let boot = env.boot()?;
+    let staged = read_os_update(env)?;
+    let now = crate::state::now();
+    let pid = UPDATE_ENGINE_PID;
+    say!(env, "● update-engine.service - Update Engine");
+    say!(
+        env,
+        "     Loaded: loaded (/usr/lib/systemd/system/update-engine.service; static)"
+    );
+    say!(
+        env,
+        "     Active: active (running) since {}; {}",
+        systemd_timestamp(boot.booted_at),
+        systemd_ago(now - boot.booted_at)
+    );
+    say!(env, "   Main PID: {pid} (update_engine)");
+    say!(env, "     CGroup: /system.slice/update-engine.service");
+    say!(
+        env,
+        "             └─{pid} /usr/sbin/update_engine -foreground -logtostderr"
+    );
+    say!(env, "");
+    let at = boot.booted_at + 30.0;
+    let stamp = journal_stamp(at);
+    let prefix = format!("{stamp} {} update_engine[{pid}]:", boot.name);
+    match staged {
+        Some(v) => {
+            say!(
+                env,
+                "{prefix} {} {pid} omaha_request_action.cc:614] Update to version {v} is available",
+                glog_prefix('I', at)
+            );
+            say!(
+                env,
+                "{prefix} {} {pid} update_attempter.cc:497] Updating boot flags...",
+                glog_prefix('I', at)
+            );
+            say!(
+                env,
+                "{prefix} {} {pid} update_attempter.cc:509] Update successfully applied, waiting to reboot.",
+                glog_prefix('I', at)
+            );
+        }
+        None => say!(
+            env,
+            "{prefix} {} {pid} update_check_scheduler.cc:74] Next update check in 41m25s",
+            glog_prefix('I', at)
+        ),
+    }
+    Ok(0)
+}
+
+/// `Jul 28 09:05:20`, the journal's short timestamp.
+fn journal_stamp(ts: f64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let c = super::util::civil(ts);
+    format!(
+        "{} {:02} {:02}:{:02}:{:02}",
+        MONTHS[(c.month as usize + 11) % 12],
+        c.day,
+        c.hour,
+        c.minute,
+        c.second
+    )
+}
+
+/// The staged Flatcar version, if the scenario staged one.
+pub(super) fn read_os_update(env: &Env) -> Result<Option<String>> {
+    #[derive(serde::Deserialize)]
+    struct OsUpdate {
+        new_version: String,
+    }
+    use anyhow::Context;
+    let path = env.path(OS_UPDATE_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => {
+            let u: OsUpdate = serde_json::from_slice(&bytes).with_context(|| {
+                format!(
+                    "parsing {} (expected {{\"new_version\": \"4081.3.0\"}})",
+                    path.display()
+                )
+            })?;
+            Ok(Some(u.new_version))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{Hub, Node, image_body, image_name};
+
+    const LINK: &str = "/etc/extensions/kubernetes.raw";
+
+    fn node_with(hub: &Hub, pattern: &str) -> Node {
+        let node = Node::worker("w1", "v1.37.1");
+        node.write(
+            &format!("/opt/extensions/kubernetes/{}", image_name("v1.37.1")),
+            &String::from_utf8(image_body("v1.37.1")).unwrap(),
+        );
+        std::fs::create_dir_all(node.path("/etc/extensions")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../opt/extensions/kubernetes/{}", image_name("v1.37.1")),
+            node.path(LINK),
+        )
+        .unwrap();
+        node.write(
+            "/etc/sysupdate.kubernetes.d/kubernetes.conf",
+            &format!(
+                "[Transfer]\nVerify=false\n[Source]\nType=url-file\nPath={}kubernetes/\n\
+                 MatchPattern={pattern}\n[Target]\nInstancesMax=3\nType=regular-file\n\
+                 Path=/opt/extensions/kubernetes\nCurrentSymlink={LINK}\n",
+                hub.url()
+            ),
+        );
+        node
+    }
+
+    #[test]
+    fn start_marks_reboot_required_only_when_the_symlink_moved() {
+        let hub = Hub::start();
+        hub.publish(&["v1.37.1"]);
+        let node = node_with(&hub, "kubernetes-v1.37.@v-%a.raw");
+
+        let r = node.run("systemctl", &["start", "systemd-sysupdate"]);
+        assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+        assert!(
+            !node.exists("/run/reboot-required"),
+            "nothing new: no marker"
+        );
+
+        hub.publish(&["v1.37.1", "v1.37.2"]);
+        let r = node.run("systemctl", &["start", "systemd-sysupdate.service"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(node.exists("/run/reboot-required"));
+        assert!(
+            std::fs::read_link(node.path(LINK))
+                .unwrap()
+                .ends_with(image_name("v1.37.2"))
+        );
+        let events = node.events();
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            events[1].argv,
+            ["systemctl", "start", "systemd-sysupdate.service"]
+        );
+        assert_eq!(events[1].result, "ok");
+        assert_eq!(events[1].pins, ["kubernetes-v1.37.@v-%a.raw"]);
+    }
+
+    #[test]
+    fn a_failing_update_fails_the_unit_without_a_marker() {
+        let hub = Hub::start();
+        hub.publish(&["v1.37.1", "v1.37.2"]);
+        hub.corrupt("v1.37.2");
+        let node = node_with(&hub, "kubernetes-v1.37.@v-%a.raw");
+        let r = node.run("systemctl", &["start", "systemd-sysupdate"]);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr
+                .starts_with("Job for systemd-sysupdate.service failed because the control process exited with error code.")
+        );
+        assert!(!node.exists("/run/reboot-required"));
+        assert_eq!(
+            node.events()[0].result,
+            "systemd-sysupdate.service failed: (sd-pull-raw) failed with exit status 1."
+        );
+    }
+
+    #[test]
+    fn is_active_and_unknown_verbs() {
+        let node = Node::worker("w1", "v1.37.1");
+        let r = node.run("systemctl", &["is-active", "kubelet", "locksmithd"]);
+        assert_eq!((r.code, r.stdout.as_str()), (3, "active\ninactive\n"));
+        let r = node.run("systemctl", &["is-active", "--quiet", "update-engine"]);
+        assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+        assert!(node.events().is_empty(), "queries are not events");
+        let r = node.run("systemctl", &["restart", "kubelet"]);
+        assert_eq!(r.code, 1);
+        assert_eq!(
+            r.stderr.trim(),
+            "fleetsim: unsupported: systemctl restart kubelet"
+        );
+    }
+
+    #[test]
+    fn reboot_without_the_supervisor_tool_fails_loudly() {
+        let node = Node::worker("w1", "v1.37.1");
+        let r = node.run("systemctl", &["reboot"]);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains("fleetsim: systemctl reboot: cannot run"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(node.events().len(), 1);
+    }
+
+    #[test]
+    fn status_update_engine_shows_a_staged_update() {
+        let node = Node::worker("w1", "v1.37.1");
+        let idle = node.run("systemctl", &["status", "update-engine", "--no-pager"]);
+        assert_eq!(idle.code, 0);
+        assert!(
+            idle.stdout
+                .starts_with("● update-engine.service - Update Engine\n")
+        );
+        assert!(idle.stdout.contains("Active: active (running) since "));
+        assert!(!idle.stdout.contains("waiting to reboot"));
+        node.write(super::OS_UPDATE_FILE, r#"{"new_version": "4081.3.0"}"#);
+        let staged = node.run("systemctl", &["status", "update-engine"]);
+        assert!(
+            staged
+                .stdout
+                .contains("Update to version 4081.3.0 is available")
+        );
+        assert!(
+            staged
+                .stdout
+                .contains("Update successfully applied, waiting to reboot.")
+        );
+    }
+}
