@@ -1,5 +1,6 @@
 //! One file per subcommand, each thin: load, gather, decide, act, print.
 
+mod plan;
 mod status;
 
 use std::io::Write;
@@ -17,9 +18,8 @@ use crate::ui::Printer;
 pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Status(args) => status::run(&cli.global, &args, printer).await,
-        Command::Plan(_) | Command::Apply(_) => {
-            anyhow::bail!("not implemented yet")
-        }
+        Command::Plan(args) => plan::run(&cli.global, &args, printer).await,
+        Command::Apply(_) => anyhow::bail!("not implemented yet"),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);

@@ -34,5 +34,7 @@ pub mod markers {
     pub const CLOSE: &str = "@@";
 }
 
+pub mod upgrade;
+
 #[cfg(test)]
 mod tests;
