@@ -8,4 +8,5 @@
 pub mod error;
 pub mod inventory;
 pub mod node;
+pub mod plan;
 pub mod version;
