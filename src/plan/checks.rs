@@ -17,6 +17,10 @@ use super::state::{FleetNode, FleetState};
 /// How many minors a kubelet may trail kube-apiserver (skew policy, since v1.28).
 const KUBELET_MAX_BEHIND: u64 = 3;
 
+/// More minors than this in one plan is a typo in the target (`v1.370`), not
+/// an upgrade anyone means to run unattended.
+pub(super) const MAX_HOPS: u64 = 12;
+
 /// The cluster's version: kubeadm-config's `kubernetesVersion`, or, when
 /// that is missing, the first control-plane node's kubelet (with a warning).
 pub(super) fn cluster_level(
@@ -42,12 +46,14 @@ pub(super) fn cluster_level(
 /// Minors from `from` to `to` (negative when `to` is older); a different
 /// major counts as far away in that direction.
 pub(super) fn gap(from: Minor, to: Minor) -> i64 {
+    const FAR: i64 = i64::MAX / 2;
     if from.major == to.major {
-        to.minor as i64 - from.minor as i64
+        let d = i128::from(to.minor) - i128::from(from.minor);
+        i64::try_from(d).map_or(if d > 0 { FAR } else { -FAR }, |d| d.clamp(-FAR, FAR))
     } else if to.major > from.major {
-        i64::MAX / 2
+        FAR
     } else {
-        i64::MIN / 2
+        -FAR
     }
 }
 
@@ -73,6 +79,13 @@ pub(super) fn direction(cluster: &Level, target: &Target) -> Result<(), Refusal>
         return Err(Refusal::Downgrade {
             cluster: cluster_text,
             target: target.clone(),
+        });
+    }
+    if gap(cluster.minor, to) > MAX_HOPS as i64 {
+        return Err(Refusal::TooFar {
+            from: cluster.minor,
+            to,
+            max: MAX_HOPS,
         });
     }
     Ok(())
@@ -104,7 +117,9 @@ pub(super) fn wants(
     }
     let mut wants = BTreeMap::new();
     let mut minor = cluster.minor;
-    loop {
+    // `direction` bounds the distance; the bound here keeps this loop finite
+    // whatever a caller skipped.
+    for _ in 0..=MAX_HOPS {
         let version = hub.newest(minor).cloned();
         if hub.is_resolved() && version.is_none() && minor > cluster.minor {
             return Err(Refusal::Unpublished {

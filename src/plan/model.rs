@@ -481,6 +481,12 @@ pub enum Refusal {
         cluster: String,
         target: Target,
     },
+    /// More hops than anyone plans on purpose.
+    TooFar {
+        from: Minor,
+        to: Minor,
+        max: u64,
+    },
     /// The hub publishes no image of a minor the path needs.
     Unpublished {
         minor: Minor,
@@ -545,6 +551,11 @@ impl fmt::Display for Refusal {
                 f,
                 "refusing to downgrade: the cluster is at {cluster} and the target is {target}; \
                  kubeadm cannot go back (restore from an etcd backup instead)"
+            ),
+            Refusal::TooFar { from, to, max } => write!(
+                f,
+                "{from} → {to} is more than {max} minors: check the target for a typo, \
+                 or upgrade in stages"
             ),
             Refusal::Unpublished { minor, published } => write!(
                 f,

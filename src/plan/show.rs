@@ -194,53 +194,34 @@ fn groups(steps: &[Step]) -> Vec<&[Step]> {
     out
 }
 
-/// For each node and component, how the first pin changes the file on the
-/// node now. Later hops only move the MatchPattern's minor.
+/// How each node's sysupdate configs change at their first pin, against
+/// what the node has now; nodes with the identical change share one diff.
+/// Later hops only move the MatchPattern's minor.
 fn config_changes(out: &mut String, plan: &Plan, p: &Paint) {
     let mut seen: BTreeSet<(&str, Component)> = BTreeSet::new();
-    let mut blocks = Vec::new();
+    // (the pin action, nodes it applies to), in order of first appearance.
+    let mut changes: Vec<(&Action, Vec<&str>)> = Vec::new();
     for step in plan.steps() {
-        let Action::Pin {
-            component,
-            minor,
-            path,
-            config,
-            previous,
-            replaces,
-        } = &step.action
-        else {
+        let Action::Pin { component, .. } = &step.action else {
             continue;
         };
         if !seen.insert((step.node.as_str(), *component)) {
             continue;
         }
-        let mut block = String::new();
-        let old_name = match previous {
-            Some(_) => format!("{}:{path} (now)", step.node),
-            None => "/dev/null (absent now)".to_string(),
-        };
-        let _ = writeln!(block, "  --- {old_name}");
-        let _ = writeln!(block, "  +++ {}:{path} (pinned to {minor})", step.node);
-        for line in hunks(previous.as_deref().unwrap_or(""), config, DIFF_CONTEXT) {
-            let styled = match line.chars().next() {
-                Some('-') => p.removed(&line).to_string(),
-                Some('+') => p.added(&line).to_string(),
-                Some('@') => p.dim(&line).to_string(),
-                _ => line.clone(),
-            };
-            let _ = writeln!(block, "  {styled}");
+        match changes
+            .iter_mut()
+            .find(|(a, _)| same_change(a, &step.action))
+        {
+            Some((_, nodes)) => nodes.push(&step.node),
+            None => changes.push((&step.action, vec![&step.node])),
         }
-        for stray in replaces {
-            let _ = writeln!(block, "  (disables {stray})");
-        }
-        blocks.push(block);
     }
-    if blocks.is_empty() {
+    if changes.is_empty() {
         return;
     }
     let _ = writeln!(out, "\n{}", p.bold("Config changes"));
-    for block in blocks {
-        out.push_str(&block);
+    for (action, nodes) in changes {
+        config_change(out, action, &nodes.join(", "), p);
     }
     if plan.hops.len() > 1 {
         let _ = writeln!(
@@ -248,5 +229,62 @@ fn config_changes(out: &mut String, plan: &Plan, p: &Paint) {
             "  {}",
             p.dim("(each later hop changes only the minor in MatchPattern)")
         );
+    }
+}
+
+/// Two pins change a file the same way: same file before and after, same strays.
+fn same_change(a: &Action, b: &Action) -> bool {
+    match (a, b) {
+        (
+            Action::Pin {
+                path: p1,
+                config: c1,
+                previous: o1,
+                replaces: r1,
+                ..
+            },
+            Action::Pin {
+                path: p2,
+                config: c2,
+                previous: o2,
+                replaces: r2,
+                ..
+            },
+        ) => p1 == p2 && c1 == c2 && o1 == o2 && r1 == r2,
+        _ => false,
+    }
+}
+
+fn config_change(out: &mut String, action: &Action, nodes: &str, p: &Paint) {
+    let Action::Pin {
+        minor,
+        path,
+        config,
+        previous,
+        replaces,
+        ..
+    } = action
+    else {
+        return;
+    };
+    let _ = writeln!(out, "  {nodes}: {path}");
+    let old_name = if previous.is_some() {
+        "now"
+    } else {
+        "absent now"
+    };
+    let _ = writeln!(out, "  --- {old_name}");
+    let _ = writeln!(out, "  +++ pinned to {minor}");
+    for line in hunks(previous.as_deref().unwrap_or(""), config, DIFF_CONTEXT) {
+        let styled = match line.chars().next() {
+            Some('-') => p.removed(&line).to_string(),
+            Some('+') => p.added(&line).to_string(),
+            Some('@') => p.dim(&line).to_string(),
+            _ => line.clone(),
+        };
+        let _ = writeln!(out, "  {styled}");
+    }
+    for stray in replaces {
+        let _ = writeln!(out, "  (disables {stray})");
     }
 }

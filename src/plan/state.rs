@@ -89,3 +89,83 @@ impl FleetState {
         self.cluster_node(name).is_some_and(|n| n.cordoned)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::inventory::{HostKeyChecking, Node, SshDefaults};
+    use crate::plan::testkit::{fleet, m};
+
+    fn inventory(names: &[(&str, Role)]) -> Inventory {
+        Inventory {
+            path: PathBuf::from("/ops/fleet/inventory.yaml"),
+            kubernetes_version: m("v1.37"),
+            containerd_version: Some(m("v2.1")),
+            hub: "https://hub.example".into(),
+            ssh: SshDefaults {
+                user: None,
+                port: None,
+                identity_file: None,
+                known_hosts: PathBuf::from("/home/op/.ssh/known_hosts"),
+                host_key_checking: HostKeyChecking::Strict,
+                jump: None,
+            },
+            health_checks: Vec::new(),
+            nodes: names
+                .iter()
+                .map(|(name, role)| Node {
+                    name: name.to_string(),
+                    address: format!("{name}.example"),
+                    role: *role,
+                    port: None,
+                    user: None,
+                    identity_file: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn facts_for(names: &[&str]) -> BTreeMap<String, NodeFacts> {
+        let mut f = fleet("v1.36.1");
+        for n in names {
+            f = f.worker(n, "v1.36.1");
+        }
+        f.build()
+            .nodes
+            .into_iter()
+            .map(|n| (n.name, n.facts))
+            .collect()
+    }
+
+    #[test]
+    fn keeps_inventory_order_roles_hub_and_containerd() {
+        let inv = inventory(&[("w-1", Role::Worker), ("cp-1", Role::ControlPlane)]);
+        let cluster = fleet("v1.36.1").build().cluster;
+        let state = FleetState::new(&inv, facts_for(&["cp-1", "w-1"]), cluster).unwrap();
+        let order: Vec<(&str, Role)> = state
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.role))
+            .collect();
+        assert_eq!(order, [("w-1", Role::Worker), ("cp-1", Role::ControlPlane)]);
+        assert_eq!(state.hub, "https://hub.example");
+        assert_eq!(state.containerd_version, Some(m("v2.1")));
+        assert_eq!(state.first_control_plane().unwrap().name, "cp-1");
+    }
+
+    #[test]
+    fn refuses_a_node_without_facts_and_names_it() {
+        let inv = inventory(&[
+            ("cp-1", Role::ControlPlane),
+            ("w-1", Role::Worker),
+            ("w-2", Role::Worker),
+        ]);
+        let cluster = fleet("v1.36.1").build().cluster;
+        let err = FleetState::new(&inv, facts_for(&["cp-1"]), cluster).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.starts_with("no facts from w-1, w-2:"), "{text}");
+        assert!(text.contains("/ops/fleet/inventory.yaml"), "{text}");
+    }
+}

@@ -153,6 +153,29 @@ fn downgrades_are_refused() {
 }
 
 #[test]
+fn a_target_absurdly_far_ahead_is_refused_even_without_the_hubs_list() {
+    let state = small("v1.37.2", "v1.37.2").build();
+    let unreadable = HubVersions::Unresolved("timeout".into());
+    let err = plan(&state, &target("v1.370"), &unreadable).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "v1.37 → v1.370 is more than 12 minors: check the target for a typo, or upgrade in stages"
+    );
+    let huge = format!("v1.{}", u64::MAX);
+    assert!(matches!(
+        plan(&state, &target(&huge), &unreadable),
+        Err(Refusal::TooFar { .. })
+    ));
+    assert_eq!(
+        plan(&state, &target("v1.49"), &unreadable)
+            .unwrap()
+            .hops
+            .len(),
+        12
+    );
+}
+
+#[test]
 fn an_unpublished_minor_on_the_path_is_refused() {
     let state = small("v1.34.2", "v1.34.2").build();
     let hub = hub(&[(34, 2), (35, 3), (37, 1)]);
@@ -704,7 +727,13 @@ Hop 1/2: upgrade to v1.35 (stages v1.35.3)
         ),
         "{text}"
     );
-    assert!(text.contains("\nConfig changes\n"), "{text}");
+    // One diff for the three nodes whose file changes the same way.
+    assert!(
+        text.contains(
+            "\nConfig changes\n  cp-1, w-1, w-2: /etc/sysupdate.kubernetes.d/kubernetes.conf\n  --- now\n  +++ pinned to v1.35\n"
+        ),
+        "{text}"
+    );
     assert!(
         text.contains(
             "  @@ -5,5 +5,5 @@\n   Type=url-file\n   Path=https://extensions.flatcar.org/extensions/kubernetes/\n  -MatchPattern=kubernetes-v1.34.@v-%a.raw\n  +MatchPattern=kubernetes-v1.35.@v-%a.raw\n"
@@ -735,13 +764,14 @@ fn the_saved_plan_round_trips_through_yaml() {
     let stray = "/etc/sysupdate.kubernetes.d/kubernetes-v1.32.conf";
     let state = small("v1.34.2", "v1.34.2")
         .with("w-1", |f| {
+            // Sorted by path, as the facts parser lists them.
             f.kubernetes.configs = vec![
-                floating(),
                 config(
                     stray,
                     "  leading spaces\ttab\ntrailing space \nno final newline",
                     Pin::Unknown,
                 ),
+                floating(),
             ];
             f.os.staged = Some("4230.2.1".into());
         })
