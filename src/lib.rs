@@ -12,6 +12,7 @@ pub mod error;
 pub mod gather;
 pub mod inventory;
 pub mod node;
+pub mod plan;
 pub mod remote;
 pub mod ssh;
 pub mod status;

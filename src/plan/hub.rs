@@ -1,0 +1,159 @@
+//! Which kubernetes images the extension hub publishes, read from its
+//! `SHA256SUMS`. sysupdate always stages the newest patch of the pinned
+//! minor, so this list is how the plan knows which patch each hop brings.
+
+use crate::version::{Minor, Version};
+
+/// The architecture suffix fleetctl's nodes use in image names.
+const ARCH: &str = "x86-64";
+
+/// What the planner knows about the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubVersions {
+    /// Every released kubernetes version on the hub, sorted, no duplicates.
+    Resolved(Vec<Version>),
+    /// The list could not be read; the plan goes on with patches unresolved.
+    Unresolved(String),
+}
+
+impl HubVersions {
+    /// A resolved list, sorted and deduplicated whatever order it came in.
+    pub fn resolved(mut versions: Vec<Version>) -> HubVersions {
+        versions.sort();
+        versions.dedup();
+        HubVersions::Resolved(versions)
+    }
+
+    /// The patch sysupdate stages for a config pinned to `minor`.
+    pub fn newest(&self, minor: Minor) -> Option<&Version> {
+        self.versions().iter().filter(|v| v.minor() == minor).max()
+    }
+
+    /// What a floating config would stage.
+    pub fn newest_overall(&self) -> Option<&Version> {
+        self.versions().iter().max()
+    }
+
+    /// Every minor series with at least one image.
+    pub fn minors(&self) -> Vec<Minor> {
+        let mut minors: Vec<Minor> = self.versions().iter().map(|v| v.minor()).collect();
+        minors.dedup();
+        minors
+    }
+
+    pub fn contains(&self, version: &Version) -> bool {
+        self.versions().contains(version)
+    }
+
+    /// Every version of `minor` on the hub.
+    pub fn patches(&self, minor: Minor) -> Vec<Version> {
+        self.versions()
+            .iter()
+            .filter(|v| v.minor() == minor)
+            .cloned()
+            .collect()
+    }
+
+    pub fn is_resolved(&self) -> bool {
+        matches!(self, HubVersions::Resolved(_))
+    }
+
+    fn versions(&self) -> &[Version] {
+        match self {
+            HubVersions::Resolved(v) => v,
+            HubVersions::Unresolved(_) => &[],
+        }
+    }
+}
+
+/// Where the list lives: `<hub>/kubernetes/SHA256SUMS`.
+pub fn sha256sums_url(hub: &str) -> String {
+    format!("{}/kubernetes/SHA256SUMS", hub.trim_end_matches('/'))
+}
+
+/// The released kubernetes versions named in a `SHA256SUMS` file
+/// (`<hex>  kubernetes-v1.37.2-x86-64.raw`, or `<hex> *name` in binary
+/// mode). Other components, other architectures, pre-releases and lines
+/// that are not checksums are skipped: sysupdate never picks them for a
+/// pinned x86-64 node either.
+pub fn parse_sha256sums(text: &str) -> Vec<Version> {
+    let mut versions: Vec<Version> = text.lines().filter_map(image_version).collect();
+    versions.sort();
+    versions.dedup();
+    versions
+}
+
+fn image_version(line: &str) -> Option<Version> {
+    let mut fields = line.split_whitespace();
+    let (Some(hash), Some(name), None) = (fields.next(), fields.next(), fields.next()) else {
+        return None;
+    };
+    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let name = name.strip_prefix('*').unwrap_or(name);
+    let version = name
+        .strip_prefix("kubernetes-v")?
+        .strip_suffix(&format!("-{ARCH}.raw"))?;
+    let parsed: Version = version.parse().ok()?;
+    (parsed.0.pre.is_empty() && parsed.0.build.is_empty()).then_some(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUMS: &str = "\
+4f1c0a0e5b3e2d1c0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a  kubernetes-v1.35.1-x86-64.raw
+0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9  kubernetes-v1.35.3-x86-64.raw
+1111111111111111111111111111111111111111111111111111111111111111  kubernetes-v1.35.3-arm64.raw
+2222222222222222222222222222222222222222222222222222222222222222 *kubernetes-v1.36.0-x86-64.raw
+3333333333333333333333333333333333333333333333333333333333333333  kubernetes-v1.37.0-rc.1-x86-64.raw
+4444444444444444444444444444444444444444444444444444444444444444  kubernetes-v1.34.10-x86-64.raw
+5555555555555555555555555555555555555555555555555555555555555555  containerd-v2.1.4-x86-64.raw
+6666666666666666666666666666666666666666666666666666666666666666  kubernetes-v1.35.1-x86-64.raw
+not a checksum line
+7777777777777777777777777777777777777777777777777777777777777777  kubernetes-v1.36.x-x86-64.raw
+";
+
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn picks_released_x86_images_sorted_and_deduplicated() {
+        assert_eq!(
+            parse_sha256sums(SUMS),
+            vec![v("v1.34.10"), v("v1.35.1"), v("v1.35.3"), v("v1.36.0")]
+        );
+    }
+
+    #[test]
+    fn newest_patch_per_minor_compares_numerically() {
+        let hub = HubVersions::resolved(parse_sha256sums(SUMS));
+        assert_eq!(hub.newest(Minor::new(1, 35)), Some(&v("v1.35.3")));
+        assert_eq!(hub.newest(Minor::new(1, 34)), Some(&v("v1.34.10")));
+        assert_eq!(hub.newest(Minor::new(1, 37)), None);
+        assert_eq!(hub.newest_overall(), Some(&v("v1.36.0")));
+        assert_eq!(
+            hub.minors(),
+            vec![Minor::new(1, 34), Minor::new(1, 35), Minor::new(1, 36)]
+        );
+    }
+
+    #[test]
+    fn an_unresolved_hub_knows_nothing() {
+        let hub = HubVersions::Unresolved("timeout".into());
+        assert_eq!(hub.newest(Minor::new(1, 35)), None);
+        assert!(hub.minors().is_empty());
+        assert!(!hub.is_resolved());
+    }
+
+    #[test]
+    fn url_has_no_double_slash() {
+        assert_eq!(
+            sha256sums_url("https://h.example/ext/"),
+            "https://h.example/ext/kubernetes/SHA256SUMS"
+        );
+    }
+}

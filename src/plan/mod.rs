@@ -1,0 +1,41 @@
+//! `fleetctl plan`: the one-minor-at-a-time path from what the fleet really
+//! runs to the target, decided without touching anything.
+//!
+//! kubeadm upgrades a cluster exactly one minor per `upgrade apply`, and the
+//! skew policy forbids a kubelet newer than the API server, so the order of
+//! every pin, stage, reboot and kubeadm call matters. This module turns
+//! gathered facts into that order (`planner`, pure), renders the pinned
+//! sysupdate configs the nodes receive (`config`), reads the hub's list of
+//! published images (`hub`), fingerprints the fleet so `apply` can refuse a
+//! stale plan (`fingerprint`), saves and loads the plan (`file`, the only I/O
+//! here) and prints it for a human (`show`). docs/upgrade-path.md explains the
+//! rules.
+
+mod checks;
+mod config;
+mod diff;
+mod file;
+mod fingerprint;
+mod hub;
+mod model;
+mod planner;
+mod show;
+mod state;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use config::render_config;
+pub use file::{default_path, load, save};
+pub use fingerprint::{Fingerprint, NodeFingerprint};
+pub use hub::{HubVersions, parse_sha256sums, sha256sums_url};
+pub use model::{
+    Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Plan, PlannedNode, Refusal, Step, Warning,
+};
+pub use planner::plan;
+pub use show::{render, summary};
+pub use state::{FleetNode, FleetState};

@@ -1,0 +1,611 @@
+//! The plan's vocabulary: what `plan` produces, `--output json` prints, the
+//! saved plan file holds and `apply` executes. Every type here is part of a
+//! stable machine format, so names are kebab-case and enums are tagged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::Role;
+use crate::node::Pin;
+use crate::version::{Minor, Target, Version};
+
+use super::fingerprint::Fingerprint;
+
+/// kubeadm's `--skip-phases` value on every upgrade call: a cluster built
+/// before `proxy.disabled` keeps `proxy: {}` in its kubeadm-config, and
+/// without the flag kubeadm redeploys kube-proxy beside Cilium. Since v1.32
+/// `upgrade node` has addon phases too, so it needs the flag as well.
+pub const KUBEADM_SKIP_PHASES: &str = "addon/kube-proxy";
+
+/// A sysext-delivered component whose sysupdate config fleetctl pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Component {
+    Kubernetes,
+    Containerd,
+}
+
+impl Component {
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Kubernetes => "kubernetes",
+            Component::Containerd => "containerd",
+        }
+    }
+
+    /// `/etc/sysupdate.<name>.d`: every `.conf` in it is a transfer sysupdate runs.
+    pub fn config_dir(self) -> String {
+        format!("/etc/sysupdate.{}.d", self.name())
+    }
+
+    /// The one config fleetctl writes: `/etc/sysupdate.<name>.d/<name>.conf`.
+    pub fn config_path(self) -> String {
+        format!("{}/{}.conf", self.config_dir(), self.name())
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The whole plan: every hop in order, what is wrong with the fleet now, and
+/// the fingerprint of the state it was computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Plan {
+    /// What the operator asked for (`v1.37` or `v1.37.2`).
+    pub requested: Target,
+    /// The minor series the plan ends on.
+    pub target: Minor,
+    /// The cluster's version when planned (kubeadm-config, or the first
+    /// control-plane node's kubelet when that was unreadable).
+    pub cluster_from: Option<Version>,
+    pub hub: String,
+    /// The containerd series pinned by the first hop, when the inventory sets one.
+    pub containerd: Option<Minor>,
+    /// The inventory's nodes in order; the first control-plane node runs `upgrade apply`.
+    pub nodes: Vec<PlannedNode>,
+    pub hops: Vec<Hop>,
+    pub warnings: Vec<Warning>,
+    pub fingerprint: Fingerprint,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PlannedNode {
+    pub name: String,
+    pub role: Role,
+}
+
+/// Why a hop exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HopKind {
+    /// The cluster moves to this minor: `kubeadm upgrade apply` on the first
+    /// control-plane node, then every other node follows.
+    Upgrade,
+    /// The cluster is already at this minor but some nodes are not (an
+    /// interrupted upgrade): they catch up before the next minor starts.
+    Finish,
+    /// Target minor reached: re-pin, stage and reboot nodes that lag a
+    /// patch, float or have an update staged, without calling kubeadm
+    /// (except `upgrade node` for a node an interrupted upgrade left behind).
+    Converge,
+}
+
+/// One minor series worth of steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Hop {
+    pub kind: HopKind,
+    pub minor: Minor,
+    /// The patch sysupdate will stage: the newest of this minor on the hub;
+    /// `None` when the hub could not be read.
+    pub version: Option<Version>,
+    /// The hop calls kubeadm (`upgrade apply` or `upgrade node`).
+    pub kubeadm: bool,
+    pub steps: Vec<Step>,
+}
+
+/// One action on one node. The executor runs consecutive `Pin`/`Stage`
+/// steps of different nodes in parallel (keeping each node's own order) and
+/// everything else strictly in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Step {
+    pub node: String,
+    pub action: Action,
+}
+
+impl Step {
+    pub fn new(node: &str, action: Action) -> Step {
+        Step {
+            node: node.to_string(),
+            action,
+        }
+    }
+
+    /// `cp-1: kubeadm upgrade apply v1.35.3 …`
+    pub fn describe(&self) -> String {
+        format!("{}: {}", self.node, self.action.describe())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Action {
+    /// Write the pinned sysupdate config and neutralise every other `.conf`
+    /// of the component, so sysupdate can only pull patches of `minor`.
+    Pin {
+        component: Component,
+        minor: Minor,
+        /// Where the config goes: [`Component::config_path`].
+        path: String,
+        /// The rendered config, byte for byte.
+        config: String,
+        /// What `path` holds before this step (from the facts, or as an
+        /// earlier hop leaves it); `None` when absent.
+        previous: Option<String>,
+        /// Other `.conf` files in the component's directory, to disable.
+        #[serde(default)]
+        replaces: Vec<String>,
+    },
+    /// Run `systemd-sysupdate --component=<name> update`: download the
+    /// newest patch of the pinned minor and point the symlink at it.
+    Stage {
+        component: Component,
+        minor: Minor,
+        /// The version it should stage; `None` when the hub was unreadable
+        /// (or for containerd, whose hub list fleetctl does not read).
+        expect: Option<Version>,
+    },
+    /// Cordon the node and evict its pods.
+    Drain,
+    /// Reboot: the only moment a staged sysext (and a staged Flatcar update) takes effect.
+    Reboot,
+    /// `kubeadm upgrade apply` on the first control-plane node.
+    UpgradeApply {
+        minor: Minor,
+        /// The version the node booted; `None` when unknown at planning time
+        /// (the executor then uses the node's running kubelet version).
+        version: Option<Version>,
+    },
+    /// `kubeadm upgrade node` on every other node.
+    UpgradeNode,
+    Uncordon,
+}
+
+impl Action {
+    /// One line for the plan text and apply's dry run.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Pin {
+                component,
+                minor,
+                path,
+                replaces,
+                ..
+            } => {
+                let mut line = format!("pin {component} to {minor}: write {path}");
+                if !replaces.is_empty() {
+                    line.push_str(&format!(", disable {}", replaces.join(", ")));
+                }
+                line
+            }
+            Action::Stage {
+                component,
+                minor,
+                expect,
+            } => match expect {
+                Some(v) => format!("stage {component} {v} (systemd-sysupdate)"),
+                None => format!("stage the newest {component} {minor} patch (systemd-sysupdate)"),
+            },
+            Action::Drain => "drain (cordon, evict pods)".to_string(),
+            Action::Reboot => "reboot into the staged images".to_string(),
+            Action::UpgradeApply { minor, version } => {
+                let v = version
+                    .as_ref()
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| format!("<booted {minor} patch>"));
+                format!("kubeadm upgrade apply {v} --skip-phases {KUBEADM_SKIP_PHASES} --yes")
+            }
+            Action::UpgradeNode => {
+                format!("kubeadm upgrade node --skip-phases {KUBEADM_SKIP_PHASES}")
+            }
+            Action::Uncordon => "uncordon".to_string(),
+        }
+    }
+
+    /// Pin and Stage only prepare the next boot; the executor may run them
+    /// for several nodes at once.
+    pub fn is_preparation(&self) -> bool {
+        matches!(self, Action::Pin { .. } | Action::Stage { .. })
+    }
+}
+
+impl Plan {
+    /// Nothing to do: no hop has a step.
+    pub fn is_noop(&self) -> bool {
+        self.hops.is_empty()
+    }
+
+    /// Reboots per node over the whole plan, every planned node listed.
+    pub fn reboots(&self) -> BTreeMap<String, usize> {
+        let mut counts: BTreeMap<String, usize> =
+            self.nodes.iter().map(|n| (n.name.clone(), 0)).collect();
+        for step in self.steps() {
+            if step.action == Action::Reboot {
+                *counts.entry(step.node.clone()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    pub fn total_reboots(&self) -> usize {
+        self.reboots().values().sum()
+    }
+
+    /// Every step of every hop, in execution order.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.hops.iter().flat_map(|h| h.steps.iter())
+    }
+
+    /// The version the last hop stages, when known.
+    pub fn final_version(&self) -> Option<&Version> {
+        self.hops.last().and_then(|h| h.version.as_ref())
+    }
+}
+
+/// A config file that sysupdate would also read, and what it would pull.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct StrayConfig {
+    pub path: String,
+    pub pin: Pin,
+}
+
+/// Something wrong with the fleet now, or worth knowing before `apply`.
+/// None of these stops the plan; each says what the plan does about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Warning {
+    /// A sysupdate config with `MatchPattern=<name>-@v-%a.raw`.
+    Floating {
+        node: String,
+        component: Component,
+        path: String,
+        /// What the hub would give it on its own: the newest release overall.
+        would_stage: Option<Version>,
+    },
+    /// More than one `.conf`, or one not at [`Component::config_path`].
+    StrayConfigs {
+        node: String,
+        component: Component,
+        configs: Vec<StrayConfig>,
+    },
+    /// update_engine has a Flatcar update waiting for the next boot.
+    OsUpdateStaged {
+        node: String,
+        version: String,
+        /// The first hop that reboots the node, if the plan reboots it.
+        reboot_hop: Option<Minor>,
+    },
+    NotReady {
+        node: String,
+    },
+    /// The API server does not list the node.
+    NotInCluster {
+        node: String,
+    },
+    Cordoned {
+        node: String,
+    },
+    /// `kubelet --version` gave nothing usable.
+    UnknownRunning {
+        node: String,
+    },
+    /// The staged kubernetes image is not from the minor the config pins.
+    StagedOtherMinor {
+        node: String,
+        staged: Version,
+        pinned: Minor,
+    },
+    /// A node other than the first control-plane node has a minor newer
+    /// than the API server staged: a reboot now would break the skew policy.
+    StagedAhead {
+        node: String,
+        staged: Version,
+        cluster: Minor,
+    },
+    HubUnresolved {
+        reason: String,
+    },
+    ClusterVersionUnknown {
+        node: String,
+        assumed: Version,
+    },
+    /// The operator asked for an exact patch older than the hub's newest.
+    ExactOlderThanHub {
+        requested: Version,
+        staged: Version,
+    },
+    /// A converge moves kubelets to a newer patch than kubeadm-config says;
+    /// the control plane stays where it is.
+    ControlPlaneStays {
+        cluster: Version,
+        kubelets: Version,
+    },
+}
+
+/// How a sysupdate config's pin reads in a sentence.
+pub(super) fn pin_text(pin: &Pin) -> String {
+    match pin {
+        Pin::Pinned(m) => format!("pulls {m}"),
+        Pin::Floating => "floats to the newest release".to_string(),
+        Pin::Unknown => "has no MatchPattern fleetctl recognises".to_string(),
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::Floating {
+                node,
+                component,
+                path,
+                would_stage,
+            } => {
+                let what = would_stage
+                    .as_ref()
+                    .map(|v| format!("it would stage {v} on its own"))
+                    .unwrap_or_else(|| {
+                        "it would stage whatever the hub publishes as newest".into()
+                    });
+                write!(
+                    f,
+                    "{node}: {path} floats ({component}-@v-%a.raw): {what}, \
+                     possibly a minor kubeadm cannot reach in one step; the plan re-pins it"
+                )
+            }
+            Warning::StrayConfigs {
+                node,
+                component,
+                configs,
+            } => {
+                let list: Vec<String> = configs
+                    .iter()
+                    .map(|c| format!("{} ({})", c.path, pin_text(&c.pin)))
+                    .collect();
+                write!(
+                    f,
+                    "{node}: sysupdate reads every {component} config: {}; \
+                     the plan replaces them with one pinned {}",
+                    list.join(", "),
+                    component.config_path()
+                )
+            }
+            Warning::OsUpdateStaged {
+                node,
+                version,
+                reboot_hop,
+            } => match reboot_hop {
+                Some(m) => write!(
+                    f,
+                    "{node}: Flatcar {version} is staged; its reboot in hop {m} boots the new OS too"
+                ),
+                None => write!(
+                    f,
+                    "{node}: Flatcar {version} is staged; the plan does not reboot this node, \
+                     its next reboot boots the new OS"
+                ),
+            },
+            Warning::NotReady { node } => write!(
+                f,
+                "{node}: not Ready; its drain may stall and apply waits for it to be Ready \
+                 after each reboot (check `kubectl describe node {node}`)"
+            ),
+            Warning::NotInCluster { node } => write!(
+                f,
+                "{node}: the API server does not list this node; is its name in the inventory \
+                 the Kubernetes node name?"
+            ),
+            Warning::Cordoned { node } => write!(
+                f,
+                "{node}: cordoned; an interrupted upgrade leaves nodes cordoned, so the plan \
+                 finishes its upgrade and uncordons it"
+            ),
+            Warning::UnknownRunning { node } => write!(
+                f,
+                "{node}: cannot tell which kubelet it runs; the plan reboots it onto the staged version"
+            ),
+            Warning::StagedOtherMinor {
+                node,
+                staged,
+                pinned,
+            } => write!(
+                f,
+                "{node}: {staged} is staged but its config pins {pinned}; the plan stages the pinned series"
+            ),
+            Warning::StagedAhead {
+                node,
+                staged,
+                cluster,
+            } => write!(
+                f,
+                "{node}: {staged} is staged while the API server is at {cluster}: any reboot \
+                 before the first control-plane node's `upgrade apply` would run a kubelet newer \
+                 than the API server; do not reboot it by hand"
+            ),
+            Warning::HubUnresolved { reason } => write!(
+                f,
+                "could not read the hub's image list ({reason}); patches are unresolved: each hop \
+                 stages whatever patch is newest when apply runs"
+            ),
+            Warning::ClusterVersionUnknown { node, assumed } => write!(
+                f,
+                "kubeadm-config has no kubernetesVersion; assuming the cluster is at {assumed}, \
+                 the kubelet of {node}"
+            ),
+            Warning::ExactOlderThanHub { requested, staged } => write!(
+                f,
+                "{requested} was asked for, but sysupdate always stages the newest patch of the \
+                 pinned series: the nodes will get {staged}"
+            ),
+            Warning::ControlPlaneStays { cluster, kubelets } => write!(
+                f,
+                "kubelets move to {kubelets} without kubeadm; the control plane stays at {cluster} \
+                 (allowed: same minor). To move it too, run `kubeadm upgrade apply {kubelets} \
+                 --skip-phases {KUBEADM_SKIP_PHASES}` on the first control-plane node"
+            ),
+        }
+    }
+}
+
+/// Why no plan was made. Nothing was changed on any node; the CLI exits 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    NoControlPlane,
+    /// Neither kubeadm-config nor the first control-plane node's kubelet gave a version.
+    UnknownClusterVersion {
+        node: String,
+    },
+    MajorChange {
+        from: Minor,
+        to: Minor,
+    },
+    Downgrade {
+        cluster: String,
+        target: Target,
+    },
+    /// More hops than anyone plans on purpose.
+    TooFar {
+        from: Minor,
+        to: Minor,
+        max: u64,
+    },
+    /// The hub publishes no image of a minor the path needs.
+    Unpublished {
+        minor: Minor,
+        published: Vec<Minor>,
+    },
+    /// An exact target that is not on the hub.
+    NotOnHub {
+        requested: Version,
+        available: Vec<Version>,
+    },
+    /// A kubelet newer than the API server allows.
+    KubeletAhead {
+        node: String,
+        kubelet: Version,
+        limit: String,
+    },
+    /// A kubelet more than three minors older than the API server.
+    KubeletTooOld {
+        node: String,
+        kubelet: Version,
+        cluster: Minor,
+    },
+    /// A control-plane node more than one minor behind the cluster.
+    ControlPlaneBehind {
+        node: String,
+        kubelet: Version,
+        cluster: Minor,
+    },
+    InvalidHub {
+        hub: String,
+        reason: String,
+    },
+}
+
+fn list<T: fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".to_string();
+    }
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::NoControlPlane => f.write_str(
+                "the inventory has no control-plane node: `kubeadm upgrade apply` has nowhere to run",
+            ),
+            Refusal::UnknownClusterVersion { node } => write!(
+                f,
+                "cannot tell the cluster's version: kubeadm-config has no kubernetesVersion and \
+                 {node} reports no kubelet version; check `fleetctl status`"
+            ),
+            Refusal::MajorChange { from, to } => write!(
+                f,
+                "the cluster is at {from} and the target is {to}: fleetctl plans within one major version"
+            ),
+            Refusal::Downgrade { cluster, target } => write!(
+                f,
+                "refusing to downgrade: the cluster is at {cluster} and the target is {target}; \
+                 kubeadm cannot go back (restore from an etcd backup instead)"
+            ),
+            Refusal::TooFar { from, to, max } => write!(
+                f,
+                "{from} → {to} is more than {max} minors: check the target for a typo, \
+                 or upgrade in stages"
+            ),
+            Refusal::Unpublished { minor, published } => write!(
+                f,
+                "the hub publishes no kubernetes {minor} image (it has: {}); the path goes through \
+                 every minor, so it cannot reach the target. Pick a published target or another hub",
+                list(published)
+            ),
+            Refusal::NotOnHub {
+                requested,
+                available,
+            } => write!(
+                f,
+                "{requested} is not on the hub (it has: {}); ask for the minor (e.g. {}) or a listed patch",
+                list(available),
+                requested.minor()
+            ),
+            Refusal::KubeletAhead {
+                node,
+                kubelet,
+                limit,
+            } => write!(
+                f,
+                "{node} runs kubelet {kubelet}, newer than {limit}: the skew policy forbids a \
+                 kubelet newer than the API server. Fix this node by hand (re-pin and reboot it \
+                 onto the cluster's minor) before planning"
+            ),
+            Refusal::KubeletTooOld {
+                node,
+                kubelet,
+                cluster,
+            } => write!(
+                f,
+                "{node} runs kubelet {kubelet}, more than three minors behind the cluster's \
+                 {cluster}: the skew policy is already broken and no path fixes it; re-provision \
+                 the node"
+            ),
+            Refusal::ControlPlaneBehind {
+                node,
+                kubelet,
+                cluster,
+            } => write!(
+                f,
+                "control-plane node {node} runs {kubelet}, more than one minor behind the \
+                 cluster's {cluster}: kubeadm cannot upgrade its control plane that far in one step"
+            ),
+            Refusal::InvalidHub { hub, reason } => {
+                write!(f, "cannot pin configs to hub `{hub}`: {reason}; fix `hub` in the inventory")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}

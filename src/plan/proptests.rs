@@ -1,0 +1,509 @@
+//! Property tests of the planner over random fleets: 1–3 control-plane
+//! nodes, 0–4 workers, cluster minor v1.30–v1.36, targets up to v1.38, with
+//! floating or stray configs, staged-not-booted patches, staged OS updates,
+//! cordoned nodes, containerd pinning, and half-done states made the only
+//! honest way: by running a prefix of a real plan (see `testkit::apply_step`).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use crate::inventory::Role;
+use crate::node::Pin;
+use crate::version::{Minor, Target, Version};
+
+use super::testkit::*;
+use super::*;
+
+const HUB_MINORS: std::ops::RangeInclusive<u64> = 29..=38;
+
+#[derive(Debug, Clone, Copy)]
+enum Conf {
+    Exact,
+    Floating,
+    Stray,
+    Missing,
+}
+
+#[derive(Debug, Clone)]
+struct NodeGen {
+    patch: u64,
+    conf: Conf,
+    staged_newest: bool,
+    os_update: bool,
+    cordoned: bool,
+}
+
+#[derive(Debug, Clone)]
+struct FleetGen {
+    cps: usize,
+    workers: usize,
+    cluster_minor: u64,
+    cluster_patch: u64,
+    target_offset: u64,
+    newest: Vec<u64>,
+    nodes: Vec<NodeGen>,
+    containerd: bool,
+    /// Plan as if the hub's list could not be read (the fleet still
+    /// stages from the real hub).
+    unreadable: bool,
+    cuts: (usize, usize),
+}
+
+fn node_gen() -> impl Strategy<Value = NodeGen> {
+    (
+        0u64..5,
+        prop_oneof![
+            6 => Just(Conf::Exact),
+            2 => Just(Conf::Floating),
+            1 => Just(Conf::Stray),
+            1 => Just(Conf::Missing),
+        ],
+        any::<bool>(),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(patch, conf, staged_newest, os_update, cordoned)| NodeGen {
+                patch,
+                conf,
+                staged_newest,
+                os_update,
+                cordoned,
+            },
+        )
+}
+
+fn fleet_gen() -> impl Strategy<Value = FleetGen> {
+    (
+        1usize..=3,
+        0usize..=4,
+        30u64..=36,
+        0u64..5,
+        0u64..=8,
+        prop::collection::vec(0u64..=4, HUB_MINORS.count()),
+        prop::collection::vec(node_gen(), 7),
+        (prop::bool::weighted(0.3), prop::bool::weighted(0.2)),
+        (any::<usize>(), any::<usize>()),
+    )
+        .prop_map(
+            |(
+                cps,
+                workers,
+                cluster_minor,
+                cluster_patch,
+                target_offset,
+                newest,
+                nodes,
+                (containerd, unreadable),
+                cuts,
+            )| {
+                FleetGen {
+                    cps,
+                    workers,
+                    cluster_minor,
+                    cluster_patch,
+                    target_offset,
+                    newest,
+                    nodes,
+                    containerd,
+                    unreadable,
+                    cuts,
+                }
+            },
+        )
+}
+
+impl FleetGen {
+    fn hub(&self) -> HubVersions {
+        let series: Vec<(u64, u64)> = HUB_MINORS.zip(self.newest.iter().copied()).collect();
+        hub(&series)
+    }
+
+    /// What the planner is told about the hub.
+    fn plan_hub(&self) -> HubVersions {
+        if self.unreadable {
+            HubVersions::Unresolved("connection refused".into())
+        } else {
+            self.hub()
+        }
+    }
+
+    fn newest_of(&self, minor: u64) -> u64 {
+        self.newest[(minor - HUB_MINORS.start()) as usize]
+    }
+
+    fn target(&self) -> Target {
+        let t = (self.cluster_minor + self.target_offset).min(*HUB_MINORS.end());
+        Target::Minor(Minor::new(1, t))
+    }
+
+    /// A consistent fleet nobody has started upgrading: every node on some
+    /// patch of the cluster's minor, with the irregularities drawn.
+    fn state(&self) -> FleetState {
+        let c = self.cluster_minor;
+        let newest = self.newest_of(c);
+        let cluster = Version::new(1, c, self.cluster_patch % (newest + 1));
+        let mut f = fleet(&cluster.to_string());
+        let names: Vec<(String, Role)> = (1..=self.cps)
+            .map(|i| (format!("cp-{i}"), Role::ControlPlane))
+            .chain((1..=self.workers).map(|i| (format!("w-{i}"), Role::Worker)))
+            .collect();
+        for ((name, role), g) in names.iter().zip(&self.nodes) {
+            let running = Version::new(1, c, g.patch % (newest + 1));
+            f = f.node(name, *role, &running.to_string());
+            let staged = if g.staged_newest {
+                Version::new(1, c, newest)
+            } else {
+                running.clone()
+            };
+            let conf = g.conf;
+            let os_update = g.os_update;
+            f = f.with(name, |facts| {
+                facts.kubernetes.staged = Some(staged);
+                match conf {
+                    Conf::Exact => {}
+                    Conf::Floating => facts.kubernetes.configs = vec![floating()],
+                    Conf::Stray => facts.kubernetes.configs.insert(
+                        0,
+                        config(
+                            "/etc/sysupdate.kubernetes.d/kubernetes-v1.29.conf",
+                            "MatchPattern=kubernetes-v1.29.@v-%a.raw\n",
+                            Pin::Pinned(Minor::new(1, 29)),
+                        ),
+                    ),
+                    Conf::Missing => facts.kubernetes.configs.clear(),
+                }
+                if os_update {
+                    facts.os.staged = Some("4230.3.0".into());
+                }
+            });
+            let cordoned = g.cordoned;
+            f = f.api(name, |n| n.cordoned = cordoned);
+        }
+        if self.containerd {
+            f = f.containerd("v2.1", "v2.0.3");
+        }
+        f.build()
+    }
+}
+
+fn first_cp(state: &FleetState) -> String {
+    state.first_control_plane().unwrap().name.clone()
+}
+
+/// Hops are consecutive minors ending at the target, each of the right
+/// kind; no minor past the cluster's is skipped.
+fn check_hops(state: &FleetState, plan: &Plan, target: Minor) -> Result<(), TestCaseError> {
+    let cluster = state.cluster.version.as_ref().unwrap().minor();
+    for pair in plan.hops.windows(2) {
+        prop_assert_eq!(
+            pair[1].minor,
+            pair[0].minor.next(),
+            "hops skip or repeat a minor"
+        );
+    }
+    if let Some(last) = plan.hops.last() {
+        prop_assert_eq!(last.minor, target);
+    }
+    if target > cluster {
+        let upgrades: Vec<Minor> = plan
+            .hops
+            .iter()
+            .filter(|h| h.kind == HopKind::Upgrade)
+            .map(|h| h.minor)
+            .collect();
+        let mut expected = Vec::new();
+        let mut m = cluster.next();
+        while m <= target {
+            expected.push(m);
+            m = m.next();
+        }
+        prop_assert_eq!(upgrades, expected);
+    }
+    for hop in &plan.hops {
+        let kind = if hop.minor > cluster {
+            HopKind::Upgrade
+        } else if hop.minor == target {
+            HopKind::Converge
+        } else {
+            HopKind::Finish
+        };
+        prop_assert_eq!(hop.kind, kind);
+        prop_assert!(hop.minor >= cluster);
+    }
+    Ok(())
+}
+
+/// The skew-policy order inside each hop.
+fn check_order(state: &FleetState, plan: &Plan) -> Result<(), TestCaseError> {
+    let first = first_cp(state);
+    for hop in &plan.hops {
+        let applies: Vec<usize> = hop
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.action, Action::UpgradeApply { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        if hop.kind == HopKind::Upgrade {
+            prop_assert_eq!(applies.len(), 1, "one upgrade apply per upgrade hop");
+            let a = applies[0];
+            prop_assert_eq!(&hop.steps[a].node, &first);
+            for (i, step) in hop.steps.iter().enumerate() {
+                if step.node == first {
+                    if step.action == Action::Reboot {
+                        prop_assert!(i < a, "first CP reboots before upgrade apply");
+                    }
+                } else {
+                    prop_assert!(
+                        i > a,
+                        "{} acts before upgrade apply: {:?}",
+                        step.node,
+                        step.action
+                    );
+                }
+            }
+        } else {
+            prop_assert!(applies.is_empty(), "no upgrade apply outside upgrade hops");
+        }
+        let mut reboots: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in hop.steps.iter().filter(|s| s.action == Action::Reboot) {
+            *reboots.entry(&s.node).or_default() += 1;
+        }
+        prop_assert!(
+            reboots.values().all(|&n| n == 1),
+            "a node reboots twice in one hop"
+        );
+    }
+    // Every Drain is followed by that node's Reboot … Uncordon, with no
+    // other node's step in between.
+    let steps = flat(plan);
+    for (i, step) in steps.iter().enumerate() {
+        if step.action != Action::Drain {
+            continue;
+        }
+        let end = steps[i..]
+            .iter()
+            .position(|s| s.node == step.node && s.action == Action::Uncordon)
+            .map(|p| p + i);
+        prop_assert!(end.is_some(), "{} drained, never uncordoned", step.node);
+        let block = &steps[i..=end.unwrap_or(i)];
+        prop_assert!(
+            block.iter().all(|s| s.node == step.node),
+            "drain block interleaved"
+        );
+        prop_assert!(block.iter().any(|s| s.action == Action::Reboot));
+    }
+    Ok(())
+}
+
+/// Running the plan hop by hop: every node that runs an older minor than
+/// the hop reboots exactly once in it, and at the end the fleet is exactly
+/// at the target, so planning again finds nothing to do.
+fn check_execution(
+    state: &FleetState,
+    plan: &Plan,
+    target: &Target,
+    plan_hub: &HubVersions,
+    hub: &HubVersions,
+) -> Result<(), TestCaseError> {
+    let mut s = state.clone();
+    for hop in &plan.hops {
+        for node in &s.nodes {
+            let behind = node
+                .facts
+                .kubernetes
+                .running
+                .as_ref()
+                .is_none_or(|v| v.minor() < hop.minor);
+            let reboots = hop
+                .steps
+                .iter()
+                .filter(|st| st.node == node.name && st.action == Action::Reboot)
+                .count();
+            if behind {
+                prop_assert_eq!(
+                    reboots,
+                    1,
+                    "{} needs hop {} but reboots {} times",
+                    &node.name,
+                    hop.minor,
+                    reboots
+                );
+            }
+        }
+        for step in &hop.steps {
+            apply_step(&mut s, step, hub);
+        }
+    }
+    let want = hub.newest(target.minor()).cloned();
+    for node in &s.nodes {
+        let k = &node.facts.kubernetes;
+        if plan_hub.is_resolved() {
+            prop_assert_eq!(&k.running, &want, "{} does not run the target", &node.name);
+        } else {
+            // Without the hub's list the plan cannot know a newer patch
+            // exists, but nothing staged may be left unbooted.
+            let minor = k.running.as_ref().map(|v| v.minor());
+            prop_assert_eq!(
+                minor,
+                Some(target.minor()),
+                "{} not on the target",
+                &node.name
+            );
+        }
+        prop_assert_eq!(
+            &k.staged,
+            &k.running,
+            "{} left something staged",
+            &node.name
+        );
+        prop_assert_eq!(
+            k.configs.clone(),
+            vec![pinned(Component::Kubernetes, target.minor())]
+        );
+        prop_assert!(!s.cordoned(&node.name), "{} left cordoned", &node.name);
+        if let Some(c) = s.containerd_version {
+            let ctr = node.facts.containerd.as_ref().unwrap();
+            prop_assert_eq!(ctr.configs.clone(), vec![pinned(Component::Containerd, c)]);
+            prop_assert_eq!(ctr.running.as_ref().map(|v| v.minor()), Some(c));
+        }
+    }
+    prop_assert_eq!(
+        s.cluster.version.as_ref().map(|v| v.minor()),
+        Some(target.minor())
+    );
+    let again = super::plan(&s, target, plan_hub);
+    prop_assert!(again.is_ok(), "{:?}", again);
+    let again = again.unwrap_or_else(|_| plan.clone());
+    prop_assert!(
+        again.is_noop(),
+        "not converged: {:?}",
+        outline(&flat(&again))
+    );
+    Ok(())
+}
+
+/// Equal, except that an `upgrade apply` planned without knowing the patch
+/// (hub unreadable) matches the patch the node turned out to boot.
+fn same_step(planned: &Step, now: &Step) -> bool {
+    match (&planned.action, &now.action) {
+        (
+            Action::UpgradeApply {
+                minor: a,
+                version: None,
+            },
+            Action::UpgradeApply {
+                minor: b,
+                version: Some(v),
+            },
+        ) => planned.node == now.node && a == b && v.minor() == *b,
+        _ => planned == now,
+    }
+}
+
+/// Re-planning after the first `k` steps of `before` ran yields the rest of
+/// `before`, except that the node interrupted mid-roll may repeat its
+/// drain or `upgrade node` (both idempotent).
+fn check_resume(before: &Plan, k: usize, after: &Plan) -> Result<(), TestCaseError> {
+    let old = flat(before);
+    let suffix = &old[k.min(old.len())..];
+    let interrupted = k
+        .checked_sub(1)
+        .and_then(|i| old.get(i))
+        .map(|s| s.node.clone());
+    let new = flat(after);
+    let mut j = 0;
+    let mut extras = Vec::new();
+    for step in &new {
+        if j < suffix.len() && same_step(&suffix[j], step) {
+            j += 1;
+        } else {
+            extras.push(step.clone());
+        }
+    }
+    prop_assert_eq!(
+        j,
+        suffix.len(),
+        "remaining steps missing after the cut at {}:\n old {:?}\n new {:?}",
+        k,
+        outline(suffix),
+        outline(&new)
+    );
+    for extra in &extras {
+        let repeatable = matches!(extra.action, Action::Drain | Action::UpgradeNode)
+            && Some(&extra.node) == interrupted.as_ref();
+        prop_assert!(
+            repeatable,
+            "re-plan after the cut at {} adds {:?}:\n old {:?}\n new {:?}",
+            k,
+            extra.describe(),
+            outline(suffix),
+            outline(&new)
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn plans_for_fresh_and_half_done_fleets_hold_every_rule(g in fleet_gen()) {
+        let hub = g.hub();
+        let plan_hub = g.plan_hub();
+        let target = g.target();
+        let fresh = g.state();
+        let p0 = plan(&fresh, &target, &plan_hub);
+        prop_assert!(p0.is_ok(), "fresh fleet refused: {:?}", p0);
+        let p0 = p0.unwrap_or_else(|_| unreachable!());
+        check_hops(&fresh, &p0, target.minor())?;
+        check_order(&fresh, &p0)?;
+        check_execution(&fresh, &p0, &target, &plan_hub, &hub)?;
+
+        // Interrupt it anywhere, plan again: only the rest remains.
+        let k = g.cuts.0 % (flat(&p0).len() + 1);
+        let half = after_steps(&fresh, &p0, k, &hub);
+        let p1 = plan(&half, &target, &plan_hub);
+        prop_assert!(p1.is_ok(), "half-done fleet refused after {} steps: {:?}", k, p1);
+        let p1 = p1.unwrap_or_else(|_| unreachable!());
+        check_hops(&half, &p1, target.minor())?;
+        check_order(&half, &p1)?;
+        check_execution(&half, &p1, &target, &plan_hub, &hub)?;
+        check_resume(&p0, k, &p1)?;
+
+        // And interrupt the resumed plan too.
+        let k2 = g.cuts.1 % (flat(&p1).len() + 1);
+        let twice = after_steps(&half, &p1, k2, &hub);
+        let p2 = plan(&twice, &target, &plan_hub);
+        prop_assert!(p2.is_ok(), "{:?}", p2);
+        let p2 = p2.unwrap_or_else(|_| unreachable!());
+        check_order(&twice, &p2)?;
+        check_resume(&p1, k2, &p2)?;
+    }
+
+    #[test]
+    fn a_target_below_the_cluster_is_always_refused(g in fleet_gen(), back in 1u64..5) {
+        let state = g.state();
+        let c = state.cluster.version.as_ref().unwrap().minor();
+        let target = Target::Minor(Minor::new(1, c.minor.saturating_sub(back)));
+        let refused = matches!(plan(&state, &target, &g.hub()), Err(Refusal::Downgrade { .. }));
+        prop_assert!(refused);
+    }
+
+    #[test]
+    fn a_missing_minor_on_the_path_is_always_refused(g in fleet_gen(), pick in any::<usize>()) {
+        let state = g.state();
+        let target = g.target();
+        let c = state.cluster.version.as_ref().unwrap().minor();
+        prop_assume!(target.minor() > c);
+        let span = target.minor().minor - c.minor;
+        let missing = Minor::new(1, c.minor + 1 + (pick as u64 % span));
+        let HubVersions::Resolved(all) = g.hub() else { unreachable!() };
+        let hub = HubVersions::resolved(all.into_iter().filter(|v| v.minor() != missing).collect());
+        let refused = matches!(
+            plan(&state, &target, &hub),
+            Err(Refusal::Unpublished { minor, .. }) if minor == missing
+        );
+        prop_assert!(refused);
+    }
+}

@@ -1,0 +1,290 @@
+//! The plan as an operator reads it before anything is touched: where the
+//! cluster goes and at what cost in reboots, every hop's steps in order
+//! (with the ones that run in parallel grouped), what is wrong with the
+//! fleet, and how each node's sysupdate config will change.
+//!
+//! Returns strings; the caller decides where they go and whether colour is
+//! wanted (`color` forces it on or off, so output never depends on the
+//! terminal this happens to run in).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use console::{Style, StyledObject};
+
+use super::diff::hunks;
+use super::model::{Action, Component, Hop, HopKind, Plan, Step};
+
+/// Lines of context around each changed config line.
+const DIFF_CONTEXT: usize = 2;
+
+struct Paint {
+    color: bool,
+}
+
+impl Paint {
+    fn with<'a>(&self, style: Style, text: &'a str) -> StyledObject<&'a str> {
+        style.apply_to(text).force_styling(self.color)
+    }
+    fn bold<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+        self.with(Style::new().bold(), t)
+    }
+    fn dim<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+        self.with(Style::new().dim(), t)
+    }
+    fn warn<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+        self.with(Style::new().yellow(), t)
+    }
+    fn removed<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+        self.with(Style::new().red(), t)
+    }
+    fn added<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+        self.with(Style::new().green(), t)
+    }
+}
+
+/// The whole plan as text, ending with a newline.
+pub fn render(plan: &Plan, color: bool) -> String {
+    let p = Paint { color };
+    let mut out = String::new();
+    header(&mut out, plan, &p);
+    let total = plan.hops.len();
+    let mut number = 1;
+    for (i, hop) in plan.hops.iter().enumerate() {
+        out.push('\n');
+        hop_text(&mut out, hop, i + 1, total, &mut number, &p);
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(out, "\n{}", p.bold("Warnings"));
+        for w in &plan.warnings {
+            let _ = writeln!(out, "  {} {w}", p.warn("!"));
+        }
+    }
+    config_changes(&mut out, plan, &p);
+    out
+}
+
+/// One line: what the plan amounts to, or that there is nothing to do.
+pub fn summary(plan: &Plan) -> String {
+    let from = plan
+        .cluster_from
+        .as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "an unknown version".to_string());
+    if plan.is_noop() {
+        return format!(
+            "Nothing to do: the cluster is at {from} and every node runs, stages and pins {}.",
+            plan.target
+        );
+    }
+    let hops = plan.hops.len();
+    format!(
+        "{hops} {} from {from} to {}, {} reboot{}.",
+        if hops == 1 { "hop" } else { "hops" },
+        target_text(plan),
+        plan.total_reboots(),
+        if plan.total_reboots() == 1 { "" } else { "s" }
+    )
+}
+
+fn target_text(plan: &Plan) -> String {
+    match plan.final_version() {
+        Some(v) => v.to_string(),
+        None => plan.target.to_string(),
+    }
+}
+
+fn header(out: &mut String, plan: &Plan, p: &Paint) {
+    let from = plan
+        .cluster_from
+        .as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "?".to_string());
+    let asked = match &plan.requested {
+        crate::version::Target::Exact(v) if plan.final_version() != Some(v) => {
+            format!(" (asked for {v})")
+        }
+        _ => String::new(),
+    };
+    let title = format!("Plan: cluster {from} → {}{asked}", target_text(plan));
+    let _ = writeln!(out, "{}", p.bold(&title));
+    let _ = writeln!(out, "  {}", summary(plan));
+    if !plan.is_noop() {
+        let per_node: Vec<String> = plan
+            .reboots()
+            .iter()
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect();
+        let _ = writeln!(out, "  reboots per node: {}", per_node.join(", "));
+    }
+    let _ = writeln!(out, "  hub: {}", plan.hub);
+    if let Some(c) = plan.containerd {
+        let _ = writeln!(
+            out,
+            "  containerd: pinned to {c}, carried by the first reboots"
+        );
+    }
+}
+
+fn hop_title(hop: &Hop) -> String {
+    let what = match hop.kind {
+        HopKind::Upgrade => format!("upgrade to {}", hop.minor),
+        HopKind::Finish => format!(
+            "finish {}: the cluster is there, some nodes are not",
+            hop.minor
+        ),
+        HopKind::Converge => format!("converge on {}", hop.minor),
+    };
+    let patch = match &hop.version {
+        Some(v) => format!("stages {v}"),
+        None => "patch unresolved".to_string(),
+    };
+    let kubeadm = if hop.kubeadm { "" } else { ", no kubeadm" };
+    format!("{what} ({patch}{kubeadm})")
+}
+
+fn hop_text(
+    out: &mut String,
+    hop: &Hop,
+    index: usize,
+    total: usize,
+    number: &mut usize,
+    p: &Paint,
+) {
+    let title = format!("Hop {index}/{total}: {}", hop_title(hop));
+    let _ = writeln!(out, "{}", p.bold(&title));
+    let width = hop.steps.iter().map(|s| s.node.len()).max().unwrap_or(0);
+    for group in groups(&hop.steps) {
+        let nodes: BTreeSet<&str> = group.iter().map(|s| s.node.as_str()).collect();
+        let parallel = nodes.len() > 1 && group.iter().all(|s| s.action.is_preparation());
+        if parallel {
+            let list: Vec<&str> = nodes.into_iter().collect();
+            let line = format!("      in parallel on {}:", list.join(", "));
+            let _ = writeln!(out, "{}", p.dim(&line));
+        }
+        for step in group {
+            let bar = if parallel { "│ " } else { "" };
+            let _ = writeln!(
+                out,
+                "  {:>3}. {bar}{:<width$}  {}",
+                number,
+                step.node,
+                step.action.describe()
+            );
+            *number += 1;
+        }
+    }
+}
+
+/// Splits a hop's steps into runs: consecutive preparation steps (which the
+/// executor runs in parallel across nodes) and single other steps.
+fn groups(steps: &[Step]) -> Vec<&[Step]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < steps.len() {
+        let mut end = start + 1;
+        if steps[start].action.is_preparation() {
+            while end < steps.len() && steps[end].action.is_preparation() {
+                end += 1;
+            }
+        }
+        out.push(&steps[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// How each node's sysupdate configs change at their first pin, against
+/// what the node has now; nodes with the identical change share one diff.
+/// Later hops only move the MatchPattern's minor.
+fn config_changes(out: &mut String, plan: &Plan, p: &Paint) {
+    let mut seen: BTreeSet<(&str, Component)> = BTreeSet::new();
+    // (the pin action, nodes it applies to), in order of first appearance.
+    let mut changes: Vec<(&Action, Vec<&str>)> = Vec::new();
+    for step in plan.steps() {
+        let Action::Pin { component, .. } = &step.action else {
+            continue;
+        };
+        if !seen.insert((step.node.as_str(), *component)) {
+            continue;
+        }
+        match changes
+            .iter_mut()
+            .find(|(a, _)| same_change(a, &step.action))
+        {
+            Some((_, nodes)) => nodes.push(&step.node),
+            None => changes.push((&step.action, vec![&step.node])),
+        }
+    }
+    if changes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}", p.bold("Config changes"));
+    for (action, nodes) in changes {
+        config_change(out, action, &nodes.join(", "), p);
+    }
+    if plan.hops.len() > 1 {
+        let _ = writeln!(
+            out,
+            "  {}",
+            p.dim("(each later hop changes only the minor in MatchPattern)")
+        );
+    }
+}
+
+/// Two pins change a file the same way: same file before and after, same strays.
+fn same_change(a: &Action, b: &Action) -> bool {
+    match (a, b) {
+        (
+            Action::Pin {
+                path: p1,
+                config: c1,
+                previous: o1,
+                replaces: r1,
+                ..
+            },
+            Action::Pin {
+                path: p2,
+                config: c2,
+                previous: o2,
+                replaces: r2,
+                ..
+            },
+        ) => p1 == p2 && c1 == c2 && o1 == o2 && r1 == r2,
+        _ => false,
+    }
+}
+
+fn config_change(out: &mut String, action: &Action, nodes: &str, p: &Paint) {
+    let Action::Pin {
+        minor,
+        path,
+        config,
+        previous,
+        replaces,
+        ..
+    } = action
+    else {
+        return;
+    };
+    let _ = writeln!(out, "  {nodes}: {path}");
+    let old_name = if previous.is_some() {
+        "now"
+    } else {
+        "absent now"
+    };
+    let _ = writeln!(out, "  --- {old_name}");
+    let _ = writeln!(out, "  +++ pinned to {minor}");
+    for line in hunks(previous.as_deref().unwrap_or(""), config, DIFF_CONTEXT) {
+        let styled = match line.chars().next() {
+            Some('-') => p.removed(&line).to_string(),
+            Some('+') => p.added(&line).to_string(),
+            Some('@') => p.dim(&line).to_string(),
+            _ => line.clone(),
+        };
+        let _ = writeln!(out, "  {styled}");
+    }
+    for stray in replaces {
+        let _ = writeln!(out, "  (disables {stray})");
+    }
+}
