@@ -32,12 +32,23 @@ impl Subnet {
     }
 }
 
+/// Subnets tried before giving up; each leaves a small lock file behind.
+const ATTEMPTS: u32 = 512;
+
 /// Finds a /24 no other fleet holds where every node address can bind `port`.
 pub fn allocate(nodes: usize, port: u16) -> Result<Subnet> {
+    let wildcard = fs::read_to_string("/proc/net/tcp")
+        .map(|t| listeners(&t).contains(&(Ipv4Addr::UNSPECIFIED, port)))
+        .unwrap_or(false);
+    if wildcard {
+        bail!(
+            "something on this machine listens on 0.0.0.0:{port} (the host's own sshd?), so no node can use that port: set another `port:` in the scenario"
+        );
+    }
     fs::create_dir_all(LOCK_DIR).with_context(|| format!("creating {LOCK_DIR}"))?;
     let count = (LAST_A - FIRST_A + 1) * 256;
-    let start = std::process::id() % count;
-    for k in 0..count {
+    let start = std::process::id().wrapping_mul(7919) % count;
+    for k in 0..ATTEMPTS {
         let n = (start + k) % count;
         let (a, b) = ((FIRST_A + n / 256) as u8, (n % 256) as u8);
         let Some(lock) = try_lock(Path::new(LOCK_DIR), a, b)? else {
