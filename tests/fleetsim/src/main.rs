@@ -3,10 +3,11 @@
 //! internal `node-init`). Hard-linked inside a node as `kubelet`, `kubeadm`,
 //! `reboot`, … it is that tool: argv[0]'s file name decides.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use fleetsim::layout::FleetDir;
 use fleetsim::scenario::Scenario;
@@ -149,12 +150,13 @@ fn cli(args: &[String]) -> Result<()> {
 }
 
 fn run_ctl(dir: &Path, words: &[String]) -> Result<()> {
-    if words.is_empty() || words[0] == "--help" {
-        println!("{}", ctl::CTL_USAGE);
-        if words.is_empty() {
-            bail!("ctl needs a command");
+    match words.first().map(String::as_str) {
+        None => return Err(usage(format!("ctl needs a command\n{}", ctl::CTL_USAGE))),
+        Some("--help" | "-h") => {
+            println!("{}", ctl::CTL_USAGE);
+            return Ok(());
         }
-        return Ok(());
+        Some(_) => {}
     }
     let command = ctl::parse(words).map_err(|e| usage(format!("{e:#}")))?;
     let message = ctl::run(&FleetDir::new(dir), &command, words)?;
@@ -164,12 +166,18 @@ fn run_ctl(dir: &Path, words: &[String]) -> Result<()> {
 
 fn print_events(dir: &Path, json: bool) -> Result<()> {
     let events = Shared::new(FleetDir::new(dir).cluster()).events()?;
-    if json {
-        for e in &events {
-            println!("{}", serde_json::to_string(e)?);
-        }
+    let text = if json {
+        let lines: Vec<String> = events
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        lines.iter().map(|l| format!("{l}\n")).collect()
     } else {
-        print!("{}", ctl::format_events(&events));
+        ctl::format_events(&events)
+    };
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        // `fleetsim events | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing the events to stdout"),
     }
-    Ok(())
 }

@@ -77,9 +77,13 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
     let setup = setup(scenario, &fleet)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
+    let firsts = setup
+        .plans
+        .iter()
+        .map(|p| first_boot(scenario, &p.spec))
+        .collect::<Result<Vec<_>>>()?;
     let mut threads = Vec::new();
-    for plan in &setup.plans {
-        let first = first_boot(scenario, &plan.spec)?;
+    for (plan, first) in setup.plans.iter().zip(firsts) {
         let node = NodeRunner {
             fleet: fleet.clone(),
             plan: plan.clone(),

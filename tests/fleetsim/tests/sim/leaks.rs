@@ -60,3 +60,40 @@ fn a_killed_supervisor_takes_its_nodes_with_it() {
     assert_gone(&procs, Duration::from_secs(10));
     assert_eq!(host_mounts_under(fleet.dir()), Vec::<String>::new());
 }
+
+#[test]
+fn a_fleet_whose_parent_dies_tears_itself_down() {
+    // The supervisor's parent is a shell we SIGKILL, as CI would kill a test binary.
+    let dir = std::env::temp_dir().join(format!("fleetsim-orphan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("scenario.yaml");
+    std::fs::write(&scenario, crate::common::small(0).to_yaml().unwrap()).unwrap();
+    let mut shell = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" up --scenario "$1" --dir "$2" >"$2/log" 2>&1 & wait"#)
+        .arg(env!("CARGO_BIN_EXE_fleetsim"))
+        .arg(&scenario)
+        .arg(&dir)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("ready").exists() {
+        assert!(Instant::now() < deadline, "not ready");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let procs = fleet_processes(&dir);
+    assert!(
+        procs.iter().any(|p| p.cmdline.contains("node-init")),
+        "{procs:#?}"
+    );
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    assert_gone(&procs, Duration::from_secs(10));
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert!(
+        log.contains("the process that started the fleet is gone"),
+        "{log}"
+    );
+    assert!(!dir.join("ready").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

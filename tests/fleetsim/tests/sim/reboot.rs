@@ -174,3 +174,20 @@ fn a_staged_os_update_runs_after_reboot() {
         "test ! -e /var/lib/fleetsim/os-update.json",
     );
 }
+
+#[test]
+fn ssh_answers_before_the_kubelet_is_ready_and_the_api_answers() {
+    // Long delays, so "not yet" cannot flip while the test looks.
+    let fleet = start(small(0).kubelet_delay(600.0).api_delay(600.0));
+    let id = boot_id(&fleet, "cp-1");
+    let _ = fleet.ssh("cp-1", "root", "reboot");
+    fleet.wait_rebooted("cp-1", &id).unwrap();
+    run(&fleet, "cp-1", "root", "true");
+    let c = fleet.cluster().unwrap();
+    let now = fleetsim::state::now();
+    assert!(!c.node_ready("cp-1", now));
+    assert!(!c.api_up(now));
+    let booted = c.nodes["cp-1"].booted_at;
+    assert!(c.node_ready("cp-1", booted + 600.0));
+    assert!(c.api_up(booted + 600.0));
+}
