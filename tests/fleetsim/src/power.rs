@@ -38,6 +38,12 @@ pub fn main(tool: &str, args: &[String]) -> i32 {
         eprintln!("Call to Reboot failed: Interactive authentication required.");
         return 1;
     }
+    if !inside_a_node() {
+        eprintln!(
+            "{tool}: PID 1 is not fleetsim's node-init, so this is not a simulated node: refusing to signal it"
+        );
+        return 1;
+    }
     record(&argv, "ok");
     // SAFETY: signalling our namespace's init; it has a handler installed.
     if unsafe { libc::kill(1, libc::SIGTERM) } != 0 {
@@ -85,6 +91,22 @@ fn shutdown_is_reboot_now(args: &[&str]) -> bool {
     reboot && when.is_some()
 }
 
+/// The host's PID 1 must never get our SIGTERM (someone running a node's
+/// `reboot` link on the host as root would stop the machine).
+fn inside_a_node() -> bool {
+    fs::read("/proc/1/cmdline")
+        .map(|raw| is_node_init(&raw))
+        .unwrap_or(false)
+}
+
+fn is_node_init(cmdline: &[u8]) -> bool {
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.get(1) == Some(&&b"node-init"[..])
+        && args
+            .first()
+            .is_some_and(|a0| a0.ends_with(b"/fleetsim") || *a0 == b"fleetsim")
+}
+
 fn node_name() -> String {
     let from_boot = fs::read(NODE_FILE)
         .ok()
@@ -128,6 +150,18 @@ mod tests {
             parse("shutdown", &args("--reboot +0 kernel update")),
             Request::Reboot
         );
+    }
+
+    #[test]
+    fn only_signals_fleetsims_node_init() {
+        assert!(is_node_init(
+            b"/tmp/f/bin/fleetsim\0node-init\0--dir\0/tmp/f\0"
+        ));
+        assert!(!is_node_init(b"/sbin/init\0"));
+        assert!(!is_node_init(
+            b"/usr/bin/unshare\0--pid\0/tmp/f/bin/fleetsim\0node-init\0"
+        ));
+        assert!(!is_node_init(b""));
     }
 
     #[test]
