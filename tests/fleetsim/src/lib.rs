@@ -2,5 +2,23 @@
 //! Every node is a real OpenSSH `sshd` in its own mount, PID and UTS
 //! namespace; see docs/simulator.md.
 
+pub mod boot;
+pub mod ctl;
+pub mod harness;
+pub mod hub;
+pub mod inventory;
+pub mod layout;
+pub mod net;
+pub mod node_init;
+pub mod pins;
+pub mod power;
+pub mod provision;
+pub mod scenario;
+pub mod sig;
 pub mod state;
+pub mod supervisor;
 pub mod tools;
+pub mod version;
+
+pub use harness::Fleet;
+pub use scenario::{NodeSpec, Pin, Scenario};

@@ -19,6 +19,16 @@ use serde::{Deserialize, Serialize};
 pub const CLUSTER_DIR: &str = "/var/lib/fleetsim/cluster";
 /// Where a node's own boot record appears inside that node (read-only).
 pub const NODE_FILE: &str = "/var/lib/fleetsim/node.json";
+/// A staged Flatcar OS update inside a node: present (as [`OsUpdate`]) from
+/// the moment an update is downloaded until the reboot that applies it.
+pub const OS_UPDATE_FILE: &str = "/var/lib/fleetsim/os-update.json";
+
+/// The content of [`OS_UPDATE_FILE`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsUpdate {
+    /// The Flatcar version the next boot runs, e.g. `4081.3.0`.
+    pub new_version: String,
+}
 
 pub fn now() -> f64 {
     SystemTime::now()
@@ -118,7 +128,8 @@ impl Cluster {
 }
 
 /// Faults a scenario or a test switches on; read by the supervisor and the tools.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Faults {
     /// Nodes that do not come back from their next reboot until removed from here.
     pub hang_on_reboot: Vec<String>,

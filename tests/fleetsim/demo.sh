@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The README's first command: bash tests/fleetsim/demo.sh
+#
+# On a fresh Debian machine, as root: installs what the simulator needs,
+# builds the workspace, starts a simulated Flatcar fleet (1 control plane +
+# 3 workers at Kubernetes v1.34, real sshd per node), runs fleetctl against
+# it, prints the fleet's event log and tears the fleet down, also on Ctrl-C.
+# Exits non-zero if any fleetctl command failed.
+set -uo pipefail
+
+cd "$(dirname "$0")/../.." || exit 1
+
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+    bold=$'\033[1m' plain=$'\033[0m'
+else
+    bold='' plain=''
+fi
+say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run me as root: the simulator creates namespaces and mounts (sudo bash $0)"
+
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+command -v sudo >/dev/null || missing+=(sudo)
+if [ ${#missing[@]} -gt 0 ]; then
+    say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server)"
+    apt-get update -qq || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || die "apt-get install ${missing[*]} failed"
+fi
+command -v cargo >/dev/null || die "cargo is missing: install Rust first (https://rustup.rs)"
+
+say "Building fleetctl and the simulator (cargo build --workspace)"
+cargo build --workspace || die "the build failed"
+
+dir=$(mktemp -d /tmp/fleetsim-demo-XXXXXX) || die "mktemp failed"
+supervisor=
+cleanup() {
+    trap - EXIT INT TERM
+    if [ -n "$supervisor" ] && kill -0 "$supervisor" 2>/dev/null; then
+        say "Tearing the fleet down"
+        kill -TERM "$supervisor" 2>/dev/null
+        wait "$supervisor" 2>/dev/null
+    fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+say "Starting a simulated fleet: 1 control plane + 3 workers at v1.34 (tests/fleetsim/scenarios/demo.yaml)"
+target/debug/fleetsim up --scenario tests/fleetsim/scenarios/demo.yaml --dir "$dir" \
+    >"$dir/supervisor.log" 2>&1 &
+supervisor=$!
+for _ in $(seq 600); do
+    [ -e "$dir/ready" ] && break
+    kill -0 "$supervisor" 2>/dev/null || { cat "$dir/supervisor.log" >&2; die "the fleet did not start"; }
+    sleep 0.1
+done
+[ -e "$dir/ready" ] || { cat "$dir/supervisor.log" >&2; die "the fleet was not ready after 60 s"; }
+cat "$dir/supervisor.log"
+
+say "The inventory fleetctl will use ($dir/inventory.yaml)"
+cat "$dir/inventory.yaml"
+
+failed=0
+fleetctl() {
+    printf '\n%s$ fleetctl %s%s\n' "$bold" "$*" "$plain"
+    target/debug/fleetctl "$@"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        printf 'demo: fleetctl %s exited with %d\n' "$*" "$rc" >&2
+        failed=1
+    fi
+}
+
+inventory="$dir/inventory.yaml"
+say "What the fleet runs now"
+fleetctl -i "$inventory" status
+say "Plan the upgrade to v1.37 (one minor at a time)"
+fleetctl -i "$inventory" plan v1.37
+say "Apply it"
+fleetctl -i "$inventory" apply --yes
+say "What the fleet runs afterwards"
+fleetctl -i "$inventory" status
+
+say "What happened on the nodes (the simulator's event log)"
+target/debug/fleetsim events --dir "$dir"
+
+if [ $failed -ne 0 ]; then
+    say "Done, but some fleetctl commands failed (see above)"
+    exit 1
+fi
+say "Done"

@@ -1,0 +1,217 @@
+//! `fleetsim ctl` and `fleetsim events`: flip faults and publish images on a
+//! running fleet, and read its event log. They only touch the state
+//! directory (under the same locks the tools use), so they work from any
+//! shell while the supervisor runs.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result, bail};
+
+use crate::layout::FleetDir;
+use crate::state::{Event, Faults, Shared, now};
+use crate::version::Version;
+
+pub const CTL_USAGE: &str = "\
+fleetsim ctl --dir DIR COMMAND
+  hang NODE              NODE does not come back from its next reboot
+  release NODE           let a hung NODE boot
+  hub-down | hub-up      the extension hub answers 503 / serves again
+  publish vX.Y.Z         add an image to the hub (SHA256SUMS follows)
+  fail-upgrade-apply N   the next N `kubeadm upgrade apply` calls fail
+  pdb-block NODE         a PodDisruptionBudget blocks draining NODE
+  pdb-unblock NODE       drains of NODE succeed again
+  slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)";
+
+/// One `fleetsim ctl` command, parsed.
+#[derive(Debug, PartialEq)]
+pub enum Ctl {
+    Hang(String),
+    Release(String),
+    HubDown,
+    HubUp,
+    Publish(Version),
+    FailUpgradeApply(u32),
+    PdbBlock(String),
+    PdbUnblock(String),
+    SlowBoot(String, f64),
+}
+
+pub fn parse(args: &[String]) -> Result<Ctl> {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok(match a.as_slice() {
+        ["hang", n] => Ctl::Hang(n.to_string()),
+        ["release", n] => Ctl::Release(n.to_string()),
+        ["hub-down"] => Ctl::HubDown,
+        ["hub-up"] => Ctl::HubUp,
+        ["publish", v] => Ctl::Publish(Version::parse(v)?),
+        ["fail-upgrade-apply", n] => Ctl::FailUpgradeApply(
+            n.parse()
+                .with_context(|| format!("fail-upgrade-apply: `{n}` is not a count"))?,
+        ),
+        ["pdb-block", n] => Ctl::PdbBlock(n.to_string()),
+        ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
+        ["slow-boot", n, s] => {
+            let secs: f64 = s
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                .with_context(|| format!("slow-boot: `{s}` is not a number of seconds ≥ 0"))?;
+            Ctl::SlowBoot(n.to_string(), secs)
+        }
+        _ => bail!("unknown ctl command `{}`\n{CTL_USAGE}", a.join(" ")),
+    })
+}
+
+/// Applies `ctl` to the fleet in `fleet` and records it in the event log.
+pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
+    let shared = Shared::new(fleet.cluster());
+    if let Some(node) = ctl_node(ctl) {
+        check_node(&shared, node)?;
+    }
+    let message = match ctl {
+        Ctl::Publish(v) => {
+            if crate::hub::publish(&fleet.hub(), v)? {
+                format!("published {}", v.image_name())
+            } else {
+                format!("the hub already serves {}", v.image_name())
+            }
+        }
+        other => {
+            shared.update_faults(|f| apply(f, other))?;
+            "ok".to_string()
+        }
+    };
+    let mut full = vec!["fleetsim".to_string(), "ctl".to_string()];
+    full.extend(argv.iter().cloned());
+    shared.record(&Event {
+        t: now(),
+        node: "(fleetsim)".into(),
+        argv: full,
+        result: "ok".into(),
+        pins: Vec::new(),
+    })?;
+    Ok(message)
+}
+
+fn ctl_node(ctl: &Ctl) -> Option<&str> {
+    match ctl {
+        Ctl::Hang(n)
+        | Ctl::Release(n)
+        | Ctl::PdbBlock(n)
+        | Ctl::PdbUnblock(n)
+        | Ctl::SlowBoot(n, _) => Some(n),
+        _ => None,
+    }
+}
+
+fn check_node(shared: &Shared, node: &str) -> Result<()> {
+    let cluster = shared.cluster()?;
+    if cluster.nodes.is_empty() {
+        bail!(
+            "{}/cluster.json has no nodes: is a fleet running in this --dir?",
+            shared.dir.display()
+        );
+    }
+    if !cluster.nodes.contains_key(node) {
+        let known: Vec<&str> = cluster.nodes.keys().map(String::as_str).collect();
+        bail!("no node {node} in this fleet (nodes: {})", known.join(", "));
+    }
+    Ok(())
+}
+
+/// The fault change itself; pure, so it is unit-tested.
+pub fn apply(f: &mut Faults, ctl: &Ctl) {
+    fn add(list: &mut Vec<String>, n: &str) {
+        if !list.iter().any(|x| x == n) {
+            list.push(n.to_string());
+        }
+    }
+    match ctl {
+        Ctl::Hang(n) => add(&mut f.hang_on_reboot, n),
+        Ctl::Release(n) => f.hang_on_reboot.retain(|x| x != n),
+        Ctl::HubDown => f.hub_down = true,
+        Ctl::HubUp => f.hub_down = false,
+        Ctl::FailUpgradeApply(k) => f.fail_upgrade_apply = *k,
+        Ctl::PdbBlock(n) => add(&mut f.pdb_block, n),
+        Ctl::PdbUnblock(n) => f.pdb_block.retain(|x| x != n),
+        Ctl::SlowBoot(n, s) if *s == 0.0 => {
+            f.slow_boot.remove(n);
+        }
+        Ctl::SlowBoot(n, s) => {
+            f.slow_boot.insert(n.clone(), *s);
+        }
+        Ctl::Publish(_) => {}
+    }
+}
+
+/// The event log for humans: seconds since the first event, node, argv, result.
+pub fn format_events(events: &[Event]) -> String {
+    let start = events.first().map(|e| e.t).unwrap_or(0.0);
+    let mut out = String::new();
+    for e in events {
+        let _ = writeln!(
+            out,
+            "{:>8.3}  {:<12} {}  → {}",
+            e.t - start,
+            e.node,
+            e.argv.join(" "),
+            e.result
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_every_command() {
+        assert_eq!(parse(&args("hang w-1")).unwrap(), Ctl::Hang("w-1".into()));
+        assert_eq!(parse(&args("hub-down")).unwrap(), Ctl::HubDown);
+        assert_eq!(
+            parse(&args("publish v1.38.9")).unwrap(),
+            Ctl::Publish(Version::parse("v1.38.9").unwrap())
+        );
+        assert_eq!(
+            parse(&args("fail-upgrade-apply 2")).unwrap(),
+            Ctl::FailUpgradeApply(2)
+        );
+        assert_eq!(
+            parse(&args("slow-boot w-2 1.5")).unwrap(),
+            Ctl::SlowBoot("w-2".into(), 1.5)
+        );
+        for bad in [
+            "",
+            "hang",
+            "publish 1.38",
+            "slow-boot w-1 -1",
+            "fail-upgrade-apply x",
+            "explode",
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn faults_flip_and_reset() {
+        let mut f = Faults::default();
+        apply(&mut f, &Ctl::Hang("w-1".into()));
+        apply(&mut f, &Ctl::Hang("w-1".into()));
+        assert_eq!(f.hang_on_reboot, ["w-1"]);
+        apply(&mut f, &Ctl::Release("w-1".into()));
+        assert!(f.hang_on_reboot.is_empty());
+        apply(&mut f, &Ctl::SlowBoot("w-2".into(), 2.0));
+        assert_eq!(f.slow_boot.get("w-2"), Some(&2.0));
+        apply(&mut f, &Ctl::SlowBoot("w-2".into(), 0.0));
+        assert!(f.slow_boot.is_empty());
+        apply(&mut f, &Ctl::HubDown);
+        assert!(f.hub_down);
+        apply(&mut f, &Ctl::HubUp);
+        assert!(!f.hub_down);
+    }
+}

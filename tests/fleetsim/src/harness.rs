@@ -1,0 +1,456 @@
+//! The test harness: start a fleet from a [`Scenario`], talk to its nodes
+//! through the real `ssh` client, inspect the shared state, and tear it all
+//! down on drop. Used by fleetsim's own tests and by fleetctl's.
+//!
+//! ```no_run
+//! use fleetsim::scenario::Scenario;
+//! let fleet = Scenario::new().control_planes(1).workers(2).kubernetes("v1.34.2").start()?;
+//! let out = fleet.ssh("w-1", "root", "cat /etc/os-release")?;
+//! # anyhow::Ok(())
+//! ```
+//!
+//! `start()` runs `fleetsim up` from the cargo target directory of the
+//! running test and builds nothing: build it first (`cargo build -p
+//! fleetsim`; fleetsim's own tests get it from cargo).
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::layout::FleetDir;
+use crate::scenario::Scenario;
+use crate::state::{Cluster, Event, Faults, NodeBoot, Shared};
+use crate::supervisor::FleetInfo;
+use crate::version::Version;
+
+/// How long `wait_*` helpers wait before failing.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A running fleet. Dropping it stops the supervisor (SIGTERM, then SIGKILL
+/// after 15 s) and removes the temporary state directory, unless
+/// `FLEETSIM_KEEP=1` is set (then the path is printed for a post-mortem).
+pub struct Fleet {
+    fleet: FleetDir,
+    supervisor: Option<Child>,
+    info: FleetInfo,
+}
+
+impl Scenario {
+    /// Starts the fleet with the `fleetsim` binary found in the cargo target
+    /// directory of the current executable.
+    pub fn start(&self) -> Result<Fleet> {
+        self.start_with(&find_binary()?)
+    }
+
+    /// Starts the fleet with `binary` (fleetsim's own tests pass
+    /// `env!("CARGO_BIN_EXE_fleetsim")`) and waits until every node is up.
+    pub fn start_with(&self, binary: &Path) -> Result<Fleet> {
+        self.validate()?;
+        let dir = make_temp_dir()?;
+        let fleet = FleetDir::new(&dir);
+        let scenario_path = dir.join("scenario.yaml");
+        fs::write(&scenario_path, self.to_yaml()?)
+            .with_context(|| format!("writing {}", scenario_path.display()))?;
+        let log =
+            fs::File::create(dir.join("supervisor.log")).context("creating supervisor.log")?;
+        let child = Command::new(binary)
+            .arg("up")
+            .arg("--scenario")
+            .arg(&scenario_path)
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().context("duplicating the log handle")?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {} up", binary.display()))?;
+        let mut started = Fleet {
+            fleet,
+            supervisor: Some(child),
+            info: FleetInfo {
+                hub: String::new(),
+                port: 0,
+                supervisor_pid: 0,
+                nodes: Vec::new(),
+            },
+        };
+        started.wait_ready(self.nodes.len())?;
+        started.info = FleetInfo::load(&started.fleet)?;
+        Ok(started)
+    }
+}
+
+/// `<target>/debug/fleetsim`, looked up from the running executable
+/// (`<target>/debug/deps/test-…`) upwards.
+pub fn find_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the current executable")?;
+    for dir in exe.ancestors().skip(1) {
+        let candidate = dir.join("fleetsim");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "no fleetsim binary next to {} or above it: run `cargo build -p fleetsim` first",
+        exe.display()
+    )
+}
+
+fn make_temp_dir() -> Result<PathBuf> {
+    let template = CString::new("/tmp/fleetsim-XXXXXX").context("temp dir template")?;
+    let mut bytes = template.into_bytes_with_nul();
+    // SAFETY: `bytes` is a writable NUL-terminated template, as mkdtemp needs.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        bail!(
+            "mkdtemp /tmp/fleetsim-XXXXXX: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    bytes.pop();
+    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
+}
+
+impl Fleet {
+    fn wait_ready(&mut self, nodes: usize) -> Result<()> {
+        let timeout = Duration::from_secs(30) + Duration::from_millis(200 * nodes as u64);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.fleet.ready().exists() {
+                return Ok(());
+            }
+            if let Some(child) = self.supervisor.as_mut()
+                && let Some(status) = child.try_wait().context("waiting for the supervisor")?
+            {
+                bail!(
+                    "fleetsim up exited ({status}) before the fleet was ready:\n{}",
+                    self.log()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the fleet was not ready after {} s:\n{}",
+                    timeout.as_secs(),
+                    self.log()
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The supervisor's output so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.fleet.root().join("supervisor.log")).unwrap_or_default()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.fleet.root()
+    }
+
+    pub fn layout(&self) -> &FleetDir {
+        &self.fleet
+    }
+
+    pub fn inventory(&self) -> PathBuf {
+        self.fleet.inventory()
+    }
+
+    pub fn hub_url(&self) -> &str {
+        &self.info.hub
+    }
+
+    pub fn info(&self) -> &FleetInfo {
+        &self.info
+    }
+
+    pub fn supervisor_pid(&self) -> Option<u32> {
+        self.supervisor.as_ref().map(|c| c.id())
+    }
+
+    pub fn address(&self, node: &str) -> Result<String> {
+        self.info
+            .nodes
+            .iter()
+            .find(|n| n.name == node)
+            .map(|n| n.address.clone())
+            .with_context(|| format!("no node {node} in this fleet"))
+    }
+
+    /// The `ssh` command for `user@node` with the fleet's key and known_hosts.
+    pub fn ssh_command(&self, node: &str, user: &str) -> Result<Command> {
+        let address = self.address(node)?;
+        let mut cmd = Command::new("ssh");
+        cmd.args([
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+        ])
+        // The post-quantum default costs the client ~0.15 s of CPU per login.
+        .args(["-o", "KexAlgorithms=curve25519-sha256"])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+        ])
+        .args(["-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR"])
+        .arg("-o")
+        .arg(format!(
+            "UserKnownHostsFile={}",
+            self.fleet.known_hosts().display()
+        ))
+        .arg("-i")
+        .arg(self.fleet.identity())
+        .args(["-p", &self.info.port.to_string()])
+        .arg(format!("{user}@{address}"))
+        .stdin(Stdio::null());
+        Ok(cmd)
+    }
+
+    /// Runs `cmd` on `node` as `user` through the real ssh client.
+    pub fn ssh(&self, node: &str, user: &str, cmd: &str) -> Result<Output> {
+        self.ssh_command(node, user)?
+            .arg("--")
+            .arg(cmd)
+            .output()
+            .with_context(|| format!("running ssh {user}@{node} (apt-get install openssh-client)"))
+    }
+
+    /// Like [`Fleet::ssh`], but a non-zero exit is an error carrying stderr.
+    pub fn ssh_ok(&self, node: &str, user: &str, cmd: &str) -> Result<String> {
+        let out = self.ssh(node, user, cmd)?;
+        if !out.status.success() {
+            bail!(
+                "`{cmd}` as {user} on {node} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn shared(&self) -> Shared {
+        Shared::new(self.fleet.cluster())
+    }
+
+    pub fn events(&self) -> Result<Vec<Event>> {
+        self.shared().events()
+    }
+
+    pub fn cluster(&self) -> Result<Cluster> {
+        self.shared().cluster()
+    }
+
+    pub fn faults(&self, f: impl FnOnce(&mut Faults)) -> Result<()> {
+        self.shared().update_faults(f)
+    }
+
+    /// Adds an image to the hub, as `fleetsim ctl publish` does.
+    pub fn publish(&self, version: &str) -> Result<()> {
+        crate::hub::publish(&self.fleet.hub(), &Version::parse(version)?)?;
+        Ok(())
+    }
+
+    /// Lets a node held by the `hang_on_reboot` fault boot.
+    pub fn release(&self, node: &str) -> Result<()> {
+        self.faults(|f| f.hang_on_reboot.retain(|n| n != node))
+    }
+
+    /// The node's current boot record, read on the host.
+    pub fn boot(&self, node: &str) -> Result<NodeBoot> {
+        let path = self.fleet.node_json(node);
+        let bytes = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// Polls `check` against cluster.json until it holds or [`WAIT`] passes.
+    pub fn wait_for(&self, what: &str, check: impl Fn(&Cluster) -> bool) -> Result<Cluster> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let c = self.cluster()?;
+            if check(&c) {
+                return Ok(c);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {} s waiting until {what}", WAIT.as_secs());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `node`'s sshd answers (cluster.json says up).
+    pub fn wait_up(&self, node: &str) -> Result<()> {
+        self.wait_for(&format!("{node} is up"), |c| {
+            c.nodes.get(node).is_some_and(|n| n.up)
+        })?;
+        Ok(())
+    }
+
+    pub fn wait_down(&self, node: &str) -> Result<()> {
+        self.wait_for(&format!("{node} is down"), |c| {
+            c.nodes.get(node).is_some_and(|n| !n.up)
+        })?;
+        Ok(())
+    }
+
+    /// Waits until `node` has booted after the boot whose id was `boot_id`.
+    pub fn wait_rebooted(&self, node: &str, boot_id: &str) -> Result<NodeBoot> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let up = self.cluster()?.nodes.get(node).is_some_and(|n| n.up);
+            let boot = self.boot(node)?;
+            if up && boot.boot_id != boot_id {
+                return Ok(boot);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{node} did not come back from its reboot within {} s",
+                    WAIT.as_secs()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the supervisor without removing the directory (drop still removes it).
+    pub fn stop(&mut self) -> Result<()> {
+        let Some(mut child) = self.supervisor.take() else {
+            return Ok(());
+        };
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if child
+                .try_wait()
+                .context("waiting for the supervisor")?
+                .is_some()
+            {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().context("killing the supervisor")?;
+        child.wait().context("reaping the supervisor")?;
+        bail!(
+            "the supervisor ignored SIGTERM for 15 s and was killed:\n{}",
+            self.log()
+        )
+    }
+
+    /// SIGKILLs the supervisor (for tests of what a crash leaves behind).
+    pub fn kill_supervisor(&mut self) -> Result<()> {
+        if let Some(mut child) = self.supervisor.take() {
+            child.kill().context("killing the supervisor")?;
+            child.wait().context("reaping the supervisor")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!("fleetsim harness: {e:#}");
+        }
+        if std::env::var_os("FLEETSIM_KEEP").is_some() {
+            eprintln!("fleetsim harness: kept {}", self.dir().display());
+            return;
+        }
+        if let Err(e) = fs::remove_dir_all(self.dir()) {
+            eprintln!("fleetsim harness: removing {}: {e}", self.dir().display());
+        }
+    }
+}
+
+/// A process, identified so that a reused pid is not mistaken for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    /// Start time in clock ticks since boot (/proc/PID/stat field 22).
+    pub start: u64,
+    pub cmdline: String,
+}
+
+/// Every process that belongs to the fleet in `dir`: whatever mentions the
+/// directory on its command line (supervisor, unshare, node-init) and every
+/// process in a node's PID namespace (sshd, sessions).
+pub fn fleet_processes(dir: &Path) -> Vec<Proc> {
+    let needle = dir.to_string_lossy().to_string();
+    let all = all_processes();
+    let own_ns = pid_namespace(std::process::id());
+    // node-init's unshare parent matches too, but lives in our namespace.
+    let node_ns: Vec<String> = all
+        .iter()
+        .filter(|p| p.cmdline.contains(&needle) && p.cmdline.contains("node-init"))
+        .filter_map(|p| pid_namespace(p.pid))
+        .filter(|ns| Some(ns) != own_ns.as_ref())
+        .collect();
+    all.into_iter()
+        .filter(|p| {
+            p.cmdline.contains(&needle)
+                || pid_namespace(p.pid).is_some_and(|ns| node_ns.contains(&ns))
+        })
+        .collect()
+}
+
+/// Those of `procs` that still exist (same pid, same start time).
+pub fn still_running(procs: &[Proc]) -> Vec<Proc> {
+    procs
+        .iter()
+        .filter(|p| proc_start(p.pid) == Some(p.start))
+        .cloned()
+        .collect()
+}
+
+fn all_processes() -> Vec<Proc> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+            Some(Proc {
+                pid,
+                start: proc_start(pid)?,
+                cmdline: cmdline.trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+fn proc_start(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields resume after ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn pid_namespace(pid: u32) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Lines of the host's mount table that mention `dir`.
+pub fn host_mounts_under(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().to_string();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .map(String::from)
+        .collect()
+}

@@ -1,0 +1,190 @@
+//! node-init: PID 1 of a node. The supervisor starts it with
+//! `unshare --mount --pid --fork --uts --mount-proc`, so everything mounted
+//! here exists only in the node's mount namespace and nothing can leak onto
+//! the host. It assembles the node's filesystem (one overlay per top-level
+//! directory the node changes, fresh /run and /tmp, the shared cluster dir,
+//! the boot record and boot id), starts sshd, reaps orphans, and exits on
+//! SIGTERM. Its exit *is* the reboot: when a PID namespace's init dies the
+//! kernel kills every process in it, so SSH sessions drop for real.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{FleetDir, OVERLAID, SSHD_CONFIG};
+use crate::state::{CLUSTER_DIR, NODE_FILE};
+
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// What node-init needs for one boot, written by the supervisor to
+/// `DIR/nodes/<name>/init.json` while the node is down.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InitConfig {
+    pub name: String,
+    /// Create `/run/reboot-required` at this boot (a reboot was already
+    /// pending when the scenario begins).
+    pub reboot_required: bool,
+}
+
+pub fn run(dir: &Path, name: &str) -> Result<()> {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != 1 {
+        bail!(
+            "node-init must be PID 1 of a new PID namespace; the supervisor starts it (fleetsim up)"
+        );
+    }
+    let fleet = FleetDir::new(dir);
+    let config = read_config(&fleet, name)?;
+    crate::sig::block(true)?;
+    set_hostname(&config.name)?;
+    mount_filesystems(&fleet, name)?;
+    prepare_run(&config)?;
+    let sshd = start_sshd()?;
+    eprintln!("node-init {name}: up, sshd pid {sshd}");
+    supervise(name, sshd);
+    eprintln!("node-init {name}: going down");
+    Ok(())
+}
+
+fn read_config(fleet: &FleetDir, name: &str) -> Result<InitConfig> {
+    let path = fleet.init_json(name);
+    let bytes = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn set_hostname(name: &str) -> Result<()> {
+    // SAFETY: pointer and length describe `name`'s bytes.
+    let rc = unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) };
+    if rc != 0 {
+        bail!("sethostname({name}): {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn cstr(s: &str) -> Result<CString> {
+    CString::new(s).with_context(|| format!("{s:?} contains a NUL byte"))
+}
+
+fn mount(
+    src: &str,
+    target: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<()> {
+    let c_src = cstr(src)?;
+    let c_target = cstr(target)?;
+    let c_type = fstype.map(cstr).transpose()?;
+    let c_data = data.map(cstr).transpose()?;
+    // SAFETY: all pointers are valid NUL-terminated strings or null.
+    let rc = unsafe {
+        libc::mount(
+            c_src.as_ptr(),
+            c_target.as_ptr(),
+            c_type.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            flags,
+            c_data
+                .as_ref()
+                .map_or(std::ptr::null(), |c| c.as_ptr().cast()),
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "mount {src} on {target} ({}): {}",
+            fstype.unwrap_or("bind"),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+fn bind(src: &Path, target: &str, read_only: bool) -> Result<()> {
+    let src = src.to_string_lossy();
+    mount(&src, target, None, libc::MS_BIND, None)?;
+    if read_only {
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        mount(&src, target, None, flags, None)?;
+    }
+    Ok(())
+}
+
+/// Everything that refers to the state directory is mounted before /tmp is
+/// replaced, because the state directory usually lives under /tmp.
+fn mount_filesystems(fleet: &FleetDir, name: &str) -> Result<()> {
+    for top in OVERLAID {
+        let options = format!(
+            "lowerdir=/{top},upperdir={},workdir={}",
+            fleet.upper(name, top).display(),
+            fleet.work(name, top).display()
+        );
+        mount(
+            "overlay",
+            &format!("/{top}"),
+            Some("overlay"),
+            0,
+            Some(&options),
+        )?;
+    }
+    bind(&fleet.cluster(), CLUSTER_DIR, false)?;
+    bind(&fleet.node_json(name), NODE_FILE, true)?;
+    bind(&fleet.boot_id(name), BOOT_ID, true)?;
+    let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
+    mount("tmpfs", "/run", Some("tmpfs"), nosuid, Some("mode=0755"))?;
+    mount("tmpfs", "/tmp", Some("tmpfs"), nosuid, Some("mode=1777"))?;
+    Ok(())
+}
+
+fn prepare_run(config: &InitConfig) -> Result<()> {
+    for (dir, mode) in [("/run/sshd", 0o755), ("/run/lock", 0o1777)] {
+        fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+            .with_context(|| format!("chmod {dir}"))?;
+    }
+    if config.reboot_required {
+        fs::write("/run/reboot-required", b"").context("creating /run/reboot-required")?;
+    }
+    Ok(())
+}
+
+fn start_sshd() -> Result<i32> {
+    let child = Command::new("/usr/sbin/sshd")
+        .args(["-D", "-e", "-f", SSHD_CONFIG])
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting /usr/sbin/sshd (apt-get install openssh-server)")?;
+    // Reaped by `supervise` with waitpid(-1), like every other child of init.
+    Ok(child.id() as i32)
+}
+
+/// Reaps children until asked to stop. Returns on SIGTERM, SIGINT or SIGHUP.
+fn supervise(name: &str, sshd: i32) {
+    loop {
+        match crate::sig::wait(true, Duration::from_secs(3600)) {
+            Some(libc::SIGCHLD) => reap(name, sshd),
+            Some(_) => return,
+            None => {}
+        }
+    }
+}
+
+fn reap(name: &str, sshd: i32) {
+    loop {
+        let mut status = 0;
+        // SAFETY: WNOHANG poll of any child; `status` is a valid out pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+        if pid == sshd {
+            eprintln!(
+                "node-init {name}: sshd exited (wait status {status}); the node stays up without it"
+            );
+        }
+    }
+}

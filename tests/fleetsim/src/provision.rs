@@ -1,0 +1,510 @@
+//! Provisioning: writes a node's "disk" (its overlay upper layers) before its
+//! first boot, the way Ignition would on a real Flatcar node: users and SSH,
+//! os-release, the kubernetes sysext images and symlink, the sysupdate
+//! configs, admin.conf on control planes, and the emulated tools. Everything
+//! here runs while the node is down: overlayfs does not promise to notice
+//! changes made to an upper layer under a mounted overlay.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, chown, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::hub;
+use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
+use crate::scenario::{NodeSpec, Pin, Scenario};
+use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
+use crate::version::{Minor, Version};
+
+/// Flatcar's admin user.
+pub const CORE_UID: u32 = 500;
+/// Where sysupdate keeps kubernetes images on a node.
+pub const IMAGES_DIR: &str = "/opt/extensions/kubernetes";
+/// The symlink systemd-sysext merges at boot.
+pub const CURRENT_SYMLINK: &str = "/etc/extensions/kubernetes.raw";
+pub const SYSUPDATE_DIR: &str = "/etc/sysupdate.kubernetes.d";
+
+/// Everything about one node the supervisor decided (address, keys).
+#[derive(Debug, Clone)]
+pub struct NodePlan {
+    pub spec: NodeSpec,
+    pub address: std::net::Ipv4Addr,
+    pub port: u16,
+}
+
+/// One node's upper layers, seen from the host.
+pub struct Disk<'a> {
+    pub fleet: &'a FleetDir,
+    pub node: &'a str,
+}
+
+impl Disk<'_> {
+    /// The host path of `node_path` in this node's upper layer.
+    pub fn path(&self, node_path: &str) -> Result<PathBuf> {
+        self.fleet
+            .in_upper(self.node, node_path)
+            .with_context(|| format!("{node_path} is not on an overlaid directory of the node"))
+    }
+
+    /// Creates `node_path` and its parents in the upper layer. A directory
+    /// that exists on the host gets the host's mode and owner, because the
+    /// upper directory's attributes are what the node sees.
+    pub fn dir(&self, node_path: &str) -> Result<PathBuf> {
+        let mut node_prefix = PathBuf::from("/");
+        for part in Path::new(node_path).components().skip(1) {
+            node_prefix.push(part);
+            let text = node_prefix.to_string_lossy().to_string();
+            let upper = self.path(&text)?;
+            if upper.is_dir() {
+                continue;
+            }
+            fs::create_dir(&upper).with_context(|| format!("creating {}", upper.display()))?;
+            let (mode, uid, gid) = match fs::metadata(&node_prefix) {
+                Ok(m) if m.is_dir() => (m.mode() & 0o7777, m.uid(), m.gid()),
+                _ => (0o755, 0, 0),
+            };
+            set_attrs(&upper, mode, uid, gid)?;
+        }
+        self.path(node_path)
+    }
+
+    /// Writes a file (creating parents) with the given mode and owner.
+    pub fn file(
+        &self,
+        node_path: &str,
+        content: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+    ) -> Result<()> {
+        if let Some(parent) = Path::new(node_path).parent() {
+            self.dir(&parent.to_string_lossy())?;
+        }
+        let path = self.path(node_path)?;
+        fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
+        set_attrs(&path, mode, owner.0, owner.1)
+    }
+
+    pub fn symlink(&self, node_path: &str, target: &str) -> Result<()> {
+        if let Some(parent) = Path::new(node_path).parent() {
+            self.dir(&parent.to_string_lossy())?;
+        }
+        let path = self.path(node_path)?;
+        let _ = fs::remove_file(&path);
+        symlink(target, &path).with_context(|| format!("linking {} → {target}", path.display()))
+    }
+}
+
+fn set_attrs(path: &Path, mode: u32, uid: u32, gid: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("chmod {mode:o} {}", path.display()))?;
+    chown(path, Some(uid), Some(gid))
+        .with_context(|| format!("chown {uid}:{gid} {}", path.display()))
+}
+
+/// Writes the whole disk of `plan`'s node. `hub_url` goes into the
+/// sysupdate configs; `authorized_key` is the operator's public key.
+pub fn provision(
+    fleet: &FleetDir,
+    scenario: &Scenario,
+    plan: &NodePlan,
+    hub_url: &str,
+    authorized_key: &str,
+) -> Result<()> {
+    let name = plan.spec.name.as_str();
+    create_layers(fleet, name)?;
+    let disk = Disk { fleet, node: name };
+    write_identity(&disk, plan)?;
+    write_users(&disk, authorized_key)?;
+    write_sshd_config(&disk, plan)?;
+    write_os(&disk, scenario, &plan.spec)?;
+    write_kubernetes(&disk, scenario, plan, hub_url)?;
+    link_tools(&disk, &fleet.binary())?;
+    write_mount_points(&disk)
+}
+
+/// `upper/<top>` and `work/<top>` for every overlaid directory; each upper
+/// root mirrors the host directory's mode and owner (it becomes the merged
+/// directory's).
+fn create_layers(fleet: &FleetDir, name: &str) -> Result<()> {
+    for top in OVERLAID {
+        let upper = fleet.upper(name, top);
+        let work = fleet.work(name, top);
+        for d in [&upper, &work] {
+            fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let host = fs::metadata(format!("/{top}")).with_context(|| format!("reading /{top}"))?;
+        set_attrs(&upper, host.mode() & 0o7777, host.uid(), host.gid())?;
+    }
+    Ok(())
+}
+
+fn random_uuid() -> Result<String> {
+    let text = fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .context("reading /proc/sys/kernel/random/uuid")?;
+    Ok(text.trim().to_string())
+}
+
+/// A fresh random boot id, formatted like the kernel's.
+pub fn new_boot_id() -> Result<String> {
+    random_uuid()
+}
+
+fn write_identity(disk: &Disk, plan: &NodePlan) -> Result<()> {
+    let name = &plan.spec.name;
+    disk.file(
+        "/etc/hostname",
+        format!("{name}\n").as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    let hosts = format!(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{}\t{name}\n",
+        plan.address
+    );
+    disk.file("/etc/hosts", hosts.as_bytes(), 0o644, (0, 0))?;
+    let machine_id = random_uuid()?.replace('-', "");
+    disk.file(
+        "/etc/machine-id",
+        format!("{machine_id}\n").as_bytes(),
+        0o444,
+        (0, 0),
+    )
+}
+
+/// root and core (uid 500, passwordless sudo), both with the operator's key.
+fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
+    let core = (CORE_UID, CORE_UID);
+    add_line(
+        "/etc/passwd",
+        disk,
+        "core:",
+        "core:x:500:500:Flatcar Admin:/home/core:/bin/bash",
+    )?;
+    add_line("/etc/group", disk, "core:", "core:x:500:")?;
+    add_line("/etc/gshadow", disk, "core:", "core:!::")?;
+    add_line("/etc/shadow", disk, "core:", "core:*:20000:0:99999:7:::")?;
+    unlock_root(disk)?;
+    disk.file(
+        "/etc/sudoers.d/core",
+        b"core ALL=(ALL) NOPASSWD: ALL\n",
+        0o440,
+        (0, 0),
+    )?;
+    let key = format!("{}\n", authorized_key.trim());
+    disk.dir("/root/.ssh")?;
+    set_attrs(&disk.path("/root/.ssh")?, 0o700, 0, 0)?;
+    disk.file("/root/.ssh/authorized_keys", key.as_bytes(), 0o600, (0, 0))?;
+    disk.dir("/home/core/.ssh")?;
+    set_attrs(&disk.path("/home/core")?, 0o755, core.0, core.1)?;
+    set_attrs(&disk.path("/home/core/.ssh")?, 0o700, core.0, core.1)?;
+    disk.file(
+        "/home/core/.ssh/authorized_keys",
+        key.as_bytes(),
+        0o600,
+        core,
+    )
+}
+
+/// Copies a host account file into the node with `line` appended unless an
+/// entry starting with `prefix` exists; keeps the host file's mode and owner.
+fn add_line(node_path: &str, disk: &Disk, prefix: &str, line: &str) -> Result<()> {
+    let meta =
+        fs::metadata(node_path).with_context(|| format!("reading the host's {node_path}"))?;
+    let mut text =
+        fs::read_to_string(node_path).with_context(|| format!("reading the host's {node_path}"))?;
+    if !text.lines().any(|l| l.starts_with(prefix)) {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    disk.file(
+        node_path,
+        text.as_bytes(),
+        meta.mode() & 0o7777,
+        (meta.uid(), meta.gid()),
+    )
+}
+
+/// With `UsePAM no`, sshd refuses even key logins to an account whose
+/// password field starts with `!` (locked); `*` means "no password" instead.
+fn unlock_root(disk: &Disk) -> Result<()> {
+    let path = disk.path("/etc/shadow")?;
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let fixed: Vec<String> = text
+        .lines()
+        .map(|l| match l.strip_prefix("root:!") {
+            Some(rest) => {
+                let after = rest.split_once(':').map(|(_, r)| r).unwrap_or("");
+                format!("root:*:{after}")
+            }
+            None => l.to_string(),
+        })
+        .collect();
+    fs::write(&path, fixed.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+fn write_sshd_config(disk: &Disk, plan: &NodePlan) -> Result<()> {
+    let config = format!(
+        "# fleetsim node {name}: written by the supervisor, see docs/simulator.md\n\
+         ListenAddress {addr}:{port}\n\
+         HostKey {HOST_KEY}\n\
+         PermitRootLogin prohibit-password\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         UsePAM no\n\
+         PidFile /run/sshd.pid\n\
+         AuthorizedKeysFile .ssh/authorized_keys\n\
+         # Benchmarks open many sessions at once.\n\
+         MaxStartups 200:30:400\n\
+         MaxSessions 100\n\
+         AcceptEnv LANG LC_*\n\
+         Subsystem sftp internal-sftp\n",
+        name = plan.spec.name,
+        addr = plan.address,
+        port = plan.port,
+    );
+    disk.file(SSHD_CONFIG, config.as_bytes(), 0o644, (0, 0))
+}
+
+/// Generates the node's host key into its disk; returns the public key line.
+pub fn host_key(disk: &Disk) -> Result<String> {
+    disk.dir("/etc/ssh")?;
+    let path = disk.path(HOST_KEY)?;
+    generate_key(&path, &format!("root@{}", disk.node))
+}
+
+/// A key pair via `ssh-keygen` (the operator's and the hosts'); returns the
+/// public line `ssh-ed25519 AAAA… comment`.
+pub fn generate_key(path: &Path, comment: &str) -> Result<String> {
+    let _ = fs::remove_file(path);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .arg(path)
+        .output()
+        .context("running ssh-keygen (apt-get install openssh-client)")?;
+    if !out.status.success() {
+        bail!(
+            "ssh-keygen for {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let mut pub_path = path.as_os_str().to_owned();
+    pub_path.push(".pub");
+    let text = fs::read_to_string(&pub_path)
+        .with_context(|| format!("reading {}", Path::new(&pub_path).display()))?;
+    Ok(text.trim().to_string())
+}
+
+/// `/etc/os-release` the Flatcar way: a symlink to `/usr/lib/os-release`,
+/// which belongs to the (A/B-updated) /usr partition.
+pub fn os_release(version: &str) -> String {
+    format!(
+        "NAME=\"Flatcar Container Linux by Kinvolk\"\n\
+         ID=flatcar\n\
+         ID_LIKE=coreos\n\
+         VERSION={version}\n\
+         VERSION_ID={version}\n\
+         SYSEXT_LEVEL=1.0\n\
+         PRETTY_NAME=\"Flatcar Container Linux by Kinvolk {version}\"\n\
+         ANSI_COLOR=\"38;5;75\"\n\
+         HOME_URL=\"https://flatcar.org/\"\n\
+         BUG_REPORT_URL=\"https://issues.flatcar.org\"\n\
+         FLATCAR_BOARD=\"amd64-usr\"\n\
+         CPE_NAME=\"cpe:2.3:o:flatcar-linux:flatcar_linux:{version}:*:*:*:*:*:*:*\"\n"
+    )
+}
+
+pub fn write_os_release(disk: &Disk, version: &str) -> Result<()> {
+    disk.file(
+        "/usr/lib/os-release",
+        os_release(version).as_bytes(),
+        0o644,
+        (0, 0),
+    )
+}
+
+fn write_os(disk: &Disk, scenario: &Scenario, spec: &NodeSpec) -> Result<()> {
+    write_os_release(disk, &scenario.os(spec))?;
+    disk.symlink("/etc/os-release", "../usr/lib/os-release")?;
+    if let Some(next) = &spec.os_update {
+        let record = OsUpdate {
+            new_version: next.clone(),
+        };
+        let json = serde_json::to_vec_pretty(&record)?;
+        disk.file(OS_UPDATE_FILE, &json, 0o644, (0, 0))?;
+    }
+    Ok(())
+}
+
+/// A sysupdate transfer config in sysext-bakery's exact format.
+pub fn sysupdate_conf(hub_url: &str, match_pattern: &str) -> String {
+    format!(
+        "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\nPath={hub_url}/kubernetes/\nMatchPattern={match_pattern}\n\n[Target]\nInstancesMax=3\nType=regular-file\nPath=/opt/extensions/kubernetes\nCurrentSymlink=/etc/extensions/kubernetes.raw\n"
+    )
+}
+
+pub fn pinned_pattern(minor: &Minor) -> String {
+    format!("kubernetes-{minor}.@v-%a.raw")
+}
+
+pub const FLOATING_PATTERN: &str = "kubernetes-@v-%a.raw";
+
+fn write_kubernetes(
+    disk: &Disk,
+    scenario: &Scenario,
+    plan: &NodePlan,
+    hub_url: &str,
+) -> Result<()> {
+    let spec = &plan.spec;
+    let running = scenario.running(spec)?;
+    let staged = scenario.staged(spec)?;
+    for v in std::iter::once(running).chain(staged) {
+        let path = format!("{IMAGES_DIR}/{}", v.image_name());
+        disk.file(&path, &hub::image_bytes(&v), 0o644, (0, 0))?;
+    }
+    let current = staged.unwrap_or(running);
+    // Provisioning (Butane) writes an absolute link; sysupdate later writes relative ones.
+    disk.symlink(
+        CURRENT_SYMLINK,
+        &format!("{IMAGES_DIR}/{}", current.image_name()),
+    )?;
+    let pattern = match spec.pin {
+        Pin::Pinned => pinned_pattern(&running.minor_series()),
+        Pin::Floating => FLOATING_PATTERN.to_string(),
+    };
+    let conf = sysupdate_conf(hub_url, &pattern);
+    disk.file(
+        &format!("{SYSUPDATE_DIR}/kubernetes.conf"),
+        conf.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    for m in &spec.extra_configs {
+        let minor = Minor::parse(m)?;
+        let conf = sysupdate_conf(hub_url, &pinned_pattern(&minor));
+        let path = format!("{SYSUPDATE_DIR}/kubernetes-{minor}.conf");
+        disk.file(&path, conf.as_bytes(), 0o644, (0, 0))?;
+    }
+    if spec.role == Role::ControlPlane {
+        let conf = admin_conf(&plan.address.to_string());
+        disk.file("/etc/kubernetes/admin.conf", conf.as_bytes(), 0o600, (0, 0))?;
+    }
+    Ok(())
+}
+
+/// A kubeconfig shaped like kubeadm's admin.conf (the credentials are
+/// placeholders: the emulated kubectl only checks that the file is readable).
+fn admin_conf(address: &str) -> String {
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: ZmxlZXRzaW0tY2EK\n    server: https://{address}:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: kubernetes-admin\n  name: kubernetes-admin@kubernetes\ncurrent-context: kubernetes-admin@kubernetes\nkind: Config\npreferences: {{}}\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: ZmxlZXRzaW0tY2VydAo=\n    client-key-data: ZmxlZXRzaW0ta2V5Cg==\n"
+    )
+}
+
+/// Hard links to the fleet's copy of fleetsim under every tool's real path:
+/// one inode for all nodes, so 50 nodes cost no disk and start instantly.
+fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
+    for rel in TOOL_LINKS {
+        let node_path = format!("/{rel}");
+        if let Some(parent) = Path::new(&node_path).parent() {
+            disk.dir(&parent.to_string_lossy())?;
+        }
+        let path = disk.path(&node_path)?;
+        let _ = fs::remove_file(&path);
+        fs::hard_link(binary, &path)
+            .with_context(|| format!("linking {} to {}", path.display(), binary.display()))?;
+    }
+    Ok(())
+}
+
+/// Empty mount points for the bind mounts node-init makes, created here so
+/// node-init never writes to a layer whose directory it is about to cover.
+fn write_mount_points(disk: &Disk) -> Result<()> {
+    disk.dir(crate::state::CLUSTER_DIR)?;
+    disk.file(crate::state::NODE_FILE, b"", 0o644, (0, 0))
+}
+
+/// The running version a boot merges: the file the current symlink points
+/// at, if it names a kubernetes image and exists on the node's disk.
+pub fn staged_version(disk: &Disk) -> Result<Version> {
+    let link = disk.path(CURRENT_SYMLINK)?;
+    let target = fs::read_link(&link)
+        .with_context(|| format!("{CURRENT_SYMLINK} is not a symlink on node {}", disk.node))?;
+    let target_text = target.to_string_lossy().to_string();
+    let node_target = if target.is_absolute() {
+        PathBuf::from(&target)
+    } else {
+        Path::new("/etc/extensions").join(&target)
+    };
+    let node_target = normalize(&node_target);
+    let file_name = node_target
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let version = Version::from_image_name(&file_name).with_context(|| {
+        format!("{CURRENT_SYMLINK} → {target_text}: not a kubernetes-vX.Y.Z-x86-64.raw image")
+    })?;
+    let on_disk = disk
+        .path(&node_target.to_string_lossy())
+        .map(|p| p.is_file())
+        .unwrap_or(false);
+    if !on_disk && !node_target.is_file() {
+        bail!("{CURRENT_SYMLINK} → {target_text}: the image does not exist");
+    }
+    Ok(version)
+}
+
+/// Resolves `.` and `..` lexically (symlinks inside the node cannot be
+/// followed from the host).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(p) => out.push(p),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_config_is_byte_exact() {
+        let conf = sysupdate_conf(
+            "http://127.0.0.1:8080",
+            &pinned_pattern(&Minor::parse("v1.37").unwrap()),
+        );
+        assert_eq!(
+            conf,
+            "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\nPath=http://127.0.0.1:8080/kubernetes/\nMatchPattern=kubernetes-v1.37.@v-%a.raw\n\n[Target]\nInstancesMax=3\nType=regular-file\nPath=/opt/extensions/kubernetes\nCurrentSymlink=/etc/extensions/kubernetes.raw\n"
+        );
+    }
+
+    #[test]
+    fn normalizes_relative_symlink_targets() {
+        let p = Path::new("/etc/extensions").join("../../opt/extensions/kubernetes/x.raw");
+        assert_eq!(
+            normalize(&p),
+            PathBuf::from("/opt/extensions/kubernetes/x.raw")
+        );
+    }
+
+    #[test]
+    fn os_release_names_flatcar_and_version() {
+        let text = os_release("4081.3.0");
+        assert!(text.contains("\nID=flatcar\n"));
+        assert!(text.contains("\nVERSION=4081.3.0\n"));
+        assert!(text.contains("\nVERSION_ID=4081.3.0\n"));
+    }
+}

@@ -1,0 +1,713 @@
+//! The supervisor (`fleetsim up`): builds a fleet from a scenario, boots
+//! every node, and runs in the foreground until SIGTERM/SIGINT (or until the
+//! process that started it goes away), then tears everything down.
+//!
+//! Each node has a thread that owns its lifecycle: write the boot record,
+//! start node-init in fresh namespaces, wait for sshd, and when node-init
+//! exits (a reboot) mark the node down, wait the boot delay (and any fault),
+//! apply what was staged, and boot again. Node processes are started with
+//! PR_SET_PDEATHSIG and `unshare --kill-child`, so even a SIGKILLed
+//! supervisor takes its nodes with it.
+
+use std::fs::{self, File};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::boot::{first_boot, next_boot, write_boot};
+use crate::hub::{self, Hub};
+use crate::layout::{FleetDir, OVERLAID};
+use crate::net::{self, Subnet};
+use crate::node_init::InitConfig;
+use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
+use crate::scenario::Scenario;
+use crate::state::{Cluster, ClusterNode, DaemonSet, Event, NodeBoot, Role, Shared, now};
+
+/// How long sshd may take to listen after node-init starts.
+const SSHD_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often node threads look at their node-init and at the stop flag.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What the supervisor tells the harness and `fleetsim ctl` about a running
+/// fleet (`DIR/fleet.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetInfo {
+    pub hub: String,
+    pub port: u16,
+    pub supervisor_pid: u32,
+    pub nodes: Vec<FleetNode>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetNode {
+    pub name: String,
+    pub address: String,
+    pub role: Role,
+    /// The user the inventory logs in as.
+    pub user: String,
+}
+
+impl FleetInfo {
+    pub fn load(fleet: &FleetDir) -> Result<FleetInfo> {
+        let path = fleet.fleet_json();
+        let bytes = fs::read(&path)
+            .with_context(|| format!("reading {} (is a fleet running there?)", path.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+    }
+}
+
+/// Runs the fleet until a stop signal; returns after a complete teardown.
+pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
+    scenario.validate()?;
+    preflight()?;
+    let fleet = FleetDir::new(prepare_dir(dir)?);
+    crate::sig::block(false)?;
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    let started = Instant::now();
+    let setup = setup(scenario, &fleet)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let firsts = setup
+        .plans
+        .iter()
+        .map(|p| first_boot(scenario, &p.spec))
+        .collect::<Result<Vec<_>>>()?;
+    let mut threads = Vec::new();
+    for (plan, first) in setup.plans.iter().zip(firsts) {
+        let node = NodeRunner {
+            fleet: fleet.clone(),
+            plan: plan.clone(),
+            shared: Shared::new(fleet.cluster()),
+            boot_delay: scenario.boot_delay,
+            pending_reboot: pending_reboot(scenario, plan)?,
+            stop: stop.clone(),
+        };
+        let tx = tx.clone();
+        let handle = thread::Builder::new()
+            .name(format!("node-{}", plan.spec.name))
+            .spawn(move || node.run(first, tx))
+            .context("starting a node thread")?;
+        threads.push(handle);
+    }
+    drop(tx);
+    let outcome = wait_first_boots(&rx, setup.plans.len());
+    if let Err(e) = outcome {
+        teardown(&fleet, &stop, threads);
+        return Err(e);
+    }
+    fs::write(fleet.ready(), format!("{}\n", now())).context("writing the ready file")?;
+    eprintln!(
+        "fleetsim: {} nodes up in {:.2} s on 127.{}.{}.0/24 port {}; hub {}; inventory {}",
+        setup.plans.len(),
+        started.elapsed().as_secs_f64(),
+        setup.subnet.a,
+        setup.subnet.b,
+        scenario.port,
+        setup.hub.url(),
+        fleet.inventory().display()
+    );
+    let why = wait_for_stop(parent);
+    eprintln!("fleetsim: {why}; tearing the fleet down");
+    teardown(&fleet, &stop, threads);
+    drop(setup.subnet);
+    Ok(())
+}
+
+fn preflight() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("fleetsim up must run as root: it creates namespaces and mounts overlays (try sudo)");
+    }
+    for (path, package) in [
+        ("/usr/sbin/sshd", "openssh-server"),
+        ("/usr/bin/ssh-keygen", "openssh-client"),
+        ("/usr/bin/unshare", "util-linux"),
+        ("/usr/bin/sudo", "sudo"),
+    ] {
+        if !Path::new(path).exists() {
+            bail!("{path} is missing: apt-get install -y {package}");
+        }
+    }
+    Ok(())
+}
+
+/// Creates the state directory and refuses places overlayfs cannot use.
+fn prepare_dir(dir: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", dir.display()))?;
+    let text = dir.to_string_lossy();
+    if text.contains([',', ':', ' ', '\t', '\n']) {
+        bail!(
+            "state directory {text}: overlayfs options cannot carry `,`, `:` or spaces; pick another --dir"
+        );
+    }
+    if let Some(top) = OVERLAID.iter().find(|t| dir.starts_with(format!("/{t}"))) {
+        bail!(
+            "state directory {text} is under /{top}, which every node overlays (its layers would overlap): use a directory under /tmp"
+        );
+    }
+    for held in ["cluster", "nodes"] {
+        if dir.join(held).exists() {
+            bail!("{text} already holds a fleet ({held}/ exists): use an empty --dir");
+        }
+    }
+    Ok(dir)
+}
+
+struct Setup {
+    subnet: Subnet,
+    hub: Hub,
+    plans: Vec<NodePlan>,
+}
+
+fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
+    copy_binary(fleet)?;
+    let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
+    fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
+    let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
+    init_cluster(fleet, scenario)?;
+    let versions = scenario.hub.versions()?;
+    hub::populate(&fleet.hub(), &versions)?;
+    let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
+    let plans: Vec<NodePlan> = scenario
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| NodePlan {
+            spec: spec.clone(),
+            address: subnet.address(i),
+            port: scenario.port,
+        })
+        .collect();
+    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key)?;
+    fs::write(fleet.known_hosts(), known_hosts.concat()).context("writing known_hosts")?;
+    let minor = scenario.cluster_version()?.minor_series();
+    let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
+    fs::write(fleet.inventory(), inventory).context("writing inventory.yaml")?;
+    write_info(fleet, &hub, scenario.port, &plans)?;
+    Ok(Setup { subnet, hub, plans })
+}
+
+fn copy_binary(fleet: &FleetDir) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the fleetsim executable")?;
+    let target = fleet.binary();
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    fs::copy(&exe, &target)
+        .with_context(|| format!("copying {} to {}", exe.display(), target.display()))?;
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod {}", target.display()))
+}
+
+fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
+    fs::create_dir_all(fleet.cluster()).context("creating the cluster directory")?;
+    let version = scenario.cluster_version()?.to_string();
+    let mut nodes = std::collections::BTreeMap::new();
+    for spec in &scenario.nodes {
+        let cp = spec.role == Role::ControlPlane;
+        nodes.insert(
+            spec.name.clone(),
+            ClusterNode {
+                role: spec.role,
+                up: false,
+                booted_at: 0.0,
+                kubelet_version: scenario.running(spec)?.to_string(),
+                unschedulable: false,
+                control_plane_version: cp.then(|| version.clone()),
+            },
+        );
+    }
+    let cluster = Cluster {
+        version,
+        kubelet_delay: scenario.kubelet_delay,
+        api_delay: scenario.api_delay,
+        nodes,
+        kube_proxy: false,
+        kured: scenario.kured.then(kured),
+        configmaps: Default::default(),
+        resource_version: 1,
+    };
+    let shared = Shared::new(fleet.cluster());
+    shared.update_cluster(|c| {
+        *c = cluster;
+        Ok(())
+    })?;
+    let faults = scenario.faults.clone();
+    shared.update_faults(|f| *f = faults)?;
+    Ok(())
+}
+
+/// Kured's DaemonSet as its upstream manifest configures it.
+fn kured() -> DaemonSet {
+    DaemonSet {
+        namespace: "kube-system".into(),
+        name: "kured".into(),
+        args: [
+            "--reboot-sentinel=/run/reboot-required",
+            "--period=1h0m0s",
+            "--lock-annotation=weave.works/kured-node-lock",
+            "--ds-name=kured",
+            "--ds-namespace=kube-system",
+            "--concurrency=1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        annotations: Default::default(),
+        resource_version: 1,
+    }
+}
+
+/// Provisions every node's disk on a few threads (ssh-keygen dominates) and
+/// returns the known_hosts lines in node order.
+fn provision_all(
+    fleet: &FleetDir,
+    scenario: &Scenario,
+    plans: &[NodePlan],
+    hub_url: &str,
+    operator_key: &str,
+) -> Result<Vec<String>> {
+    let workers = plans.len().clamp(1, 8);
+    let chunk = plans.len().div_ceil(workers);
+    thread::scope(|s| {
+        let handles: Vec<_> = plans
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key))
+                        .collect::<Result<Vec<String>>>()
+                })
+            })
+            .collect();
+        let mut lines = Vec::new();
+        for h in handles {
+            let part = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a provisioning thread panicked"))??;
+            lines.extend(part);
+        }
+        Ok(lines)
+    })
+}
+
+fn provision_one(
+    fleet: &FleetDir,
+    scenario: &Scenario,
+    plan: &NodePlan,
+    hub_url: &str,
+    operator_key: &str,
+) -> Result<String> {
+    let name = &plan.spec.name;
+    provision(fleet, scenario, plan, hub_url, operator_key)
+        .with_context(|| format!("provisioning node {name}"))?;
+    let presented = host_key(&Disk { fleet, node: name })?;
+    let recorded = if plan.spec.wrong_host_key {
+        generate_key(&fleet.node(name).join("decoy_host_key"), "decoy")?
+    } else {
+        presented
+    };
+    Ok(known_hosts_line(plan, &recorded))
+}
+
+fn known_hosts_line(plan: &NodePlan, public_key: &str) -> String {
+    let key: Vec<&str> = public_key.split_whitespace().take(2).collect();
+    let host = if plan.port == 22 {
+        plan.address.to_string()
+    } else {
+        format!("[{}]:{}", plan.address, plan.port)
+    };
+    format!("{host} {}\n", key.join(" "))
+}
+
+fn write_info(fleet: &FleetDir, hub: &Hub, port: u16, plans: &[NodePlan]) -> Result<()> {
+    let info = FleetInfo {
+        hub: hub.url(),
+        port,
+        supervisor_pid: std::process::id(),
+        nodes: plans
+            .iter()
+            .map(|p| FleetNode {
+                name: p.spec.name.clone(),
+                address: p.address.to_string(),
+                role: p.spec.role,
+                user: p.spec.user.clone().unwrap_or_else(|| "root".into()),
+            })
+            .collect(),
+    };
+    fs::write(fleet.fleet_json(), serde_json::to_vec_pretty(&info)?).context("writing fleet.json")
+}
+
+/// A reboot is pending from the start when something is staged.
+fn pending_reboot(scenario: &Scenario, plan: &NodePlan) -> Result<bool> {
+    let staged = scenario.staged(&plan.spec)?;
+    let running = scenario.running(&plan.spec)?;
+    Ok(staged.is_some_and(|s| s != running) || plan.spec.os_update.is_some())
+}
+
+fn wait_first_boots(rx: &mpsc::Receiver<Result<String>>, count: usize) -> Result<()> {
+    let mut up = 0;
+    let mut failures = Vec::new();
+    while up + failures.len() < count {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(Ok(_)) => up += 1,
+            Ok(Err(e)) => failures.push(format!("{e:#}")),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(sig) = crate::sig::wait(false, Duration::ZERO) {
+                    bail!("interrupted by signal {sig} while booting the fleet");
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {count} nodes did not boot:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Blocks until SIGTERM/SIGINT/SIGHUP or until our parent process is gone
+/// (a test binary killed outright must not leave a fleet behind).
+fn wait_for_stop(parent: libc::pid_t) -> String {
+    loop {
+        if let Some(sig) = crate::sig::wait(false, Duration::from_millis(200)) {
+            return format!("received signal {sig}");
+        }
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            return "the process that started the fleet is gone".into();
+        }
+    }
+}
+
+fn teardown(fleet: &FleetDir, stop: &AtomicBool, threads: Vec<thread::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        let _ = t.join();
+    }
+    let _ = fs::remove_file(fleet.ready());
+}
+
+/// One node's lifecycle, on its own thread.
+struct NodeRunner {
+    fleet: FleetDir,
+    plan: NodePlan,
+    shared: Shared,
+    boot_delay: f64,
+    pending_reboot: bool,
+    stop: Arc<AtomicBool>,
+}
+
+enum Exit {
+    Stopped,
+    Down(ExitStatus),
+}
+
+impl NodeRunner {
+    fn name(&self) -> &str {
+        &self.plan.spec.name
+    }
+
+    fn run(self, first: NodeBoot, started: Sender<Result<String>>) {
+        let mut started = Some(started);
+        let mut boot = first;
+        let mut notes = Vec::new();
+        let mut reboot_required = self.pending_reboot;
+        loop {
+            let child = match self.boot_once(&boot, reboot_required, &notes) {
+                Ok(child) => child,
+                Err(e) => {
+                    let e = e.context(format!("node {} did not boot", self.name()));
+                    match started.take() {
+                        Some(tx) => {
+                            let _ = tx.send(Err(e));
+                        }
+                        None => {
+                            eprintln!("fleetsim: {e:#}; it stays down");
+                            self.record("(boot)", &format!("failed: {e:#}"));
+                            self.wait_for_stop();
+                        }
+                    }
+                    return;
+                }
+            };
+            if let Some(tx) = started.take() {
+                let _ = tx.send(Ok(self.name().to_string()));
+            }
+            reboot_required = false;
+            match self.wait_exit(child) {
+                Exit::Stopped => return,
+                Exit::Down(status) => self.went_down(status),
+            }
+            if !self.stay_down() {
+                return;
+            }
+            match next_boot(&self.fleet, &boot) {
+                Ok((next, n)) => {
+                    boot = next;
+                    notes = n;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "fleetsim: node {}: preparing the next boot: {e:#}; it stays down",
+                        self.name()
+                    );
+                    self.wait_for_stop();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes the boot record, starts node-init and waits for sshd.
+    fn boot_once(&self, boot: &NodeBoot, reboot_required: bool, notes: &[String]) -> Result<Child> {
+        write_boot(&self.fleet, boot)?;
+        let init = InitConfig {
+            name: self.name().to_string(),
+            reboot_required,
+        };
+        let path = self.fleet.init_json(self.name());
+        fs::write(&path, serde_json::to_vec_pretty(&init)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        let mut child = self.spawn()?;
+        if let Err(e) = self.wait_listening(&mut child) {
+            kill_node(&mut child);
+            return Err(e.context(self.console_tail()));
+        }
+        self.shared.update_cluster(|c| {
+            c.resource_version += 1;
+            if let Some(n) = c.nodes.get_mut(self.name()) {
+                n.up = true;
+                n.booted_at = now();
+                n.kubelet_version = boot.kubernetes.clone();
+            }
+            Ok(())
+        })?;
+        let result = if notes.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("warning: {}", notes.join("; "))
+        };
+        self.record("(boot)", &result);
+        Ok(child)
+    }
+
+    fn spawn(&self) -> Result<Child> {
+        let log_path = self.fleet.console_log(self.name());
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
+        let log2 = log
+            .try_clone()
+            .context("duplicating the console log handle")?;
+        let mut cmd = Command::new("/usr/bin/unshare");
+        cmd.args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--uts",
+            "--mount-proc",
+            "--propagation",
+            "private",
+            "--kill-child",
+        ])
+        .arg(self.fleet.binary())
+        .arg("node-init")
+        .arg("--dir")
+        .arg(self.fleet.root())
+        .arg("--node")
+        .arg(self.name())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // Die with this thread (and so with the supervisor).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Keep a terminal's Ctrl-C for the supervisor, which tears down in order.
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn()
+            .with_context(|| format!("starting unshare for node {}", self.name()))
+    }
+
+    fn wait_listening(&self, child: &mut Child) -> Result<()> {
+        let deadline = Instant::now() + SSHD_TIMEOUT;
+        loop {
+            if net::listening(self.plan.address, self.plan.port)? {
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait().context("waiting for node-init")? {
+                bail!("node-init exited ({status}) before sshd listened");
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                bail!("stopped while booting");
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "sshd did not listen on {}:{} within {} s",
+                    self.plan.address,
+                    self.plan.port,
+                    SSHD_TIMEOUT.as_secs()
+                );
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn console_tail(&self) -> String {
+        let path = self.fleet.console_log(self.name());
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        format!("last lines of {}:\n{tail}", path.display())
+    }
+
+    fn wait_exit(&self, mut child: Child) -> Exit {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                kill_node(&mut child);
+                return Exit::Stopped;
+            }
+            match child.try_wait() {
+                Ok(Some(status)) => return Exit::Down(status),
+                Ok(None) => thread::sleep(POLL),
+                Err(e) => {
+                    eprintln!("fleetsim: node {}: waiting for node-init: {e}", self.name());
+                    thread::sleep(POLL);
+                }
+            }
+        }
+    }
+
+    fn went_down(&self, status: ExitStatus) {
+        if !status.success() {
+            eprintln!(
+                "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
+                self.name(),
+                self.fleet.console_log(self.name()).display()
+            );
+        }
+        let marked = self.shared.update_cluster(|c| {
+            c.resource_version += 1;
+            if let Some(n) = c.nodes.get_mut(self.name()) {
+                n.up = false;
+            }
+            Ok(())
+        });
+        if let Err(e) = marked {
+            eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
+        }
+        self.record("(shutdown)", "ok");
+    }
+
+    /// The boot delay, then as long as a hang fault holds the node. Returns
+    /// false when the fleet is stopping.
+    fn stay_down(&self) -> bool {
+        let faults = self.shared.faults().unwrap_or_default();
+        let extra = faults.slow_boot.get(self.name()).copied().unwrap_or(0.0);
+        let delay = Duration::from_secs_f64((self.boot_delay + extra).max(0.0));
+        let until = Instant::now() + delay;
+        while Instant::now() < until {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+        }
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let hung = self
+                .shared
+                .faults()
+                .map(|f| f.hang_on_reboot.iter().any(|n| n == self.name()))
+                .unwrap_or(false);
+            if !hung {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_for_stop(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn record(&self, what: &str, result: &str) {
+        let conf_dir = self.fleet.in_upper(self.name(), SYSUPDATE_DIR);
+        let event = Event {
+            t: now(),
+            node: self.name().to_string(),
+            argv: vec![what.to_string()],
+            result: result.to_string(),
+            pins: conf_dir
+                .map(|d| crate::pins::kubernetes_pins(&d))
+                .unwrap_or_default(),
+        };
+        if let Err(e) = self.shared.record(&event) {
+            eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());
+        }
+    }
+}
+
+/// Stops a node: SIGTERM to its init (found through unshare's children),
+/// exactly like a reboot, so the kernel kills the whole PID namespace;
+/// unshare exits once everything in it is gone (and its mounts with it), so
+/// returning means nothing is left. SIGKILL if that takes too long.
+fn kill_node(child: &mut Child) {
+    let pid = child.id();
+    let children =
+        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let inits: Vec<i32> = children
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for init in &inits {
+        // SAFETY: plain kill(2) of a process we started (through unshare).
+        unsafe { libc::kill(*init, libc::SIGTERM) };
+    }
+    if inits.is_empty() {
+        let _ = child.kill();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    for init in &inits {
+        // SAFETY: as above; node-init ignored SIGTERM for 5 s.
+        unsafe { libc::kill(*init, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,14 @@
+//! fleetsim's own tests: every behaviour of the simulated fleet, driven
+//! through the real `ssh` client against real sshd nodes. One test binary
+//! (a module per area) so cargo links once. Needs root, openssh-server and
+//! sudo, like the simulator itself.
+
+mod common;
+
+mod faults;
+mod hub;
+mod leaks;
+mod login;
+mod node;
+mod reboot;
+mod scale;
