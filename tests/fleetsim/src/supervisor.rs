@@ -227,6 +227,8 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
                 kubelet_version: scenario.running(spec)?.to_string(),
                 unschedulable: false,
                 control_plane_version: cp.then(|| version.clone()),
+                os: String::new(),
+                boot_id: String::new(),
             },
         );
     }
@@ -496,6 +498,8 @@ impl NodeRunner {
                 n.up = true;
                 n.booted_at = now();
                 n.kubelet_version = boot.kubernetes.clone();
+                n.os = boot.os.clone();
+                n.boot_id = boot.boot_id.clone();
             }
             Ok(())
         })?;
