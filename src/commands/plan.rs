@@ -19,8 +19,16 @@ use crate::version::Target;
 
 pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let target = args.target.clone().unwrap_or(Target::Minor(inv.kubernetes_version));
-    let gathered = gather::gather(&inv, &super::ssh_options(&inv, global), global.parallel.into()).await?;
+    let target = args
+        .target
+        .clone()
+        .unwrap_or(Target::Minor(inv.kubernetes_version));
+    let gathered = gather::gather(
+        &inv,
+        &super::ssh_options(&inv, global),
+        global.parallel.into(),
+    )
+    .await?;
     for w in &gathered.warnings {
         printer.warn(w);
     }
@@ -31,7 +39,10 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
         PlanFormat::Json => printer.out(&serde_json::to_string_pretty(&plan)?),
         PlanFormat::Text => {
             printer.out(&plan::render(&plan, console::colors_enabled()));
-            printer.note(&format!("plan saved to {}; run `fleetctl apply` to carry it out", display(&path)));
+            printer.note(&format!(
+                "plan saved to {}; run `fleetctl apply` to carry it out",
+                display(&path)
+            ));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -42,7 +53,11 @@ fn display(path: &Path) -> String {
 }
 
 /// Facts → plan. Shared with `apply`, which re-plans from the live fleet to resume.
-pub async fn compute(inv: &Inventory, gathered: &Gathered, target: &Target) -> anyhow::Result<Plan> {
+pub async fn compute(
+    inv: &Inventory,
+    gathered: &Gathered,
+    target: &Target,
+) -> anyhow::Result<Plan> {
     let mut facts = BTreeMap::new();
     let mut unreachable = Vec::new();
     for r in &gathered.nodes {
@@ -61,11 +76,15 @@ pub async fn compute(inv: &Inventory, gathered: &Gathered, target: &Target) -> a
     }
     let cluster = match &gathered.cluster {
         Ok((_, c)) => c.clone(),
-        Err(e) => return Err(anyhow::anyhow!("{e:#}")).context("planning needs the API server's view of the nodes"),
+        Err(e) => {
+            return Err(anyhow::anyhow!("{e:#}"))
+                .context("planning needs the API server's view of the nodes");
+        }
     };
     let hub = hub_versions(inv, gathered).await;
     let state = FleetState::new(inv, facts, cluster)?;
-    plan::plan(&state, target, &hub).map_err(|refusal| anyhow::Error::new(UsageError(refusal.to_string())))
+    plan::plan(&state, target, &hub)
+        .map_err(|refusal| anyhow::Error::new(UsageError(refusal.to_string())))
 }
 
 /// The hub's SHA256SUMS, fetched through the first control-plane node (the
@@ -74,7 +93,12 @@ pub async fn compute(inv: &Inventory, gathered: &Gathered, target: &Target) -> a
 async fn hub_versions(inv: &Inventory, gathered: &Gathered) -> HubVersions {
     let first = inv.first_control_plane();
     let url = plan::sha256sums_url(&inv.hub);
-    let Some(session) = gathered.nodes.iter().find(|r| r.node.name == first.name).and_then(|r| r.session.clone()) else {
+    let Some(session) = gathered
+        .nodes
+        .iter()
+        .find(|r| r.node.name == first.name)
+        .and_then(|r| r.session.clone())
+    else {
         return HubVersions::Unresolved(format!("{} is not reachable", first.name));
     };
     match session.exec(&remote::upgrade::fetch(&url), None).await {
@@ -82,7 +106,11 @@ async fn hub_versions(inv: &Inventory, gathered: &Gathered) -> HubVersions {
         Ok(out) => HubVersions::Unresolved(format!(
             "{} could not read {url}: {}",
             first.name,
-            out.stderr.trim().lines().last().unwrap_or("no error output")
+            out.stderr
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no error output")
         )),
         Err(e) => HubVersions::Unresolved(format!("{} could not read {url}: {e:#}", first.name)),
     }

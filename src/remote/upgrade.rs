@@ -56,7 +56,10 @@ pub fn stage(component: &str) -> String {
 /// Where the component's symlink points now: checked right before a reboot,
 /// since the node's own sysupdate timer may have moved it.
 pub fn staged_target(component: &str) -> String {
-    format!("readlink {}", quote(&format!("/etc/extensions/{component}.raw")))
+    format!(
+        "readlink {}",
+        quote(&format!("/etc/extensions/{component}.raw"))
+    )
 }
 
 pub const BOOT_ID: &str = "cat /proc/sys/kernel/random/boot_id";
@@ -80,7 +83,10 @@ pub fn upgrade_apply(version: &str) -> String {
 }
 
 pub fn upgrade_node() -> String {
-    format!("kubeadm upgrade node --skip-phases {}", crate::plan::KUBEADM_SKIP_PHASES)
+    format!(
+        "kubeadm upgrade node --skip-phases {}",
+        crate::plan::KUBEADM_SKIP_PHASES
+    )
 }
 
 #[cfg(test)]
@@ -95,9 +101,17 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     #[test]
@@ -109,15 +123,24 @@ mod tests {
         let stray = d.join("kubernetes-v1.32.conf");
         std::fs::write(&conf, "old\n").unwrap();
         std::fs::write(&stray, "stray\n").unwrap();
-        let script = pin_config(conf.to_str().unwrap(), &[stray.to_string_lossy().into_owned()]);
+        let script = pin_config(
+            conf.to_str().unwrap(),
+            &[stray.to_string_lossy().into_owned()],
+        );
         let (ok, echoed) = sh(&script, "new config\n");
         assert!(ok);
         assert_eq!(echoed, "new config\n");
         assert_eq!(std::fs::read_to_string(&conf).unwrap(), "new config\n");
-        assert_eq!(std::fs::read_to_string(d.join("kubernetes.conf.fleetctl-backup")).unwrap(), "old\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("kubernetes.conf.fleetctl-backup")).unwrap(),
+            "old\n"
+        );
         assert!(!stray.exists());
         assert!(d.join("kubernetes-v1.32.conf.fleetctl-disabled").exists());
-        let left: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left.len(), 3, "no temporary file left behind: {left:?}");
     }
 
@@ -132,7 +155,13 @@ mod tests {
 
     #[test]
     fn kubeadm_commands_always_skip_kube_proxy() {
-        assert_eq!(upgrade_apply("v1.35.3"), "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes");
-        assert_eq!(upgrade_node(), "kubeadm upgrade node --skip-phases addon/kube-proxy");
+        assert_eq!(
+            upgrade_apply("v1.35.3"),
+            "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes"
+        );
+        assert_eq!(
+            upgrade_node(),
+            "kubeadm upgrade node --skip-phases addon/kube-proxy"
+        );
     }
 }

@@ -1,1 +1,5 @@
+//! fleetctl's integration tests: the real binary against the simulated
+//! fleet (tests/fleetsim): real sshd per node, real shell, real dropped
+//! connections on reboot. One test binary, a module per area.
 
+mod support;
