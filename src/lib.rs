@@ -15,5 +15,6 @@ pub mod node;
 pub mod remote;
 pub mod ssh;
 pub mod status;
+pub mod steps;
 pub mod ui;
 pub mod version;
