@@ -4,4 +4,5 @@
 //! The upgrade phases themselves build on these.
 
 pub mod journal;
+pub mod lock;
 pub mod runner;
