@@ -16,5 +16,6 @@ pub mod plan;
 pub mod remote;
 pub mod ssh;
 pub mod status;
+pub mod steps;
 pub mod ui;
 pub mod version;

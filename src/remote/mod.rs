@@ -8,8 +8,8 @@
 //! status in a delimited section (see `prelude.sh`), and the pure parsers in
 //! `crate::node` turn that into facts.
 //!
-//! Today: the read-only probes. The commands of the upgrade steps belong
-//! here too, next to them.
+//! Today: the read-only probes, and apply's lock ([`kubectl`]). The
+//! commands of the upgrade steps belong here too, next to them.
 
 /// Gathers one node's facts: OS and update_engine state, running and staged
 /// Kubernetes and containerd, their images and sysupdate configs, the reboot
@@ -20,6 +20,8 @@ pub const FACTS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!(
 /// for the nodes, the kubeadm cluster version and whether kube-proxy is
 /// deployed. Read-only. Parse with `crate::node::parse_cluster`.
 pub const CLUSTER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("cluster.sh"));
+
+pub mod kubectl;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the
 /// two cannot drift apart silently (a test checks the scripts use them).

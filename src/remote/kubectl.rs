@@ -1,0 +1,319 @@
+//! The `kubectl` calls apply's lock makes, as argument lists, and the one
+//! place that turns them into a command line: a reviewer reads here exactly
+//! what fleetctl asks the API server to change.
+//!
+//! Every call runs as root on a control-plane node with the kubeadm admin
+//! kubeconfig, so fleetctl needs no credentials on the laptop. Arguments
+//! are built as separate words and quoted only when joined, so a JSON
+//! annotation value (full of `"` and `{`) reaches kubectl byte for byte.
+//!
+//! kubectl reports API failures on stderr as `Error from server (Reason):
+//! …`; [`api_error`] reads the reason back so the lock can tell "someone
+//! else holds it" from "something broke".
+
+use crate::ssh::quote;
+
+/// The kubeadm admin kubeconfig on every control-plane node.
+pub const ADMIN_KUBECONFIG: &str = "/etc/kubernetes/admin.conf";
+
+/// Bounds each API request, so an unreachable API server fails in seconds
+/// instead of holding apply until the SSH command timeout.
+pub const REQUEST_TIMEOUT: &str = "20s";
+
+/// Where fleetctl's own lock lives when Kured is not installed.
+pub const LOCK_NAMESPACE: &str = "kube-system";
+
+/// The configmap that *is* fleetctl's lock when Kured is not installed:
+/// creating it is atomic, so two applies cannot both succeed.
+pub const LOCK_CONFIGMAP: &str = "fleetctl-lock";
+
+/// `kubectl --kubeconfig=… --request-timeout=… ARGS…`, each argument one
+/// word for the remote shell.
+pub fn kubectl<S: AsRef<str>>(args: &[S]) -> String {
+    let mut cmd =
+        format!("kubectl --kubeconfig={ADMIN_KUBECONFIG} --request-timeout={REQUEST_TIMEOUT}");
+    for arg in args {
+        cmd.push(' ');
+        cmd.push_str(&word(arg.as_ref()));
+    }
+    cmd
+}
+
+/// `arg` bare when no shell reads anything into it (so the journal stays
+/// readable: `-n kube-system get daemonset kured`), quoted otherwise.
+fn word(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        quote(arg)
+    }
+}
+
+fn words(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Reads a DaemonSet (Kured's) with its args, annotations and resourceVersion.
+pub fn get_daemonset(namespace: &str, name: &str) -> Vec<String> {
+    words(&["-n", namespace, "get", "daemonset", name, "-o", "json"])
+}
+
+/// Sets annotation `key` on a DaemonSet only if it is still at
+/// `resource_version`: a concurrent change (Kured taking its lock) makes the
+/// API answer Conflict instead of being overwritten. Without `overwrite`,
+/// kubectl also refuses when the key already has a value; `overwrite` is for
+/// replacing a value already judged free (an expired or emptied lock) at
+/// that same resource version.
+pub fn annotate_daemonset(
+    namespace: &str,
+    name: &str,
+    key: &str,
+    value: &str,
+    resource_version: &str,
+    overwrite: bool,
+) -> Vec<String> {
+    let mut args = words(&["-n", namespace, "annotate", "daemonset", name]);
+    args.push(format!("{key}={value}"));
+    args.push(format!("--resource-version={resource_version}"));
+    if overwrite {
+        args.push("--overwrite".into());
+    }
+    args
+}
+
+/// Removes annotation `key` from a DaemonSet, only if it is still at
+/// `resource_version` (so a lock someone took meanwhile is left alone).
+pub fn remove_daemonset_annotation(
+    namespace: &str,
+    name: &str,
+    key: &str,
+    resource_version: &str,
+) -> Vec<String> {
+    let mut args = words(&["-n", namespace, "annotate", "daemonset", name]);
+    args.push(format!("{key}-"));
+    args.push(format!("--resource-version={resource_version}"));
+    args
+}
+
+/// Creates a configmap from `key=value` literals; fails with AlreadyExists
+/// if it exists, which is what makes it a lock.
+pub fn create_configmap(namespace: &str, name: &str, literals: &[(&str, &str)]) -> Vec<String> {
+    let mut args = words(&["-n", namespace, "create", "configmap", name]);
+    args.extend(
+        literals
+            .iter()
+            .map(|(key, value)| format!("--from-literal={key}={value}")),
+    );
+    args
+}
+
+/// Reads a configmap as JSON.
+pub fn get_configmap(namespace: &str, name: &str) -> Vec<String> {
+    words(&["-n", namespace, "get", "configmap", name, "-o", "json"])
+}
+
+/// Deletes a configmap (NotFound if it is already gone).
+pub fn delete_configmap(namespace: &str, name: &str) -> Vec<String> {
+    words(&["-n", namespace, "delete", "configmap", name])
+}
+
+/// Why kubectl failed, when the reason decides what the lock does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiError {
+    /// `Error from server (NotFound): daemonsets.apps "kured" not found`
+    NotFound,
+    /// `error: failed to create configmap: configmaps "fleetctl-lock" already
+    /// exists` (current kubectl `create configmap`), or `Error from server
+    /// (AlreadyExists): …` (older kubectl, other verbs).
+    AlreadyExists,
+    /// `Error from server (Conflict): Operation cannot be fulfilled on …: the
+    /// object has been modified; …` — the resourceVersion moved on.
+    Conflict,
+    /// kubectl's own refusal without `--overwrite`: `error: --overwrite is
+    /// false but found the following declared annotation(s): 'KEY' already
+    /// has a value (…)`. It means the annotation appeared since we read it.
+    AnnotationExists,
+}
+
+/// Reads kubectl's stderr for the failures the lock handles; `None` for
+/// anything else (which the caller reports as it is).
+pub fn api_error(stderr: &str) -> Option<ApiError> {
+    if stderr.contains("(NotFound)") {
+        Some(ApiError::NotFound)
+    } else if stderr.contains("(AlreadyExists)")
+        || (stderr.contains("failed to create") && stderr.contains("already exists"))
+    {
+        Some(ApiError::AlreadyExists)
+    } else if stderr.contains("(Conflict)") {
+        Some(ApiError::Conflict)
+    } else if stderr.contains("--overwrite is false") && stderr.contains("already has a value") {
+        Some(ApiError::AnnotationExists)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `sh -c "<cmd>"` with a `kubectl` on PATH that prints one
+    /// argument per line, so we see what kubectl would receive.
+    fn argv_seen_by_kubectl(cmd: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("kubectl");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_json_annotation_reaches_kubectl_as_one_exact_word() {
+        let value = r#"{"nodeID":"fleetctl/o'brien@lap top","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#;
+        let args = annotate_daemonset(
+            "kube-system",
+            "kured",
+            "weave.works/kured-node-lock",
+            value,
+            "4711",
+            false,
+        );
+        let seen = argv_seen_by_kubectl(&kubectl(&args));
+        assert_eq!(
+            seen,
+            [
+                "--kubeconfig=/etc/kubernetes/admin.conf",
+                "--request-timeout=20s",
+                "-n",
+                "kube-system",
+                "annotate",
+                "daemonset",
+                "kured",
+                &format!("weave.works/kured-node-lock={value}"),
+                "--resource-version=4711",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_command_also_survives_sudo_sh_c_wrapping() {
+        let args = create_configmap(
+            LOCK_NAMESPACE,
+            LOCK_CONFIGMAP,
+            &[("holder", "fleetctl/it's me@host"), ("pid", "42")],
+        );
+        let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&args));
+        // Without sudo here: strip it and run the inner `sh -c '…'` as is.
+        let inner = wrapped.strip_prefix("sudo -n ").unwrap();
+        let seen = argv_seen_by_kubectl(inner);
+        assert_eq!(
+            &seen[2..],
+            [
+                "-n",
+                "kube-system",
+                "create",
+                "configmap",
+                "fleetctl-lock",
+                "--from-literal=holder=fleetctl/it's me@host",
+                "--from-literal=pid=42",
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_words_stay_bare_and_everything_else_is_quoted() {
+        let args = [
+            "-n",
+            "kube-system",
+            "get",
+            "daemonset",
+            "kured",
+            "-o",
+            "json",
+        ];
+        assert_eq!(
+            kubectl(&args),
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s \
+             -n kube-system get daemonset kured -o json"
+        );
+        let odd = ["", "a b", "$(id)", "x;y", "*", "~root", "k=v w"];
+        let seen = argv_seen_by_kubectl(&kubectl(&odd));
+        assert_eq!(&seen[2..], odd);
+    }
+
+    #[test]
+    fn overwrite_and_removal_forms() {
+        let args = annotate_daemonset("ns", "ds", "k", "v", "9", true);
+        assert_eq!(args.last().map(String::as_str), Some("--overwrite"));
+        assert_eq!(
+            remove_daemonset_annotation("ns", "ds", "k", "9"),
+            [
+                "-n",
+                "ns",
+                "annotate",
+                "daemonset",
+                "ds",
+                "k-",
+                "--resource-version=9"
+            ]
+        );
+        assert_eq!(
+            delete_configmap("kube-system", "fleetctl-lock"),
+            ["-n", "kube-system", "delete", "configmap", "fleetctl-lock"]
+        );
+    }
+
+    #[test]
+    fn kubectl_error_reasons_are_recognised_in_real_wording() {
+        let cases = [
+            (
+                r#"Error from server (NotFound): daemonsets.apps "kured" not found"#,
+                Some(ApiError::NotFound),
+            ),
+            (
+                r#"Error from server (AlreadyExists): configmaps "fleetctl-lock" already exists"#,
+                Some(ApiError::AlreadyExists),
+            ),
+            (
+                r#"error: failed to create configmap: configmaps "fleetctl-lock" already exists"#,
+                Some(ApiError::AlreadyExists),
+            ),
+            (
+                r#"Error from server (Conflict): Operation cannot be fulfilled on daemonsets.apps "kured": the object has been modified; please apply your changes to the latest version and try again"#,
+                Some(ApiError::Conflict),
+            ),
+            (
+                "error: --overwrite is false but found the following declared annotation(s): 'weave.works/kured-node-lock' already has a value ({})",
+                Some(ApiError::AnnotationExists),
+            ),
+            (
+                "error: You must be logged in to the server (Unauthorized)",
+                None,
+            ),
+            (
+                "The connection to the server 10.0.0.1:6443 was refused",
+                None,
+            ),
+        ];
+        for (stderr, want) in cases {
+            assert_eq!(api_error(stderr), want, "{stderr}");
+        }
+    }
+}
