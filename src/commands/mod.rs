@@ -1,5 +1,6 @@
 //! One file per subcommand, each thin: load, gather, decide, act, print.
 
+mod apply;
 mod plan;
 mod status;
 
@@ -19,7 +20,7 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Status(args) => status::run(&cli.global, &args, printer).await,
         Command::Plan(args) => plan::run(&cli.global, &args, printer).await,
-        Command::Apply(_) => anyhow::bail!("not implemented yet"),
+        Command::Apply(args) => apply::run(&cli.global, &args, printer).await,
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);

@@ -1,12 +1,14 @@
 //! Everything the operator sees goes through here: a [`Printer`] decides
 //! where output goes and whether it is coloured; no other module prints.
 
+mod progress;
 mod table;
 
 use std::io::{IsTerminal, Write};
 
 use console::Style;
 
+pub use progress::Progress;
 pub use table::Table;
 
 #[derive(Debug, Clone)]

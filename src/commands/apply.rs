@@ -1,0 +1,237 @@
+//! `fleetctl apply`: load the saved plan, re-check it against the live fleet,
+//! confirm, take the lock, run the hops, release the lock, say where things
+//! stand. A rerun after a failure re-plans from the fleet's real state and
+//! so resumes without repeating what is done.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::Context;
+
+use crate::cli::{ApplyArgs, Global};
+use crate::error::UsageError;
+use crate::gather;
+use crate::plan::{self, Plan};
+use crate::ssh;
+use crate::steps::exec::{Executor, Interrupted, Settings, Stop};
+use crate::steps::journal::Journal;
+use crate::steps::lock::{self, Identity, LockOptions};
+use crate::steps::{dry_run, runner::Remote};
+use crate::ui::{Printer, Progress};
+use crate::usage;
+
+pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let inv = super::load_inventory(global)?;
+    let plan_path = args
+        .plan
+        .clone()
+        .unwrap_or_else(|| plan::default_path(&inv));
+    if !plan_path.exists() {
+        return Err(usage!(
+            "no saved plan at {}: run `fleetctl plan` first",
+            plan_path.display()
+        ));
+    }
+    let saved = plan::load(&plan_path).map_err(|e| usage!("{e:#}"))?;
+
+    let opts = super::ssh_options(&inv, global);
+    let gathered = gather::gather(&inv, &opts, global.parallel.into()).await?;
+    for w in &gathered.warnings {
+        printer.warn(w);
+    }
+    let fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
+    refuse_stale(&saved, &fresh)?;
+
+    if fresh.hops.is_empty() {
+        printer.out(&plan::summary(&fresh));
+        printer.note("nothing to do: the fleet already matches the plan's target");
+        plan::save(&fresh, &plan_path)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.dry_run {
+        printer.out(&dry_run::render(&fresh, &inv));
+        return Ok(ExitCode::SUCCESS);
+    }
+    printer.out(&plan::render(&fresh, console::colors_enabled()));
+    confirm(args.yes)?;
+
+    let journal = Arc::new(Journal::create(&inv.state_dir())?);
+    printer.note(&format!("journal: {}", journal.path().display()));
+    let mut remotes = BTreeMap::new();
+    for r in &gathered.nodes {
+        if let Some(s) = &r.session {
+            remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
+        }
+    }
+    let first = inv.first_control_plane().name.clone();
+    let api = remotes
+        .get(&first)
+        .cloned()
+        .with_context(|| format!("{first}: no SSH session"))?;
+    let lock_opts = LockOptions {
+        force_unlock: args.force_unlock,
+        ..LockOptions::default()
+    };
+    let held = lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?;
+    if let Some(prev) = held.forced() {
+        printer.warn(&format!("--force-unlock removed a lock held by {prev}"));
+    }
+    for w in held.warnings() {
+        printer.warn(w);
+    }
+    printer.note(&format!("holding {}", held.describe()));
+
+    let targets = ssh::resolve_all(&inv)?
+        .into_iter()
+        .map(|t| (t.node.clone(), t))
+        .collect();
+    let settings = Settings {
+        node_timeout: args.node_timeout,
+        drain_timeout: args.drain_timeout,
+        ssh: opts,
+        targets,
+    };
+    let total: usize = fresh.hops.iter().map(|h| h.steps.len()).sum();
+    let progress = Progress::new(printer.interactive, total as u64);
+    let stop = Stop::default();
+    let second = Arc::new(tokio::sync::Notify::new());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());
+
+    plan::save(&fresh, &plan_path)?;
+    let mut exec = Executor::new(
+        &inv,
+        settings,
+        remotes,
+        &progress,
+        stop,
+        plan_path.clone(),
+        fresh,
+    );
+    let result = tokio::select! {
+        r = exec.run() => r,
+        _ = second.notified() => Err(anyhow::anyhow!("stopped at once by a second Ctrl-C")),
+    };
+    progress.finish();
+
+    let ledger = exec.ledger.lock().map(|l| l.clone()).unwrap_or_default();
+    let api_now = exec_api(&exec, &first).unwrap_or(api);
+    if let Err(e) = held.release(&api_now).await {
+        printer.warn(&format!(
+            "could not release {}: {e:#}. Remove it with `fleetctl apply --force-unlock` on the next run",
+            held.describe()
+        ));
+    }
+    if let Err(e) = journal.check() {
+        printer.warn(&format!("the journal is incomplete: {e:#}"));
+    }
+
+    match result {
+        Ok(()) => {
+            printer.note(&format!(
+                "done: {} nodes upgraded; journal {}",
+                inv.nodes.len(),
+                journal.path().display()
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let mut report = String::new();
+            if let Some((node, step)) = &ledger.current {
+                report.push_str(&format!("stopped on {node} during: {step}\n"));
+            }
+            if !ledger.done.is_empty() {
+                report.push_str(&format!(
+                    "finished in this run: {}\n",
+                    ledger.done.join(", ")
+                ));
+            }
+            for n in &ledger.cordoned {
+                report.push_str(&format!(
+                    "{n} IS STILL CORDONED: `fleetctl apply` uncordons it when it resumes, or run `kubectl uncordon {n}`\n"
+                ));
+            }
+            report.push_str("the other nodes were not touched after the failure\n");
+            if !e.chain().any(|c| c.is::<Interrupted>()) {
+                report.push_str("next: fix the cause above, then run `fleetctl apply` again: it resumes from the fleet's real state\n");
+            }
+            report.push_str(&format!("journal: {}", journal.path().display()));
+            printer.note(&report);
+            Err(e)
+        }
+    }
+}
+
+fn exec_api(exec: &Executor<'_>, first: &str) -> Option<Remote> {
+    exec.remote_of(first)
+}
+
+/// The saved plan still describes this fleet, apart from the nodes apply
+/// itself was changing; and the hub still stages the same patches.
+fn refuse_stale(saved: &Plan, fresh: &Plan) -> anyhow::Result<()> {
+    let mut lines = saved.fingerprint.diff(&fresh.fingerprint);
+    for hop in &fresh.hops {
+        if let Some(old) = saved.hops.iter().find(|h| h.minor == hop.minor)
+            && old.version.is_some()
+            && old.version != hop.version
+        {
+            lines.push(format!(
+                "hub: the newest {} patch is now {}, the plan stages {}",
+                hop.minor,
+                hop.version
+                    .as_ref()
+                    .map_or_else(|| "unknown".into(), |v| v.to_string()),
+                old.version
+                    .as_ref()
+                    .map_or_else(|| "unknown".into(), |v| v.to_string())
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::Error::new(UsageError(format!(
+        "the plan is stale: the fleet changed since it was made:\n  - {}\nRun `fleetctl plan` again, read it, then `fleetctl apply`",
+        lines.join("\n  - ")
+    ))))
+}
+
+fn confirm(yes: bool) -> anyhow::Result<()> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(usage!(
+            "apply changes the cluster and needs confirmation, but there is no terminal to ask on: pass --yes"
+        ));
+    }
+    eprint!("Apply this plan? Nodes will be drained and rebooted one at a time. [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .context("reading the answer")?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(usage!("not applied: the answer was not yes"))
+    }
+}
+
+fn spawn_interrupt_handler(stop: Stop, second: Arc<tokio::sync::Notify>, printer: Printer) {
+    tokio::spawn(async move {
+        loop {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            if stop.press() == 1 {
+                printer.warn("Ctrl-C: finishing the step in progress, then stopping at a safe point (Ctrl-C again to stop now)");
+            } else {
+                second.notify_one();
+                return;
+            }
+        }
+    });
+}

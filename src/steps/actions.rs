@@ -1,0 +1,472 @@
+//! What each plan action does on a node, and what it waits for. Every
+//! command comes from `crate::remote`; every run goes through a journaled
+//! [`Remote`]. Failures say what happened, on which node, the state the node
+//! is left in, and what to do next.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::runner::{Remote, succeeded};
+use crate::node;
+use crate::plan::Component;
+use crate::remote::{kubectl, upgrade};
+use crate::ssh::{self, Session};
+use crate::version::{Minor, Version};
+
+/// How long sysupdate may take to download an image.
+const STAGE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long kubeadm may take.
+const KUBEADM_TIMEOUT: Duration = Duration::from_secs(1200);
+/// Between polls while a node boots or an API server starts.
+const POLL: Duration = Duration::from_millis(300);
+
+/// Writes the pinned config (atomically, with a backup), disables stray
+/// configs, and reads the file back.
+pub async fn pin(
+    r: &Remote,
+    component: Component,
+    path: &str,
+    config: &str,
+    disable: &[String],
+) -> anyhow::Result<()> {
+    let label = format!("pin {component} config");
+    let out = r
+        .run_root(
+            &label,
+            &upgrade::pin_config(path, disable),
+            Some(config.as_bytes()),
+        )
+        .await?;
+    let out = succeeded(r.node(), &label, out)?;
+    if out.stdout != config {
+        bail!(
+            "{}: {path} reads back different from what fleetctl wrote (a full disk, or something rewriting it?); \
+             the previous file is kept as {path}.fleetctl-backup",
+            r.node()
+        );
+    }
+    Ok(())
+}
+
+/// Runs systemd-sysupdate and returns what the symlink now points at,
+/// refusing anything outside the pinned minor or other than `expect`.
+pub async fn stage(
+    r: &Remote,
+    component: Component,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<Version> {
+    let label = format!(
+        "stage {component} {}",
+        expect.map_or_else(|| minor.to_string(), Version::to_string)
+    );
+    let out = r
+        .run_root_timeout(
+            &label,
+            &upgrade::stage(component.name()),
+            None,
+            STAGE_TIMEOUT,
+        )
+        .await?;
+    let out = succeeded(r.node(), &label, out).with_context(|| {
+        format!(
+            "{}: systemd-sysupdate could not stage {component} {minor} (is the hub reachable from the node?); \
+             nothing was rebooted — fix it and run `fleetctl apply` again",
+            r.node()
+        )
+    })?;
+    let staged = staged_version(component, out.stdout.trim()).with_context(|| {
+        format!(
+            "{}: after staging, {component} points at `{}`",
+            r.node(),
+            out.stdout.trim()
+        )
+    })?;
+    check_staged(r.node(), component, &staged, minor, expect)?;
+    Ok(staged)
+}
+
+fn staged_version(component: Component, link_target: &str) -> anyhow::Result<Version> {
+    let file = link_target.rsplit('/').next().unwrap_or(link_target);
+    node::image_version(component.name(), file)
+        .with_context(|| format!("`{file}` is not a {component} image name"))
+}
+
+/// A node that staged something else is stopped explicitly, never silently:
+/// another minor would put a kubelet ahead of the API server, another patch
+/// means the hub changed since the plan.
+fn check_staged(
+    node: &str,
+    component: Component,
+    staged: &Version,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<()> {
+    if staged.minor() != minor {
+        bail!(
+            "{node}: {component} {staged} is staged, but this hop pins {minor}: a config outside fleetctl's \
+             control moved it. Nothing was rebooted. Look at /etc/sysupdate.{component}.d/ on {node}, \
+             then run `fleetctl plan` and `fleetctl apply` again"
+        );
+    }
+    if let Some(want) = expect
+        && staged != want
+    {
+        bail!(
+            "{node}: staged {component} {staged}, but the plan expected {want}: the hub's newest {minor} patch \
+             changed since the plan was made. Nothing was rebooted. Run `fleetctl plan` again to plan with \
+             {staged}, then `fleetctl apply`"
+        );
+    }
+    Ok(())
+}
+
+/// Right before a reboot: the node's own sysupdate timer may have moved the
+/// symlink since it was staged.
+pub async fn recheck_staged(
+    r: &Remote,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<Version> {
+    let out = r
+        .check_root(
+            "check staged kubernetes",
+            &upgrade::staged_target("kubernetes"),
+        )
+        .await?;
+    let staged = staged_version(Component::Kubernetes, out.stdout.trim()).with_context(|| {
+        format!(
+            "{}: /etc/extensions/kubernetes.raw points at `{}`",
+            r.node(),
+            out.stdout.trim()
+        )
+    })?;
+    check_staged(r.node(), Component::Kubernetes, &staged, minor, expect)?;
+    Ok(staged)
+}
+
+/// Names of the pods a drain could not evict, from kubectl's messages.
+pub fn blocked_pods(stderr: &str) -> Vec<String> {
+    let mut pods: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| {
+            let at = l.find("pods/")?;
+            let rest = &l[at + 5..];
+            let name: String = rest
+                .trim_start_matches('"')
+                .chars()
+                .take_while(|c| *c != '"' && !c.is_whitespace())
+                .collect();
+            let ns = l[at..]
+                .split(" -n ")
+                .nth(1)
+                .and_then(|s| s.trim_start_matches('"').split('"').next());
+            (!name.is_empty()).then(|| match ns {
+                Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+                _ => name,
+            })
+        })
+        .collect();
+    pods.sort();
+    pods.dedup();
+    pods
+}
+
+/// Cordons and drains `node` through the API node. A drain that fails is
+/// undone (uncordon: nothing was rebooted) and reported with the pods that
+/// blocked it.
+pub async fn drain(api: &Remote, node: &str, timeout: Duration) -> anyhow::Result<()> {
+    api.check_root(
+        &format!("cordon {node}"),
+        &kubectl::kubectl(&["cordon", node]),
+    )
+    .await?;
+    let secs = format!("--timeout={}s", timeout.as_secs().max(1));
+    let cmd = kubectl::kubectl(&[
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        &secs,
+    ]);
+    let out = api
+        .run_root_timeout(
+            &format!("drain {node}"),
+            &cmd,
+            None,
+            timeout + Duration::from_secs(60),
+        )
+        .await?;
+    if out.success() {
+        return Ok(());
+    }
+    let undo = api
+        .check_root(
+            &format!("uncordon {node} after a failed drain"),
+            &kubectl::kubectl(&["uncordon", node]),
+        )
+        .await;
+    let state = match undo {
+        Ok(_) => format!("{node} was uncordoned again; nothing was rebooted"),
+        Err(e) => format!(
+            "{node} is STILL CORDONED (uncordon failed: {e:#}); run `kubectl uncordon {node}`"
+        ),
+    };
+    let pods = blocked_pods(&out.stderr);
+    let why = if pods.is_empty() {
+        format!(
+            "kubectl said: {}",
+            out.stderr.trim().lines().last().unwrap_or("nothing")
+        )
+    } else {
+        format!("a PodDisruptionBudget blocks evicting {}", pods.join(", "))
+    };
+    bail!(
+        "{node}: drain did not finish within {}: {why}. {state}. Make room for the pods (scale the workload \
+         or relax the budget), then run `fleetctl apply` again",
+        humantime::format_duration(timeout)
+    )
+}
+
+/// Sends the reboot. The connection dropping is what success looks like.
+pub async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
+    match r
+        .run_root_timeout("reboot", upgrade::REBOOT, None, Duration::from_secs(30))
+        .await
+    {
+        Ok(out) if out.exit.is_none_or(|c| c == 0) => Ok(()),
+        Ok(out) => Err(anyhow::Error::new(super::runner::CommandFailed::new(
+            r.node(),
+            "reboot",
+            &out,
+        ))),
+        Err(e) if ssh::is_disconnected(&e) || e.chain().any(|c| c.is::<ssh::CommandTimedOut>()) => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reconnects until the node answers with a boot id other than `before`.
+pub async fn wait_rebooted(
+    node: &str,
+    target: &ssh::Target,
+    opts: &ssh::Options,
+    before: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> anyhow::Result<Session> {
+    let mut last = String::from("no answer yet");
+    loop {
+        if Instant::now() >= deadline {
+            bail!(
+                "{node} did not come back from its reboot within {} ({last}). It is cordoned. \
+                 Once it is back (check its console), run `fleetctl apply` again: it resumes with this node",
+                humantime::format_duration(timeout)
+            );
+        }
+        tokio::time::sleep(POLL).await;
+        let mut quick = opts.clone();
+        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
+        match ssh::connect(target, &quick).await {
+            Ok(s) => match s.exec(upgrade::BOOT_ID, None).await {
+                Ok(out)
+                    if out.success()
+                        && out.stdout.trim() != before
+                        && !out.stdout.trim().is_empty() =>
+                {
+                    return Ok(s);
+                }
+                Ok(_) => last = "still the old boot".into(),
+                Err(e) => last = format!("{e:#}"),
+            },
+            Err(e) => last = format!("{:#}", e),
+        }
+    }
+}
+
+/// Polls `kubelet --version` until it reports `want`: the sysext merged at boot.
+pub async fn wait_kubelet(r: &Remote, want: &Version, deadline: Instant) -> anyhow::Result<()> {
+    let expected = format!("Kubernetes {want}");
+    loop {
+        let out = r
+            .run_root("kubelet version", upgrade::KUBELET_VERSION, None)
+            .await?;
+        if out.stdout.trim() == expected {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{}: after the reboot kubelet reports `{}`, expected {want}: the staged sysext was not merged. \
+                 Check `systemd-sysext status` and /etc/extensions/ on the node",
+                r.node(),
+                out.stdout.trim()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until the API server answers `/readyz` (which covers etcd) through `api`.
+pub async fn wait_api(api: &Remote, deadline: Instant) -> anyhow::Result<()> {
+    loop {
+        let out = api
+            .run_root(
+                "API readyz",
+                &kubectl::kubectl(&["get", "--raw", "/readyz"]),
+                None,
+            )
+            .await?;
+        if out.success() && out.stdout.trim() == "ok" {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "the API server (through {}) is not ready: {}",
+                api.node(),
+                out.stderr
+                    .trim()
+                    .lines()
+                    .last()
+                    .unwrap_or(out.stdout.trim())
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until the API server reports `node` Ready (`kubectl wait`, in
+/// short rounds so a dropped API connection is retried).
+pub async fn wait_ready(api: &Remote, node: &str, deadline: Instant) -> anyhow::Result<()> {
+    let target = format!("node/{node}");
+    let cmd = kubectl::kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=10s"]);
+    loop {
+        let out = api
+            .run_root(&format!("wait for {node} Ready"), &cmd, None)
+            .await?;
+        if out.success() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
+                out.stderr.trim().lines().last().unwrap_or("no answer")
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+pub async fn upgrade_apply(r: &Remote, version: &Version) -> anyhow::Result<()> {
+    let label = format!("kubeadm upgrade apply {version}");
+    let out = r
+        .run_root_timeout(
+            &label,
+            &upgrade::upgrade_apply(&version.to_string()),
+            None,
+            KUBEADM_TIMEOUT,
+        )
+        .await?;
+    succeeded(r.node(), &label, out).with_context(|| {
+        format!(
+            "{node}: kubeadm upgrade apply {version} failed. {node} runs the {minor} kubelet and is cordoned; \
+             the API server is still on the previous minor. Read the journal, fix the cause, and run \
+             `fleetctl apply` again: it resumes with upgrade apply",
+            node = r.node(),
+            minor = version.minor()
+        )
+    })?;
+    Ok(())
+}
+
+pub async fn upgrade_node(r: &Remote) -> anyhow::Result<()> {
+    let out = r
+        .run_root_timeout(
+            "kubeadm upgrade node",
+            &upgrade::upgrade_node(),
+            None,
+            KUBEADM_TIMEOUT,
+        )
+        .await?;
+    succeeded(r.node(), "kubeadm upgrade node", out).with_context(|| {
+        format!(
+            "{}: kubeadm upgrade node failed; the node runs its new kubelet and is cordoned. Fix the cause and \
+             run `fleetctl apply` again",
+            r.node()
+        )
+    })?;
+    Ok(())
+}
+
+pub async fn uncordon(api: &Remote, node: &str) -> anyhow::Result<()> {
+    api.check_root(
+        &format!("uncordon {node}"),
+        &kubectl::kubectl(&["uncordon", node]),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The node's boot id now.
+pub async fn boot_id(r: &Remote) -> anyhow::Result<String> {
+    let out = r.check_root("boot id", upgrade::BOOT_ID).await?;
+    Ok(out.stdout.trim().to_string())
+}
+
+/// A fresh session wrapped for the journal.
+pub fn rewrap(r: &Remote, s: Session) -> Remote {
+    r.with_session(Arc::new(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_pods_a_budget_protects() {
+        let stderr = "evicting pod default/web-7d9f\n\
+            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+            error: unable to drain node \"w-1\" due to error: [error when evicting pods/\"db-0\" -n \"data\": global timeout reached: 2s], continuing command...";
+        assert_eq!(blocked_pods(stderr), vec!["data/db-0", "default/web-7d9f"]);
+        assert!(blocked_pods("node/w-1 cordoned\n").is_empty());
+    }
+
+    #[test]
+    fn staged_versions_come_from_the_link_target() {
+        let v = staged_version(
+            Component::Kubernetes,
+            "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw",
+        )
+        .unwrap();
+        assert_eq!(v, Version::new(1, 35, 3));
+        assert!(staged_version(Component::Kubernetes, "").is_err());
+    }
+
+    #[test]
+    fn another_minor_or_patch_staged_is_refused_explicitly() {
+        let m = Minor::new(1, 35);
+        let want = Version::new(1, 35, 3);
+        assert!(check_staged("w-1", Component::Kubernetes, &want, m, Some(&want)).is_ok());
+        let e = check_staged(
+            "w-1",
+            Component::Kubernetes,
+            &Version::new(1, 35, 4),
+            m,
+            Some(&want),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("the plan expected v1.35.3"), "{e}");
+        let e = check_staged(
+            "w-1",
+            Component::Kubernetes,
+            &Version::new(1, 36, 0),
+            m,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("this hop pins v1.35"), "{e}");
+    }
+}
