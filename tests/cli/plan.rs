@@ -708,3 +708,52 @@ fn a_worker_already_staged_is_only_rebooted() {
     assert_eq!(outline(&converge.hops[0]), finish);
     assert_untouched(&fleet, &before);
 }
+
+#[test]
+fn a_first_control_plane_rebooted_before_upgrade_apply_only_needs_the_apply() {
+    // Interrupted between cp-1's reboot onto v1.35.4 and its `upgrade apply`:
+    // kubeadm-config still says v1.34.2 and cp-1 is still cordoned.
+    let fleet = support::start(
+        scenario_at("v1.34.2").with_node("cp-1", |n| n.running = Some("v1.35.4".into())),
+    );
+    fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            "kubectl --kubeconfig /etc/kubernetes/admin.conf cordon cp-1",
+        )
+        .unwrap();
+    let before = untouched(&fleet);
+
+    let json = plan_json(&fleet, &["v1.36"]);
+    assert_eq!(json.cluster_from, Some(v("v1.34.2")));
+    assert_eq!(
+        hop_summary(&json),
+        [
+            (HopKind::Upgrade, m("v1.35"), Some(v("v1.35.4"))),
+            (HopKind::Upgrade, m("v1.36"), Some(v("v1.36.1"))),
+        ]
+    );
+    let mut first = vec![
+        "cp-1 upgrade-apply v1.35.4".to_string(),
+        "cp-1 uncordon".into(),
+    ];
+    for w in ["w-1", "w-2"] {
+        first.push(format!("{w} pin kubernetes v1.35"));
+        first.push(format!("{w} stage kubernetes v1.35.4"));
+    }
+    first.extend(worker_roll("w-1"));
+    first.extend(worker_roll("w-2"));
+    assert_eq!(outline(&json.hops[0]), first);
+    assert_eq!(
+        outline(&json.hops[1]),
+        upgrade_hop_outline("v1.36", "v1.36.1")
+    );
+    assert_eq!(
+        json.warnings,
+        [Warning::Cordoned {
+            node: "cp-1".into()
+        }]
+    );
+    assert_untouched(&fleet, &before);
+}
