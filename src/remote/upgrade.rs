@@ -70,6 +70,15 @@ pub const KUBELET_VERSION: &str = "kubelet --version";
 /// then drops, which the caller expects.
 pub const REBOOT: &str = "systemctl reboot";
 
+/// A plain word stays as it is, so the journal reads like what an operator types.
+fn word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c)) {
+        s.to_string()
+    } else {
+        quote(s)
+    }
+}
+
 /// `--skip-phases addon/kube-proxy` every time: clusters built before
 /// `proxy.disabled` was set still store `proxy: {}`, and kubeadm would
 /// redeploy kube-proxy beside Cilium (upgrade apply never writes a skipped
@@ -77,7 +86,7 @@ pub const REBOOT: &str = "systemctl reboot";
 pub fn upgrade_apply(version: &str) -> String {
     format!(
         "kubeadm upgrade apply {} --skip-phases {} --yes",
-        quote(version),
+        word(version),
         crate::plan::KUBEADM_SKIP_PHASES
     )
 }
