@@ -59,6 +59,9 @@ for _ in $(seq 600); do
 done
 [ -e "$dir/ready" ] || { cat "$dir/supervisor.log" >&2; die "the fleet was not ready after 60 s"; }
 cat "$dir/supervisor.log"
+# sshd answers before the kubelets report Ready, as on real nodes; give them
+# the scenario's kubelet delay so the first status shows a settled fleet.
+sleep 3
 
 say "The inventory fleetctl will use ($dir/inventory.yaml)"
 cat "$dir/inventory.yaml"
