@@ -50,7 +50,8 @@ pub struct Global {
     #[arg(long, global = true)]
     pub no_color: bool,
 
-    /// More detail: -v shows every remote command, -vv its output too
+    /// apply: also print every remote command and its output as it completes
+    /// (the journal in .fleetctl/journal/ always has them)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 

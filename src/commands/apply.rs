@@ -59,6 +59,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     confirm(args.yes)?;
 
     let journal = Arc::new(Journal::create(&inv.state_dir())?);
+    journal.echo_commands(printer.verbose() > 0);
     printer.note(&format!("journal: {}", journal.path().display()));
     let mut remotes = BTreeMap::new();
     for r in &gathered.nodes {
@@ -95,7 +96,8 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         targets,
     };
     let total: usize = fresh.hops.iter().map(|h| h.steps.len()).sum();
-    let progress = Progress::new(printer.interactive, total as u64);
+    // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
+    let progress = Progress::new(printer.interactive && printer.verbose() == 0, total as u64);
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());

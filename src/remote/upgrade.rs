@@ -72,7 +72,10 @@ pub const REBOOT: &str = "systemctl reboot";
 
 /// A plain word stays as it is, so the journal reads like what an operator types.
 fn word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c))
+    {
         s.to_string()
     } else {
         quote(s)

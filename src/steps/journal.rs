@@ -35,6 +35,8 @@ pub struct Journal {
     files: Mutex<Files>,
     /// The first write that failed, if any.
     failure: Mutex<Option<String>>,
+    /// `-v`: also show each command on stderr as it completes.
+    echo: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -119,6 +121,7 @@ impl Journal {
             events_path,
             files: Mutex::new(Files { log, events }),
             failure: Mutex::new(None),
+            echo: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -132,11 +135,19 @@ impl Journal {
         &self.events_path
     }
 
+    /// With `-v`, every command is also printed on stderr as it completes.
+    pub fn echo_commands(&self, on: bool) {
+        self.echo.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Records a command that ran (or could not run: `result` is the error),
     /// with its output, exit status and duration.
     pub fn command(&self, ran: Ran<'_>, result: &anyhow::Result<Output>, elapsed: Duration) {
         let now = SystemTime::now();
         let text = command_text(now, ran, result, elapsed);
+        if self.echo.load(std::sync::atomic::Ordering::Relaxed) {
+            eprint!("{text}");
+        }
         let fields = match result {
             Ok(out) => CommandFields {
                 cmd: ran.cmd,
