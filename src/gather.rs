@@ -23,7 +23,8 @@ pub struct Gathered {
     /// In inventory order.
     pub nodes: Vec<NodeReport>,
     /// What the transport wants the operator to see (host key checking off,
-    /// a key recorded by accept-new), prefixed with the node name.
+    /// a key recorded by accept-new). Each already starts with the name of
+    /// the node (or `jump host …`) it is about, as every transport message does.
     pub warnings: Vec<String>,
     /// From the first reachable control-plane node (named), or why not.
     pub cluster: anyhow::Result<(String, ClusterFacts)>,
@@ -73,12 +74,8 @@ pub async fn gather(
     let cluster = cluster_facts(&reports).await;
     let warnings = reports
         .iter()
-        .filter_map(|r| r.session.as_ref().map(|s| (r, s)))
-        .flat_map(|(r, s)| {
-            s.warnings()
-                .iter()
-                .map(move |w| format!("{}: {w}", r.node.name))
-        })
+        .filter_map(|r| r.session.as_ref())
+        .flat_map(|s| s.warnings().iter().cloned())
         .collect();
     Ok(Gathered {
         nodes: reports,
