@@ -2,4 +2,5 @@
 //! fleet (tests/fleetsim): real sshd per node, real shell, real dropped
 //! connections on reboot. One test binary, a module per area.
 
+mod status;
 mod support;
