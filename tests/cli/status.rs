@@ -64,13 +64,13 @@ fn console(fleet: &Fleet, node: &str) -> String {
     fs::read_to_string(fleet.layout().console_log(node)).unwrap_or_default()
 }
 
-/// Waits until `node`'s sshd has logged `needle`: sshd writes a line when a
-/// connection ends, which may be just after fleetctl has exited.
-fn wait_console(fleet: &Fleet, node: &str, needle: &str) -> String {
+/// Waits until `node`'s sshd has logged `needle` `times` times: sshd writes
+/// a line when a connection ends, which may be just after fleetctl exited.
+fn wait_console(fleet: &Fleet, node: &str, needle: &str, times: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let log = console(fleet, node);
-        if log.contains(needle) || Instant::now() > deadline {
+        if log.matches(needle).count() >= times || Instant::now() > deadline {
             return log;
         }
         thread::sleep(Duration::from_millis(20));
@@ -530,7 +530,7 @@ fn wrong_host_key_is_refused_and_nothing_runs_on_that_node() {
     // sshd saw the connections end before authentication, twice, and never
     // accepted a login: nothing can have run there. The other nodes show
     // what a login that runs the facts script leaves in the same log.
-    let log = wait_console(&fleet, "w-1", "[preauth]");
+    let log = wait_console(&fleet, "w-1", "[preauth]", 2);
     assert_eq!(
         log.matches("[preauth]").count(),
         2,
