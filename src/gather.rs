@@ -1,11 +1,13 @@
-//! Facts from every node at once: one SSH connection per node, one round trip
-//! for the facts script, plus one more on the first reachable control-plane
-//! node for what the API server says. The sessions are kept so that `apply`
-//! reuses them.
+//! Facts from every node at once: one SSH connection per node and one round
+//! trip for the facts script; the first control-plane node is also asked what
+//! the API server says, on a second channel at the same time. Each node runs
+//! its script as soon as it is connected, without waiting for the others.
+//! The sessions are kept so that `apply` reuses them.
 
 use std::sync::Arc;
 
 use anyhow::Context;
+use tokio::sync::Semaphore;
 
 use crate::inventory::{Inventory, Node, Role};
 use crate::node::{self, ClusterFacts, NodeFacts};
@@ -23,7 +25,8 @@ pub struct Gathered {
     /// In inventory order.
     pub nodes: Vec<NodeReport>,
     /// What the transport wants the operator to see (host key checking off,
-    /// a key recorded by accept-new), prefixed with the node name.
+    /// a key recorded by accept-new). Each already starts with the name of
+    /// the node (or `jump host …`) it is about, as every transport message does.
     pub warnings: Vec<String>,
     /// From the first reachable control-plane node (named), or why not.
     pub cluster: anyhow::Result<(String, ClusterFacts)>,
@@ -41,44 +44,41 @@ pub async fn gather(
     parallel: usize,
 ) -> anyhow::Result<Gathered> {
     let targets = ssh::resolve_all(inv)?;
-    let sessions = ssh::connect_all(&targets, opts, parallel).await;
+    let permits = Arc::new(Semaphore::new(parallel.max(1)));
+    let first_control_plane = inv.nodes.iter().position(|n| n.role == Role::ControlPlane);
+    let tasks: Vec<_> = inv
+        .nodes
+        .iter()
+        .zip(targets)
+        .enumerate()
+        .map(|(i, (node, target))| {
+            let visit = visit(
+                node.clone(),
+                target,
+                opts.clone(),
+                permits.clone(),
+                Some(i) == first_control_plane,
+            );
+            tokio::spawn(visit)
+        })
+        .collect();
 
-    let mut tasks = Vec::new();
-    for (node, (_, session)) in inv.nodes.iter().zip(sessions) {
-        let node = node.clone();
-        tasks.push(tokio::spawn(async move {
-            match session {
-                Ok(s) => {
-                    let s = Arc::new(s);
-                    let facts = node_facts(&s).await;
-                    NodeReport {
-                        node,
-                        facts,
-                        session: Some(s),
-                    }
-                }
-                Err(e) => NodeReport {
-                    node,
-                    facts: Err(e),
-                    session: None,
-                },
-            }
-        }));
-    }
-    // The cluster query runs on its own channel while the facts scripts run.
     let mut reports = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        reports.push(t.await.context("a facts task panicked")?);
+    let mut first_answer = None;
+    for (node, task) in inv.nodes.iter().zip(tasks) {
+        let (report, cluster) = task
+            .await
+            .with_context(|| format!("{}: the task gathering its facts failed", node.name))?;
+        if let Some(cluster) = cluster {
+            first_answer = Some((node.name.clone(), cluster));
+        }
+        reports.push(report);
     }
-    let cluster = cluster_facts(&reports).await;
+    let cluster = cluster_facts(&reports, first_answer).await;
     let warnings = reports
         .iter()
-        .filter_map(|r| r.session.as_ref().map(|s| (r, s)))
-        .flat_map(|(r, s)| {
-            s.warnings()
-                .iter()
-                .map(move |w| format!("{}: {w}", r.node.name))
-        })
+        .filter_map(|r| r.session.as_ref())
+        .flat_map(|s| s.warnings().iter().cloned())
         .collect();
     Ok(Gathered {
         nodes: reports,
@@ -87,33 +87,104 @@ pub async fn gather(
     })
 }
 
+/// One node from connection to facts, without waiting for the others: the
+/// permit bounds how many connect at once, not how many run their script.
+/// `ask_cluster`: also ask the API server, on a second channel of the same
+/// connection while the facts script runs, so that costs no extra round trip.
+async fn visit(
+    node: Node,
+    target: ssh::Target,
+    opts: ssh::Options,
+    permits: Arc<Semaphore>,
+    ask_cluster: bool,
+) -> (NodeReport, Option<anyhow::Result<ClusterFacts>>) {
+    let connected = {
+        // The semaphore is never closed; without a permit we still connect.
+        let _permit = permits.acquire_owned().await.ok();
+        ssh::connect(&target, &opts).await
+    };
+    let session = match connected {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            let report = NodeReport {
+                node,
+                facts: Err(e),
+                session: None,
+            };
+            return (report, None);
+        }
+    };
+    let (facts, cluster) = if ask_cluster {
+        let (facts, cluster) = tokio::join!(node_facts(&session), query_cluster(&session));
+        (facts, Some(cluster))
+    } else {
+        (node_facts(&session).await, None)
+    };
+    let report = NodeReport {
+        node,
+        facts,
+        session: Some(session),
+    };
+    (report, cluster)
+}
+
 async fn node_facts(s: &Session) -> anyhow::Result<NodeFacts> {
     let out = s.exec_root(remote::FACTS_SCRIPT, None).await?;
     node::parse_facts(&out.stdout).with_context(|| {
         format!(
-            "{}: could not read the facts script's output (stderr: {})",
+            "{}: could not read the facts script's output{}",
             s.node(),
-            out.stderr.trim()
+            stderr_note(&out.stderr)
         )
     })
 }
 
-async fn cluster_facts(reports: &[NodeReport]) -> anyhow::Result<(String, ClusterFacts)> {
+/// The first control-plane node's answer, or the next reachable one's when
+/// it could not give one. Errors name the node they come from.
+async fn cluster_facts(
+    reports: &[NodeReport],
+    first_answer: Option<(String, anyhow::Result<ClusterFacts>)>,
+) -> anyhow::Result<(String, ClusterFacts)> {
     let mut errors = Vec::new();
-    for r in reports.iter().filter(|r| r.node.role == Role::ControlPlane) {
+    let mut asked = None;
+    if let Some((name, answer)) = first_answer {
+        match answer {
+            Ok(c) => return Ok((name, c)),
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+        asked = Some(name);
+    }
+    let others = reports
+        .iter()
+        .filter(|r| r.node.role == Role::ControlPlane && asked.as_ref() != Some(&r.node.name));
+    for r in others {
         let Some(s) = &r.session else { continue };
         match query_cluster(s).await {
             Ok(c) => return Ok((r.node.name.clone(), c)),
-            Err(e) => errors.push(format!("{}: {e:#}", r.node.name)),
+            Err(e) => errors.push(format!("{e:#}")),
         }
     }
     if errors.is_empty() {
-        anyhow::bail!("no control-plane node was reachable, so the API server could not be asked")
+        anyhow::bail!("no control-plane node was reachable over SSH")
     }
-    anyhow::bail!("the API server could not be asked ({})", errors.join("; "))
+    anyhow::bail!("{}", errors.join("; "))
 }
 
 pub async fn query_cluster(s: &Session) -> anyhow::Result<ClusterFacts> {
     let out = s.exec_root(remote::CLUSTER_SCRIPT, None).await?;
-    node::parse_cluster(&out.stdout)
+    node::parse_cluster(&out.stdout).with_context(|| {
+        format!(
+            "{}: could not read what the API server said{}",
+            s.node(),
+            stderr_note(&out.stderr)
+        )
+    })
+}
+
+/// ` (stderr: …)` when the script's shell complained, for the error message.
+fn stderr_note(stderr: &str) -> String {
+    match stderr.trim() {
+        "" => String::new(),
+        text => format!(" (stderr: {text})"),
+    }
 }

@@ -313,6 +313,16 @@ fn state_cell(s: &NodeStatus) -> String {
     text
 }
 
+/// Why `node` did not answer, naming it once: transport errors already start
+/// with the node's name (`w-2: cannot connect …`, `w-1 (10.0.0.21:22): …`).
+fn reason_line(node: &str, error: &str) -> String {
+    let rest = match error.strip_prefix(node) {
+        Some(rest) if rest.starts_with(':') || rest.starts_with(' ') => rest.to_string(),
+        _ => format!(": {error}"),
+    };
+    format!("{}{rest}\n", ui::bad(node))
+}
+
 pub fn render_table(r: &StatusReport) -> String {
     let mut t = Table::new(&[
         "NODE",
@@ -352,10 +362,9 @@ pub fn render_table(r: &StatusReport) -> String {
     }
     let mut out = t.render();
     for s in r.nodes.iter().filter(|s| !s.reachable) {
-        out.push_str(&format!(
-            "{}: {}\n",
-            ui::bad(&s.name),
-            s.error.as_deref().unwrap_or("no answer")
+        out.push_str(&reason_line(
+            &s.name,
+            s.error.as_deref().unwrap_or("no answer"),
         ));
     }
     out.push('\n');
@@ -376,4 +385,31 @@ pub fn render_table(r: &StatusReport) -> String {
         out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_line_names_the_node_once() {
+        console::set_colors_enabled(false);
+        assert_eq!(
+            reason_line(
+                "w-2",
+                "w-2: cannot connect to 10.0.0.2:22 over SSH: refused"
+            ),
+            "w-2: cannot connect to 10.0.0.2:22 over SSH: refused\n"
+        );
+        assert_eq!(
+            reason_line(
+                "w-1",
+                "w-1 (10.0.0.1:22): WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!"
+            ),
+            "w-1 (10.0.0.1:22): WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\n"
+        );
+        // Another node's name as a prefix is not this node's.
+        assert_eq!(reason_line("w-1", "w-10: gone"), "w-1: w-10: gone\n");
+        assert_eq!(reason_line("w-1", "timed out"), "w-1: timed out\n");
+    }
 }

@@ -3,4 +3,5 @@
 //! connections on reboot. One test binary, a module per area.
 
 mod plan;
+mod status;
 mod support;
