@@ -43,7 +43,9 @@ pub async fn gather(
     opts: &ssh::Options,
     parallel: usize,
 ) -> anyhow::Result<Gathered> {
-    let targets = ssh::resolve_all(inv)?;
+    // Resolving touches no node: what fails here is the operator's
+    // configuration (no user to log in as, a bad ~/.ssh/config), so exit 2.
+    let targets = ssh::resolve_all(inv).map_err(|e| crate::usage!("{e:#}"))?;
     let permits = Arc::new(Semaphore::new(parallel.max(1)));
     let first_control_plane = inv.nodes.iter().position(|n| n.role == Role::ControlPlane);
     let tasks: Vec<_> = inv
