@@ -14,7 +14,7 @@ use anyhow::Context;
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather;
-use crate::plan::{self, Plan};
+use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
 use crate::steps::exec::{Executor, Interrupted, Settings, Stop};
 use crate::steps::journal::Journal;
@@ -42,7 +42,13 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     for w in &gathered.warnings {
         printer.warn(w);
     }
-    let fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
+    let mut fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
+    if let Some(reason) = keep_saved_patches(&saved, &mut fresh) {
+        printer.warn(&format!(
+            "could not read the hub's image list ({reason}); going on with the patches the plan stages. \
+             Staging fails, before any reboot, if the nodes cannot reach the hub either"
+        ));
+    }
     refuse_stale(&saved, &fresh)?;
 
     if fresh.hops.is_empty() {
@@ -166,6 +172,52 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
 
 fn exec_api(exec: &Executor<'_>, first: &str) -> Option<Remote> {
     exec.remote_of(first)
+}
+
+/// The hub unreadable now is not the hub changed: the saved plan's patches
+/// (the ones the operator read) still hold, and staging checks exactly those
+/// rather than whatever the hub serves once it is back. Returns why the hub
+/// could not be read when that was the case.
+fn keep_saved_patches(saved: &Plan, fresh: &mut Plan) -> Option<String> {
+    let at = fresh
+        .warnings
+        .iter()
+        .position(|w| matches!(w, Warning::HubUnresolved { .. }))?;
+    let mut kept = false;
+    for hop in fresh.hops.iter_mut().filter(|h| h.version.is_none()) {
+        let Some(v) = saved
+            .hops
+            .iter()
+            .find(|h| h.minor == hop.minor)
+            .and_then(|h| h.version.clone())
+        else {
+            continue;
+        };
+        for step in &mut hop.steps {
+            match &mut step.action {
+                Action::Stage {
+                    component: Component::Kubernetes,
+                    expect: expect @ None,
+                    ..
+                } => *expect = Some(v.clone()),
+                Action::UpgradeApply {
+                    version: version @ None,
+                    ..
+                } => *version = Some(v.clone()),
+                _ => {}
+            }
+        }
+        hop.version = Some(v);
+        kept = true;
+    }
+    // Without a saved patch either, the plan's own warning still tells the truth.
+    if !kept {
+        return None;
+    }
+    match fresh.warnings.remove(at) {
+        Warning::HubUnresolved { reason } => Some(reason),
+        _ => None,
+    }
 }
 
 /// The saved plan still describes this fleet, apart from the nodes apply
