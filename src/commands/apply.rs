@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -16,7 +16,7 @@ use crate::error::UsageError;
 use crate::gather;
 use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
-use crate::steps::exec::{Executor, Interrupted, Settings, Stop};
+use crate::steps::exec::{Executor, Interrupted, Ledger, Settings, Stop};
 use crate::steps::journal::Journal;
 use crate::steps::lock::{self, Identity, LockOptions};
 use crate::steps::{dry_run, runner::Remote};
@@ -116,9 +116,10 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         plan_path.clone(),
         fresh,
     );
+    let in_progress = exec.ledger.clone();
     let result = tokio::select! {
         r = exec.run() => r,
-        _ = second.notified() => Err(anyhow::anyhow!("stopped at once by a second Ctrl-C")),
+        _ = second.notified() => Err(stopped_at_once(&in_progress)),
     };
     progress.finish();
 
@@ -168,6 +169,25 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
             Err(e)
         }
     }
+}
+
+/// A second Ctrl-C abandons the step in progress: say which node was left
+/// half-way, and that a rerun (not a fix) is what comes next.
+fn stopped_at_once(ledger: &Mutex<Ledger>) -> anyhow::Error {
+    let current = ledger.lock().ok().and_then(|l| l.current.clone());
+    let msg = match current {
+        Some((node, step)) => format!(
+            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
+             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
+             then run `fleetctl apply` again: it resumes from the fleet's real state"
+        ),
+        None => {
+            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
+                 `fleetctl apply` again: it resumes from the fleet's real state"
+                .to_string()
+        }
+    };
+    anyhow::Error::new(Interrupted(msg))
 }
 
 fn exec_api(exec: &Executor<'_>, first: &str) -> Option<Remote> {
