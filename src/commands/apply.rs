@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -14,9 +14,9 @@ use anyhow::Context;
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather;
-use crate::plan::{self, Plan};
+use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
-use crate::steps::exec::{Executor, Interrupted, Settings, Stop};
+use crate::steps::exec::{Executor, Interrupted, Ledger, Settings, Stop};
 use crate::steps::journal::Journal;
 use crate::steps::lock::{self, Identity, LockOptions};
 use crate::steps::{dry_run, runner::Remote};
@@ -42,7 +42,13 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     for w in &gathered.warnings {
         printer.warn(w);
     }
-    let fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
+    let mut fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
+    if let Some(reason) = keep_saved_patches(&saved, &mut fresh) {
+        printer.warn(&format!(
+            "could not read the hub's image list ({reason}); going on with the patches the plan stages. \
+             Staging fails, before any reboot, if the nodes cannot reach the hub either"
+        ));
+    }
     refuse_stale(&saved, &fresh)?;
 
     if fresh.hops.is_empty() {
@@ -112,9 +118,10 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         plan_path.clone(),
         fresh,
     );
+    let in_progress = exec.ledger.clone();
     let result = tokio::select! {
         r = exec.run() => r,
-        _ = second.notified() => Err(anyhow::anyhow!("stopped at once by a second Ctrl-C")),
+        _ = second.notified() => Err(stopped_at_once(&in_progress)),
     };
     progress.finish();
 
@@ -166,8 +173,73 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     }
 }
 
+/// A second Ctrl-C abandons the step in progress: say which node was left
+/// half-way, and that a rerun (not a fix) is what comes next.
+fn stopped_at_once(ledger: &Mutex<Ledger>) -> anyhow::Error {
+    let current = ledger.lock().ok().and_then(|l| l.current.clone());
+    let msg = match current {
+        Some((node, step)) => format!(
+            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
+             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
+             then run `fleetctl apply` again: it resumes from the fleet's real state"
+        ),
+        None => {
+            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
+                 `fleetctl apply` again: it resumes from the fleet's real state"
+                .to_string()
+        }
+    };
+    anyhow::Error::new(Interrupted(msg))
+}
+
 fn exec_api(exec: &Executor<'_>, first: &str) -> Option<Remote> {
     exec.remote_of(first)
+}
+
+/// The hub unreadable now is not the hub changed: the saved plan's patches
+/// (the ones the operator read) still hold, and staging checks exactly those
+/// rather than whatever the hub serves once it is back. Returns why the hub
+/// could not be read when that was the case.
+fn keep_saved_patches(saved: &Plan, fresh: &mut Plan) -> Option<String> {
+    let at = fresh
+        .warnings
+        .iter()
+        .position(|w| matches!(w, Warning::HubUnresolved { .. }))?;
+    let mut kept = false;
+    for hop in fresh.hops.iter_mut().filter(|h| h.version.is_none()) {
+        let Some(v) = saved
+            .hops
+            .iter()
+            .find(|h| h.minor == hop.minor)
+            .and_then(|h| h.version.clone())
+        else {
+            continue;
+        };
+        for step in &mut hop.steps {
+            match &mut step.action {
+                Action::Stage {
+                    component: Component::Kubernetes,
+                    expect: expect @ None,
+                    ..
+                } => *expect = Some(v.clone()),
+                Action::UpgradeApply {
+                    version: version @ None,
+                    ..
+                } => *version = Some(v.clone()),
+                _ => {}
+            }
+        }
+        hop.version = Some(v);
+        kept = true;
+    }
+    // Without a saved patch either, the plan's own warning still tells the truth.
+    if !kept {
+        return None;
+    }
+    match fresh.warnings.remove(at) {
+        Warning::HubUnresolved { reason } => Some(reason),
+        _ => None,
+    }
 }
 
 /// The saved plan still describes this fleet, apart from the nodes apply

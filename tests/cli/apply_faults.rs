@@ -1,0 +1,805 @@
+//! `fleetctl apply` when things go wrong (issue 5's failure bullets): a
+//! worker that never comes back, `kubeadm upgrade apply` failing, a drain
+//! blocked by a PodDisruptionBudget, the hub down, a newer patch on the hub,
+//! and Ctrl-C (once, and twice). Each must end with exit 1 and a message
+//! that names the node and the next action, touch no node after the failing
+//! one, leave the fleet consistent (nothing cordoned unless the message says
+//! so, the lock released), and be finished by a plain `fleetctl apply --yes`
+//! rerun from the saved plan that repeats nothing already done. A plan made
+//! stale by a newer patch is refused up front (exit 2, nothing touched) and
+//! needs a new `plan`.
+//!
+//! Everything is checked on the fleet itself (its event log and the API
+//! server's state), not only on what fleetctl prints.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use fleetctl::plan::Plan;
+use fleetctl::version::Version;
+use fleetsim::state::{Cluster, Event, Role};
+
+use super::support::{self, Fleet, Run, Scenario};
+
+const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
+const FROM: &str = "v1.34.2";
+const LOCK: &str = "kube-system/fleetctl-lock";
+/// Where a node is held down on purpose: short, so the run fails quickly.
+const HANG_TIMEOUT: &str = "8s";
+/// Everywhere else: generous, so a machine busy with parallel fleets does
+/// not turn a slow boot into a failure the test did not ask for.
+const NODE_TIMEOUT: &str = "90s";
+/// A guard against a run that never ends: far above anything a passing
+/// run takes, even on a loaded machine; it only turns a hang into a
+/// failure that shows the output so far.
+const WATCHDOG: Duration = Duration::from_secs(600);
+
+/// One control plane and two workers at v1.34.2, w-2 reached as `core`
+/// (sudo), with the simulator's short default delays.
+fn scenario() -> Scenario {
+    Scenario::new()
+        .control_planes(1)
+        .workers(2)
+        .kubernetes(FROM)
+        .with_node("w-2", |n| n.user = Some("core".into()))
+}
+
+fn plan_path(fleet: &Fleet) -> PathBuf {
+    fleet.dir().join(".fleetctl/plan.yaml")
+}
+
+/// `fleetctl plan TARGET`, which must succeed; returns the saved plan.
+fn plan(fleet: &Fleet, target: &str) -> Plan {
+    support::run(&fleet.inventory(), &["plan", target]).expect_code(0);
+    fleetctl::plan::load(&plan_path(fleet)).unwrap()
+}
+
+/// The patch each hop of the saved plan stages.
+fn patches(plan: &Plan) -> Vec<Version> {
+    plan.hops
+        .iter()
+        .map(|h| {
+            h.version
+                .clone()
+                .expect("the hub was readable: every hop has its patch")
+        })
+        .collect()
+}
+
+/// `apply --yes [--node-timeout 90s] EXTRA` (EXTRA may set its own timeout).
+fn apply_args(extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["apply", "--yes"];
+    if !extra.contains(&"--node-timeout") {
+        args.extend_from_slice(&["--node-timeout", NODE_TIMEOUT]);
+    }
+    args.extend_from_slice(extra);
+    args.into_iter().map(String::from).collect()
+}
+
+/// `fleetctl apply --yes` with its output read as it comes, so a test can
+/// wait for a step to start and interrupt it.
+struct Apply {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<String>>,
+}
+
+impl Apply {
+    fn spawn(fleet: &Fleet, extra: &[&str]) -> Apply {
+        let args = apply_args(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = support::fleetctl(&fleet.inventory(), &args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting fleetctl apply");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().expect("piped stdout");
+        let mut err = child.stderr.take().expect("piped stderr");
+        let seen = stderr.clone();
+        let readers = vec![
+            thread::spawn(move || {
+                let mut text = String::new();
+                let _ = out.read_to_string(&mut text);
+                text
+            }),
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+                String::new()
+            }),
+        ];
+        Apply {
+            child,
+            stderr,
+            readers,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr shows `needle` (the plain, timestamped progress
+    /// lines: stderr is not a terminal). Panics if apply ends first.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + WATCHDOG;
+        loop {
+            if self.stderr().contains(needle) {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "apply ended ({status}) before printing `{needle}`:\n{}",
+                    self.stderr()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("apply never printed `{needle}`:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Ctrl-C, as the terminal would send it to the foreground process.
+    fn interrupt(&self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -INT {} failed", self.child.id());
+    }
+
+    /// Waits for apply to end by itself.
+    fn finish(mut self) -> Run {
+        let deadline = Instant::now() + WATCHDOG;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("apply did not end on its own:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        let readers = std::mem::take(&mut self.readers);
+        // Join both readers, so stderr is complete before it is read.
+        let texts: Vec<String> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+        let stdout = texts.into_iter().next().unwrap_or_default();
+        Run {
+            code: status.code(),
+            stdout,
+            stderr: self.stderr(),
+        }
+    }
+}
+
+fn apply(fleet: &Fleet, extra: &[&str]) -> Run {
+    Apply::spawn(fleet, extra).finish()
+}
+
+/// The node an event acted on: kubectl's cordon/drain/uncordon act on the
+/// node they name (they run on cp-1), everything else on the node it ran
+/// on. The lock's configmap and `fleetsim ctl` act on no node.
+fn subject(e: &Event) -> Option<&str> {
+    if e.node == "(fleetsim)" {
+        return None;
+    }
+    if e.argv.first().is_some_and(|a| a == "kubectl") {
+        let at = e
+            .argv
+            .iter()
+            .position(|a| matches!(a.as_str(), "cordon" | "drain" | "uncordon"))?;
+        return e.argv.get(at + 1).map(String::as_str);
+    }
+    Some(&e.node)
+}
+
+/// What an event did, in a few words: `reboot`, `sysupdate`, `drain`,
+/// `upgrade apply v1.35.3`, `upgrade node`, `(boot)`, …
+fn what(e: &Event) -> String {
+    let argv: Vec<&str> = e.argv.iter().map(String::as_str).collect();
+    match argv.as_slice() {
+        ["kubeadm", "upgrade", "apply", v, ..] => format!("upgrade apply {v}"),
+        ["kubeadm", "upgrade", "node", ..] => "upgrade node".into(),
+        ["systemd-sysupdate", ..] => "sysupdate".into(),
+        ["kubectl", rest @ ..] => rest
+            .iter()
+            .find(|a| matches!(**a, "cordon" | "drain" | "uncordon"))
+            .map_or_else(|| "kubectl".into(), |a| a.to_string()),
+        [first, ..] => first.to_string(),
+        [] => String::new(),
+    }
+}
+
+/// The log for a failure message, in seconds from its first event.
+fn show(events: &[Event]) -> String {
+    let start = events.first().map_or(0.0, |e| e.t);
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{:8.3} {:10} {} → {}",
+                e.t - start,
+                e.node,
+                e.argv.join(" "),
+                e.result
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn events(fleet: &Fleet) -> Vec<Event> {
+    fleet.events().unwrap()
+}
+
+/// How many of `events` did `action` to `node`.
+fn count(events: &[Event], node: &str, action: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| subject(e) == Some(node) && what(e) == action)
+        .count()
+}
+
+/// How many of `events` did `action` to `node` and succeeded.
+fn count_ok(events: &[Event], node: &str, action: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| subject(e) == Some(node) && what(e) == action && e.result == "ok")
+        .count()
+}
+
+/// Index of the last event matching `pred`.
+fn last(events: &[Event], pred: impl Fn(&Event) -> bool) -> usize {
+    events
+        .iter()
+        .rposition(pred)
+        .unwrap_or_else(|| panic!("no such event in\n{}", show(events)))
+}
+
+/// Nothing after `events[from]` acted on any node other than `failing`.
+fn untouched_after(events: &[Event], from: usize, failing: &str) {
+    let strays: Vec<Event> = events[from + 1..]
+        .iter()
+        .filter(|e| subject(e).is_some_and(|n| n != failing))
+        .cloned()
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "after the failure on {failing}, other nodes were touched:\n{}\n--- whole log\n{}",
+        show(&strays),
+        show(events)
+    );
+}
+
+/// Events after the first `n` (what a later run did).
+fn since(events: &[Event], n: usize) -> Vec<Event> {
+    events[n..].to_vec()
+}
+
+fn kubelet(c: &Cluster, node: &str) -> String {
+    c.nodes[node].kubelet_version.clone()
+}
+
+/// Only `cordoned` (if any) is unschedulable, and fleetctl's lock is gone.
+fn consistent(fleet: &Fleet, cordoned: Option<&str>) -> Cluster {
+    let c = fleet.cluster().unwrap();
+    for n in NODES {
+        assert_eq!(
+            c.nodes[n].unschedulable,
+            Some(n) == cordoned,
+            "{n}: unschedulable is {} (only {cordoned:?} may be)\n{c:#?}",
+            c.nodes[n].unschedulable
+        );
+    }
+    assert!(
+        !c.configmaps.contains_key(LOCK),
+        "apply ended without releasing its lock: {:?}",
+        c.configmaps.get(LOCK)
+    );
+    c
+}
+
+/// Every node runs `version`, is schedulable and up; the cluster and the
+/// control plane's static pods are on it; the lock is released.
+fn on_target(fleet: &Fleet, version: &Version) {
+    let want = version.to_string();
+    let c = consistent(fleet, None);
+    assert_eq!(c.version, want, "kubeadm-config");
+    for n in NODES {
+        let node = &c.nodes[n];
+        assert!(node.up, "{n} is down");
+        assert_eq!(node.kubelet_version, want, "{n}'s kubelet");
+        if node.role == Role::ControlPlane {
+            assert_eq!(
+                node.control_plane_version.as_deref(),
+                Some(want.as_str()),
+                "{n}'s static pods"
+            );
+        }
+    }
+    assert!(!c.kube_proxy, "kube-proxy came back");
+}
+
+fn assert_has(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "no `{n}` in:\n{text}");
+    }
+}
+
+/// The second run: exit 0 from the saved plan, without `plan` in between.
+fn rerun(fleet: &Fleet) -> Vec<Event> {
+    let before = events(fleet).len();
+    let run = apply(fleet, &[]).expect_code(0);
+    assert_has(&run.stderr, &["done: 3 nodes upgraded"]);
+    since(&events(fleet), before)
+}
+
+/// Across both runs each node went through the hop's steps once: one
+/// sysupdate that worked, one reboot, one successful kubeadm.
+fn done_once(all: &[Event], patch: &Version) {
+    let apply_v = format!("upgrade apply {patch}");
+    assert_eq!(count_ok(all, "cp-1", &apply_v), 1, "\n{}", show(all));
+    for n in NODES {
+        assert_eq!(count_ok(all, n, "sysupdate"), 1, "{n}\n{}", show(all));
+        assert_eq!(count(all, n, "reboot"), 1, "{n}\n{}", show(all));
+    }
+    for w in ["w-1", "w-2"] {
+        assert_eq!(count_ok(all, w, "upgrade node"), 1, "{w}\n{}", show(all));
+    }
+}
+
+#[test]
+fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    fleet
+        .faults(|f| f.hang_on_reboot = vec!["w-1".into()])
+        .unwrap();
+
+    let run = apply(&fleet, &["--node-timeout", HANG_TIMEOUT]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("w-1 did not come back from its reboot within {HANG_TIMEOUT}"),
+            "It is cordoned",
+            "w-1 IS STILL CORDONED",
+            "run `fleetctl apply` again",
+            "stopped on w-1 during: reboot into the staged images",
+        ],
+    );
+    let first = events(&fleet);
+    let reboot = last(&first, |e| subject(e) == Some("w-1") && what(e) == "reboot");
+    untouched_after(&first, reboot, "w-1");
+    assert_eq!(count(&first, "w-2", "reboot"), 0, "\n{}", show(&first));
+    let c = consistent(&fleet, Some("w-1"));
+    assert!(!c.nodes["w-1"].up, "w-1 was held down by the fault");
+    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
+    assert_eq!(kubelet(&c, "w-2"), FROM);
+
+    fleet.release("w-1").unwrap();
+    fleet.wait_up("w-1").unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(
+        count(&second, "w-1", "reboot"),
+        0,
+        "w-1 already rebooted\n{}",
+        show(&second)
+    );
+    assert_eq!(
+        count(&second, "w-1", "upgrade node"),
+        1,
+        "\n{}",
+        show(&second)
+    );
+    assert_eq!(count(&second, "w-1", "uncordon"), 1, "\n{}", show(&second));
+    assert_eq!(
+        count(&second, "w-1", "drain"),
+        0,
+        "w-1 was drained already\n{}",
+        show(&second)
+    );
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn a_failed_upgrade_apply_is_retried_alone_and_earlier_hops_are_not_repeated() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.36");
+    let [first_patch, second_patch] = patches(&planned).try_into().unwrap();
+
+    // The fault is switched on once hop 2 starts, so hop 1's upgrade apply
+    // succeeds and hop 2's (seconds later, after a pin, stage, drain and
+    // reboot) fails.
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("hop 2/2");
+    fleet.faults(|f| f.fail_upgrade_apply = 1).unwrap();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("cp-1: kubeadm upgrade apply {second_patch} failed"),
+            "cp-1 IS STILL CORDONED",
+            "it resumes with upgrade apply",
+            "injected fault fail_upgrade_apply",
+        ],
+    );
+    let first = events(&fleet);
+    let failed = last(&first, |e| {
+        what(e) == format!("upgrade apply {second_patch}") && e.result != "ok"
+    });
+    untouched_after(&first, failed, "cp-1");
+    let c = consistent(&fleet, Some("cp-1"));
+    assert_eq!(
+        c.version,
+        first_patch.to_string(),
+        "the API server stays on hop 1"
+    );
+    assert_eq!(kubelet(&c, "cp-1"), second_patch.to_string());
+    for w in ["w-1", "w-2"] {
+        assert_eq!(kubelet(&c, w), first_patch.to_string());
+    }
+
+    let second = rerun(&fleet);
+    assert_eq!(count(&second, "cp-1", "reboot"), 0, "\n{}", show(&second));
+    assert_eq!(
+        count(&second, "cp-1", &format!("upgrade apply {first_patch}")),
+        0,
+        "hop 1 is done\n{}",
+        show(&second)
+    );
+    assert_eq!(
+        count_ok(&second, "cp-1", &format!("upgrade apply {second_patch}")),
+        1
+    );
+    on_target(&fleet, &second_patch);
+    let all = events(&fleet);
+    for n in NODES {
+        assert_eq!(
+            count(&all, n, "reboot"),
+            2,
+            "{n}: one per hop\n{}",
+            show(&all)
+        );
+    }
+    assert_eq!(
+        count(&all, "cp-1", &format!("upgrade apply {first_patch}")),
+        1
+    );
+    assert_eq!(
+        count(&all, "cp-1", &format!("upgrade apply {second_patch}")),
+        2
+    );
+}
+
+#[test]
+fn a_drain_blocked_by_a_budget_is_undone_and_resumed_once_the_budget_allows() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    fleet.faults(|f| f.pdb_block = vec!["w-1".into()]).unwrap();
+
+    let run = apply(&fleet, &["--drain-timeout", "2s"]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "w-1: drain did not finish within 2s",
+            "a PodDisruptionBudget blocks evicting default/",
+            "w-1 was uncordoned again; nothing was rebooted",
+            "run `fleetctl apply` again",
+        ],
+    );
+    assert!(!run.stderr.contains("STILL CORDONED"), "{}", run.stderr);
+    let first = events(&fleet);
+    let drain = last(&first, |e| subject(e) == Some("w-1") && what(e) == "drain");
+    assert_ne!(first[drain].result, "ok");
+    untouched_after(&first, drain, "w-1");
+    assert_eq!(count(&first, "w-1", "reboot"), 0);
+    let c = consistent(&fleet, None);
+    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
+    assert_eq!(kubelet(&c, "w-1"), FROM);
+    assert_eq!(kubelet(&c, "w-2"), FROM);
+
+    fleet.faults(|f| f.pdb_block.clear()).unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(count(&second, "cp-1", "reboot"), 0, "\n{}", show(&second));
+    assert_eq!(count(&second, "cp-1", &format!("upgrade apply {patch}")), 0);
+    assert_eq!(
+        count(&second, "w-1", "sysupdate"),
+        0,
+        "w-1 was staged\n{}",
+        show(&second)
+    );
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn the_hub_down_after_planning_stops_apply_at_staging_before_any_reboot() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    fleet.faults(|f| f.hub_down = true).unwrap();
+
+    let run = apply(&fleet, &[]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "could not read the hub's image list",
+            "going on with the patches the plan stages",
+            "cp-1: systemd-sysupdate could not stage kubernetes v1.35",
+            "nothing was rebooted",
+            "run `fleetctl apply` again",
+        ],
+    );
+    let first = events(&fleet);
+    let stage = last(&first, |e| what(e) == "sysupdate");
+    assert_eq!(subject(&first[stage]), Some("cp-1"));
+    assert_ne!(first[stage].result, "ok");
+    untouched_after(&first, stage, "cp-1");
+    for n in NODES {
+        for step in ["cordon", "drain", "reboot"] {
+            assert_eq!(count(&first, n, step), 0, "{n} {step}\n{}", show(&first));
+        }
+    }
+    let c = consistent(&fleet, None);
+    for n in NODES {
+        assert_eq!(kubelet(&c, n), FROM);
+    }
+
+    fleet.faults(|f| f.hub_down = false).unwrap();
+    rerun(&fleet);
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn the_hub_down_while_workers_stage_leaves_them_unrebooted_and_a_rerun_finishes() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("cp-1: uncordon");
+    fleet.faults(|f| f.hub_down = true).unwrap();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "staging stopped before any reboot",
+            "w-1: systemd-sysupdate could not stage kubernetes v1.35",
+            "w-2: systemd-sysupdate could not stage kubernetes v1.35",
+            "run `fleetctl apply` again",
+        ],
+    );
+    let first = events(&fleet);
+    for w in ["w-1", "w-2"] {
+        assert_eq!(count_ok(&first, w, "sysupdate"), 0, "{w}\n{}", show(&first));
+        for step in ["cordon", "drain", "reboot"] {
+            assert_eq!(count(&first, w, step), 0, "{w} {step}\n{}", show(&first));
+        }
+    }
+    let c = consistent(&fleet, None);
+    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
+    assert_eq!(c.version, patch.to_string());
+
+    fleet.faults(|f| f.hub_down = false).unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(count(&second, "cp-1", "reboot"), 0, "\n{}", show(&second));
+    assert_eq!(
+        count(&second, "cp-1", "sysupdate"),
+        0,
+        "\n{}",
+        show(&second)
+    );
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn ctrl_c_during_a_drain_stops_at_a_safe_point_and_a_rerun_finishes() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("w-1: drain");
+    let at = events(&fleet).len();
+    running.interrupt();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "Ctrl-C: finishing the step in progress",
+            "stopped by Ctrl-C at a safe point",
+            "Run `fleetctl apply` again to continue",
+        ],
+    );
+    assert!(!run.stderr.contains("STILL CORDONED"), "{}", run.stderr);
+    assert!(!run.stderr.contains("fix the cause"), "{}", run.stderr);
+    let first = events(&fleet);
+    untouched_after(&first, at - 1, "w-1");
+    // The signal lands while w-1 is checked or drained: either the reboot
+    // had already begun and w-1 was taken all the way through, or it was
+    // drained and uncordoned again without a reboot (or, had the signal
+    // beaten the drain, not touched at all).
+    let c = consistent(&fleet, None);
+    if count(&first, "w-1", "reboot") > 0 {
+        assert_eq!(kubelet(&c, "w-1"), patch.to_string());
+        assert_eq!(count_ok(&first, "w-1", "upgrade node"), 1);
+    } else {
+        assert_eq!(kubelet(&c, "w-1"), FROM);
+        if count_ok(&first, "w-1", "drain") > 0 {
+            assert_has(
+                &run.stderr,
+                &["w-1 was drained but not rebooted, and was uncordoned again"],
+            );
+        }
+    }
+    assert_eq!(kubelet(&c, "w-2"), FROM);
+
+    rerun(&fleet);
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn a_second_ctrl_c_while_a_node_reboots_stops_at_once_and_names_the_node() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    fleet
+        .faults(|f| f.hang_on_reboot = vec!["w-1".into()])
+        .unwrap();
+
+    // A long node timeout: only the second Ctrl-C can end this wait.
+    let mut running = Apply::spawn(&fleet, &["--node-timeout", "30m"]);
+    running.wait_for("w-1: rebooting");
+    running.interrupt();
+    running.wait_for("Ctrl-C: finishing the step in progress");
+    running.interrupt();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "stopped at once by a second Ctrl-C: w-1 was left half-way through `reboot into the staged images`",
+            "wait until it is back), then run `fleetctl apply` again",
+            "stopped on w-1 during: reboot into the staged images",
+            "w-1 IS STILL CORDONED",
+        ],
+    );
+    // Ended by the operator, not by the node timeout; nothing to fix.
+    assert!(!run.stderr.contains("did not come back"), "{}", run.stderr);
+    assert!(!run.stderr.contains("fix the cause"), "{}", run.stderr);
+    let first = events(&fleet);
+    let reboot = last(&first, |e| subject(e) == Some("w-1") && what(e) == "reboot");
+    untouched_after(&first, reboot, "w-1");
+    let c = consistent(&fleet, Some("w-1"));
+    assert_eq!(kubelet(&c, "w-2"), FROM);
+
+    fleet.release("w-1").unwrap();
+    fleet.wait_up("w-1").unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(count(&second, "w-1", "reboot"), 0, "\n{}", show(&second));
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn a_newer_patch_on_the_hub_makes_the_plan_stale_until_planned_again() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let old = &patches(&planned)[0];
+    fleet.publish("v1.35.9").unwrap();
+    let before = events(&fleet).len();
+
+    let run = apply(&fleet, &[]).expect_code(2);
+    assert_has(
+        &run.stderr,
+        &[
+            "the plan is stale",
+            &format!("the newest v1.35 patch is now v1.35.9, the plan stages {old}"),
+            "Run `fleetctl plan` again",
+        ],
+    );
+    assert_eq!(
+        events(&fleet).len(),
+        before,
+        "a refused plan touches nothing"
+    );
+    consistent(&fleet, None);
+
+    let replanned = plan(&fleet, "v1.35");
+    let new = &patches(&replanned)[0];
+    assert_eq!(new.to_string(), "v1.35.9");
+    rerun(&fleet);
+    on_target(&fleet, new);
+    done_once(&events(&fleet), new);
+}
+
+#[test]
+fn a_patch_published_while_workers_stage_stops_before_their_reboot() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let old = &patches(&planned)[0];
+
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("cp-1: uncordon");
+    fleet.publish("v1.35.9").unwrap();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("staged kubernetes v1.35.9, but the plan expected {old}"),
+            "Nothing was rebooted",
+            "Run `fleetctl plan` again to plan with v1.35.9",
+        ],
+    );
+    let first = events(&fleet);
+    for w in ["w-1", "w-2"] {
+        for step in ["cordon", "drain", "reboot"] {
+            assert_eq!(count(&first, w, step), 0, "{w} {step}\n{}", show(&first));
+        }
+    }
+    let c = consistent(&fleet, None);
+    assert_eq!(kubelet(&c, "cp-1"), old.to_string());
+    assert_eq!(kubelet(&c, "w-1"), FROM);
+
+    // The saved plan stages a patch the hub no longer calls newest.
+    let before = events(&fleet).len();
+    let stale = apply(&fleet, &[]).expect_code(2);
+    assert_has(
+        &stale.stderr,
+        &[&format!(
+            "the newest v1.35 patch is now v1.35.9, the plan stages {old}"
+        )],
+    );
+    assert_eq!(
+        events(&fleet).len(),
+        before,
+        "a refused plan touches nothing"
+    );
+
+    let replanned = plan(&fleet, "v1.35");
+    let new = &patches(&replanned)[0];
+    assert_eq!(new.to_string(), "v1.35.9");
+    let second = rerun(&fleet);
+    for w in ["w-1", "w-2"] {
+        assert_eq!(
+            count(&second, w, "sysupdate"),
+            0,
+            "{w} has it staged\n{}",
+            show(&second)
+        );
+        assert_eq!(count(&second, w, "reboot"), 1, "{w}\n{}", show(&second));
+    }
+    // cp-1 moves to the new patch too (a converge: one more reboot), and,
+    // as docs/upgrade-path.md decides, without kubeadm: the control plane
+    // stays on the patch it was upgraded to.
+    assert_eq!(count(&second, "cp-1", "reboot"), 1, "\n{}", show(&second));
+    let c = consistent(&fleet, None);
+    for n in NODES {
+        assert_eq!(kubelet(&c, n), new.to_string(), "{n}");
+    }
+    assert_eq!(c.version, old.to_string());
+    let all = events(&fleet);
+    assert_eq!(count(&all, "cp-1", &format!("upgrade apply {old}")), 1);
+    assert_eq!(count(&all, "cp-1", &format!("upgrade apply {new}")), 0);
+}
