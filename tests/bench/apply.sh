@@ -14,7 +14,9 @@
 #
 # Settings (environment): WORKERS=3 BOOT=3 KUBELET=3 API=1 FROM=v1.34.2
 # TO=v1.36 (two minor hops), NO_BUILD=1 to skip the release build, KEEP=1
-# to keep each run's directory (journal, event log) for a closer look.
+# to keep each run's directory (journal, event log) for a closer look,
+# FLEETCTL=PATH to time another fleetctl binary (an older build, to compare
+# before and after a change under the same load).
 # The machine's core count and load average are printed with the figures:
 # on a busy machine every SSH login and kubectl call costs more.
 set -euo pipefail
@@ -37,7 +39,7 @@ if [ -z "${NO_BUILD:-}" ]; then
     echo "==> cargo build --release --workspace --bins" >&2
     cargo build -q --release --workspace --bins || die "the release build failed"
 fi
-fleetctl=target/release/fleetctl
+fleetctl=${FLEETCTL:-target/release/fleetctl}
 fleetsim=target/release/fleetsim
 [ -x "$fleetctl" ] && [ -x "$fleetsim" ] || die "$fleetctl or $fleetsim is missing (build without NO_BUILD)"
 
@@ -77,7 +79,12 @@ start_fleet() {
     "$fleetsim" up --scenario "$dir/scenario.yaml" --dir "$dir/fleet" >"$dir/supervisor.log" 2>&1 &
     supervisor=$!
     for _ in $(seq 600); do
-        [ -e "$dir/fleet/ready" ] && return 0
+        if [ -e "$dir/fleet/ready" ]; then
+            # Every node has booted; an operator starts from a settled
+            # cluster: API server answering, every kubelet Ready.
+            sleep "$(awk -v a="$api" -v k="$kubelet" 'BEGIN { print (a > k ? a : k) + 0.5 }')"
+            return 0
+        fi
         kill -0 "$supervisor" 2>/dev/null || break
         sleep 0.1
     done
@@ -149,8 +156,8 @@ journal_top() {
     ' "$jsonl" | sort -rn | head -n 8 | sed 's/^/  journal: /'
 }
 
-printf 'fleet: 1 control plane + %d workers, %s -> %s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
-    "$workers" "$from" "$to" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s on 1 control plane + %d workers, %s -> %s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
+    "$fleetctl" "$workers" "$from" "$to" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 sum_wall=0 sum_pct=0
 for run in $(seq "$runs"); do
     start_fleet
