@@ -42,7 +42,7 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                 Action::Drain => {
                     line(
                         "*",
-                        "# gates: `true` on every node; /readyz; every node Ready; health checks",
+                        "# gates, all at once: `true` on every node; /readyz; every node Ready; health checks",
                     );
                     line(api, &kubectl::kubectl(&["get", "--raw", "/readyz"]));
                     line(

@@ -472,7 +472,50 @@ impl<'a> Executor<'a> {
 
     /// Before every drain (so before every reboot): every node reachable and
     /// Ready, nothing else cordoned, the API healthy, the operator's checks.
+    /// The probes are independent, so they all run at once: one round trip
+    /// instead of one per probe, on the path between two reboots.
     async fn gates(&self, node: &str) -> anyhow::Result<()> {
+        let api = self.api()?.clone();
+        let readyz = kubectl::kubectl(&["get", "--raw", "/readyz"]);
+        let (mut problems, ready, cluster, checks) = tokio::join!(
+            self.reachable(),
+            api.run_root("gate: API readyz", &readyz, None),
+            self.cluster(&api),
+            self.health_checks(&api),
+        );
+        let ready = ready?;
+        if !(ready.success() && ready.stdout.trim() == "ok") {
+            problems.push(format!(
+                "the API server is not healthy (/readyz: {})",
+                ready.stderr.trim()
+            ));
+        } else {
+            let cluster = cluster?;
+            for n in &self.inv.nodes {
+                match cluster.nodes.iter().find(|c| c.name == n.name) {
+                    None => problems.push(format!("{} is not known to the API server", n.name)),
+                    Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
+                    Some(c) if c.cordoned && c.name != node => problems.push(format!(
+                        "{} is cordoned: fleetctl takes one node out at a time",
+                        c.name
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        problems.extend(checks?);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
+             Fix these, then run `fleetctl apply` again",
+            problems.join("\n  - ")
+        )
+    }
+
+    /// Gate: every node answers a command over its session.
+    async fn reachable(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let mut probes = tokio::task::JoinSet::new();
         for n in &self.inv.nodes {
@@ -495,41 +538,30 @@ impl<'a> Executor<'a> {
                 Err(e) => problems.push(format!("a probe failed: {e}")),
             }
         }
-        let api = self.api()?;
-        let ready = api
-            .run_root(
-                "gate: API readyz",
-                &kubectl::kubectl(&["get", "--raw", "/readyz"]),
-                None,
-            )
-            .await?;
-        if !(ready.success() && ready.stdout.trim() == "ok") {
-            problems.push(format!(
-                "the API server is not healthy (/readyz: {})",
-                ready.stderr.trim()
-            ));
-        } else {
-            let cluster = self.cluster(api).await?;
-            for n in &self.inv.nodes {
-                match cluster.nodes.iter().find(|c| c.name == n.name) {
-                    None => problems.push(format!("{} is not known to the API server", n.name)),
-                    Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
-                    Some(c) if c.cordoned && c.name != node => problems.push(format!(
-                        "{} is cordoned: fleetctl takes one node out at a time",
-                        c.name
-                    )),
-                    _ => {}
-                }
-            }
+        problems
+    }
+
+    /// Gate: the operator's health checks, all at once; one problem per
+    /// failed check, in inventory order.
+    async fn health_checks(&self, api: &Remote) -> anyhow::Result<Vec<String>> {
+        let mut runs = tokio::task::JoinSet::new();
+        for (i, check) in self.inv.health_checks.iter().enumerate() {
+            let api = api.clone();
+            let check = check.clone();
+            runs.spawn(async move {
+                let label = format!("health check {}", check.name);
+                let out = api.run_root(&label, &check.command, None).await;
+                (i, check, out)
+            });
         }
-        for check in &self.inv.health_checks {
-            let out = api
-                .run_root(
-                    &format!("health check {}", check.name),
-                    &check.command,
-                    None,
-                )
-                .await?;
+        let mut results = Vec::new();
+        while let Some(joined) = runs.join_next().await {
+            results.push(joined.context("a health check task failed")?);
+        }
+        results.sort_by_key(|(i, _, _)| *i);
+        let mut problems = Vec::new();
+        for (_, check, out) in results {
+            let out = out?;
             let text = format!("{}{}", out.stdout, out.stderr);
             if !out.success() || !text.contains(&check.expect) {
                 problems.push(format!(
@@ -542,14 +574,7 @@ impl<'a> Executor<'a> {
                 ));
             }
         }
-        if problems.is_empty() {
-            return Ok(());
-        }
-        bail!(
-            "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
-             Fix these, then run `fleetctl apply` again",
-            problems.join("\n  - ")
-        )
+        Ok(problems)
     }
 
     async fn cluster(&self, api: &Remote) -> anyhow::Result<ClusterFacts> {
