@@ -117,7 +117,7 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                     line(api, &kubectl::kubectl(&["uncordon", n]));
                     line(
                         n,
-                        "(facts script, to record the node's new state in the plan)",
+                        "(facts script, while waiting for Ready: to record the node's new state in the plan)",
                     );
                 }
             }

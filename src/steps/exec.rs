@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use super::actions;
 use super::runner::Remote;
 use crate::inventory::{Inventory, Role};
-use crate::node::{self, ClusterFacts};
+use crate::node::{self, ClusterFacts, NodeFacts};
 use crate::plan::{self, Action, FleetNode, Hop, HopKind, NodeFingerprint, Plan, Step};
 use crate::remote::{self, kubectl};
 use crate::ssh;
@@ -220,12 +220,9 @@ impl<'a> Executor<'a> {
         plan::save(&self.plan, &self.plan_path)
     }
 
-    /// Re-reads a node's facts and records them as the plan's new baseline.
-    async fn settle(&mut self, node: &str) -> anyhow::Result<()> {
-        let r = self.remote(node)?.clone();
-        let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
-        let facts = node::parse_facts(&out.stdout)
-            .with_context(|| format!("{node}: reading facts after its steps"))?;
+    /// Records a node's facts, read once its steps are done, as the plan's
+    /// new baseline, and clears its in-progress mark.
+    fn settle(&mut self, node: &str, facts: NodeFacts) -> anyhow::Result<()> {
         let role = self.inv.node(node).map_or(Role::Worker, |n| n.role);
         let fp = NodeFingerprint::of(&FleetNode {
             name: node.to_string(),
@@ -290,16 +287,21 @@ impl<'a> Executor<'a> {
                         _ => {}
                     }
                 }
-                Ok::<_, anyhow::Error>((r.node().to_string(), staged))
+                // Read here, while other nodes may still be staging.
+                let facts = settled_facts(&r).await?;
+                Ok::<_, anyhow::Error>((r.node().to_string(), staged, facts))
             });
         }
         let mut failures = Vec::new();
+        let mut settled = BTreeMap::new();
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok(Ok((node, Some(v)))) => {
-                    self.staged.insert(node, v);
+                Ok(Ok((node, staged, facts))) => {
+                    if let Some(v) = staged {
+                        self.staged.insert(node.clone(), v);
+                    }
+                    settled.insert(node, facts);
                 }
-                Ok(Ok(_)) => {}
                 Ok(Err(e)) => failures.push(format!("{e:#}")),
                 Err(e) => failures.push(format!("a staging task failed: {e}")),
             }
@@ -312,7 +314,10 @@ impl<'a> Executor<'a> {
         }
         for n in &order {
             self.progress.advance();
-            self.settle(n).await?;
+            let facts = settled.remove(n).with_context(|| {
+                format!("{n}: internal error: its facts after staging are missing")
+            })?;
+            self.settle(n, facts)?;
         }
         self.progress.line(&format!(
             "  pinned and staged {} on {names}",
@@ -390,15 +395,24 @@ impl<'a> Executor<'a> {
             Action::Uncordon => {
                 self.mark(node).await?;
                 let api = self.api()?.clone();
-                actions::wait_api(&api, self.deadline()).await?;
-                actions::wait_ready(&api, node, self.deadline()).await?;
-                actions::uncordon(&api, node).await?;
+                let r = self.remote(node)?.clone();
+                let deadline = self.deadline();
+                let back = async {
+                    actions::wait_api(&api, deadline).await?;
+                    actions::wait_ready(&api, node, deadline).await?;
+                    actions::uncordon(&api, node).await
+                };
+                // Nothing changes on the node any more (kubeadm is done), so
+                // its facts are read while the API server reports it Ready,
+                // not after: one round trip less between two reboots.
+                let (back, facts) = tokio::join!(back, settled_facts(&r));
+                back?;
                 self.ledger(|l| {
                     l.cordoned.remove(node);
                     l.done.push(node.to_string());
                     l.current = None;
                 });
-                self.settle(node).await?;
+                self.settle(node, facts?)?;
                 let took = self
                     .began
                     .remove(node)
@@ -636,6 +650,13 @@ impl<'a> Executor<'a> {
         }
         bail!("after hop {}: {}", hop.minor, problems.join("; "))
     }
+}
+
+/// A node's facts once fleetctl is done changing it, for [`Executor::settle`].
+async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
+    let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
+    node::parse_facts(&out.stdout)
+        .with_context(|| format!("{}: reading facts after its steps", r.node()))
 }
 
 fn unreachable_prep() -> anyhow::Result<()> {
