@@ -1,6 +1,7 @@
 //! `apply --dry-run`: every command apply would run, on which node, in
 //! order, built by the same `crate::remote` functions the executor uses.
 
+use super::actions;
 use crate::inventory::Inventory;
 use crate::plan::{Action, Plan};
 use crate::remote::{kubectl, upgrade};
@@ -52,21 +53,13 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                     for c in &inv.health_checks {
                         line(api, &c.command);
                     }
-                    line(api, &kubectl::kubectl(&["cordon", n]));
                     line(
                         api,
-                        &kubectl::kubectl(&[
-                            "drain",
-                            n,
-                            "--ignore-daemonsets",
-                            "--delete-emptydir-data",
-                            "--timeout=<drain-timeout>",
-                        ]),
+                        &actions::cordon_and_drain(n, "--timeout=<drain-timeout>"),
                     );
                 }
                 Action::Reboot => {
-                    line(n, &upgrade::staged_target("kubernetes"));
-                    line(n, upgrade::BOOT_ID);
+                    line(n, &actions::before_reboot_cmd());
                     line(n, upgrade::REBOOT);
                     line(
                         n,

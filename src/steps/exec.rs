@@ -453,8 +453,10 @@ impl<'a> Executor<'a> {
             .get(node)
             .cloned()
             .or_else(|| hop.version.clone());
-        let staged = actions::recheck_staged(&r, hop.minor, expect.as_ref()).await?;
-        let before = actions::boot_id(&r).await?;
+        let actions::BeforeReboot {
+            staged,
+            boot_id: before,
+        } = actions::before_reboot(&r, hop.minor, expect.as_ref()).await?;
         self.mark(node).await?;
         r.journal()
             .event("reboot", Some(node), &format!("boot id {before}"));
