@@ -299,6 +299,8 @@ pub async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
 }
 
 /// Reconnects until the node answers with a boot id other than `before`.
+/// The first attempt is immediate: a node still shutting down refuses it
+/// or shows its old boot id, both cheap.
 pub async fn wait_rebooted(
     node: &str,
     target: &ssh::Target,
@@ -316,7 +318,6 @@ pub async fn wait_rebooted(
                 humantime::format_duration(timeout)
             );
         }
-        tokio::time::sleep(POLL).await;
         let mut quick = opts.clone();
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
         match ssh::connect(target, &quick).await {
@@ -333,6 +334,7 @@ pub async fn wait_rebooted(
             },
             Err(e) => last = format!("{:#}", e),
         }
+        tokio::time::sleep(POLL).await;
     }
 }
 
