@@ -123,28 +123,63 @@ fn check_staged(
     Ok(())
 }
 
+/// What a node is about to reboot into, and from which boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeforeReboot {
+    pub staged: Version,
+    pub boot_id: String,
+}
+
 /// Right before a reboot: the node's own sysupdate timer may have moved the
-/// symlink since it was staged.
-pub async fn recheck_staged(
+/// symlink since it was staged. The boot id is read in the same command,
+/// to recognise the new boot afterwards.
+pub async fn before_reboot(
     r: &Remote,
     minor: Minor,
     expect: Option<&Version>,
-) -> anyhow::Result<Version> {
+) -> anyhow::Result<BeforeReboot> {
     let out = r
         .check_root(
-            "check staged kubernetes",
-            &upgrade::staged_target("kubernetes"),
+            "check staged kubernetes, read the boot id",
+            &before_reboot_cmd(),
         )
         .await?;
-    let staged = staged_version(Component::Kubernetes, out.stdout.trim()).with_context(|| {
+    let (link, boot_id) = link_and_boot_id(&out.stdout).with_context(|| {
         format!(
-            "{}: /etc/extensions/kubernetes.raw points at `{}`",
+            "{}: expected the target of /etc/extensions/kubernetes.raw and the boot id, got `{}`",
             r.node(),
             out.stdout.trim()
         )
     })?;
+    let staged = staged_version(Component::Kubernetes, link).with_context(|| {
+        format!(
+            "{}: /etc/extensions/kubernetes.raw points at `{link}`",
+            r.node()
+        )
+    })?;
     check_staged(r.node(), Component::Kubernetes, &staged, minor, expect)?;
-    Ok(staged)
+    Ok(BeforeReboot {
+        staged,
+        boot_id: boot_id.to_string(),
+    })
+}
+
+/// Prints the kubernetes symlink's target, then the boot id.
+pub fn before_reboot_cmd() -> String {
+    format!(
+        "{} && {}",
+        upgrade::staged_target("kubernetes"),
+        upgrade::BOOT_ID
+    )
+}
+
+/// The two lines [`before_reboot`]'s command prints.
+fn link_and_boot_id(stdout: &str) -> anyhow::Result<(&str, &str)> {
+    let mut lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty());
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(link), Some(id), None) => Ok((link, id)),
+        _ => bail!("not two lines"),
+    }
 }
 
 /// Names of the pods a drain could not evict, from kubectl's messages.
@@ -174,33 +209,47 @@ pub fn blocked_pods(stderr: &str) -> Vec<String> {
     pods
 }
 
-/// Cordons and drains `node` through the API node. A drain that fails is
-/// undone (uncordon: nothing was rebooted) and reported with the pods that
-/// blocked it.
-pub async fn drain(api: &Remote, node: &str, timeout: Duration) -> anyhow::Result<()> {
-    api.check_root(
-        &format!("cordon {node}"),
-        &kubectl::kubectl(&["cordon", node]),
-    )
-    .await?;
-    let secs = format!("--timeout={}s", timeout.as_secs().max(1));
-    let cmd = kubectl::kubectl(&[
+/// The exit status of [`drain`]'s command when the cordon itself failed
+/// and the drain never ran (kubectl exits 1 on its errors).
+const CORDON_FAILED: u32 = 97;
+
+/// `kubectl cordon` then `kubectl drain` (`timeout_flag` is its
+/// `--timeout=…`), in one command: one round trip instead of two, and the
+/// drain starts the moment the cordon is done.
+pub fn cordon_and_drain(node: &str, timeout_flag: &str) -> String {
+    let cordon = kubectl::kubectl(&["cordon", node]);
+    let drain = kubectl::kubectl(&[
         "drain",
         node,
         "--ignore-daemonsets",
         "--delete-emptydir-data",
-        &secs,
+        timeout_flag,
     ]);
+    format!("{cordon} || exit {CORDON_FAILED}; {drain}")
+}
+
+/// Cordons and drains `node` through the API node. A drain that fails is
+/// undone (uncordon: nothing was rebooted) and reported with the pods that
+/// blocked it.
+pub async fn drain(api: &Remote, node: &str, timeout: Duration) -> anyhow::Result<()> {
+    let secs = format!("--timeout={}s", timeout.as_secs().max(1));
     let out = api
         .run_root_timeout(
-            &format!("drain {node}"),
-            &cmd,
+            &format!("cordon and drain {node}"),
+            &cordon_and_drain(node, &secs),
             None,
             timeout + Duration::from_secs(60),
         )
         .await?;
     if out.success() {
         return Ok(());
+    }
+    if out.exit == Some(CORDON_FAILED) {
+        return Err(anyhow::Error::new(super::runner::CommandFailed::new(
+            api.node(),
+            &format!("cordon {node}"),
+            &out,
+        )));
     }
     let undo = api
         .check_root(
@@ -250,6 +299,8 @@ pub async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
 }
 
 /// Reconnects until the node answers with a boot id other than `before`.
+/// The first attempt is immediate: a node still shutting down refuses it
+/// or shows its old boot id, both cheap.
 pub async fn wait_rebooted(
     node: &str,
     target: &ssh::Target,
@@ -267,7 +318,6 @@ pub async fn wait_rebooted(
                 humantime::format_duration(timeout)
             );
         }
-        tokio::time::sleep(POLL).await;
         let mut quick = opts.clone();
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
         match ssh::connect(target, &quick).await {
@@ -284,6 +334,7 @@ pub async fn wait_rebooted(
             },
             Err(e) => last = format!("{:#}", e),
         }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -409,12 +460,6 @@ pub async fn uncordon(api: &Remote, node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The node's boot id now.
-pub async fn boot_id(r: &Remote) -> anyhow::Result<String> {
-    let out = r.check_root("boot id", upgrade::BOOT_ID).await?;
-    Ok(out.stdout.trim().to_string())
-}
-
 /// A fresh session wrapped for the journal.
 pub fn rewrap(r: &Remote, s: Session) -> Remote {
     r.with_session(Arc::new(s))
@@ -432,6 +477,87 @@ mod tests {
             error: unable to drain node \"w-1\" due to error: [error when evicting pods/\"db-0\" -n \"data\": global timeout reached: 2s], continuing command...";
         assert_eq!(blocked_pods(stderr), vec!["data/db-0", "default/web-7d9f"]);
         assert!(blocked_pods("node/w-1 cordoned\n").is_empty());
+    }
+
+    /// Runs `script` with a fake `kubectl` first in PATH that appends its
+    /// verb to a log and exits with `$FAIL_<VERB>` (0 when unset).
+    fn with_fake_kubectl(script: &str, fail: &[(&str, u32)]) -> (Option<i32>, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("kubectl");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor a; do case $a in --*) ;; *) verb=$a; break;; esac; done\n\
+             echo \"$verb\" >> \"$LOG\"\neval \"exit \\${FAIL_$verb:-0}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("log");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script])
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    dir.path().display(),
+                    std::env::var("PATH").unwrap()
+                ),
+            )
+            .env("LOG", &log);
+        for (verb, code) in fail {
+            cmd.env(format!("FAIL_{verb}"), code.to_string());
+        }
+        let status = cmd.status().unwrap();
+        (
+            status.code(),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn cordon_and_drain_is_one_command_that_tells_a_failed_cordon_apart() {
+        let cmd = cordon_and_drain("w-1", "--timeout=300s");
+        assert_eq!(
+            cmd,
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s cordon w-1 || exit 97; \
+             kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s drain w-1 \
+             --ignore-daemonsets --delete-emptydir-data --timeout=300s"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[]),
+            (Some(0), "cordon\ndrain\n".into())
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("drain", 1)]),
+            (Some(1), "cordon\ndrain\n".into()),
+            "a failed drain is the drain's own status"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("cordon", 1)]),
+            (Some(CORDON_FAILED as i32), "cordon\n".into()),
+            "no drain without a cordon"
+        );
+    }
+
+    #[test]
+    fn the_command_before_a_reboot_prints_the_link_then_the_boot_id() {
+        assert_eq!(
+            before_reboot_cmd(),
+            "readlink '/etc/extensions/kubernetes.raw' && cat /proc/sys/kernel/random/boot_id"
+        );
+        assert_eq!(
+            link_and_boot_id(
+                "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw\nb1c2\n"
+            )
+            .unwrap(),
+            (
+                "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw",
+                "b1c2"
+            )
+        );
+        for bad in ["", "only-a-link\n", "a\nb\nc\n"] {
+            assert!(link_and_boot_id(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

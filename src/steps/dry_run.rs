@@ -1,6 +1,7 @@
 //! `apply --dry-run`: every command apply would run, on which node, in
 //! order, built by the same `crate::remote` functions the executor uses.
 
+use super::actions;
 use crate::inventory::Inventory;
 use crate::plan::{Action, Plan};
 use crate::remote::{kubectl, upgrade};
@@ -42,7 +43,7 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                 Action::Drain => {
                     line(
                         "*",
-                        "# gates: `true` on every node; /readyz; every node Ready; health checks",
+                        "# gates, all at once: `true` on every node; /readyz; every node Ready; health checks",
                     );
                     line(api, &kubectl::kubectl(&["get", "--raw", "/readyz"]));
                     line(
@@ -52,21 +53,13 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                     for c in &inv.health_checks {
                         line(api, &c.command);
                     }
-                    line(api, &kubectl::kubectl(&["cordon", n]));
                     line(
                         api,
-                        &kubectl::kubectl(&[
-                            "drain",
-                            n,
-                            "--ignore-daemonsets",
-                            "--delete-emptydir-data",
-                            "--timeout=<drain-timeout>",
-                        ]),
+                        &actions::cordon_and_drain(n, "--timeout=<drain-timeout>"),
                     );
                 }
                 Action::Reboot => {
-                    line(n, &upgrade::staged_target("kubernetes"));
-                    line(n, upgrade::BOOT_ID);
+                    line(n, &actions::before_reboot_cmd());
                     line(n, upgrade::REBOOT);
                     line(
                         n,
@@ -117,7 +110,7 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                     line(api, &kubectl::kubectl(&["uncordon", n]));
                     line(
                         n,
-                        "(facts script, to record the node's new state in the plan)",
+                        "(facts script, while waiting for Ready: to record the node's new state in the plan)",
                     );
                 }
             }

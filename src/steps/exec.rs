@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use super::actions;
 use super::runner::Remote;
 use crate::inventory::{Inventory, Role};
-use crate::node::{self, ClusterFacts};
+use crate::node::{self, ClusterFacts, NodeFacts};
 use crate::plan::{self, Action, FleetNode, Hop, HopKind, NodeFingerprint, Plan, Step};
 use crate::remote::{self, kubectl};
 use crate::ssh;
@@ -220,12 +220,9 @@ impl<'a> Executor<'a> {
         plan::save(&self.plan, &self.plan_path)
     }
 
-    /// Re-reads a node's facts and records them as the plan's new baseline.
-    async fn settle(&mut self, node: &str) -> anyhow::Result<()> {
-        let r = self.remote(node)?.clone();
-        let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
-        let facts = node::parse_facts(&out.stdout)
-            .with_context(|| format!("{node}: reading facts after its steps"))?;
+    /// Records a node's facts, read once its steps are done, as the plan's
+    /// new baseline, and clears its in-progress mark.
+    fn settle(&mut self, node: &str, facts: NodeFacts) -> anyhow::Result<()> {
         let role = self.inv.node(node).map_or(Role::Worker, |n| n.role);
         let fp = NodeFingerprint::of(&FleetNode {
             name: node.to_string(),
@@ -290,16 +287,21 @@ impl<'a> Executor<'a> {
                         _ => {}
                     }
                 }
-                Ok::<_, anyhow::Error>((r.node().to_string(), staged))
+                // Read here, while other nodes may still be staging.
+                let facts = settled_facts(&r).await?;
+                Ok::<_, anyhow::Error>((r.node().to_string(), staged, facts))
             });
         }
         let mut failures = Vec::new();
+        let mut settled = BTreeMap::new();
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok(Ok((node, Some(v)))) => {
-                    self.staged.insert(node, v);
+                Ok(Ok((node, staged, facts))) => {
+                    if let Some(v) = staged {
+                        self.staged.insert(node.clone(), v);
+                    }
+                    settled.insert(node, facts);
                 }
-                Ok(Ok(_)) => {}
                 Ok(Err(e)) => failures.push(format!("{e:#}")),
                 Err(e) => failures.push(format!("a staging task failed: {e}")),
             }
@@ -312,7 +314,10 @@ impl<'a> Executor<'a> {
         }
         for n in &order {
             self.progress.advance();
-            self.settle(n).await?;
+            let facts = settled.remove(n).with_context(|| {
+                format!("{n}: internal error: its facts after staging are missing")
+            })?;
+            self.settle(n, facts)?;
         }
         self.progress.line(&format!(
             "  pinned and staged {} on {names}",
@@ -390,15 +395,24 @@ impl<'a> Executor<'a> {
             Action::Uncordon => {
                 self.mark(node).await?;
                 let api = self.api()?.clone();
-                actions::wait_api(&api, self.deadline()).await?;
-                actions::wait_ready(&api, node, self.deadline()).await?;
-                actions::uncordon(&api, node).await?;
+                let r = self.remote(node)?.clone();
+                let deadline = self.deadline();
+                let back = async {
+                    actions::wait_api(&api, deadline).await?;
+                    actions::wait_ready(&api, node, deadline).await?;
+                    actions::uncordon(&api, node).await
+                };
+                // Nothing changes on the node any more (kubeadm is done), so
+                // its facts are read while the API server reports it Ready,
+                // not after: one round trip less between two reboots.
+                let (back, facts) = tokio::join!(back, settled_facts(&r));
+                back?;
                 self.ledger(|l| {
                     l.cordoned.remove(node);
                     l.done.push(node.to_string());
                     l.current = None;
                 });
-                self.settle(node).await?;
+                self.settle(node, facts?)?;
                 let took = self
                     .began
                     .remove(node)
@@ -439,8 +453,10 @@ impl<'a> Executor<'a> {
             .get(node)
             .cloned()
             .or_else(|| hop.version.clone());
-        let staged = actions::recheck_staged(&r, hop.minor, expect.as_ref()).await?;
-        let before = actions::boot_id(&r).await?;
+        let actions::BeforeReboot {
+            staged,
+            boot_id: before,
+        } = actions::before_reboot(&r, hop.minor, expect.as_ref()).await?;
         self.mark(node).await?;
         r.journal()
             .event("reboot", Some(node), &format!("boot id {before}"));
@@ -472,7 +488,50 @@ impl<'a> Executor<'a> {
 
     /// Before every drain (so before every reboot): every node reachable and
     /// Ready, nothing else cordoned, the API healthy, the operator's checks.
+    /// The probes are independent, so they all run at once: one round trip
+    /// instead of one per probe, on the path between two reboots.
     async fn gates(&self, node: &str) -> anyhow::Result<()> {
+        let api = self.api()?.clone();
+        let readyz = kubectl::kubectl(&["get", "--raw", "/readyz"]);
+        let (mut problems, ready, cluster, checks) = tokio::join!(
+            self.reachable(),
+            api.run_root("gate: API readyz", &readyz, None),
+            self.cluster(&api),
+            self.health_checks(&api),
+        );
+        let ready = ready?;
+        if !(ready.success() && ready.stdout.trim() == "ok") {
+            problems.push(format!(
+                "the API server is not healthy (/readyz: {})",
+                ready.stderr.trim()
+            ));
+        } else {
+            let cluster = cluster?;
+            for n in &self.inv.nodes {
+                match cluster.nodes.iter().find(|c| c.name == n.name) {
+                    None => problems.push(format!("{} is not known to the API server", n.name)),
+                    Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
+                    Some(c) if c.cordoned && c.name != node => problems.push(format!(
+                        "{} is cordoned: fleetctl takes one node out at a time",
+                        c.name
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        problems.extend(checks?);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
+             Fix these, then run `fleetctl apply` again",
+            problems.join("\n  - ")
+        )
+    }
+
+    /// Gate: every node answers a command over its session.
+    async fn reachable(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let mut probes = tokio::task::JoinSet::new();
         for n in &self.inv.nodes {
@@ -495,41 +554,30 @@ impl<'a> Executor<'a> {
                 Err(e) => problems.push(format!("a probe failed: {e}")),
             }
         }
-        let api = self.api()?;
-        let ready = api
-            .run_root(
-                "gate: API readyz",
-                &kubectl::kubectl(&["get", "--raw", "/readyz"]),
-                None,
-            )
-            .await?;
-        if !(ready.success() && ready.stdout.trim() == "ok") {
-            problems.push(format!(
-                "the API server is not healthy (/readyz: {})",
-                ready.stderr.trim()
-            ));
-        } else {
-            let cluster = self.cluster(api).await?;
-            for n in &self.inv.nodes {
-                match cluster.nodes.iter().find(|c| c.name == n.name) {
-                    None => problems.push(format!("{} is not known to the API server", n.name)),
-                    Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
-                    Some(c) if c.cordoned && c.name != node => problems.push(format!(
-                        "{} is cordoned: fleetctl takes one node out at a time",
-                        c.name
-                    )),
-                    _ => {}
-                }
-            }
+        problems
+    }
+
+    /// Gate: the operator's health checks, all at once; one problem per
+    /// failed check, in inventory order.
+    async fn health_checks(&self, api: &Remote) -> anyhow::Result<Vec<String>> {
+        let mut runs = tokio::task::JoinSet::new();
+        for (i, check) in self.inv.health_checks.iter().enumerate() {
+            let api = api.clone();
+            let check = check.clone();
+            runs.spawn(async move {
+                let label = format!("health check {}", check.name);
+                let out = api.run_root(&label, &check.command, None).await;
+                (i, check, out)
+            });
         }
-        for check in &self.inv.health_checks {
-            let out = api
-                .run_root(
-                    &format!("health check {}", check.name),
-                    &check.command,
-                    None,
-                )
-                .await?;
+        let mut results = Vec::new();
+        while let Some(joined) = runs.join_next().await {
+            results.push(joined.context("a health check task failed")?);
+        }
+        results.sort_by_key(|(i, _, _)| *i);
+        let mut problems = Vec::new();
+        for (_, check, out) in results {
+            let out = out?;
             let text = format!("{}{}", out.stdout, out.stderr);
             if !out.success() || !text.contains(&check.expect) {
                 problems.push(format!(
@@ -542,14 +590,7 @@ impl<'a> Executor<'a> {
                 ));
             }
         }
-        if problems.is_empty() {
-            return Ok(());
-        }
-        bail!(
-            "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
-             Fix these, then run `fleetctl apply` again",
-            problems.join("\n  - ")
-        )
+        Ok(problems)
     }
 
     async fn cluster(&self, api: &Remote) -> anyhow::Result<ClusterFacts> {
@@ -611,6 +652,13 @@ impl<'a> Executor<'a> {
         }
         bail!("after hop {}: {}", hop.minor, problems.join("; "))
     }
+}
+
+/// A node's facts once fleetctl is done changing it, for [`Executor::settle`].
+async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
+    let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
+    node::parse_facts(&out.stdout)
+        .with_context(|| format!("{}: reading facts after its steps", r.node()))
 }
 
 fn unreachable_prep() -> anyhow::Result<()> {
