@@ -7,15 +7,17 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather;
+use crate::inventory::Inventory;
 use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
+use crate::status;
 use crate::steps::exec::{Executor, Interrupted, Ledger, Settings, Stop};
 use crate::steps::journal::Journal;
 use crate::steps::lock::{self, Identity, LockOptions};
@@ -119,9 +121,13 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         fresh,
     );
     let in_progress = exec.ledger.clone();
+    let mut twice = false;
     let result = tokio::select! {
         r = exec.run() => r,
-        _ = second.notified() => Err(stopped_at_once(&in_progress)),
+        _ = second.notified() => {
+            twice = true;
+            Err(stopped_at_once(&in_progress))
+        }
     };
     progress.finish();
 
@@ -167,9 +173,27 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
                 report.push_str("next: fix the cause above, then run `fleetctl apply` again: it resumes from the fleet's real state\n");
             }
             report.push_str(&format!("journal: {}", journal.path().display()));
+            if !twice {
+                report.insert_str(
+                    0,
+                    &format!("the fleet now:\n{}\n", fleet_now(&inv, global).await),
+                );
+            }
             printer.note(&report);
             Err(e)
         }
+    }
+}
+
+/// Each node's real state after a failure, read again (briefly: a node that
+/// is down shows as unreachable rather than holding the report up).
+async fn fleet_now(inv: &Inventory, global: &Global) -> String {
+    let mut opts = super::ssh_options(inv, global);
+    opts.connect_timeout = opts.connect_timeout.min(Duration::from_secs(5));
+    opts.command_timeout = Duration::from_secs(30);
+    match gather::gather(inv, &opts, global.parallel.into()).await {
+        Ok(g) => status::render_table(&super::status::report(&g)),
+        Err(e) => format!("(could not read it again: {e:#})"),
     }
 }
 

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::gather;
-use crate::status::{self, NodeInput};
+use crate::gather::{self, Gathered};
+use crate::status::{self, NodeInput, StatusReport};
 use crate::ui::Printer;
 
 pub async fn run(
@@ -22,6 +22,20 @@ pub async fn run(
     for w in &gathered.warnings {
         printer.warn(w);
     }
+    let report = report(&gathered);
+    match args.output {
+        StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
+        StatusFormat::Table => printer.out(&status::render_table(&report)),
+    }
+    Ok(if gathered.all_answered() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Gathered facts → the report `status` prints (also apply's closing state).
+pub fn report(gathered: &Gathered) -> StatusReport {
     let inputs = gathered
         .nodes
         .iter()
@@ -37,14 +51,5 @@ pub async fn run(
         .as_ref()
         .map(|(by, c)| (by.as_str(), c))
         .map_err(|e| format!("{e:#}"));
-    let report = status::build(inputs, cluster);
-    match args.output {
-        StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
-        StatusFormat::Table => printer.out(&status::render_table(&report)),
-    }
-    Ok(if gathered.all_answered() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    status::build(inputs, cluster)
 }
