@@ -251,6 +251,7 @@ impl<'a> Executor<'a> {
             self.mark(n).await?;
         }
         let names = order.join(", ");
+        self.ledger(|l| l.current = Some((names.clone(), format!("pin and stage {}", hop.minor))));
         self.progress
             .step(&format!("{names}: pin and stage {}", hop.minor));
         let mut tasks = tokio::task::JoinSet::new();
