@@ -492,6 +492,14 @@ impl NodeRunner {
             kill_node(&mut child);
             return Err(e.context(self.console_tail()));
         }
+        // The boot is in the log before the node counts as up, so whoever
+        // waits for `up` (the harness, tests) finds the event there.
+        let result = if notes.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("warning: {}", notes.join("; "))
+        };
+        self.record("(boot)", &result);
         self.shared.update_cluster(|c| {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
@@ -503,12 +511,6 @@ impl NodeRunner {
             }
             Ok(())
         })?;
-        let result = if notes.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("warning: {}", notes.join("; "))
-        };
-        self.record("(boot)", &result);
         Ok(child)
     }
 

@@ -41,7 +41,7 @@ fn a_slow_boot_takes_at_least_its_extra_delay() {
             .unwrap()
     };
     // The supervisor sleeps boot_delay + slow_boot between the two: a lower bound.
-    assert!(at("(boot)") - at("(shutdown)") >= 1.3);
+    assert!(at("(boot)") - at("(shutdown)") >= 1.3, "{events:#?}");
 }
 
 fn ctl(fleet: &fleetsim::Fleet, args: &[&str]) -> std::process::Output {
