@@ -14,12 +14,24 @@ pub fn fleetctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetctl"))
 }
 
-/// A fleet from a scenario; panics with the supervisor's log when it does not come up.
+/// A fleet from a scenario, once its API server answers and every kubelet
+/// is Ready (the fleet's `ready` only means every sshd answers, and fleetctl
+/// rightly refuses to plan against an API server still starting); panics
+/// with the supervisor's log when it does not get there. A test that needs
+/// the moment before calls `Scenario::start` itself.
 pub fn start(scenario: Scenario) -> Fleet {
-    match scenario.start() {
+    let fleet = match scenario.start() {
         Ok(f) => f,
         Err(e) => panic!("the simulated fleet did not start: {e:#}"),
+    };
+    let healthy = fleet.wait_for("the API server answers and every node is Ready", |c| {
+        let now = fleetsim::state::now();
+        c.api_up(now) && c.nodes.keys().all(|n| c.node_ready(n, now))
+    });
+    if let Err(e) = healthy {
+        panic!("{e:#}\n{}", fleet.log());
     }
+    fleet
 }
 
 /// `fleetctl -i <fleet inventory> --no-color ARGS`, with HOME pointing at an
