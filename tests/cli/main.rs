@@ -2,5 +2,6 @@
 //! fleet (tests/fleetsim): real sshd per node, real shell, real dropped
 //! connections on reboot. One test binary, a module per area.
 
+mod apply;
 mod plan;
 mod support;
