@@ -108,6 +108,52 @@ fn is_upgrade_action(e: &Event) -> bool {
 /// apply; never two nodes out at once; every reboot drained before and
 /// uncordoned after.
 fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Version]) {
+    let applies = kubeadm_applies(events, first);
+    let applied: Vec<&str> = applies.iter().map(|(_, v)| v.as_str()).collect();
+    let expected: Vec<String> = hops.iter().map(|v| v.to_string()).collect();
+    assert_eq!(
+        applied,
+        expected,
+        "upgrade apply must run once per hop, one minor at a time, with the hub's newest patch:\n{}",
+        support::describe(events)
+    );
+    let at: Vec<usize> = applies.iter().map(|(i, _)| *i).collect();
+    let first_reboot = first_node_reboots(events, first, &at);
+    for (h, hop) in hops.iter().enumerate() {
+        let pattern = pinned_pattern(&hop.minor().to_string());
+        for i in [first_reboot[h], at[h]] {
+            assert!(
+                events[i].pins.contains(&pattern),
+                "{first} was not pinned to {} at event {i}:\n{}",
+                hop.minor(),
+                support::describe(events)
+            );
+        }
+        assert_no_early_pin(events, first, &pattern, at[h]);
+        // The other nodes go through this hop after the apply and before
+        // the first node's reboot into the next hop.
+        let end = first_reboot.get(h + 1).copied().unwrap_or(events.len());
+        for node in others {
+            assert_went_through_hop(events, node, &pattern, at[h] + 1..end);
+        }
+    }
+    for node in std::iter::once(&first).chain(others) {
+        assert_eq!(
+            reboots(events, node, 0..events.len()).len(),
+            hops.len(),
+            "{node} must reboot exactly once per hop:\n{}",
+            support::describe(events)
+        );
+    }
+    assert_kube_proxy_untouched(events);
+    support::assert_one_node_out_at_a_time(events);
+    support::assert_reboots_drained_then_uncordoned(events);
+}
+
+/// Every `kubeadm upgrade apply` (index, version), having checked that each
+/// kubeadm call succeeded, skipped kube-proxy, and that apply ran only on
+/// `first` and `upgrade node` never did.
+fn kubeadm_applies(events: &[Event], first: &str) -> Vec<(usize, String)> {
     let log = || support::describe(events);
     let mut applies = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -138,106 +184,93 @@ fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Ve
             ),
         }
     }
-    let applied: Vec<&str> = applies.iter().map(|(_, v)| v.as_str()).collect();
-    let expected: Vec<String> = hops.iter().map(|v| v.to_string()).collect();
-    assert_eq!(
-        applied,
-        expected,
-        "upgrade apply must run once per hop, one minor at a time, with the hub's newest patch:\n{}",
-        log()
-    );
+    applies
+}
 
-    let reboots = |node: &str, range: std::ops::Range<usize>| -> Vec<usize> {
-        range
-            .filter(|&i| is_reboot(&events[i]) && is_ok(&events[i]) && events[i].node == node)
-            .collect()
-    };
-    // Where each hop's reboot of the first control plane is: after the
-    // previous hop's apply, before this one's.
-    let mut first_reboot = Vec::new();
-    for (h, (at, _)) in applies.iter().enumerate() {
-        let from = if h == 0 { 0 } else { applies[h - 1].0 + 1 };
-        let found = reboots(first, from..*at);
+/// The successful reboots of `node` among `range`.
+fn reboots(events: &[Event], node: &str, range: std::ops::Range<usize>) -> Vec<usize> {
+    range
+        .filter(|&i| is_reboot(&events[i]) && is_ok(&events[i]) && events[i].node == node)
+        .collect()
+}
+
+/// Each hop's one reboot of the first control plane: after the previous
+/// hop's apply, before this one's (`applies`: the applies' indexes).
+fn first_node_reboots(events: &[Event], first: &str, applies: &[usize]) -> Vec<usize> {
+    let mut from = 0;
+    let mut out = Vec::new();
+    for (h, &at) in applies.iter().enumerate() {
+        let found = reboots(events, first, from..at);
         assert_eq!(
             found.len(),
             1,
             "{first} must reboot exactly once before hop {}'s upgrade apply:\n{}",
             h + 1,
-            log()
+            support::describe(events)
         );
-        first_reboot.push(found[0]);
+        out.push(found[0]);
+        from = at + 1;
     }
+    out
+}
 
-    for (h, hop) in hops.iter().enumerate() {
-        let pattern = pinned_pattern(&hop.minor().to_string());
-        let apply_at = applies[h].0;
-        for at in [first_reboot[h], apply_at] {
-            assert!(
-                events[at].pins.contains(&pattern),
-                "{first} was not pinned to {} at event {at}:\n{}",
-                hop.minor(),
-                log()
-            );
-        }
-        if let Some((i, e)) = events[..apply_at]
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.node != first && e.pins.contains(&pattern))
-        {
-            panic!(
-                "{} had the {} pin at event {i}, before {first}'s upgrade apply (event {apply_at}):\n{}",
-                e.node,
-                hop.minor(),
-                log()
-            );
-        }
-        // The other nodes go through this hop after the apply and before
-        // the first node's reboot into the next hop.
-        let end = first_reboot.get(h + 1).copied().unwrap_or(events.len());
-        for node in others {
-            let found = reboots(node, apply_at + 1..end);
-            assert_eq!(
-                found.len(),
-                1,
-                "{node} must reboot exactly once in hop {} after the upgrade apply:\n{}",
-                h + 1,
-                log()
-            );
-            let r = found[0];
-            assert!(
-                events[r].pins.contains(&pattern),
-                "{node} rebooted at event {r} without the {} pin:\n{}",
-                hop.minor(),
-                log()
-            );
-            let boot = (r..end).find(|&i| is_boot(&events[i]) && events[i].node == *node);
-            let upgrades: Vec<usize> = (apply_at + 1..end)
-                .filter(|&i| {
-                    events[i].node == *node
-                        && kubeadm_upgrade(&events[i]) == Some(KubeadmUpgrade::Node)
-                })
-                .collect();
-            let uncordon =
-                (r..end).find(|&i| schedulability(&events[i]) == Some(("uncordon", node)));
-            match (boot, upgrades.as_slice(), uncordon) {
-                (Some(b), [k], Some(u)) if b < *k && *k < u => {}
-                _ => panic!(
-                    "hop {}: {node} must run `upgrade node` once, after its boot and before its uncordon \
-                     (boot {boot:?}, upgrade node {upgrades:?}, uncordon {uncordon:?}):\n{}",
-                    h + 1,
-                    log()
-                ),
-            }
-        }
-    }
-    for node in std::iter::once(&first).chain(others) {
-        assert_eq!(
-            reboots(node, 0..events.len()).len(),
-            hops.len(),
-            "{node} must reboot exactly once per hop:\n{}",
-            log()
+/// No node but `first` carried `pattern` before the apply at `apply_at`.
+fn assert_no_early_pin(events: &[Event], first: &str, pattern: &str, apply_at: usize) {
+    if let Some((i, e)) = events[..apply_at]
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.node != first && e.pins.iter().any(|p| p == pattern))
+    {
+        panic!(
+            "{} had {pattern} at event {i}, before {first}'s upgrade apply (event {apply_at}):\n{}",
+            e.node,
+            support::describe(events)
         );
     }
+}
+
+/// Within `hop` (a range of events), `node` rebooted once with `pattern`
+/// pinned, came back, ran `upgrade node` once, then was uncordoned.
+fn assert_went_through_hop(
+    events: &[Event],
+    node: &str,
+    pattern: &str,
+    hop: std::ops::Range<usize>,
+) {
+    let log = || support::describe(events);
+    let found = reboots(events, node, hop.clone());
+    let [r] = found[..] else {
+        panic!(
+            "{node} must reboot exactly once after the upgrade apply to {pattern} (reboots at {found:?}):\n{}",
+            log()
+        );
+    };
+    assert!(
+        events[r].pins.iter().any(|p| p == pattern),
+        "{node} rebooted at event {r} without {pattern}:\n{}",
+        log()
+    );
+    let boot = (r..hop.end).find(|&i| is_boot(&events[i]) && events[i].node == node);
+    let upgrades: Vec<usize> = hop
+        .clone()
+        .filter(|&i| {
+            events[i].node == node && kubeadm_upgrade(&events[i]) == Some(KubeadmUpgrade::Node)
+        })
+        .collect();
+    let uncordon = (r..hop.end).find(|&i| schedulability(&events[i]) == Some(("uncordon", node)));
+    match (boot, upgrades.as_slice(), uncordon) {
+        (Some(b), [k], Some(u)) if b < *k && *k < u => {}
+        _ => panic!(
+            "{node} must run `upgrade node` once, after its boot and before its uncordon \
+             (boot {boot:?}, upgrade node {upgrades:?}, uncordon {uncordon:?}):\n{}",
+            log()
+        ),
+    }
+}
+
+/// Nothing mentions kube-proxy except to skip its addon phase: no one
+/// deployed it, deleted it or hid it.
+fn assert_kube_proxy_untouched(events: &[Event]) {
     if let Some((i, _)) = events.iter().enumerate().find(|(_, e)| {
         e.argv
             .iter()
@@ -245,11 +278,9 @@ fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Ve
     }) {
         panic!(
             "event {i} touches kube-proxy other than skipping its phase:\n{}",
-            log()
+            support::describe(events)
         );
     }
-    support::assert_one_node_out_at_a_time(events);
-    support::assert_reboots_drained_then_uncordoned(events);
 }
 
 /// The API server's view at the end: every node up, schedulable, on
