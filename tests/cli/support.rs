@@ -14,12 +14,24 @@ pub fn fleetctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetctl"))
 }
 
-/// A fleet from a scenario; panics with the supervisor's log when it does not come up.
+/// A fleet from a scenario, once its API server answers and every kubelet
+/// is Ready (the fleet's `ready` only means every sshd answers, and fleetctl
+/// rightly refuses to plan against an API server still starting); panics
+/// with the supervisor's log when it does not get there. A test that needs
+/// the moment before calls `Scenario::start` itself.
 pub fn start(scenario: Scenario) -> Fleet {
-    match scenario.start() {
+    let fleet = match scenario.start() {
         Ok(f) => f,
         Err(e) => panic!("the simulated fleet did not start: {e:#}"),
+    };
+    let healthy = fleet.wait_for("the API server answers and every node is Ready", |c| {
+        let now = fleetsim::state::now();
+        c.api_up(now) && c.nodes.keys().all(|n| c.node_ready(n, now))
+    });
+    if let Err(e) = healthy {
+        panic!("{e:#}\n{}", fleet.log());
     }
+    fleet
 }
 
 /// `fleetctl -i <fleet inventory> --no-color ARGS`, with HOME pointing at an
@@ -73,4 +85,236 @@ pub fn run(inventory: &Path, args: &[&str]) -> Run {
             .output()
             .expect("running fleetctl"),
     )
+}
+
+// ---------------------------------------------------------------------------
+// The fleet's event log. Tests judge fleetctl by what happened on the nodes
+// and the API server, not by what it printed; these read the log the way a
+// reviewer would: who was cordoned, who was down, who ran what and when.
+
+pub use fleetsim::state::{Cluster, Event};
+
+type NodeSet = std::collections::BTreeSet<String>;
+
+/// Every event as one line (`index t node argv → result [pins]`), for
+/// failure messages that show the whole story.
+pub fn describe(events: &[Event]) -> String {
+    let t0 = events.first().map_or(0.0, |e| e.t);
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "{i:4} {:8.3} {:<10} {} → {} {:?}\n",
+                e.t - t0,
+                e.node,
+                e.argv.join(" "),
+                e.result,
+                e.pins
+            )
+        })
+        .collect()
+}
+
+pub fn is_ok(e: &Event) -> bool {
+    e.result == "ok"
+}
+
+/// The supervisor brought the node up (sshd answers).
+pub fn is_boot(e: &Event) -> bool {
+    e.argv.len() == 1 && e.argv[0] == "(boot)"
+}
+
+/// The supervisor saw the node go down.
+pub fn is_shutdown(e: &Event) -> bool {
+    e.argv.len() == 1 && e.argv[0] == "(shutdown)"
+}
+
+fn program(e: &Event) -> Option<&str> {
+    e.argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
+}
+
+/// A reboot asked for on the node itself (`reboot`, `systemctl reboot` and
+/// `shutdown -r` all end in the node's reboot tool, which records it).
+pub fn is_reboot(e: &Event) -> bool {
+    matches!(program(e), Some("reboot" | "shutdown"))
+}
+
+/// kubectl's flags that take their value as the next word when not written `--flag=value`.
+const KUBECTL_VALUE_FLAGS: &[&str] = &[
+    "-n",
+    "--namespace",
+    "-o",
+    "--output",
+    "--kubeconfig",
+    "--timeout",
+    "--for",
+    "--from-literal",
+    "--resource-version",
+    "--grace-period",
+    "--request-timeout",
+    "--raw",
+];
+
+/// A kubectl call's positional words with every flag removed:
+/// `kubectl --kubeconfig=… -n kube-system delete configmap x` →
+/// `["delete", "configmap", "x"]`. `None` for anything but kubectl.
+pub fn kubectl_words(e: &Event) -> Option<Vec<&str>> {
+    if program(e) != Some("kubectl") {
+        return None;
+    }
+    let mut words = Vec::new();
+    let mut args = e.argv[1..].iter();
+    while let Some(a) = args.next() {
+        if KUBECTL_VALUE_FLAGS.contains(&a.as_str()) {
+            args.next();
+        } else if !a.starts_with('-') {
+            words.push(a.as_str());
+        }
+    }
+    Some(words)
+}
+
+/// What a successful kubectl call did to a node's schedulability:
+/// `("cordon" | "drain" | "uncordon", node)`.
+pub fn schedulability(e: &Event) -> Option<(&str, &str)> {
+    if !is_ok(e) {
+        return None;
+    }
+    match kubectl_words(e)?.as_slice() {
+        [verb @ ("cordon" | "drain" | "uncordon"), node, ..] => Some((verb, node)),
+        _ => None,
+    }
+}
+
+/// A `kubeadm upgrade` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeadmUpgrade {
+    /// `kubeadm upgrade apply VERSION …`
+    Apply(String),
+    /// `kubeadm upgrade node …`
+    Node,
+}
+
+pub fn kubeadm_upgrade(e: &Event) -> Option<KubeadmUpgrade> {
+    if program(e) != Some("kubeadm") || e.argv.get(1).map(String::as_str) != Some("upgrade") {
+        return None;
+    }
+    match e.argv.get(2).map(String::as_str) {
+        Some("node") => Some(KubeadmUpgrade::Node),
+        Some("apply") => {
+            let mut rest = e.argv[3..].iter();
+            let mut version = String::new();
+            while let Some(a) = rest.next() {
+                if a == "--skip-phases" || a == "--config" {
+                    rest.next();
+                } else if !a.starts_with('-') {
+                    version = a.clone();
+                    break;
+                }
+            }
+            Some(KubeadmUpgrade::Apply(version))
+        }
+        _ => None,
+    }
+}
+
+/// The call skips kubeadm's kube-proxy addon phase (`--skip-phases
+/// addon/kube-proxy`, alone or in a comma list, either spelling).
+pub fn skips_kube_proxy(argv: &[String]) -> bool {
+    let listed = |v: &str| v.split(',').any(|p| p.trim() == "addon/kube-proxy");
+    argv.windows(2)
+        .any(|w| w[0] == "--skip-phases" && listed(&w[1]))
+        || argv
+            .iter()
+            .filter_map(|a| a.strip_prefix("--skip-phases="))
+            .any(listed)
+}
+
+/// The MatchPattern of a kubernetes sysupdate config pinned to `minor` (`v1.35`).
+pub fn pinned_pattern(minor: &str) -> String {
+    format!("kubernetes-{minor}.@v-%a.raw")
+}
+
+/// Replays the log: after each event, the nodes that are out of service,
+/// i.e. cordoned (a successful cordon or drain, until a successful
+/// uncordon) or down (from their reboot until their next boot).
+pub fn out_of_service(events: &[Event]) -> Vec<NodeSet> {
+    let mut cordoned = NodeSet::new();
+    let mut down = NodeSet::new();
+    events
+        .iter()
+        .map(|e| {
+            match schedulability(e) {
+                Some(("uncordon", node)) => {
+                    cordoned.remove(node);
+                }
+                Some((_, node)) => {
+                    cordoned.insert(node.to_string());
+                }
+                None => {}
+            }
+            if (is_reboot(e) && is_ok(e)) || is_shutdown(e) {
+                down.insert(e.node.clone());
+            } else if is_boot(e) {
+                down.remove(&e.node);
+            }
+            cordoned.union(&down).cloned().collect()
+        })
+        .collect()
+}
+
+/// Never two nodes cordoned or down at the same time, replayed over the
+/// whole log.
+pub fn assert_one_node_out_at_a_time(events: &[Event]) {
+    for (i, out) in out_of_service(events).iter().enumerate() {
+        assert!(
+            out.len() <= 1,
+            "after event {i}, {out:?} were cordoned or down at once:\n{}",
+            describe(events)
+        );
+    }
+}
+
+/// Every successful reboot was preceded by a drain of that node (the last
+/// thing done to its schedulability before it) and followed, after the node
+/// came back, by an uncordon (the next thing done to it).
+pub fn assert_reboots_drained_then_uncordoned(events: &[Event]) {
+    for (i, e) in events.iter().enumerate() {
+        if !(is_reboot(e) && is_ok(e)) {
+            continue;
+        }
+        let node = e.node.as_str();
+        fn about<'a>(x: &'a Event, node: &str) -> Option<(&'a str, &'a str)> {
+            schedulability(x).filter(|(_, n)| *n == node)
+        }
+        let before = events[..i].iter().rev().find_map(|x| about(x, node));
+        assert!(
+            matches!(before, Some(("drain", _))),
+            "{node} rebooted at event {i} without being drained first (last: {before:?}):\n{}",
+            describe(events)
+        );
+        let boot = events[i..]
+            .iter()
+            .position(|x| is_boot(x) && x.node == node)
+            .map(|p| p + i);
+        let after = events[i..]
+            .iter()
+            .enumerate()
+            .find_map(|(j, x)| about(x, node).map(|s| (j + i, s)));
+        match (boot, after) {
+            (Some(b), Some((u, ("uncordon", _)))) => assert!(
+                b < u,
+                "{node} was uncordoned (event {u}) before it came back (event {b}):\n{}",
+                describe(events)
+            ),
+            _ => panic!(
+                "{node}'s reboot at event {i} was not followed by a boot and an uncordon \
+                 (boot {boot:?}, next: {after:?}):\n{}",
+                describe(events)
+            ),
+        }
+    }
 }

@@ -192,6 +192,7 @@ fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
         0o440,
         (0, 0),
     )?;
+    write_root_dotfiles(disk)?;
     let key = format!("{}\n", authorized_key.trim());
     disk.dir("/root/.ssh")?;
     set_attrs(&disk.path("/root/.ssh")?, 0o700, 0, 0)?;
@@ -204,6 +205,32 @@ fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
         key.as_bytes(),
         0o600,
         core,
+    )
+}
+
+/// root's own shell startup files, as a Flatcar node has them: /root is
+/// overlaid on the host's, and the host's dotfiles would otherwise run on
+/// every SSH command (a `pyenv init` there takes a lock under /root/.pyenv
+/// that a reboot can leave behind, stalling every later root shell of the
+/// node for a minute).
+fn write_root_dotfiles(disk: &Disk) -> Result<()> {
+    disk.file(
+        "/root/.bashrc",
+        b"# fleetsim: the node's own; non-interactive shells stop here.\n[[ $- != *i* ]] && return\n",
+        0o644,
+        (0, 0),
+    )?;
+    disk.file(
+        "/root/.bash_profile",
+        b"# fleetsim: the node's own.\n[[ -f ~/.bashrc ]] && . ~/.bashrc\n",
+        0o644,
+        (0, 0),
+    )?;
+    disk.file(
+        "/root/.profile",
+        b"# fleetsim: the node's own.\n",
+        0o644,
+        (0, 0),
     )
 }
 

@@ -1,0 +1,1061 @@
+//! `fleetctl apply` against the simulated fleet (issue 5's "Done means"):
+//! whole upgrades on 1 + 2 and 3 + 3 nodes judged by the fleet's event log
+//! and the API server's final state, and the checks that keep apply from
+//! touching anything when it should not run (dry run, no confirmation, no or
+//! stale plan, a lock held by someone else). Every fleet has a node reached
+//! as `core` through sudo, as real Flatcar fleets often do.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::time::Instant;
+
+use fleetctl::version::{Minor, Version};
+
+use super::support::{
+    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, Scenario, is_boot, is_ok, is_reboot,
+    kubeadm_upgrade, kubectl_words, pinned_pattern, schedulability, skips_kube_proxy,
+};
+
+const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
+/// Kured's default lock annotation, which fleetctl takes as Kured's own lock.
+const KURED_LOCK: &str = "weave.works/kured-node-lock";
+/// fleetctl's own lock when Kured is not installed.
+const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
+
+fn v(text: &str) -> Version {
+    text.parse().unwrap()
+}
+
+fn m(text: &str) -> Minor {
+    text.parse().unwrap()
+}
+
+/// The newest patch of `minor` the fleet's hub serves, read from its
+/// SHA256SUMS on disk (not through fleetctl).
+fn newest_on_hub(fleet: &Fleet, minor: &str) -> Version {
+    let sums = fleet.layout().hub().join("kubernetes/SHA256SUMS");
+    let text = fs::read_to_string(&sums).unwrap();
+    let prefix = format!("kubernetes-{minor}.");
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|name| name.strip_prefix(&prefix)?.strip_suffix("-x86-64.raw"))
+        .map(|patch| v(&format!("{minor}.{patch}")))
+        .max()
+        .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
+}
+
+/// One hop per minor after `from` up to `to`, each staging the hub's newest patch.
+fn hops(fleet: &Fleet, from: &str, to: &str) -> Vec<Version> {
+    let (from, to) = (m(from), m(to));
+    let mut minor = from.next();
+    let mut out = Vec::new();
+    while minor <= to {
+        out.push(newest_on_hub(fleet, &minor.to_string()));
+        minor = minor.next();
+    }
+    out
+}
+
+fn fleetctl(fleet: &Fleet, args: &[&str]) -> Run {
+    support::run(&fleet.inventory(), args)
+}
+
+fn plan(fleet: &Fleet, target: &str) -> Run {
+    fleetctl(fleet, &["plan", target]).expect_code(0)
+}
+
+/// `apply ARGS`, timed, so the report can say what each run costs.
+fn apply(fleet: &Fleet, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let run = fleetctl(fleet, &all);
+    eprintln!(
+        "fleetctl {} took {:.1} s (exit {:?})",
+        all.join(" "),
+        started.elapsed().as_secs_f64(),
+        run.code
+    );
+    run
+}
+
+fn events(fleet: &Fleet) -> Vec<Event> {
+    fleet.events().unwrap()
+}
+
+fn names(nodes: &[&str]) -> Vec<String> {
+    nodes.iter().map(|n| n.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------
+// What a finished upgrade looks like
+
+/// The upgrade's own actions, as opposed to the lock and the supervisor.
+fn is_upgrade_action(e: &Event) -> bool {
+    schedulability(e).is_some()
+        || is_reboot(e)
+        || kubeadm_upgrade(e).is_some()
+        || e.argv
+            .first()
+            .is_some_and(|a| a.ends_with("systemd-sysupdate"))
+}
+
+/// Issue 5's rules over the events of one apply run: `kubeadm upgrade
+/// apply` once per hop, in order, only on `first`, always skipping
+/// kube-proxy; every other node rebooted once per hop after that apply and
+/// ran `upgrade node` (skipping kube-proxy) after its boot and before its
+/// uncordon; no node but `first` carried a hop's pin before that hop's
+/// apply; never two nodes out at once; every reboot drained before and
+/// uncordoned after.
+fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Version]) {
+    let applies = kubeadm_applies(events, first);
+    let applied: Vec<&str> = applies.iter().map(|(_, v)| v.as_str()).collect();
+    let expected: Vec<String> = hops.iter().map(|v| v.to_string()).collect();
+    assert_eq!(
+        applied,
+        expected,
+        "upgrade apply must run once per hop, one minor at a time, with the hub's newest patch:\n{}",
+        support::describe(events)
+    );
+    let at: Vec<usize> = applies.iter().map(|(i, _)| *i).collect();
+    let first_reboot = first_node_reboots(events, first, &at);
+    for (h, hop) in hops.iter().enumerate() {
+        let pattern = pinned_pattern(&hop.minor().to_string());
+        for i in [first_reboot[h], at[h]] {
+            assert!(
+                events[i].pins.contains(&pattern),
+                "{first} was not pinned to {} at event {i}:\n{}",
+                hop.minor(),
+                support::describe(events)
+            );
+        }
+        assert_no_early_pin(events, first, &pattern, at[h]);
+        // The other nodes go through this hop after the apply and before
+        // the first node's reboot into the next hop.
+        let end = first_reboot.get(h + 1).copied().unwrap_or(events.len());
+        for node in others {
+            assert_went_through_hop(events, node, &pattern, at[h] + 1..end);
+        }
+    }
+    for node in std::iter::once(&first).chain(others) {
+        assert_eq!(
+            reboots(events, node, 0..events.len()).len(),
+            hops.len(),
+            "{node} must reboot exactly once per hop:\n{}",
+            support::describe(events)
+        );
+    }
+    assert_kube_proxy_untouched(events);
+    support::assert_one_node_out_at_a_time(events);
+    support::assert_reboots_drained_then_uncordoned(events);
+}
+
+/// Every `kubeadm upgrade apply` (index, version), having checked that each
+/// kubeadm call succeeded, skipped kube-proxy, and that apply ran only on
+/// `first` and `upgrade node` never did.
+fn kubeadm_applies(events: &[Event], first: &str) -> Vec<(usize, String)> {
+    let log = || support::describe(events);
+    let mut applies = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let Some(call) = kubeadm_upgrade(e) else {
+            continue;
+        };
+        assert!(is_ok(e), "kubeadm failed at event {i}:\n{}", log());
+        assert!(
+            skips_kube_proxy(&e.argv),
+            "event {i} runs kubeadm without --skip-phases addon/kube-proxy:\n{}",
+            log()
+        );
+        match call {
+            KubeadmUpgrade::Apply(version) => {
+                assert_eq!(
+                    e.node,
+                    first,
+                    "upgrade apply ran on another node than the first control plane:\n{}",
+                    log()
+                );
+                applies.push((i, version));
+            }
+            KubeadmUpgrade::Node => assert_ne!(
+                e.node,
+                first,
+                "upgrade node ran on the first control plane, which runs upgrade apply:\n{}",
+                log()
+            ),
+        }
+    }
+    applies
+}
+
+/// The successful reboots of `node` among `range`.
+fn reboots(events: &[Event], node: &str, range: std::ops::Range<usize>) -> Vec<usize> {
+    range
+        .filter(|&i| is_reboot(&events[i]) && is_ok(&events[i]) && events[i].node == node)
+        .collect()
+}
+
+/// Each hop's one reboot of the first control plane: after the previous
+/// hop's apply, before this one's (`applies`: the applies' indexes).
+fn first_node_reboots(events: &[Event], first: &str, applies: &[usize]) -> Vec<usize> {
+    let mut from = 0;
+    let mut out = Vec::new();
+    for (h, &at) in applies.iter().enumerate() {
+        let found = reboots(events, first, from..at);
+        assert_eq!(
+            found.len(),
+            1,
+            "{first} must reboot exactly once before hop {}'s upgrade apply:\n{}",
+            h + 1,
+            support::describe(events)
+        );
+        out.push(found[0]);
+        from = at + 1;
+    }
+    out
+}
+
+/// No node but `first` carried `pattern` before the apply at `apply_at`.
+fn assert_no_early_pin(events: &[Event], first: &str, pattern: &str, apply_at: usize) {
+    if let Some((i, e)) = events[..apply_at]
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.node != first && e.pins.iter().any(|p| p == pattern))
+    {
+        panic!(
+            "{} had {pattern} at event {i}, before {first}'s upgrade apply (event {apply_at}):\n{}",
+            e.node,
+            support::describe(events)
+        );
+    }
+}
+
+/// Within `hop` (a range of events), `node` rebooted once with `pattern`
+/// pinned, came back, ran `upgrade node` once, then was uncordoned.
+fn assert_went_through_hop(
+    events: &[Event],
+    node: &str,
+    pattern: &str,
+    hop: std::ops::Range<usize>,
+) {
+    let log = || support::describe(events);
+    let found = reboots(events, node, hop.clone());
+    let [r] = found[..] else {
+        panic!(
+            "{node} must reboot exactly once after the upgrade apply to {pattern} (reboots at {found:?}):\n{}",
+            log()
+        );
+    };
+    assert!(
+        events[r].pins.iter().any(|p| p == pattern),
+        "{node} rebooted at event {r} without {pattern}:\n{}",
+        log()
+    );
+    let boot = (r..hop.end).find(|&i| is_boot(&events[i]) && events[i].node == node);
+    let upgrades: Vec<usize> = hop
+        .clone()
+        .filter(|&i| {
+            events[i].node == node && kubeadm_upgrade(&events[i]) == Some(KubeadmUpgrade::Node)
+        })
+        .collect();
+    let uncordon = (r..hop.end).find(|&i| schedulability(&events[i]) == Some(("uncordon", node)));
+    match (boot, upgrades.as_slice(), uncordon) {
+        (Some(b), [k], Some(u)) if b < *k && *k < u => {}
+        _ => panic!(
+            "{node} must run `upgrade node` once, after its boot and before its uncordon \
+             (boot {boot:?}, upgrade node {upgrades:?}, uncordon {uncordon:?}):\n{}",
+            log()
+        ),
+    }
+}
+
+/// Nothing mentions kube-proxy except to skip its addon phase: no one
+/// deployed it, deleted it or hid it.
+fn assert_kube_proxy_untouched(events: &[Event]) {
+    if let Some((i, _)) = events.iter().enumerate().find(|(_, e)| {
+        e.argv
+            .iter()
+            .any(|a| a.contains("kube-proxy") && a != "addon/kube-proxy")
+    }) {
+        panic!(
+            "event {i} touches kube-proxy other than skipping its phase:\n{}",
+            support::describe(events)
+        );
+    }
+}
+
+/// The API server's view at the end: every node up, schedulable, on
+/// `version` (control planes' static pods too), kubeadm-config at
+/// `version`, no kube-proxy; and each node booted the sysext of `version`.
+fn assert_cluster_at(fleet: &Fleet, nodes: &[&str], version: &Version) {
+    let c: Cluster = fleet.cluster().unwrap();
+    let want = version.to_string();
+    assert_eq!(c.version, want, "kubeadm-config's kubernetesVersion");
+    assert!(!c.kube_proxy, "kube-proxy appeared");
+    assert_eq!(
+        c.nodes.keys().cloned().collect::<Vec<_>>(),
+        names(nodes),
+        "the cluster's nodes"
+    );
+    for (name, n) in &c.nodes {
+        assert!(n.up, "{name} is not up");
+        assert!(!n.unschedulable, "{name} is still cordoned");
+        assert_eq!(n.kubelet_version, want, "{name}'s kubelet");
+        if n.control_plane_version.is_some() {
+            assert_eq!(
+                n.control_plane_version.as_deref(),
+                Some(want.as_str()),
+                "{name}'s control plane"
+            );
+        }
+        assert_eq!(
+            fleet.boot(name).unwrap().kubernetes,
+            want,
+            "{name}'s sysext"
+        );
+    }
+}
+
+/// Each pin the other nodes still have on disk (the config, and the
+/// previous one fleetctl kept as `.fleetctl-backup` with its timestamps)
+/// was written after the upgrade apply of its minor. This closes the gap
+/// the event log leaves: a pin written early but not used until after the
+/// apply would carry no event of its own.
+fn assert_pins_written_after_their_apply(fleet: &Fleet, events: &[Event], others: &[&str]) {
+    let applies: BTreeMap<Minor, f64> = events
+        .iter()
+        .filter_map(|e| match kubeadm_upgrade(e) {
+            Some(KubeadmUpgrade::Apply(version)) => Some((v(&version).minor(), e.t)),
+            _ => None,
+        })
+        .collect();
+    let script = format!(
+        "for f in {CONFIG} {CONFIG}.fleetctl-backup; do \
+         [ -f \"$f\" ] && echo \"$f $(stat -c %.9Y \"$f\") $(grep '^MatchPattern=' \"$f\")\"; done; true"
+    );
+    for node in others {
+        let out = fleet.ssh_ok(node, "root", &script).unwrap();
+        let mut seen = 0;
+        for line in out.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [file, mtime, pattern] = fields[..] else {
+                panic!("{node}: unexpected line `{line}`");
+            };
+            let minor = pattern
+                .strip_prefix("MatchPattern=kubernetes-")
+                .and_then(|p| p.strip_suffix(".@v-%a.raw"))
+                .unwrap_or_else(|| panic!("{node}: {file} is not pinned: {pattern}"));
+            let Some(applied) = applies.get(&m(minor)) else {
+                continue; // the pin the fleet started with
+            };
+            seen += 1;
+            // The file system stamps with the kernel's coarse clock, which
+            // may trail the event's clock by a tick; fleetctl needs far
+            // longer than that between the apply and the next pin.
+            let written: f64 = mtime.parse().unwrap();
+            assert!(
+                written > applied - 0.05,
+                "{node}: {file} ({minor}) was written at {written}, before its upgrade apply at {applied}"
+            );
+        }
+        assert!(seen > 0, "{node}: no pin from this run on disk:\n{out}");
+    }
+}
+
+/// fleetctl's configmap lock was created before the first upgrade action,
+/// deleted after the last, and is gone; Kured's lock was never touched.
+fn assert_configmap_lock_taken_and_released(fleet: &Fleet, events: &[Event]) {
+    let log = || support::describe(events);
+    let call = |e: &Event, verb: &str| {
+        is_ok(e) && kubectl_words(e).is_some_and(|w| w == [verb, "configmap", "fleetctl-lock"])
+    };
+    let (Some(created), Some(deleted)) = (
+        events.iter().position(|e| call(e, "create")),
+        events.iter().rposition(|e| call(e, "delete")),
+    ) else {
+        panic!("the configmap lock was not created and deleted:\n{}", log());
+    };
+    assert_lock_brackets_the_upgrade(events, created, deleted);
+    assert!(
+        !events
+            .iter()
+            .any(|e| kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate"))),
+        "without Kured nothing is annotated:\n{}",
+        log()
+    );
+    let c = fleet.cluster().unwrap();
+    assert!(
+        !c.configmaps.contains_key(LOCK_CONFIGMAP),
+        "the lock configmap is still there: {:?}",
+        c.configmaps
+    );
+}
+
+/// fleetctl took Kured's lock (annotation in Kured's format, holder
+/// `fleetctl/…`, guarded by the resourceVersion it read) before the first
+/// upgrade action and removed it (also guarded) after the last; the
+/// DaemonSet has no lock now and no configmap lock was made.
+fn assert_kured_lock_taken_and_released(fleet: &Fleet, events: &[Event]) {
+    let log = || support::describe(events);
+    let set_prefix = format!("{KURED_LOCK}=");
+    let remove = format!("{KURED_LOCK}-");
+    let annotates = |e: &Event, want: &dyn Fn(&str) -> bool| {
+        is_ok(e)
+            && kubectl_words(e).is_some_and(|w| {
+                w.len() == 4 && w[..3] == ["annotate", "daemonset", "kured"] && want(w[3])
+            })
+    };
+    // The first lock taken and the last removal: a --force-unlock run
+    // removes someone else's lock first.
+    let (Some(taken), Some(released)) = (
+        events
+            .iter()
+            .position(|e| annotates(e, &|w| w.starts_with(&set_prefix))),
+        events.iter().rposition(|e| annotates(e, &|w| w == remove)),
+    ) else {
+        panic!("Kured's lock was not taken and released:\n{}", log());
+    };
+    for at in [taken, released] {
+        assert!(
+            events[at]
+                .argv
+                .iter()
+                .any(|a| a.starts_with("--resource-version=") && a.len() > 19),
+            "event {at} changes Kured's DaemonSet without a resourceVersion precondition:\n{}",
+            log()
+        );
+    }
+    let value = events[taken]
+        .argv
+        .iter()
+        .find_map(|a| a.strip_prefix(&set_prefix))
+        .unwrap();
+    let lock: serde_json::Value = serde_json::from_str(value)
+        .unwrap_or_else(|e| panic!("the lock annotation is not JSON ({e}): {value}"));
+    let holder = lock["nodeID"].as_str().unwrap_or_default();
+    assert!(
+        holder.starts_with("fleetctl/"),
+        "Kured's lock should name fleetctl, not a node: {value}"
+    );
+    assert_lock_brackets_the_upgrade(events, taken, released);
+    assert!(
+        !events
+            .iter()
+            .any(|e| kubectl_words(e).is_some_and(|w| w.contains(&"fleetctl-lock"))),
+        "with Kured there is no configmap lock:\n{}",
+        log()
+    );
+    let c = fleet.cluster().unwrap();
+    let kured = c.kured.expect("the scenario installs Kured");
+    assert!(
+        !kured.annotations.contains_key(KURED_LOCK),
+        "Kured's DaemonSet still carries the lock: {:?}",
+        kured.annotations
+    );
+}
+
+fn assert_lock_brackets_the_upgrade(events: &[Event], taken: usize, released: usize) {
+    let actions: Vec<usize> = (0..events.len())
+        .filter(|&i| is_upgrade_action(&events[i]))
+        .collect();
+    let (Some(first), Some(last)) = (actions.first(), actions.last()) else {
+        panic!("no upgrade happened:\n{}", support::describe(events));
+    };
+    assert!(
+        taken < *first && *last < released,
+        "the lock (taken at {taken}, released at {released}) must cover every upgrade action \
+         ({first}..={last}):\n{}",
+        support::describe(events)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// What "changes nothing" means
+
+/// Per node its sysupdate configs, staged symlink, downloaded images,
+/// reboot flag and boot id; the API server's state; the event log.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    nodes: BTreeMap<String, String>,
+    cluster: serde_json::Value,
+    events: Vec<String>,
+}
+
+const NODE_STATE: &str = r#"
+for f in /etc/sysupdate.kubernetes.d/*; do echo "== $f"; cat "$f"; done
+echo "link $(readlink /etc/extensions/kubernetes.raw)"
+ls /opt/extensions/kubernetes
+test -e /run/reboot-required && echo reboot-required
+echo "boot $(cat /proc/sys/kernel/random/boot_id)"
+"#;
+
+fn snapshot(fleet: &Fleet, nodes: &[&str]) -> Snapshot {
+    Snapshot {
+        nodes: nodes
+            .iter()
+            .map(|n| (n.to_string(), fleet.ssh_ok(n, "root", NODE_STATE).unwrap()))
+            .collect(),
+        cluster: serde_json::to_value(fleet.cluster().unwrap()).unwrap(),
+        events: events(fleet)
+            .iter()
+            .map(|e| format!("{} {} → {}", e.node, e.argv.join(" "), e.result))
+            .collect(),
+    }
+}
+
+fn assert_unchanged(fleet: &Fleet, nodes: &[&str], before: &Snapshot, what: &str) {
+    let after = snapshot(fleet, nodes);
+    assert_eq!(
+        after.events, before.events,
+        "{what} ran something on a node"
+    );
+    assert_eq!(
+        after.cluster, before.cluster,
+        "{what} changed the API server"
+    );
+    assert_eq!(after.nodes, before.nodes, "{what} changed a node");
+}
+
+// ---------------------------------------------------------------------------
+// Whole upgrades
+
+/// 1 control plane + 2 workers at v1.34.2, w-2 reached as core through sudo.
+const SMALL: [&str; 3] = ["cp-1", "w-1", "w-2"];
+
+fn small_fleet(kubernetes: &str) -> Fleet {
+    support::start(
+        Scenario::new()
+            .control_planes(1)
+            .workers(2)
+            .kubernetes(kubernetes)
+            .with_node("w-2", |n| n.user = Some("core".into())),
+    )
+}
+
+#[test]
+fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
+    let fleet = small_fleet("v1.34.2");
+    let hops = hops(&fleet, "v1.34", "v1.37");
+    assert_eq!(hops.len(), 3);
+    plan(&fleet, "v1.37");
+    let start = events(&fleet).len();
+
+    let run = apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        run.stderr.contains("done: 3 nodes upgraded"),
+        "{}",
+        run.stderr
+    );
+
+    let log = &events(&fleet)[start..];
+    assert_upgrade_log(log, "cp-1", &["w-1", "w-2"], &hops);
+    assert_configmap_lock_taken_and_released(&fleet, log);
+    assert_cluster_at(&fleet, &SMALL, &hops[2]);
+    assert_pins_written_after_their_apply(&fleet, log, &["w-1", "w-2"]);
+    for node in SMALL {
+        let config = fleet
+            .ssh_ok(node, "root", &format!("cat {CONFIG}"))
+            .unwrap();
+        assert!(
+            config.contains(&format!("MatchPattern={}\n", pinned_pattern("v1.37"))),
+            "{node} should end pinned to v1.37:\n{config}"
+        );
+    }
+
+    // Done is done: a second apply finds nothing to do and runs nothing.
+    let before = snapshot(&fleet, &SMALL);
+    let again = apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        again.stderr.contains("nothing to do"),
+        "{}\n{}",
+        again.stdout,
+        again.stderr
+    );
+    assert_unchanged(&fleet, &SMALL, &before, "a second apply");
+}
+
+#[test]
+fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() {
+    let nodes = ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"];
+    let fleet = support::start(
+        Scenario::new()
+            .control_planes(3)
+            .workers(3)
+            .kubernetes("v1.35.1")
+            .kured(true)
+            .hub(|h| {
+                h.patches_for = BTreeMap::from([("v1.36".to_string(), 3)]);
+            })
+            .with_node("cp-2", |n| n.user = Some("core".into()))
+            .with_node("w-3", |n| n.user = Some("core".into())),
+    );
+    let hops = hops(&fleet, "v1.35", "v1.36");
+    assert_eq!(hops, [v("v1.36.2")]);
+    plan(&fleet, "v1.36");
+    let start = events(&fleet).len();
+
+    let run = apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        run.stderr.contains("done: 6 nodes upgraded"),
+        "{}",
+        run.stderr
+    );
+
+    let log = &events(&fleet)[start..];
+    let others = &nodes[1..];
+    assert_upgrade_log(log, "cp-1", others, &hops);
+    assert_kured_lock_taken_and_released(&fleet, log);
+    assert_cluster_at(&fleet, &nodes, &hops[0]);
+    assert_pins_written_after_their_apply(&fleet, log, others);
+}
+
+// ---------------------------------------------------------------------------
+// Apply that must not run
+
+#[test]
+fn without_a_saved_plan_apply_says_to_run_plan_first() {
+    let fleet = small_fleet("v1.34.2");
+    let before = snapshot(&fleet, &SMALL);
+    let run = apply(&fleet, &["--yes"]).expect_code(2);
+    assert!(
+        run.stderr.contains("run `fleetctl plan` first"),
+        "{}",
+        run.stderr
+    );
+    assert_unchanged(&fleet, &SMALL, &before, "apply without a plan");
+}
+
+/// One line per command the dry run announces that changes something:
+/// `node pin`, `node drain X`, `node reboot`, `node apply VERSION`,
+/// `node upgrade-node`, `node uncordon X`.
+fn dry_run_outline(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let (node, cmd) = line.strip_prefix('[')?.split_once("] ")?;
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            let what = if cmd.starts_with(&format!("# write {CONFIG} ")) {
+                "pin".to_string()
+            } else if cmd == "systemctl reboot" {
+                "reboot".to_string()
+            } else if let Some(rest) = cmd.strip_prefix("kubeadm upgrade apply ") {
+                assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
+                let version = rest.split_whitespace().next()?.trim_matches('\'');
+                format!("apply {version}")
+            } else if cmd.starts_with("kubeadm upgrade node") {
+                assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
+                "upgrade-node".to_string()
+            } else if cmd.starts_with("kubectl ") && words.contains(&"drain") {
+                let at = words.iter().position(|w| *w == "drain")?;
+                format!("drain {}", words.get(at + 1)?)
+            } else if cmd.starts_with("kubectl ") && words.contains(&"uncordon") {
+                format!("uncordon {}", words.last()?)
+            } else {
+                return None;
+            };
+            Some(format!("{node} {what}"))
+        })
+        .collect()
+}
+
+fn expected_dry_run(hops: &[Version]) -> Vec<String> {
+    let mut out = Vec::new();
+    for hop in hops {
+        out.extend([
+            "cp-1 pin".to_string(),
+            "cp-1 drain cp-1".into(),
+            "cp-1 reboot".into(),
+            format!("cp-1 apply {hop}"),
+            "cp-1 uncordon cp-1".into(),
+            "w-1 pin".into(),
+            "w-2 pin".into(),
+        ]);
+        for w in ["w-1", "w-2"] {
+            out.extend([
+                format!("cp-1 drain {w}"),
+                format!("{w} reboot"),
+                format!("{w} upgrade-node"),
+                format!("cp-1 uncordon {w}"),
+            ]);
+        }
+    }
+    out
+}
+
+#[test]
+fn dry_run_prints_every_command_in_order_and_changes_nothing() {
+    let fleet = small_fleet("v1.34.2");
+    let hops = hops(&fleet, "v1.34", "v1.36");
+    plan(&fleet, "v1.36");
+    let before = snapshot(&fleet, &SMALL);
+
+    let run = apply(&fleet, &["--dry-run"]).expect_code(0);
+    assert_eq!(
+        dry_run_outline(&run.stdout),
+        expected_dry_run(&hops),
+        "{}",
+        run.stdout
+    );
+    for line in [
+        "[cp-1] kubeadm upgrade apply 'v1.35.3' --skip-phases addon/kube-proxy --yes",
+        "[cp-1] kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s drain w-2 --ignore-daemonsets --delete-emptydir-data",
+    ] {
+        assert!(run.stdout.contains(line), "no `{line}` in\n{}", run.stdout);
+    }
+    assert_unchanged(&fleet, &SMALL, &before, "--dry-run");
+}
+
+#[test]
+fn without_yes_and_without_a_terminal_apply_refuses() {
+    let fleet = small_fleet("v1.34.2");
+    plan(&fleet, "v1.35");
+    let before = snapshot(&fleet, &SMALL);
+    let run = apply(&fleet, &[]).expect_code(2);
+    assert!(
+        run.stderr.contains("no terminal") && run.stderr.contains("--yes"),
+        "{}",
+        run.stderr
+    );
+    assert_unchanged(&fleet, &SMALL, &before, "apply without --yes");
+}
+
+/// 1 control plane + 1 worker at v1.34.2, the worker reached as core.
+const PAIR: [&str; 2] = ["cp-1", "w-1"];
+
+fn pair(kured: bool) -> Fleet {
+    support::start(
+        Scenario::new()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .kured(kured)
+            .with_node("w-1", |n| n.user = Some("core".into())),
+    )
+}
+
+/// A complete one-hop upgrade of [`pair`] to v1.35 in `log`.
+fn assert_pair_upgraded(fleet: &Fleet, log: &[Event]) {
+    let hops = hops(fleet, "v1.34", "v1.35");
+    assert_upgrade_log(log, "cp-1", &["w-1"], &hops);
+    assert_cluster_at(fleet, &PAIR, &hops[0]);
+}
+
+#[test]
+fn a_stale_plan_is_refused_until_planned_again() {
+    let fleet = pair(false);
+
+    // Rebooted by hand after the plan.
+    plan(&fleet, "v1.35");
+    let boot_id = fleet.boot("w-1").unwrap().boot_id;
+    let _ = fleet.ssh("w-1", "root", "reboot");
+    fleet.wait_rebooted("w-1", &boot_id).unwrap();
+    let before = snapshot(&fleet, &PAIR);
+    let run = apply(&fleet, &["--yes"]).expect_code(2);
+    assert!(
+        run.stderr.contains("stale") && run.stderr.contains("w-1: rebooted since the plan"),
+        "{}",
+        run.stderr
+    );
+    assert_unchanged(&fleet, &PAIR, &before, "apply of a stale plan");
+
+    // A config changed by hand after the plan.
+    plan(&fleet, "v1.35");
+    fleet
+        .ssh_ok(
+            "w-1",
+            "root",
+            &format!("echo '# tuned by hand' >> {CONFIG}"),
+        )
+        .unwrap();
+    let before = snapshot(&fleet, &PAIR);
+    let run = apply(&fleet, &["--yes"]).expect_code(2);
+    assert!(
+        run.stderr.contains(&format!("w-1: {CONFIG} changed")),
+        "{}",
+        run.stderr
+    );
+    assert_unchanged(&fleet, &PAIR, &before, "apply of a stale plan");
+
+    // Planned again, it runs.
+    plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+    apply(&fleet, &["--yes"]).expect_code(0);
+    assert_pair_upgraded(&fleet, &events(&fleet)[start..]);
+}
+
+/// After a refused apply: every event it caused is a failed attempt at the
+/// lock through kubectl on cp-1 (nothing succeeded, nothing else ran).
+fn assert_only_failed_lock_attempts(log: &[Event]) {
+    assert!(
+        log.iter()
+            .all(|e| e.node == "cp-1" && !is_ok(e) && kubectl_words(e).is_some()),
+        "a refused apply must change nothing:\n{}",
+        support::describe(log)
+    );
+}
+
+#[test]
+fn a_configmap_lock_held_by_someone_else_stops_apply_until_force_unlock() {
+    let fleet = pair(false);
+    plan(&fleet, "v1.35");
+    fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            "kubectl -n kube-system create configmap fleetctl-lock \
+             --from-literal=holder=fleetctl/alice@ops-laptop --from-literal=host=ops-laptop \
+             --from-literal=pid=4242 --from-literal=started=2026-11-29T08:00:00Z",
+        )
+        .unwrap();
+    let before = snapshot(&fleet, &PAIR);
+
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert!(
+        run.stderr.contains("fleetctl/alice@ops-laptop") && run.stderr.contains("--force-unlock"),
+        "{}",
+        run.stderr
+    );
+    let after = snapshot(&fleet, &PAIR);
+    assert_eq!(after.nodes, before.nodes, "a refused apply changed a node");
+    assert_eq!(after.cluster, before.cluster, "the lock must stay alice's");
+    assert_only_failed_lock_attempts(&events(&fleet)[before.events.len()..]);
+
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &["--yes", "--force-unlock"]).expect_code(0);
+    assert!(
+        run.stderr.contains("fleetctl/alice@ops-laptop"),
+        "--force-unlock should say whose lock it removed:\n{}",
+        run.stderr
+    );
+    let log = &events(&fleet)[start..];
+    let removed = log.iter().position(|e| {
+        is_ok(e) && kubectl_words(e).is_some_and(|w| w == ["delete", "configmap", "fleetctl-lock"])
+    });
+    let first_action = log.iter().position(is_upgrade_action);
+    assert!(
+        matches!((removed, first_action), (Some(r), Some(a)) if r < a),
+        "alice's lock must be removed before anything else:\n{}",
+        support::describe(log)
+    );
+    assert_pair_upgraded(&fleet, log);
+    let after_removal = &log[removed.unwrap() + 1..];
+    assert_configmap_lock_taken_and_released(&fleet, after_removal);
+}
+
+#[test]
+fn kureds_lock_held_for_a_node_stops_apply_until_force_unlock() {
+    let fleet = pair(true);
+    plan(&fleet, "v1.35");
+    let value = r#"{"nodeID":"w-1","metadata":{"unschedulable":false},"created":"2026-11-29T08:00:00Z","TTL":0}"#;
+    fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            &format!("kubectl -n kube-system annotate daemonset kured '{KURED_LOCK}={value}'"),
+        )
+        .unwrap();
+    let before = snapshot(&fleet, &PAIR);
+
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert!(
+        run.stderr.contains("Kured is rebooting node w-1") && run.stderr.contains("--force-unlock"),
+        "{}",
+        run.stderr
+    );
+    let after = snapshot(&fleet, &PAIR);
+    assert_eq!(after.nodes, before.nodes, "a refused apply changed a node");
+    assert_eq!(
+        after.cluster, before.cluster,
+        "Kured's lock must stay w-1's"
+    );
+    assert_only_failed_lock_attempts(&events(&fleet)[before.events.len()..]);
+
+    let start = events(&fleet).len();
+    apply(&fleet, &["--yes", "--force-unlock"]).expect_code(0);
+    let log = &events(&fleet)[start..];
+    assert_pair_upgraded(&fleet, log);
+    assert_kured_lock_taken_and_released(&fleet, log);
+}
+
+// ---------------------------------------------------------------------------
+// The rules above must be able to fail: a correct one-hop log passes them,
+// and each way of breaking issue 5's rules is caught. No fleet needed.
+
+mod rules {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+
+    const P34: &str = "kubernetes-v1.34.@v-%a.raw";
+    const P35: &str = "kubernetes-v1.35.@v-%a.raw";
+    const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s";
+
+    fn ev(node: &str, cmd: &str, pin: &str) -> Event {
+        Event {
+            t: 0.0,
+            node: node.into(),
+            argv: cmd.split_whitespace().map(String::from).collect(),
+            result: "ok".into(),
+            pins: vec![pin.into()],
+        }
+    }
+
+    /// cp-1 + w-1 from v1.34 to v1.35.3, as fleetctl does it.
+    fn good_log() -> Vec<Event> {
+        let k = |args: &str| format!("{KUBECTL} {args}");
+        let mut log = vec![
+            ev("w-1", "(boot)", P34),
+            ev(
+                "cp-1",
+                "systemd-sysupdate --component=kubernetes update",
+                P35,
+            ),
+            ev("cp-1", &k("cordon cp-1"), P35),
+            ev(
+                "cp-1",
+                &k("drain cp-1 --ignore-daemonsets --timeout=300s"),
+                P35,
+            ),
+            ev("cp-1", "reboot", P35),
+            ev("cp-1", "(shutdown)", P35),
+            ev("cp-1", "(boot)", P35),
+            ev(
+                "cp-1",
+                "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes",
+                P35,
+            ),
+            ev("cp-1", &k("uncordon cp-1"), P35),
+            ev(
+                "w-1",
+                "systemd-sysupdate --component=kubernetes update",
+                P35,
+            ),
+            ev("cp-1", &k("cordon w-1"), P35),
+            ev(
+                "cp-1",
+                &k("drain w-1 --ignore-daemonsets --timeout=300s"),
+                P35,
+            ),
+            ev("w-1", "reboot", P35),
+            ev("w-1", "(shutdown)", P35),
+            ev("w-1", "(boot)", P35),
+            ev(
+                "w-1",
+                "kubeadm upgrade node --skip-phases addon/kube-proxy",
+                P35,
+            ),
+            ev("cp-1", &k("uncordon w-1"), P35),
+        ];
+        for (i, e) in log.iter_mut().enumerate() {
+            e.t = i as f64;
+        }
+        log
+    }
+
+    /// The panic message of the rules on `log`, `None` when it passes.
+    fn verdict(log: &[Event]) -> Option<String> {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            assert_upgrade_log(log, "cp-1", &["w-1"], &[v("v1.35.3")])
+        }));
+        let panic = result.err()?;
+        Some(
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+        )
+    }
+
+    fn find(log: &[Event], node: &str, cmd: &str) -> usize {
+        log.iter()
+            .position(|e| e.node == node && e.argv.join(" ").contains(cmd))
+            .unwrap_or_else(|| panic!("no `{cmd}` on {node}"))
+    }
+
+    #[test]
+    fn a_correct_upgrade_passes() {
+        assert_eq!(verdict(&good_log()), None);
+    }
+
+    #[test]
+    fn each_broken_rule_is_caught() {
+        type Break = fn(&mut Vec<Event>);
+        let breaks: [(&str, &str, Break); 9] = [
+            (
+                "the worker pinned before the apply",
+                "before cp-1's upgrade apply",
+                |log| {
+                    let stage = log.remove(find(log, "w-1", "systemd-sysupdate"));
+                    log.insert(1, stage);
+                },
+            ),
+            (
+                "apply without skipping kube-proxy",
+                "without --skip-phases",
+                |log| {
+                    let at = find(log, "cp-1", "upgrade apply");
+                    log[at]
+                        .argv
+                        .retain(|a| a != "--skip-phases" && a != "addon/kube-proxy");
+                },
+            ),
+            (
+                "upgrade node without skipping kube-proxy",
+                "without --skip-phases",
+                |log| {
+                    let at = find(log, "w-1", "upgrade node");
+                    log[at].argv.truncate(3);
+                },
+            ),
+            (
+                "upgrade node before the worker's reboot",
+                "after its boot",
+                |log| {
+                    let node = log.remove(find(log, "w-1", "upgrade node"));
+                    let at = find(log, "w-1", "reboot");
+                    log.insert(at, node);
+                },
+            ),
+            (
+                "apply on the worker",
+                "another node than the first",
+                |log| {
+                    let at = find(log, "cp-1", "upgrade apply");
+                    log[at].node = "w-1".into();
+                },
+            ),
+            ("a skipped minor", "one minor at a time", |log| {
+                let at = find(log, "cp-1", "upgrade apply");
+                log[at].argv[3] = "v1.36.3".into();
+            }),
+            (
+                "two nodes cordoned at once",
+                "cordoned or down at once",
+                |log| {
+                    let uncordon = log.remove(find(log, "cp-1", "uncordon cp-1"));
+                    let at = find(log, "cp-1", "drain w-1") + 1;
+                    log.insert(at, uncordon);
+                },
+            ),
+            ("a reboot without a drain", "without being drained", |log| {
+                log.remove(find(log, "cp-1", "drain w-1"));
+                log.remove(find(log, "cp-1", "cordon w-1"));
+            }),
+            (
+                "a reboot never followed by an uncordon",
+                "uncordon",
+                |log| {
+                    log.remove(find(log, "cp-1", "uncordon w-1"));
+                },
+            ),
+        ];
+        for (what, why, break_it) in breaks {
+            let mut log = good_log();
+            break_it(&mut log);
+            let verdict = verdict(&log).unwrap_or_else(|| panic!("not caught: {what}"));
+            assert!(
+                verdict.contains(why),
+                "{what}: caught, but not for `{why}`:\n{verdict}"
+            );
+        }
+    }
+}
