@@ -582,11 +582,14 @@ impl<'a> Executor<'a> {
             let text = format!("{}{}", out.stdout, out.stderr);
             if !out.success() || !text.contains(&check.expect) {
                 problems.push(format!(
-                    "health check `{}` failed: `{}` printed `{}` (exit {:?}), expected it to contain `{}`",
+                    "health check `{}` failed: `{}` printed `{}` ({}), expected it to contain `{}`",
                     check.name,
                     check.command,
                     text.trim(),
-                    out.exit,
+                    out.exit.map_or_else(
+                        || "no exit status".to_string(),
+                        |c| format!("exit status {c}")
+                    ),
                     check.expect
                 ));
             }

@@ -13,7 +13,9 @@
 # noticing that a node is back, uncordoning, saving the plan.
 #
 # Settings (environment): WORKERS=3 BOOT=3 KUBELET=3 API=1 FROM=v1.34.2
-# TO=v1.36 (two minor hops), NO_BUILD=1 to skip the release build, KEEP=1
+# TO=v1.36 (two minor hops), SSH_USER=core (Flatcar's login; fleetctl runs
+# its commands through sudo. With root, every command also pays for the
+# host's /root/.bashrc, which bash reads for commands sshd runs), NO_BUILD=1 to skip the release build, KEEP=1
 # to keep each run's directory (journal, event log) for a closer look,
 # FLEETCTL=PATH to time another fleetctl binary (an older build, to compare
 # before and after a change under the same load).
@@ -29,11 +31,13 @@ kubelet=${KUBELET:-3}
 api=${API:-1}
 from=${FROM:-v1.34.2}
 to=${TO:-v1.36}
+user=${SSH_USER:-core}
 
 die() { printf 'bench/apply: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run me as root: the simulator creates namespaces and mounts"
 [[ $runs =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive number, not \`$runs\`"
 [[ $workers =~ ^[0-9]+$ ]] || die "WORKERS must be a number, not \`$workers\`"
+[[ $user =~ ^(core|root)$ ]] || die "SSH_USER must be core or root (the simulated nodes have no others)"
 
 if [ -z "${NO_BUILD:-}" ]; then
     echo "==> cargo build --release --workspace --bins" >&2
@@ -71,9 +75,9 @@ start_fleet() {
         echo "kubelet_delay: $kubelet"
         echo "api_delay: $api"
         echo "nodes:"
-        echo "  - {name: cp-1, role: control-plane}"
+        echo "  - {name: cp-1, role: control-plane, user: $user}"
         for i in $(seq "$workers"); do
-            echo "  - {name: w-$i, role: worker}"
+            echo "  - {name: w-$i, role: worker, user: $user}"
         done
     } >"$dir/scenario.yaml"
     "$fleetsim" up --scenario "$dir/scenario.yaml" --dir "$dir/fleet" >"$dir/supervisor.log" 2>&1 &
@@ -156,8 +160,8 @@ journal_top() {
     ' "$jsonl" | sort -rn | head -n 8 | sed 's/^/  journal: /'
 }
 
-printf '%s on 1 control plane + %d workers, %s -> %s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
-    "$fleetctl" "$workers" "$from" "$to" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s on 1 control plane + %d workers as %s, %s -> %s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
+    "$fleetctl" "$workers" "$user" "$from" "$to" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 sum_wall=0 sum_pct=0
 for run in $(seq "$runs"); do
     start_fleet
