@@ -39,11 +39,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     }
     let saved = plan::load(&plan_path).map_err(|e| usage!("{e:#}"))?;
 
-    let opts = super::ssh_options(&inv, global);
-    let gathered = gather::gather(&inv, &opts, global.parallel.into()).await?;
-    for w in &gathered.warnings {
-        printer.warn(w);
-    }
+    let gathered = super::gather_fleet(&inv, global, printer).await?;
     let mut fresh = super::plan::compute(&inv, &gathered, &saved.requested).await?;
     if let Some(reason) = keep_saved_patches(&saved, &mut fresh) {
         printer.warn(&format!(
@@ -100,7 +96,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     let settings = Settings {
         node_timeout: args.node_timeout,
         drain_timeout: args.drain_timeout,
-        ssh: opts,
+        ssh: super::ssh_options(&inv, global),
         targets,
     };
     let total: usize = fresh.hops.iter().map(|h| h.steps.len()).sum();

@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::CommandFactory;
 
 use crate::cli::{Cli, Command, Global};
+use crate::gather;
 use crate::inventory::{self, Inventory};
 use crate::ssh;
 use crate::ui::Printer;
@@ -42,6 +43,20 @@ pub fn ssh_options(inv: &Inventory, global: &Global) -> ssh::Options {
     let mut opts = ssh::Options::from_inventory(inv);
     opts.connect_timeout = global.connect_timeout;
     opts
+}
+
+/// Facts from every node of the inventory, with the transport's warnings
+/// (host key recorded, checking off) shown to the operator.
+pub async fn gather_fleet(
+    inv: &Inventory,
+    global: &Global,
+    printer: &Printer,
+) -> anyhow::Result<gather::Gathered> {
+    let gathered = gather::gather(inv, &ssh_options(inv, global), global.parallel.into()).await?;
+    for w in &gathered.warnings {
+        printer.warn(w);
+    }
+    Ok(gathered)
 }
 
 /// The inventory named by `-i`/`$FLEETCTL_INVENTORY`, or `./inventory.yaml`.

@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use crate::cli::{Global, PlanArgs, PlanFormat};
 use crate::error::UsageError;
-use crate::gather::{self, Gathered};
+use crate::gather::Gathered;
 use crate::inventory::Inventory;
 use crate::plan::{self, FleetState, HubVersions, Plan};
 use crate::remote;
@@ -23,15 +23,7 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
         .target
         .clone()
         .unwrap_or(Target::Minor(inv.kubernetes_version));
-    let gathered = gather::gather(
-        &inv,
-        &super::ssh_options(&inv, global),
-        global.parallel.into(),
-    )
-    .await?;
-    for w in &gathered.warnings {
-        printer.warn(w);
-    }
+    let gathered = super::gather_fleet(&inv, global, printer).await?;
     let plan = compute(&inv, &gathered, &target).await?;
     let path = args.out.clone().unwrap_or_else(|| plan::default_path(&inv));
     plan::save(&plan, &path)?;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::gather::{self, Gathered};
+use crate::gather::Gathered;
 use crate::status::{self, NodeInput, StatusReport};
 use crate::ui::Printer;
 
@@ -13,15 +13,7 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let gathered = gather::gather(
-        &inv,
-        &super::ssh_options(&inv, global),
-        global.parallel.into(),
-    )
-    .await?;
-    for w in &gathered.warnings {
-        printer.warn(w);
-    }
+    let gathered = super::gather_fleet(&inv, global, printer).await?;
     let report = report(&gathered);
     match args.output {
         StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
