@@ -11,6 +11,8 @@ missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null && command -v ssh-agent >/dev/null || missing+=(openssh-client)
 command -v sudo >/dev/null || missing+=(sudo)
+# fleetctl reads the extension hub's SHA256SUMS through a node with curl (Flatcar has it).
+command -v curl >/dev/null || missing+=(curl)
 command -v unshare >/dev/null || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"

@@ -24,6 +24,7 @@ missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v sudo >/dev/null || missing+=(sudo)
+command -v curl >/dev/null || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
     say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server)"
     apt-get update -qq || die "apt-get update failed"
