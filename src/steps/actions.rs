@@ -388,17 +388,39 @@ pub async fn wait_api(api: &Remote, deadline: Instant) -> anyhow::Result<()> {
     }
 }
 
-/// Waits until the API server reports `node` Ready (`kubectl wait`, in
-/// short rounds so a dropped API connection is retried).
-pub async fn wait_ready(api: &Remote, node: &str, deadline: Instant) -> anyhow::Result<()> {
+/// The exit status of [`ready_then_uncordon`]'s command while `kubectl
+/// wait` has not seen the node Ready (and so the uncordon did not run).
+const NOT_READY: u32 = 98;
+
+/// `kubectl wait` for the node's Ready condition, then `kubectl uncordon`
+/// only once it is Ready: one command, so the uncordon follows at once.
+pub fn ready_then_uncordon_cmd(node: &str) -> String {
     let target = format!("node/{node}");
-    let cmd = kubectl::kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=10s"]);
+    let wait = kubectl::kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=10s"]);
+    let uncordon = kubectl::kubectl(&["uncordon", node]);
+    format!("{wait} || exit {NOT_READY}; {uncordon}")
+}
+
+/// Waits until the API server reports `node` Ready (`kubectl wait`, in
+/// short rounds so a dropped API connection is retried), then uncordons it.
+pub async fn ready_then_uncordon(
+    api: &Remote,
+    node: &str,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    let cmd = ready_then_uncordon_cmd(node);
+    let label = format!("wait for {node} Ready, then uncordon it");
     loop {
-        let out = api
-            .run_root(&format!("wait for {node} Ready"), &cmd, None)
-            .await?;
+        let out = api.run_root(&label, &cmd, None).await?;
         if out.success() {
             return Ok(());
+        }
+        if out.exit != Some(NOT_READY) {
+            return Err(anyhow::Error::new(super::runner::CommandFailed::new(
+                api.node(),
+                &format!("uncordon {node}"),
+                &out,
+            )));
         }
         if Instant::now() >= deadline {
             bail!(
@@ -536,6 +558,31 @@ mod tests {
             with_fake_kubectl(&cmd, &[("cordon", 1)]),
             (Some(CORDON_FAILED as i32), "cordon\n".into()),
             "no drain without a cordon"
+        );
+    }
+
+    #[test]
+    fn uncordon_runs_only_once_the_node_is_ready() {
+        let cmd = ready_then_uncordon_cmd("w-1");
+        assert_eq!(
+            cmd,
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s wait --for=condition=Ready \
+             node/w-1 --timeout=10s || exit 98; \
+             kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s uncordon w-1"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[]),
+            (Some(0), "wait\nuncordon\n".into())
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("wait", 1)]),
+            (Some(NOT_READY as i32), "wait\n".into()),
+            "not Ready: never uncordoned"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("uncordon", 1)]),
+            (Some(1), "wait\nuncordon\n".into()),
+            "a failed uncordon is its own status"
         );
     }
 

@@ -97,17 +97,8 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
                 Action::Uncordon => {
                     line(
                         api,
-                        &format!(
-                            "(until Ready) {}",
-                            kubectl::kubectl(&[
-                                "wait",
-                                "--for=condition=Ready",
-                                &format!("node/{n}"),
-                                "--timeout=10s"
-                            ])
-                        ),
+                        &format!("(until Ready) {}", actions::ready_then_uncordon_cmd(n)),
                     );
-                    line(api, &kubectl::kubectl(&["uncordon", n]));
                     line(
                         n,
                         "(facts script, while waiting for Ready: to record the node's new state in the plan)",

@@ -400,8 +400,7 @@ impl<'a> Executor<'a> {
                 let deadline = self.deadline();
                 let back = async {
                     actions::wait_api(&api, deadline).await?;
-                    actions::wait_ready(&api, node, deadline).await?;
-                    actions::uncordon(&api, node).await
+                    actions::ready_then_uncordon(&api, node, deadline).await
                 };
                 // Nothing changes on the node any more (kubeadm is done), so
                 // its facts are read while the API server reports it Ready,

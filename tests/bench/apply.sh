@@ -117,7 +117,11 @@ report() {
         $1 < s || $1 > e { next }
         $3 == "(shutdown)" {
             reboots++
-            if (ready == "") first = $1 - s; else between += $1 - ready
+            if (ready == "") first = $1 - s
+            else {
+                between += $1 - ready
+                if ($1 - ready > longest) { longest = $1 - ready; longest_node = $2 }
+            }
             down[$2] = $1
         }
         $3 == "(boot)" && ($2 in down) {
@@ -134,8 +138,8 @@ report() {
             if (reboots > 0) {
                 last = ready == "" ? 0 : e - ready
                 printf "  before the first reboot:   %5.1f s  (gather, re-plan, lock, pin and stage, gates, drain)\n", first
-                printf "  between reboots:           %5.1f s  (%.2f s each: kubeadm, Ready, uncordon, gates, drain, reboot)\n",
-                    between, (reboots > 1 ? between / (reboots - 1) : 0)
+                printf "  between reboots:           %5.1f s  (%.2f s each, longest %.2f s before %s: Ready, uncordon, gates, drain, reboot)\n",
+                    between, (reboots > 1 ? between / (reboots - 1) : 0), longest, longest_node
                 printf "  reboots beyond boot delay: %5.1f s  (the simulator shutting down and booting a node)\n", extra
                 printf "  after the last Ready:      %5.1f s  (uncordon, verify, release the lock)\n", last
             }
