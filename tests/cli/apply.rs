@@ -6,14 +6,14 @@
 //! as `core` through sudo, as real Flatcar fleets often do.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::time::Instant;
 
 use fleetctl::version::{Minor, Version};
 
 use super::support::{
     self, Cluster, Event, Fleet, KubeadmUpgrade, Run, Scenario, is_boot, is_ok, is_reboot,
-    kubeadm_upgrade, kubectl_words, pinned_pattern, schedulability, skips_kube_proxy,
+    kubeadm_upgrade, kubectl_words, m, newest_on_hub, pinned_pattern, schedulability,
+    skips_kube_proxy, v,
 };
 
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -21,28 +21,6 @@ const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
 const KURED_LOCK: &str = "weave.works/kured-node-lock";
 /// fleetctl's own lock when Kured is not installed.
 const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
-
-fn v(text: &str) -> Version {
-    text.parse().unwrap()
-}
-
-fn m(text: &str) -> Minor {
-    text.parse().unwrap()
-}
-
-/// The newest patch of `minor` the fleet's hub serves, read from its
-/// SHA256SUMS on disk (not through fleetctl).
-fn newest_on_hub(fleet: &Fleet, minor: &str) -> Version {
-    let sums = fleet.layout().hub().join("kubernetes/SHA256SUMS");
-    let text = fs::read_to_string(&sums).unwrap();
-    let prefix = format!("kubernetes-{minor}.");
-    text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter_map(|name| name.strip_prefix(&prefix)?.strip_suffix("-x86-64.raw"))
-        .map(|patch| v(&format!("{minor}.{patch}")))
-        .max()
-        .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
-}
 
 /// One hop per minor after `from` up to `to`, each staging the hub's newest patch.
 fn hops(fleet: &Fleet, from: &str, to: &str) -> Vec<Version> {

@@ -14,7 +14,7 @@ use fleetctl::node::Pin;
 use fleetctl::plan::{Action, Component, Hop, HopKind, Plan, Warning};
 use fleetctl::version::{Minor, Target, Version};
 
-use super::support::{self, Fleet, Run, Scenario};
+use super::support::{self, Fleet, Run, Scenario, m, newest_on_hub, v};
 
 const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -31,29 +31,6 @@ fn scenario_at(cluster: &str) -> Scenario {
         .hub(|h| {
             h.patches_for = BTreeMap::from([("v1.35".to_string(), 5), ("v1.36".to_string(), 2)]);
         })
-}
-
-fn v(text: &str) -> Version {
-    text.parse().unwrap()
-}
-
-fn m(text: &str) -> Minor {
-    text.parse().unwrap()
-}
-
-/// The newest patch of `minor` the fleet's hub really serves, read from its
-/// SHA256SUMS on disk (not through fleetctl's parser).
-fn newest_on_hub(fleet: &Fleet, minor: &str) -> Version {
-    let sums = fleet.layout().hub().join("kubernetes/SHA256SUMS");
-    let text = fs::read_to_string(&sums).unwrap();
-    let prefix = format!("kubernetes-{minor}.");
-    text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter_map(|name| name.strip_prefix(&prefix))
-        .filter_map(|rest| rest.strip_suffix("-x86-64.raw"))
-        .map(|patch| v(&format!("{minor}.{patch}")))
-        .max()
-        .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
 }
 
 fn plan(fleet: &Fleet, args: &[&str]) -> Run {

@@ -318,3 +318,25 @@ pub fn assert_reboots_drained_then_uncordoned(events: &[Event]) {
         }
     }
 }
+
+pub fn v(text: &str) -> fleetctl::version::Version {
+    text.parse().unwrap()
+}
+
+pub fn m(text: &str) -> fleetctl::version::Minor {
+    text.parse().unwrap()
+}
+
+/// The newest patch of `minor` the fleet's hub really serves, read from its
+/// SHA256SUMS on disk (not through fleetctl's parser).
+pub fn newest_on_hub(fleet: &Fleet, minor: &str) -> fleetctl::version::Version {
+    let sums = fleet.layout().hub().join("kubernetes/SHA256SUMS");
+    let text = std::fs::read_to_string(&sums).unwrap();
+    let prefix = format!("kubernetes-{minor}.");
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|name| name.strip_prefix(&prefix)?.strip_suffix("-x86-64.raw"))
+        .map(|patch| v(&format!("{minor}.{patch}")))
+        .max()
+        .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
+}
