@@ -609,6 +609,8 @@ fn dry_run_outline(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|line| {
             let (node, cmd) = line.strip_prefix('[')?.split_once("] ")?;
+            // The uncordon runs once the node is Ready, in one remote command.
+            let cmd = cmd.strip_prefix("(until Ready) ").unwrap_or(cmd);
             let words: Vec<&str> = cmd.split_whitespace().collect();
             let what = if cmd.starts_with(&format!("# write {CONFIG} ")) {
                 "pin".to_string()
