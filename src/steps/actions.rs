@@ -247,11 +247,15 @@ pub async fn drain(api: &Remote, node: &str, timeout: Duration) -> anyhow::Resul
         return Ok(());
     }
     if out.exit == Some(CORDON_FAILED) {
-        return Err(anyhow::Error::new(super::runner::CommandFailed::new(
-            api.node(),
-            &format!("cordon {node}"),
-            &out,
-        )));
+        bail!(
+            "{node}: kubectl cordon {node} failed: {}. Nothing was drained or rebooted; run `fleetctl apply` \
+             again once the API server accepts it",
+            out.stderr
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("it printed nothing")
+        );
     }
     let undo = api
         .check_root(
