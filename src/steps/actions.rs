@@ -21,6 +21,8 @@ const STAGE_TIMEOUT: Duration = Duration::from_secs(600);
 const KUBEADM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// Between polls while a node boots or an API server starts.
 const POLL: Duration = Duration::from_millis(300);
+/// How long a reconnected node may take to print its boot id.
+const BOOT_ID_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Writes the pinned config (atomically, with a backup), disables stray
 /// configs, and reads the file back.
@@ -245,11 +247,15 @@ pub async fn drain(api: &Remote, node: &str, timeout: Duration) -> anyhow::Resul
         return Ok(());
     }
     if out.exit == Some(CORDON_FAILED) {
-        return Err(anyhow::Error::new(super::runner::CommandFailed::new(
-            api.node(),
-            &format!("cordon {node}"),
-            &out,
-        )));
+        bail!(
+            "{node}: kubectl cordon {node} failed: {}. Nothing was drained or rebooted; run `fleetctl apply` \
+             again once the API server accepts it",
+            out.stderr
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("it printed nothing")
+        );
     }
     let undo = api
         .check_root(
@@ -321,7 +327,12 @@ pub async fn wait_rebooted(
         let mut quick = opts.clone();
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
         match ssh::connect(target, &quick).await {
-            Ok(s) => match s.exec(upgrade::BOOT_ID, None).await {
+            // Bounded: a node half-way through its shutdown must not hold
+            // this attempt until the 10-minute command timeout.
+            Ok(s) => match s
+                .exec_timeout(upgrade::BOOT_ID, None, BOOT_ID_TIMEOUT)
+                .await
+            {
                 Ok(out)
                     if out.success()
                         && out.stdout.trim() != before
