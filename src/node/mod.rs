@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
-pub use parse::{detect_pin, image_version, parse_cluster, parse_facts};
+pub use parse::{StaticPod, detect_pin, image_version, parse_cluster, parse_facts, parse_pods};
 
 /// Everything `status` and `plan` need to know about one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +22,11 @@ pub struct NodeFacts {
     pub containerd: Option<Extension>,
     /// `/run/reboot-required` exists.
     pub reboot_required: bool,
+    /// The version whose kubeadm last ran its upgrade step on this node for
+    /// fleetctl ([`crate::remote::upgrade::KUBEADM_STEP_MARKER`]): evidence
+    /// that the node's kubelet config is ready for that minor's kubelet.
+    #[serde(default)]
+    pub kubeadm_step: Option<Version>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -48,6 +48,9 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
         kubernetes,
         containerd: Some(containerd).filter(has_sysext),
         reboot_required: sections.status("reboot-required") == Some(0),
+        kubeadm_step: sections
+            .trimmed("kubeadm-step")
+            .and_then(|t| t.parse().ok()),
     })
 }
 
@@ -619,6 +622,96 @@ fn kubeadm_version(json: &str) -> Result<Option<Version>> {
         format!("kubeadm-config says kubernetesVersion `{raw}`, which is not a version")
     })?;
     Ok(Some(version))
+}
+
+/// A control plane's static pod (its mirror pod, as the API server shows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPod {
+    pub name: String,
+    /// `status.phase` is `Running` and every container is ready.
+    pub running: bool,
+    /// The tag of its first container's image (`registry.k8s.io/kube-apiserver:v1.35.3`).
+    pub version: Option<Version>,
+}
+
+#[derive(Deserialize)]
+struct Pod {
+    metadata: PodMeta,
+    spec: PodSpec,
+    #[serde(default)]
+    status: PodStatus,
+}
+
+#[derive(Deserialize)]
+struct PodMeta {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct PodSpec {
+    #[serde(default)]
+    containers: Vec<PodContainer>,
+}
+
+#[derive(Deserialize)]
+struct PodContainer {
+    #[serde(default)]
+    image: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodStatus {
+    #[serde(default)]
+    phase: String,
+    #[serde(default)]
+    container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Deserialize)]
+struct ContainerStatus {
+    #[serde(default)]
+    ready: bool,
+}
+
+/// `kubectl get pod A B C -o json`: one Pod, or a `List` of the pods found
+/// (kubectl prints the found ones even when it names a missing one).
+pub fn parse_pods(json: &str) -> Result<Vec<StaticPod>> {
+    #[derive(Deserialize)]
+    struct Items {
+        items: Vec<Pod>,
+    }
+    let value: serde_json::Value = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get pod` printed something that is not JSON: {}",
+            excerpt(json)
+        )
+    })?;
+    let pods: Vec<Pod> = if value.get("items").is_some() {
+        serde_json::from_value::<Items>(value)
+            .context("`kubectl get pod` printed a list of something that is not pods")?
+            .items
+    } else {
+        vec![
+            serde_json::from_value(value)
+                .context("`kubectl get pod` printed something that is not a pod")?,
+        ]
+    };
+    Ok(pods
+        .into_iter()
+        .map(|p| StaticPod {
+            running: p.status.phase == "Running"
+                && !p.status.container_statuses.is_empty()
+                && p.status.container_statuses.iter().all(|c| c.ready),
+            version: p
+                .spec
+                .containers
+                .first()
+                .and_then(|c| c.image.rsplit_once(':'))
+                .and_then(|(_, tag)| tag.parse().ok()),
+            name: p.metadata.name,
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -219,10 +219,10 @@ pub(super) fn current_published(
             .get(&cluster.minor)
             .is_some_and(|w| w.version.is_none());
     let stages_it = hops.iter().filter(|h| h.minor == cluster.minor).any(|h| {
-        h.steps.iter().any(|s| {
+        h.steps().any(|s| {
             matches!(
                 s.action,
-                Action::Stage {
+                Action::Download {
                     component: Component::Kubernetes,
                     ..
                 }
@@ -293,11 +293,25 @@ pub(super) fn fleet_warnings(
 fn first_reboot(hops: &[Hop], node: &str) -> Option<Minor> {
     hops.iter()
         .find(|h| {
-            h.steps
-                .iter()
-                .any(|s| s.node == node && s.action == Action::Reboot)
+            h.steps()
+                .any(|s| s.node == node && s.action == Action::Roll)
         })
         .map(|h| h.minor)
+}
+
+/// The oldest minor fleetctl runs kubeadm for: `kubeadm upgrade node` got
+/// its addon phases (and so accepts `--skip-phases addon/kube-proxy`) in v1.32.
+pub(super) const OLDEST_KUBEADM_MINOR: Minor = Minor::new(1, 32);
+
+/// Every hop that calls kubeadm goes to v1.32 or later.
+pub(super) fn kubeadm_floor(hops: &[Hop]) -> Result<(), Refusal> {
+    match hops
+        .iter()
+        .find(|h| h.kubeadm && h.minor < OLDEST_KUBEADM_MINOR)
+    {
+        Some(h) => Err(Refusal::KubeadmTooOld { minor: h.minor }),
+        None => Ok(()),
+    }
 }
 
 fn config_warnings(

@@ -34,6 +34,23 @@ pub fn render_config(component: Component, minor: Minor, hub: &str) -> anyhow::R
     Ok(text)
 }
 
+/// The same transfer without its `CurrentSymlink=` line: handed to
+/// `systemd-sysupdate --definitions=DIR`, it downloads the image into the
+/// same place and moves no symlink (the option is optional in sysupdate.d(5)),
+/// so the node does not boot the new minor before its kubeadm step ran.
+pub fn render_download_config(
+    component: Component,
+    minor: Minor,
+    hub: &str,
+) -> anyhow::Result<String> {
+    let full = render_config(component, minor, hub)?;
+    Ok(full
+        .lines()
+        .filter(|l| !l.starts_with("CurrentSymlink="))
+        .map(|l| format!("{l}\n"))
+        .collect())
+}
+
 /// The hub URL as it goes into `Path=`: without a trailing slash, and
 /// refused when it could break the file or be read as a sysupdate specifier.
 fn checked_hub(hub: &str) -> anyhow::Result<&str> {

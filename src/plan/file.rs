@@ -15,7 +15,8 @@ use crate::inventory::Inventory;
 use super::model::Plan;
 
 /// Bumped when the saved shape changes incompatibly.
-const FORMAT: u32 = 1;
+/// 2: hops are phases in kubeadm's order (download, kubeadm, stage, roll).
+const FORMAT: u32 = 2;
 
 const HEADER: &str = "\
 # fleetctl plan: the steps `fleetctl apply` runs, in order.

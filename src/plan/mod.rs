@@ -29,13 +29,14 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
-pub use config::render_config;
+pub use config::{render_config, render_download_config};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};
 pub use hub::{HubVersions, parse_sha256sums, sha256sums_url};
 pub use model::{
-    Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Plan, PlannedNode, Refusal, Step, Warning,
+    Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Phase, PhaseKind, Plan, PlannedNode,
+    Refusal, Step, Warning,
 };
-pub use planner::plan;
+pub use planner::{images_to_remove, plan};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};

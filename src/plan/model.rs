@@ -86,7 +86,7 @@ pub struct PlannedNode {
 #[serde(rename_all = "kebab-case")]
 pub enum HopKind {
     /// The cluster moves to this minor: `kubeadm upgrade apply` on the first
-    /// control-plane node, then every other node follows.
+    /// control-plane node, `upgrade node` on the others, then the reboots.
     Upgrade,
     /// The cluster is already at this minor but some nodes are not (an
     /// interrupted upgrade): they catch up before the next minor starts.
@@ -97,7 +97,8 @@ pub enum HopKind {
     Converge,
 }
 
-/// One minor series worth of steps.
+/// One minor series worth of steps, in kubeadm's order: the phases run one
+/// after the other, and [`PhaseKind`] says how the steps inside one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Hop {
@@ -108,12 +109,79 @@ pub struct Hop {
     pub version: Option<Version>,
     /// The hop calls kubeadm (`upgrade apply` or `upgrade node`).
     pub kubeadm: bool,
+    pub phases: Vec<Phase>,
+}
+
+impl Hop {
+    /// Every step of the hop, phase after phase.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.phases.iter().flat_map(|p| p.steps.iter())
+    }
+}
+
+/// A group of steps of one hop that run together, in one way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Phase {
+    pub kind: PhaseKind,
+    /// In order; each node's own steps keep their order.
     pub steps: Vec<Step>,
 }
 
-/// One action on one node. The executor runs consecutive `Pin`/`Stage`
-/// steps of different nodes in parallel (keeping each node's own order) and
-/// everything else strictly in order.
+/// The phases of a hop, in the order they run. The order is the skew
+/// policy's: every kube-apiserver reaches the new minor (through each
+/// control plane's own kubeadm step, run by the *downloaded* image's kubeadm
+/// while the old kubelet keeps running) before any kubelet does, and every
+/// node's kubeadm step rewrites its kubelet config before its reboot starts
+/// the new kubelet. docs/upgrade-path.md explains why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseKind {
+    /// Every node that needs it, in parallel: download the hop's image
+    /// (not staged: the symlink does not move) and uncordon nodes an earlier
+    /// run left cordoned that are not the first to roll.
+    Prepare,
+    /// The first control-plane node: the downloaded image's
+    /// `kubeadm upgrade apply` (or `upgrade node` when the cluster is there already).
+    FirstControlPlane,
+    /// Every other control-plane node, one at a time: its `kubeadm upgrade node`.
+    OtherControlPlanes,
+    /// Control-plane nodes, one at a time: stage, drain, reboot onto the new
+    /// kubelet, wait until it is Ready with its static pods, uncordon.
+    ControlPlaneReboots,
+    /// Workers, in bounded parallel, once every control plane runs the new
+    /// minor: `kubeadm upgrade node`, then stage.
+    WorkerPreparation,
+    /// Workers, one at a time: drain, reboot, wait, uncordon.
+    WorkerReboots,
+    /// Every node, in parallel: remove images of minors older than the one
+    /// before the running one.
+    Cleanup,
+}
+
+impl PhaseKind {
+    /// The phase's steps of different nodes run at the same time.
+    pub fn parallel(self) -> bool {
+        matches!(
+            self,
+            PhaseKind::Prepare | PhaseKind::WorkerPreparation | PhaseKind::Cleanup
+        )
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            PhaseKind::Prepare => "download the new image",
+            PhaseKind::FirstControlPlane => "first control plane: kubeadm upgrade",
+            PhaseKind::OtherControlPlanes => "other control planes: kubeadm upgrade node",
+            PhaseKind::ControlPlaneReboots => "control planes: reboot onto the new kubelet",
+            PhaseKind::WorkerPreparation => "workers: kubeadm upgrade node, stage",
+            PhaseKind::WorkerReboots => "workers: reboot onto the new kubelet",
+            PhaseKind::Cleanup => "remove old images",
+        }
+    }
+}
+
+/// One action on one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Step {
@@ -138,6 +206,28 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Action {
+    /// Download the newest patch of `minor` into `/opt/extensions/<name>/`
+    /// with systemd-sysupdate, *without* moving the symlink: the node keeps
+    /// booting what it runs until its kubeadm step is done and it is staged.
+    Download {
+        component: Component,
+        minor: Minor,
+        /// The version it should download; `None` when the hub was unreadable.
+        expect: Option<Version>,
+    },
+    /// `kubeadm upgrade apply` on the first control-plane node, run by the
+    /// downloaded image's own kubeadm while the old kubelet keeps running.
+    UpgradeApply {
+        minor: Minor,
+        /// The image whose kubeadm runs; `None` when unknown at planning time
+        /// (the executor then uses the newest downloaded image of `minor`).
+        version: Option<Version>,
+    },
+    /// `kubeadm upgrade node` on every other node, by the downloaded image's kubeadm.
+    UpgradeNode {
+        minor: Minor,
+        version: Option<Version>,
+    },
     /// Write the pinned sysupdate config and neutralise every other `.conf`
     /// of the component, so sysupdate can only pull patches of `minor`.
     Pin {
@@ -154,8 +244,9 @@ pub enum Action {
         #[serde(default)]
         replaces: Vec<String>,
     },
-    /// Run `systemd-sysupdate --component=<name> update`: download the
-    /// newest patch of the pinned minor and point the symlink at it.
+    /// Make the next boot merge the new image: for kubernetes, point
+    /// `/etc/extensions/kubernetes.raw` at the downloaded image (after the
+    /// node's kubeadm step); for containerd, `systemd-sysupdate` itself.
     Stage {
         component: Component,
         minor: Minor,
@@ -163,26 +254,40 @@ pub enum Action {
         /// (or for containerd, whose hub list fleetctl does not read).
         expect: Option<Version>,
     },
-    /// Cordon the node and evict its pods.
-    Drain,
-    /// Reboot: the only moment a staged sysext (and a staged Flatcar update) takes effect.
-    Reboot,
-    /// `kubeadm upgrade apply` on the first control-plane node.
-    UpgradeApply {
-        minor: Minor,
-        /// The version the node booted; `None` when unknown at planning time
-        /// (the executor then uses the node's running kubelet version).
-        version: Option<Version>,
-    },
-    /// `kubeadm upgrade node` on every other node.
-    UpgradeNode,
+    /// Drain, reboot into the staged images (the only moment a staged
+    /// sysext, and a staged Flatcar update, take effect), wait until the new
+    /// kubelet runs and the node is Ready, uncordon.
+    Roll,
+    /// Uncordon a node an earlier run left cordoned.
     Uncordon,
+    /// Remove kubernetes images of minors older than the one before the
+    /// running one (`/opt/extensions/kubernetes/`).
+    RemoveImages { versions: Vec<Version> },
 }
 
 impl Action {
     /// One line for the plan text and apply's dry run.
     pub fn describe(&self) -> String {
         match self {
+            Action::Download {
+                component,
+                minor,
+                expect,
+            } => match expect {
+                Some(v) => format!("download {component} {v} (systemd-sysupdate; not staged yet)"),
+                None => format!(
+                    "download the newest {component} {minor} patch (systemd-sysupdate; not staged yet)"
+                ),
+            },
+            Action::UpgradeApply { minor, version } => format!(
+                "kubeadm upgrade apply {} --skip-phases {KUBEADM_SKIP_PHASES} --yes (the {} image's kubeadm)",
+                image_text(*minor, version),
+                image_text(*minor, version)
+            ),
+            Action::UpgradeNode { minor, version } => format!(
+                "kubeadm upgrade node --skip-phases {KUBEADM_SKIP_PHASES} (the {} image's kubeadm)",
+                image_text(*minor, version)
+            ),
             Action::Pin {
                 component,
                 minor,
@@ -197,6 +302,14 @@ impl Action {
                 line
             }
             Action::Stage {
+                component: Component::Kubernetes,
+                minor,
+                expect,
+            } => format!(
+                "stage kubernetes {}: point /etc/extensions/kubernetes.raw at it",
+                image_text(*minor, expect)
+            ),
+            Action::Stage {
                 component,
                 minor,
                 expect,
@@ -204,27 +317,27 @@ impl Action {
                 Some(v) => format!("stage {component} {v} (systemd-sysupdate)"),
                 None => format!("stage the newest {component} {minor} patch (systemd-sysupdate)"),
             },
-            Action::Drain => "drain (cordon, evict pods)".to_string(),
-            Action::Reboot => "reboot into the staged images".to_string(),
-            Action::UpgradeApply { minor, version } => {
-                let v = version
-                    .as_ref()
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| format!("<booted {minor} patch>"));
-                format!("kubeadm upgrade apply {v} --skip-phases {KUBEADM_SKIP_PHASES} --yes")
-            }
-            Action::UpgradeNode => {
-                format!("kubeadm upgrade node --skip-phases {KUBEADM_SKIP_PHASES}")
+            Action::Roll => {
+                "drain, reboot into the staged images, wait until Ready, uncordon".to_string()
             }
             Action::Uncordon => "uncordon".to_string(),
+            Action::RemoveImages { versions } => format!(
+                "remove old kubernetes images: {}",
+                versions
+                    .iter()
+                    .map(Version::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
+}
 
-    /// Pin and Stage only prepare the next boot; the executor may run them
-    /// for several nodes at once.
-    pub fn is_preparation(&self) -> bool {
-        matches!(self, Action::Pin { .. } | Action::Stage { .. })
-    }
+/// `v1.35.3`, or `<newest v1.35>` while the patch is unresolved.
+fn image_text(minor: Minor, version: &Option<Version>) -> String {
+    version
+        .as_ref()
+        .map_or_else(|| format!("<newest {minor}>"), Version::to_string)
 }
 
 impl Plan {
@@ -238,7 +351,7 @@ impl Plan {
         let mut counts: BTreeMap<String, usize> =
             self.nodes.iter().map(|n| (n.name.clone(), 0)).collect();
         for step in self.steps() {
-            if step.action == Action::Reboot {
+            if step.action == Action::Roll {
                 *counts.entry(step.node.clone()).or_default() += 1;
             }
         }
@@ -251,7 +364,7 @@ impl Plan {
 
     /// Every step of every hop, in execution order.
     pub fn steps(&self) -> impl Iterator<Item = &Step> {
-        self.hops.iter().flat_map(|h| h.steps.iter())
+        self.hops.iter().flat_map(|h| h.steps())
     }
 
     /// The version the last hop stages, when known.
@@ -519,6 +632,12 @@ pub enum Refusal {
         hub: String,
         reason: String,
     },
+    /// A hop to a minor whose `kubeadm upgrade node` has no kube-proxy addon
+    /// phase, so the `--skip-phases addon/kube-proxy` fleetctl always passes
+    /// would be refused as an invalid phase.
+    KubeadmTooOld {
+        minor: Minor,
+    },
 }
 
 fn list<T: fmt::Display>(items: &[T]) -> String {
@@ -600,6 +719,13 @@ impl fmt::Display for Refusal {
                 f,
                 "control-plane node {node} runs {kubelet}, more than one minor behind the \
                  cluster's {cluster}: kubeadm cannot upgrade its control plane that far in one step"
+            ),
+            Refusal::KubeadmTooOld { minor } => write!(
+                f,
+                "the path goes through {minor}, but fleetctl upgrades only to v1.32 and later: it \
+                 always runs `kubeadm upgrade node --skip-phases {KUBEADM_SKIP_PHASES}`, and before \
+                 v1.32 `upgrade node` has no addon phases, so kubeadm refuses the flag. Upgrade to \
+                 v1.32 by hand first"
             ),
             Refusal::InvalidHub { hub, reason } => {
                 write!(f, "cannot pin configs to hub `{hub}`: {reason}; fix `hub` in the inventory")

@@ -1,10 +1,11 @@
 //! The planner: fleet facts + target + hub versions in, the ordered steps out.
 //! Pure: no I/O, no clock, so every rule is unit- and property-tested.
 //!
-//! It simulates each node hop by hop (what it runs, has staged, is pinned
-//! to, whether it is cordoned) and the cluster's version, so a later hop
-//! sees the predicted result of earlier ones and a fleet left halfway
-//! yields only the steps it still needs. docs/upgrade-path.md has the rules.
+//! It simulates each node hop by hop (what it runs, has downloaded and
+//! staged, is pinned to, whether its kubeadm step ran, whether it is
+//! cordoned) and the cluster's version, so a later hop sees the predicted
+//! result of earlier ones and a fleet left halfway yields only the steps it
+//! still needs. docs/upgrade-path.md has the rules.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,9 @@ use super::checks;
 use super::config::render_config;
 use super::fingerprint::Fingerprint;
 use super::hub::HubVersions;
-use super::model::{Action, Component, Hop, HopKind, Plan, PlannedNode, Refusal, Step, Warning};
+use super::model::{
+    Action, Component, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode, Refusal, Step, Warning,
+};
 use super::state::{FleetNode, FleetState};
 
 /// A version as far as the plan can know it: the minor always, the patch
@@ -57,6 +60,8 @@ impl Level {
 struct ComponentSim {
     running: Option<Level>,
     staged: Option<Level>,
+    /// Images present in `/opt/extensions/<name>/` (downloaded, staged or not).
+    images: Vec<Level>,
     /// Content of `/etc/sysupdate.<name>.d/<name>.conf`, if present.
     main: Option<String>,
     /// Every other `.conf` in that directory.
@@ -69,6 +74,7 @@ impl ComponentSim {
             return ComponentSim {
                 running: None,
                 staged: None,
+                images: Vec::new(),
                 main: None,
                 strays: Vec::new(),
             };
@@ -77,6 +83,7 @@ impl ComponentSim {
         ComponentSim {
             running: ext.running.as_ref().map(Level::exact),
             staged: ext.staged.as_ref().map(Level::exact),
+            images: ext.images.iter().map(Level::exact).collect(),
             main: ext
                 .configs
                 .iter()
@@ -100,6 +107,8 @@ struct NodeSim {
     kubernetes: ComponentSim,
     containerd: ComponentSim,
     cordoned: bool,
+    /// The minor whose kubeadm step last ran on the node for fleetctl.
+    kubeadm_step: Option<Minor>,
 }
 
 impl NodeSim {
@@ -117,15 +126,19 @@ impl NodeSim {
                 node.facts.containerd.as_ref(),
             ),
             cordoned: state.cordoned(&node.name),
+            kubeadm_step: node.facts.kubeadm_step.as_ref().map(Version::minor),
         }
     }
 }
 
 /// What one node does in one hop, and the state it is predicted to be in after.
 struct Work {
-    prepare: Vec<Action>,
-    boot: bool,
+    download: Option<Action>,
     kubeadm: Option<Action>,
+    /// Pins and stages, run after the node's kubeadm step.
+    stage: Vec<Action>,
+    roll: bool,
+    /// Left cordoned by an earlier run and not rolled in this hop.
     uncordon: bool,
     after: NodeSim,
 }
@@ -157,6 +170,7 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
         .collect();
     let (hops, final_cluster) = build_hops(&ctx, &mut sims, cluster.clone(), &wants)?;
     checks::current_published(&hops, &cluster, &wants, hub)?;
+    checks::kubeadm_floor(&hops)?;
 
     warnings.extend(checks::fleet_warnings(state, first, &cluster, hub, &hops));
     if let (Some(kubelets), Some(cluster_now)) = (
@@ -208,92 +222,209 @@ fn build_hops(
         } else {
             HopKind::Finish
         };
-        let steps = hop_steps(ctx, sims, &mut cluster, kind, want, Some(*minor) == last)?;
+        let phases = hop_phases(ctx, sims, &mut cluster, kind, want, Some(*minor) == last)?;
+        if phases.is_empty() {
+            continue;
+        }
+        let kubeadm = phases.iter().flat_map(|p| &p.steps).any(|s| {
+            matches!(
+                s.action,
+                Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+            )
+        });
         hops.push(Hop {
             kind,
             minor: *minor,
             version: want.version.clone(),
-            kubeadm: false,
-            steps,
+            kubeadm,
+            phases,
         });
-    }
-    drop_redundant_uncordons(&mut hops);
-    hops.retain(|h| !h.steps.is_empty());
-    for hop in &mut hops {
-        hop.kubeadm = hop
-            .steps
-            .iter()
-            .any(|s| matches!(s.action, Action::UpgradeApply { .. } | Action::UpgradeNode));
     }
     Ok((hops, cluster))
 }
 
-/// The steps of one hop in the order the skew policy needs: the first
-/// control-plane node all the way through `upgrade apply`; only then the
-/// other nodes' pins and stages; then other control-plane nodes, then
-/// workers, one at a time.
-fn hop_steps(
+/// The phases of one hop, in the order the skew policy needs (see
+/// [`PhaseKind`]): every control plane's kubeadm step before any control
+/// plane reboots onto the new kubelet, every control plane rebooted before
+/// any worker is staged.
+fn hop_phases(
     ctx: &Ctx,
     sims: &mut [NodeSim],
     cluster: &mut Level,
     kind: HopKind,
     want: &Level,
     last: bool,
-) -> Result<Vec<Step>, Refusal> {
+) -> Result<Vec<Phase>, Refusal> {
     let mut works = Vec::with_capacity(sims.len());
     for sim in sims.iter() {
         works.push(node_work(ctx, sim, kind, want, last)?);
     }
-    let mut steps = Vec::new();
-    if let Some((sim, Some(work))) = sims.iter().zip(&works).find(|(s, _)| s.first) {
-        push_prepare(&mut steps, &sim.name, work);
-        push_roll(&mut steps, &sim.name, work);
-        if let Some(Action::UpgradeApply { version, .. }) = &work.kubeadm {
-            *cluster = Level {
-                minor: want.minor,
-                version: version.clone(),
-            };
+    // Control planes roll first (the first one before the others), then
+    // workers, each in inventory order.
+    let mut order: Vec<usize> = Vec::new();
+    order.extend((0..sims.len()).filter(|&i| sims[i].first));
+    order.extend((0..sims.len()).filter(|&i| !sims[i].first && sims[i].role == Role::ControlPlane));
+    order.extend((0..sims.len()).filter(|&i| sims[i].role == Role::Worker));
+    let first_roll = order
+        .iter()
+        .copied()
+        .find(|&i| works[i].as_ref().is_some_and(|w| w.roll));
+
+    let mut prepare = Vec::new();
+    for &i in &order {
+        let Some(work) = &works[i] else { continue };
+        if let Some(d) = &work.download {
+            prepare.push(Step::new(&sims[i].name, d.clone()));
         }
     }
-    let others = || {
-        sims.iter()
-            .zip(&works)
-            .filter(|(s, _)| !s.first)
-            .filter_map(|(s, w)| w.as_ref().map(|w| (s, w)))
+    // A node an earlier run left cordoned would fail every other node's
+    // gate ("one node out at a time"): it gets its capacity back first,
+    // unless it is the node the hop takes down first anyway.
+    for &i in &order {
+        let Some(work) = &works[i] else { continue };
+        if sims[i].cordoned && (work.uncordon || (work.roll && Some(i) != first_roll)) {
+            prepare.push(Step::new(&sims[i].name, Action::Uncordon));
+        }
+    }
+
+    let kubeadm_of = |i: usize| -> Vec<Step> {
+        works[i]
+            .as_ref()
+            .and_then(|w| w.kubeadm.clone())
+            .map(|a| Step::new(&sims[i].name, a))
+            .into_iter()
+            .collect()
     };
-    for (sim, work) in others() {
-        push_prepare(&mut steps, &sim.name, work);
-    }
-    for role in [Role::ControlPlane, Role::Worker] {
-        for (sim, work) in others().filter(|(s, _)| s.role == role) {
-            push_roll(&mut steps, &sim.name, work);
+    let rolling = |i: usize, with_kubeadm: bool| -> Vec<Step> {
+        let Some(w) = &works[i] else {
+            return Vec::new();
+        };
+        let node = &sims[i].name;
+        let mut steps = Vec::new();
+        if with_kubeadm && let Some(k) = &w.kubeadm {
+            steps.push(Step::new(node, k.clone()));
         }
+        steps.extend(w.stage.iter().map(|a| Step::new(node, a.clone())));
+        if w.roll {
+            steps.push(Step::new(node, Action::Roll));
+        }
+        steps
+    };
+    let (control_planes, workers): (Vec<usize>, Vec<usize>) = order
+        .iter()
+        .copied()
+        .partition(|&i| sims[i].role == Role::ControlPlane);
+
+    let first_cp: Vec<Step> = control_planes
+        .iter()
+        .filter(|&&i| sims[i].first)
+        .flat_map(|&i| kubeadm_of(i))
+        .collect();
+    let other_cps: Vec<Step> = control_planes
+        .iter()
+        .filter(|&&i| !sims[i].first)
+        .flat_map(|&i| kubeadm_of(i))
+        .collect();
+    let cp_reboots: Vec<Step> = control_planes
+        .iter()
+        .flat_map(|&i| rolling(i, false))
+        .collect();
+    let mut worker_prep = Vec::new();
+    let mut worker_reboots = Vec::new();
+    for &i in &workers {
+        for step in rolling(i, true) {
+            if step.action == Action::Roll {
+                worker_reboots.push(step);
+            } else {
+                worker_prep.push(step);
+            }
+        }
+    }
+
+    if let Some(Some(Action::UpgradeApply { version, .. })) = control_planes
+        .first()
+        .map(|&i| works[i].as_ref().and_then(|w| w.kubeadm.as_ref()))
+    {
+        *cluster = Level {
+            minor: want.minor,
+            version: version.clone(),
+        };
     }
     for (sim, work) in sims.iter_mut().zip(works) {
         if let Some(work) = work {
             *sim = work.after;
         }
     }
-    Ok(steps)
-}
+    let cleanup: Vec<Step> = sims
+        .iter()
+        .filter_map(|s| {
+            let running = s.kubernetes.running.as_ref()?.version.as_ref()?;
+            let images: Vec<Version> = s
+                .kubernetes
+                .images
+                .iter()
+                .filter_map(|l| l.version.clone())
+                .collect();
+            let staged = s
+                .kubernetes
+                .staged
+                .as_ref()
+                .and_then(|l| l.version.as_ref());
+            let versions = images_to_remove(&images, running, staged);
+            (!versions.is_empty()).then(|| Step::new(&s.name, Action::RemoveImages { versions }))
+        })
+        .collect();
+    let only_cleanup = [
+        &prepare,
+        &first_cp,
+        &other_cps,
+        &cp_reboots,
+        &worker_prep,
+        &worker_reboots,
+    ]
+    .iter()
+    .all(|s| s.is_empty());
+    if only_cleanup {
+        // Old images alone are not worth a hop; the next hop removes them.
+        return Ok(Vec::new());
+    }
+    for s in sims.iter_mut() {
+        let Some(running) = s
+            .kubernetes
+            .running
+            .as_ref()
+            .and_then(|l| l.version.clone())
+        else {
+            continue;
+        };
+        let staged = s.kubernetes.staged.as_ref().and_then(|l| l.version.clone());
+        let gone = images_to_remove(
+            &s.kubernetes
+                .images
+                .iter()
+                .filter_map(|l| l.version.clone())
+                .collect::<Vec<_>>(),
+            &running,
+            staged.as_ref(),
+        );
+        s.kubernetes
+            .images
+            .retain(|l| l.version.as_ref().is_none_or(|v| !gone.contains(v)));
+    }
 
-fn push_prepare(steps: &mut Vec<Step>, node: &str, work: &Work) {
-    for action in &work.prepare {
-        steps.push(Step::new(node, action.clone()));
-    }
-}
-
-fn push_roll(steps: &mut Vec<Step>, node: &str, work: &Work) {
-    if work.boot {
-        steps.push(Step::new(node, Action::Drain));
-        steps.push(Step::new(node, Action::Reboot));
-    }
-    if let Some(action) = &work.kubeadm {
-        steps.push(Step::new(node, action.clone()));
-    }
-    if work.uncordon {
-        steps.push(Step::new(node, Action::Uncordon));
-    }
+    Ok([
+        (PhaseKind::Prepare, prepare),
+        (PhaseKind::FirstControlPlane, first_cp),
+        (PhaseKind::OtherControlPlanes, other_cps),
+        (PhaseKind::ControlPlaneReboots, cp_reboots),
+        (PhaseKind::WorkerPreparation, worker_prep),
+        (PhaseKind::WorkerReboots, worker_reboots),
+        (PhaseKind::Cleanup, cleanup),
+    ]
+    .into_iter()
+    .filter(|(_, steps)| !steps.is_empty())
+    .map(|(kind, steps)| Phase { kind, steps })
+    .collect())
 }
 
 /// What `sim` needs in a hop to `want`, or `None` when nothing.
@@ -303,6 +434,9 @@ fn push_roll(steps: &mut Vec<Step>, node: &str, work: &Work) {
 ///   catches up nodes that run an older minor, and finishes nodes an
 ///   interrupted upgrade left cordoned; everything else waits for the next
 ///   hop, so no node reboots twice for one minor.
+/// * A node that crosses to a new minor gets its kubeadm step (by the
+///   downloaded image's kubeadm) before it is staged, unless fleetctl's
+///   marker says that step already ran for this minor.
 /// * containerd rides the node's first reboot (or, in the last hop, gets
 ///   one if it still needs it).
 fn node_work(
@@ -315,6 +449,11 @@ fn node_work(
     let m = want.minor;
     let running = sim.kubernetes.running.as_ref();
     let crossing = running.is_none_or(|r| r.minor < m);
+    // A first control plane already booted onto the hop's minor before its
+    // `upgrade apply` (by hand, or by an older fleetctl): it gets the apply,
+    // then a reboot, the kubelet restart that loads the config apply wrote.
+    let ahead_first =
+        sim.first && kind == HopKind::Upgrade && running.is_some_and(|r| r.minor == m);
     let cordoned_here = sim.cordoned && running.is_some_and(|r| r.minor == m);
     let full = kind != HopKind::Finish || crossing;
     if !full && !cordoned_here {
@@ -322,16 +461,11 @@ fn node_work(
     }
 
     let mut after = sim.clone();
-    let mut prepare = Vec::new();
+    let mut download = None;
+    let mut stage = Vec::new();
     let mut boot = false;
     if full {
-        boot |= converge(
-            ctx,
-            Component::Kubernetes,
-            &mut after.kubernetes,
-            want,
-            &mut prepare,
-        )?;
+        boot |= converge_kubernetes(ctx, &mut after.kubernetes, want, &mut download, &mut stage)?;
         if let Some(c) = ctx.containerd
             && (boot || last)
         {
@@ -339,67 +473,132 @@ fn node_work(
                 minor: c,
                 version: None,
             };
-            boot |= converge(
+            boot |= converge_sysupdate(
                 ctx,
                 Component::Containerd,
                 &mut after.containerd,
                 &ctr_want,
-                &mut prepare,
+                &mut stage,
             )?;
         }
     }
+    boot |= ahead_first;
     if boot {
         after.kubernetes.running = after.kubernetes.staged.clone();
         after.containerd.running = after.containerd.staged.clone();
     }
 
+    let image = after
+        .kubernetes
+        .staged
+        .as_ref()
+        .filter(|l| l.minor == m)
+        .and_then(|l| l.version.clone());
+    let step_done = sim.kubeadm_step == Some(m);
     let kubeadm = if sim.first && kind == HopKind::Upgrade {
         Some(Action::UpgradeApply {
             minor: m,
-            version: after
-                .kubernetes
-                .running
-                .as_ref()
-                .and_then(|r| r.version.clone()),
+            version: image,
         })
-    } else if (boot && crossing) || (cordoned_here && !sim.first) {
-        Some(Action::UpgradeNode)
+    } else if !step_done && crossing && boot {
+        Some(Action::UpgradeNode {
+            minor: m,
+            version: image,
+        })
     } else {
         None
     };
-    let uncordon = boot || sim.cordoned;
+    if kubeadm.is_some() {
+        after.kubeadm_step = Some(m);
+    }
+    let uncordon = sim.cordoned && !boot;
     after.cordoned = false;
 
-    if prepare.is_empty() && !boot && kubeadm.is_none() && !uncordon {
+    if download.is_none() && kubeadm.is_none() && stage.is_empty() && !boot && !uncordon {
         return Ok(None);
     }
     Ok(Some(Work {
-        prepare,
-        boot,
+        download,
         kubeadm,
+        stage,
+        roll: boot,
         uncordon,
         after,
     }))
 }
 
-/// Pins and stages one component toward `want`, recording the actions and
-/// the predicted result. Returns whether the node must reboot for it.
-fn converge(
+/// The kubernetes side of a node in a hop to `want`: download the image
+/// unless it is on disk, pin the config, stage the image (after the kubeadm
+/// step, which the caller places). Returns whether the node must reboot.
+fn converge_kubernetes(
+    ctx: &Ctx,
+    sim: &mut ComponentSim,
+    want: &Level,
+    download: &mut Option<Action>,
+    stage: &mut Vec<Action>,
+) -> Result<bool, Refusal> {
+    let component = Component::Kubernetes;
+    pin(ctx, component, sim, want.minor, stage)?;
+    if !sim.staged.as_ref().is_some_and(|s| s.reaches(want)) {
+        // Without the hub's list the patch is unknown: download anyway, it
+        // is a no-op for sysupdate when the newest is already there.
+        let on_disk = want.version.is_some() && sim.images.iter().any(|i| i == want);
+        if !on_disk {
+            *download = Some(Action::Download {
+                component,
+                minor: want.minor,
+                expect: want.version.clone(),
+            });
+            sim.images.push(want.clone());
+        }
+        stage.push(Action::Stage {
+            component,
+            minor: want.minor,
+            expect: want.version.clone(),
+        });
+        sim.staged = Some(want.clone());
+    }
+    Ok(needs_boot(sim, want))
+}
+
+/// Pins and stages a component that sysupdate stages by itself
+/// (containerd), recording the actions and the predicted result. Returns
+/// whether the node must reboot for it.
+fn converge_sysupdate(
     ctx: &Ctx,
     component: Component,
     sim: &mut ComponentSim,
     want: &Level,
-    prepare: &mut Vec<Action>,
+    stage: &mut Vec<Action>,
 ) -> Result<bool, Refusal> {
-    let config =
-        render_config(component, want.minor, ctx.hub).map_err(|e| Refusal::InvalidHub {
-            hub: ctx.hub.to_string(),
-            reason: format!("{e:#}"),
-        })?;
-    if sim.main.as_deref() != Some(config.as_str()) || !sim.strays.is_empty() {
-        prepare.push(Action::Pin {
+    pin(ctx, component, sim, want.minor, stage)?;
+    if !sim.staged.as_ref().is_some_and(|s| s.reaches(want)) {
+        stage.push(Action::Stage {
             component,
             minor: want.minor,
+            expect: want.version.clone(),
+        });
+        sim.staged = Some(want.clone());
+    }
+    Ok(needs_boot(sim, want))
+}
+
+/// The pinned config for `minor`, unless the node has exactly that and nothing else.
+fn pin(
+    ctx: &Ctx,
+    component: Component,
+    sim: &mut ComponentSim,
+    minor: Minor,
+    stage: &mut Vec<Action>,
+) -> Result<(), Refusal> {
+    let config = render_config(component, minor, ctx.hub).map_err(|e| Refusal::InvalidHub {
+        hub: ctx.hub.to_string(),
+        reason: format!("{e:#}"),
+    })?;
+    if sim.main.as_deref() != Some(config.as_str()) || !sim.strays.is_empty() {
+        stage.push(Action::Pin {
+            component,
+            minor,
             path: component.config_path(),
             config: config.clone(),
             previous: sim.main.take(),
@@ -407,40 +606,38 @@ fn converge(
         });
         sim.main = Some(config);
     }
-    if !sim.staged.as_ref().is_some_and(|s| s.reaches(want)) {
-        prepare.push(Action::Stage {
-            component,
-            minor: want.minor,
-            expect: want.version.clone(),
-        });
-        sim.staged = Some(want.clone());
-    }
-    Ok(match (&sim.running, &sim.staged) {
-        (Some(running), Some(staged)) => !running.reaches(want) || staged.newer_patch_than(running),
-        _ => true,
-    })
+    Ok(())
 }
 
-/// An `Uncordon` immediately followed by a `Drain` of the same node (a node
-/// left cordoned whose next hop starts by draining it) is dropped: the node
-/// stays cordoned and the drain still runs.
-fn drop_redundant_uncordons(hops: &mut [Hop]) {
-    let flat: Vec<(usize, Step)> = hops
-        .iter_mut()
-        .enumerate()
-        .flat_map(|(i, h)| {
-            std::mem::take(&mut h.steps)
-                .into_iter()
-                .map(move |s| (i, s))
-        })
-        .collect();
-    for (k, (hop, step)) in flat.iter().enumerate() {
-        let redundant = step.action == Action::Uncordon
-            && flat
-                .get(k + 1)
-                .is_some_and(|(_, next)| next.action == Action::Drain && next.node == step.node);
-        if !redundant {
-            hops[*hop].steps.push(step.clone());
-        }
+fn needs_boot(sim: &ComponentSim, want: &Level) -> bool {
+    match (&sim.running, &sim.staged) {
+        (Some(running), Some(staged)) => !running.reaches(want) || staged.newer_patch_than(running),
+        _ => true,
     }
+}
+
+/// The kubernetes images a node can do without: every minor older than the
+/// one before the running one, and of that previous minor all but the
+/// newest patch (kept to roll back to). The running and the staged image,
+/// and anything of the running minor or newer, always stay.
+pub fn images_to_remove(
+    images: &[Version],
+    running: &Version,
+    staged: Option<&Version>,
+) -> Vec<Version> {
+    let current = running.minor();
+    let previous = images
+        .iter()
+        .filter(|v| current.minor > 0 && v.minor() == Minor::new(current.major, current.minor - 1))
+        .max();
+    let mut out: Vec<Version> = images
+        .iter()
+        .filter(|v| v.minor() < current)
+        .filter(|v| Some(*v) != previous)
+        .filter(|v| *v != running && Some(*v) != staged)
+        .cloned()
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }

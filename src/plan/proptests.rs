@@ -1,5 +1,5 @@
 //! Property tests of the planner over random fleets: 1–3 control-plane
-//! nodes, 0–4 workers, cluster minor v1.30–v1.36, targets up to v1.38, with
+//! nodes, 0–4 workers, cluster minor v1.32–v1.36, targets up to v1.38, with
 //! floating or stray configs, staged-not-booted patches, staged OS updates,
 //! cordoned nodes, containerd pinning, and half-done states made the only
 //! honest way: by running a prefix of a real plan (see `testkit::apply_step`).
@@ -78,7 +78,7 @@ fn fleet_gen() -> impl Strategy<Value = FleetGen> {
     (
         1usize..=3,
         0usize..=4,
-        30u64..=36,
+        32u64..=36,
         0u64..5,
         0u64..=8,
         prop::collection::vec(0u64..=4, HUB_MINORS.count()),
@@ -235,65 +235,173 @@ fn check_hops(state: &FleetState, plan: &Plan, target: Minor) -> Result<(), Test
     Ok(())
 }
 
-/// The skew-policy order inside each hop.
+/// kubeadm's order inside each hop: phases in their canonical order, one
+/// `upgrade apply` per upgrade hop on the first control plane and before
+/// anything else is staged; every control plane's kubeadm step before any
+/// node is staged or rolled; every control plane rolled before any worker
+/// is touched; a node's download before its kubeadm step, and its kubeadm
+/// step before its staging and roll; one roll per node and hop.
 fn check_order(state: &FleetState, plan: &Plan) -> Result<(), TestCaseError> {
     let first = first_cp(state);
-    for hop in &plan.hops {
-        let applies: Vec<usize> = hop
-            .steps
+    let role = |n: &str| {
+        state
+            .nodes
             .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s.action, Action::UpgradeApply { .. }))
-            .map(|(i, _)| i)
+            .find(|x| x.name == n)
+            .map_or(Role::Worker, |x| x.role)
+    };
+    for hop in &plan.hops {
+        let kinds: Vec<PhaseKind> = hop.phases.iter().map(|p| p.kind).collect();
+        let mut sorted = kinds.clone();
+        sorted.sort_by_key(|k| *k as u8);
+        sorted.dedup();
+        prop_assert_eq!(&kinds, &sorted, "phases out of order or repeated");
+        for phase in &hop.phases {
+            prop_assert!(!phase.steps.is_empty(), "empty phase {:?}", phase.kind);
+        }
+        let steps: Vec<&Step> = hop.steps().collect();
+        let applies: Vec<usize> = (0..steps.len())
+            .filter(|&i| matches!(steps[i].action, Action::UpgradeApply { .. }))
             .collect();
         if hop.kind == HopKind::Upgrade {
             prop_assert_eq!(applies.len(), 1, "one upgrade apply per upgrade hop");
-            let a = applies[0];
-            prop_assert_eq!(&hop.steps[a].node, &first);
-            for (i, step) in hop.steps.iter().enumerate() {
-                if step.node == first {
-                    if step.action == Action::Reboot {
-                        prop_assert!(i < a, "first CP reboots before upgrade apply");
-                    }
-                } else {
-                    prop_assert!(
-                        i > a,
-                        "{} acts before upgrade apply: {:?}",
-                        step.node,
-                        step.action
-                    );
-                }
-            }
+            prop_assert_eq!(&steps[applies[0]].node, &first);
         } else {
             prop_assert!(applies.is_empty(), "no upgrade apply outside upgrade hops");
         }
-        let mut reboots: BTreeMap<&str, usize> = BTreeMap::new();
-        for s in hop.steps.iter().filter(|s| s.action == Action::Reboot) {
-            *reboots.entry(&s.node).or_default() += 1;
+        let is_kubeadm =
+            |a: &Action| matches!(a, Action::UpgradeApply { .. } | Action::UpgradeNode { .. });
+        let stages_or_rolls = |a: &Action| {
+            matches!(
+                a,
+                Action::Roll
+                    | Action::Stage {
+                        component: Component::Kubernetes,
+                        ..
+                    }
+            )
+        };
+        let last_cp_kubeadm = (0..steps.len())
+            .filter(|&i| is_kubeadm(&steps[i].action) && role(&steps[i].node) == Role::ControlPlane)
+            .max();
+        let first_stage = (0..steps.len()).find(|&i| stages_or_rolls(&steps[i].action));
+        if let (Some(k), Some(s)) = (last_cp_kubeadm, first_stage) {
+            prop_assert!(
+                k < s,
+                "a node is staged or rolled before every control plane's kubeadm step"
+            );
+        }
+        let last_cp_roll = (0..steps.len())
+            .filter(|&i| {
+                steps[i].action == Action::Roll && role(&steps[i].node) == Role::ControlPlane
+            })
+            .max();
+        let first_worker_change = (0..steps.len()).find(|&i| {
+            role(&steps[i].node) == Role::Worker
+                && !matches!(steps[i].action, Action::Download { .. } | Action::Uncordon)
+                && !matches!(steps[i].action, Action::RemoveImages { .. })
+        });
+        if let (Some(r), Some(w)) = (last_cp_roll, first_worker_change) {
+            prop_assert!(
+                r < w,
+                "a worker is touched before every control plane rebooted"
+            );
+        }
+        let mut rolls: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, step) in steps.iter().enumerate() {
+            let mine = |f: &dyn Fn(&Action) -> bool| {
+                (0..steps.len())
+                    .filter(|&j| steps[j].node == step.node && f(&steps[j].action))
+                    .collect::<Vec<_>>()
+            };
+            if is_kubeadm(&step.action) {
+                for d in mine(&|a| matches!(a, Action::Download { .. })) {
+                    prop_assert!(d < i, "{} runs kubeadm before its download", &step.node);
+                }
+                for s in mine(&stages_or_rolls) {
+                    prop_assert!(
+                        i < s,
+                        "{} staged or rolled before its kubeadm step",
+                        &step.node
+                    );
+                }
+            }
+            if step.action == Action::Roll {
+                *rolls.entry(&step.node).or_default() += 1;
+            }
         }
         prop_assert!(
-            reboots.values().all(|&n| n == 1),
+            rolls.values().all(|&n| n == 1),
             "a node reboots twice in one hop"
         );
     }
-    // Every Drain is followed by that node's Reboot … Uncordon, with no
-    // other node's step in between.
-    let steps = flat(plan);
-    for (i, step) in steps.iter().enumerate() {
-        if step.action != Action::Drain {
-            continue;
+    Ok(())
+}
+
+/// The invariant the order exists for, replayed step by step: whatever
+/// moment a node rebooted unexpectedly, it would boot a kubelet no newer
+/// than every kube-apiserver (each control plane's moves with its own
+/// kubeadm step), with a config its own kubeadm step for that minor wrote;
+/// and no kubelet that does run is newer than any kube-apiserver.
+fn check_invariant(
+    state: &FleetState,
+    plan: &Plan,
+    hub: &HubVersions,
+) -> Result<(), TestCaseError> {
+    let cluster = state.cluster.version.as_ref().map(|v| v.minor());
+    let mut apiservers: BTreeMap<String, Option<Minor>> = state
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::ControlPlane)
+        .map(|n| (n.name.clone(), cluster))
+        .collect();
+    let mut s = state.clone();
+    for step in flat(plan) {
+        apply_step(&mut s, &step, hub);
+        match &step.action {
+            Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+                if apiservers.contains_key(&step.node) =>
+            {
+                let now = s.cluster.version.as_ref().map(|v| v.minor());
+                apiservers.insert(step.node.clone(), now);
+            }
+            _ => {}
         }
-        let end = steps[i..]
-            .iter()
-            .position(|s| s.node == step.node && s.action == Action::Uncordon)
-            .map(|p| p + i);
-        prop_assert!(end.is_some(), "{} drained, never uncordoned", step.node);
-        let block = &steps[i..=end.unwrap_or(i)];
-        prop_assert!(
-            block.iter().all(|s| s.node == step.node),
-            "drain block interleaved"
-        );
-        prop_assert!(block.iter().any(|s| s.action == Action::Reboot));
+        let oldest = apiservers.values().flatten().min().copied();
+        for node in &s.nodes {
+            let k = &node.facts.kubernetes;
+            let (Some(running), Some(staged)) = (&k.running, &k.staged) else {
+                continue;
+            };
+            if let Some(oldest) = oldest {
+                prop_assert!(
+                    running.minor() <= oldest,
+                    "after `{}`, {} runs kubelet {} with a kube-apiserver at {}",
+                    step.describe(),
+                    &node.name,
+                    running,
+                    oldest
+                );
+                prop_assert!(
+                    staged.minor() <= oldest,
+                    "after `{}`, {} would boot kubelet {} with a kube-apiserver at {}",
+                    step.describe(),
+                    &node.name,
+                    staged,
+                    oldest
+                );
+            }
+            if staged.minor() > running.minor() {
+                prop_assert_eq!(
+                    node.facts.kubeadm_step.as_ref().map(|v| v.minor()),
+                    Some(staged.minor()),
+                    "after `{}`, {} would boot {} without its kubeadm step",
+                    step.describe(),
+                    &node.name,
+                    staged
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -318,9 +426,8 @@ fn check_execution(
                 .as_ref()
                 .is_none_or(|v| v.minor() < hop.minor);
             let reboots = hop
-                .steps
-                .iter()
-                .filter(|st| st.node == node.name && st.action == Action::Reboot)
+                .steps()
+                .filter(|st| st.node == node.name && st.action == Action::Roll)
                 .count();
             if behind {
                 prop_assert_eq!(
@@ -333,7 +440,7 @@ fn check_execution(
                 );
             }
         }
-        for step in &hop.steps {
+        for step in hop.steps() {
             apply_step(&mut s, step, hub);
         }
     }
@@ -385,35 +492,29 @@ fn check_execution(
     Ok(())
 }
 
-/// Equal, except that an `upgrade apply` planned without knowing the patch
-/// (hub unreadable) matches the patch the node turned out to boot.
 fn same_step(planned: &Step, now: &Step) -> bool {
-    match (&planned.action, &now.action) {
-        (
-            Action::UpgradeApply {
-                minor: a,
-                version: None,
-            },
-            Action::UpgradeApply {
-                minor: b,
-                version: Some(v),
-            },
-        ) => planned.node == now.node && a == b && v.minor() == *b,
-        _ => planned == now,
-    }
+    planned == now
 }
 
 /// Re-planning after the first `k` steps of `before` ran yields the rest of
-/// `before`, except that the node interrupted mid-roll may repeat its
-/// drain or `upgrade node` (both idempotent).
+/// `before`, except that without the hub's list a node may download again
+/// (sysupdate finds the newest already there: a no-op).
+///
+/// Removing old images is housekeeping: a plan with nothing else left to do
+/// drops it, so it is not part of the comparison.
 fn check_resume(before: &Plan, k: usize, after: &Plan) -> Result<(), TestCaseError> {
+    let housekeeping = |s: &Step| matches!(s.action, Action::RemoveImages { .. });
     let old = flat(before);
-    let suffix = &old[k.min(old.len())..];
-    let interrupted = k
-        .checked_sub(1)
-        .and_then(|i| old.get(i))
-        .map(|s| s.node.clone());
-    let new = flat(after);
+    let suffix: Vec<Step> = old[k.min(old.len())..]
+        .iter()
+        .filter(|s| !housekeeping(s))
+        .cloned()
+        .collect();
+    let suffix = &suffix[..];
+    let new: Vec<Step> = flat(after)
+        .into_iter()
+        .filter(|s| !housekeeping(s))
+        .collect();
     let mut j = 0;
     let mut extras = Vec::new();
     for step in &new {
@@ -432,8 +533,7 @@ fn check_resume(before: &Plan, k: usize, after: &Plan) -> Result<(), TestCaseErr
         outline(&new)
     );
     for extra in &extras {
-        let repeatable = matches!(extra.action, Action::Drain | Action::UpgradeNode)
-            && Some(&extra.node) == interrupted.as_ref();
+        let repeatable = matches!(extra.action, Action::Download { expect: None, .. });
         prop_assert!(
             repeatable,
             "re-plan after the cut at {} adds {:?}:\n old {:?}\n new {:?}",
@@ -458,6 +558,7 @@ proptest! {
         let p0 = p0.unwrap_or_else(|_| unreachable!());
         check_hops(&fresh, &p0, target.minor())?;
         check_order(&fresh, &p0)?;
+        check_invariant(&fresh, &p0, &hub)?;
         check_execution(&fresh, &p0, &target, &plan_hub, &hub)?;
 
         // Interrupt it anywhere, plan again: only the rest remains.
@@ -468,6 +569,7 @@ proptest! {
         let p1 = p1.unwrap_or_else(|_| unreachable!());
         check_hops(&half, &p1, target.minor())?;
         check_order(&half, &p1)?;
+        check_invariant(&half, &p1, &hub)?;
         check_execution(&half, &p1, &target, &plan_hub, &hub)?;
         check_resume(&p0, k, &p1)?;
 

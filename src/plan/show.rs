@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use console::{Style, StyledObject};
 
 use super::diff::hunks;
-use super::model::{Action, Component, Hop, HopKind, Plan, Step};
+use super::model::{Action, Component, Hop, HopKind, Plan};
 
 /// Lines of context around each changed config line.
 const DIFF_CONTEXT: usize = 2;
@@ -153,16 +153,20 @@ fn hop_text(
 ) {
     let title = format!("Hop {index}/{total}: {}", hop_title(hop));
     let _ = writeln!(out, "{}", p.bold(&title));
-    let width = hop.steps.iter().map(|s| s.node.len()).max().unwrap_or(0);
-    for group in groups(&hop.steps) {
-        let nodes: BTreeSet<&str> = group.iter().map(|s| s.node.as_str()).collect();
-        let parallel = nodes.len() > 1 && group.iter().all(|s| s.action.is_preparation());
-        if parallel {
-            let list: Vec<&str> = nodes.into_iter().collect();
-            let line = format!("      in parallel on {}:", list.join(", "));
-            let _ = writeln!(out, "{}", p.dim(&line));
-        }
-        for step in group {
+    let width = hop.steps().map(|s| s.node.len()).max().unwrap_or(0);
+    for phase in &hop.phases {
+        let nodes: BTreeSet<&str> = phase.steps.iter().map(|s| s.node.as_str()).collect();
+        let parallel = phase.kind.parallel() && nodes.len() > 1;
+        let how = if parallel {
+            " (in parallel)"
+        } else if nodes.len() > 1 {
+            " (one node at a time)"
+        } else {
+            ""
+        };
+        let line = format!("    {}{how}:", phase.kind.title());
+        let _ = writeln!(out, "{}", p.dim(&line));
+        for step in &phase.steps {
             let bar = if parallel { "│ " } else { "" };
             let _ = writeln!(
                 out,
@@ -174,24 +178,6 @@ fn hop_text(
             *number += 1;
         }
     }
-}
-
-/// Splits a hop's steps into runs: consecutive preparation steps (which the
-/// executor runs in parallel across nodes) and single other steps.
-fn groups(steps: &[Step]) -> Vec<&[Step]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < steps.len() {
-        let mut end = start + 1;
-        if steps[start].action.is_preparation() {
-            while end < steps.len() && steps[end].action.is_preparation() {
-                end += 1;
-            }
-        }
-        out.push(&steps[start..end]);
-        start = end;
-    }
-    out
 }
 
 /// How each node's sysupdate configs change at their first pin, against

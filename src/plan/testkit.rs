@@ -124,6 +124,7 @@ impl Fleet {
                 kubernetes: settled(Component::Kubernetes, &running),
                 containerd: None,
                 reboot_required: false,
+                kubeadm_step: None,
             },
         });
         self.state.cluster.nodes.push(ClusterNode {
@@ -176,16 +177,65 @@ impl Fleet {
 }
 
 /// What the executor does to the fleet for one step, as the planner
-/// assumes: Stage fetches the newest patch of the pinned minor on `hub`
-/// (containerd: keeps a patch of the same minor, else `.0`), Reboot boots
-/// whatever is staged (Flatcar included), UpgradeApply moves kubeadm-config.
+/// assumes: Download fetches the newest patch of the minor on `hub` (not
+/// staged), a kubeadm step leaves its marker (and `upgrade apply` moves
+/// kubeadm-config), Stage points the symlink at the newest downloaded image
+/// of the minor (containerd: keeps a patch of the same minor, else `.0`),
+/// Roll boots whatever is staged (Flatcar included) and uncordons.
 pub fn apply_step(state: &mut FleetState, step: &Step, hub: &HubVersions) {
     let cluster_version = state.cluster.version.clone();
     let Some(node) = state.nodes.iter_mut().find(|n| n.name == step.node) else {
         panic!("step for unknown node {}", step.node);
     };
     let facts = &mut node.facts;
+    let newest_image = |facts: &NodeFacts, minor: Minor| {
+        facts
+            .kubernetes
+            .images
+            .iter()
+            .filter(|i| i.minor() == minor)
+            .max()
+            .cloned()
+    };
     match &step.action {
+        Action::Download {
+            component: Component::Kubernetes,
+            minor,
+            expect,
+        } => {
+            let got = hub
+                .newest(*minor)
+                .cloned()
+                .or(expect.clone())
+                .unwrap_or_else(|| minor.with_patch(0));
+            if !facts.kubernetes.images.contains(&got) {
+                facts.kubernetes.images.push(got);
+            }
+        }
+        Action::Download { .. } => panic!("only kubernetes is downloaded apart from staging"),
+        Action::UpgradeApply { version, minor } => {
+            let image = version.clone().or_else(|| newest_image(facts, *minor));
+            assert!(
+                image
+                    .as_ref()
+                    .is_some_and(|i| facts.kubernetes.images.contains(i)),
+                "{}: upgrade apply from an image that was not downloaded",
+                step.node
+            );
+            facts.kubeadm_step = image.clone();
+            state.cluster.version = image.or(cluster_version);
+        }
+        Action::UpgradeNode { version, minor } => {
+            let image = version.clone().or_else(|| newest_image(facts, *minor));
+            assert!(
+                image
+                    .as_ref()
+                    .is_some_and(|i| facts.kubernetes.images.contains(i)),
+                "{}: upgrade node from an image that was not downloaded",
+                step.node
+            );
+            facts.kubeadm_step = image;
+        }
         Action::Pin {
             component,
             minor,
@@ -201,25 +251,30 @@ pub fn apply_step(state: &mut FleetState, step: &Step, hub: &HubVersions) {
             ext.configs.sort_by(|a, b| a.path.cmp(&b.path));
         }
         Action::Stage {
+            component: Component::Kubernetes,
+            minor,
+            ..
+        } => {
+            let got = newest_image(facts, *minor)
+                .unwrap_or_else(|| panic!("{}: staged {minor} without downloading it", step.node));
+            facts.kubernetes.staged = Some(got);
+        }
+        Action::Stage {
             component,
             minor,
             expect,
         } => {
             let ext = extension(facts, *component);
-            let got = match component {
-                Component::Kubernetes => hub.newest(*minor).cloned().or(expect.clone()),
-                Component::Containerd => expect.clone(),
-            }
-            .or_else(|| ext.staged.clone().filter(|s| s.minor() == *minor))
-            .unwrap_or_else(|| minor.with_patch(0));
+            let got = expect
+                .clone()
+                .or_else(|| ext.staged.clone().filter(|s| s.minor() == *minor))
+                .unwrap_or_else(|| minor.with_patch(0));
             ext.staged = Some(got.clone());
             if !ext.images.contains(&got) {
                 ext.images.push(got);
             }
-            facts.reboot_required = true;
         }
-        Action::Drain => cordon(state, &step.node, true),
-        Action::Reboot => {
+        Action::Roll => {
             facts.boot_id.push('\'');
             facts.uptime_seconds = 5;
             facts.kubernetes.running = facts.kubernetes.staged.clone();
@@ -233,14 +288,22 @@ pub fn apply_step(state: &mut FleetState, step: &Step, hub: &HubVersions) {
             let kubelet = facts.kubernetes.running.clone();
             if let Some(cn) = state.cluster.nodes.iter_mut().find(|n| n.name == step.node) {
                 cn.kubelet_version = kubelet;
+                cn.cordoned = false;
             }
         }
-        Action::UpgradeApply { version, .. } => {
-            let booted = facts.kubernetes.running.clone();
-            state.cluster.version = version.clone().or(booted).or(cluster_version);
-        }
-        Action::UpgradeNode => {}
         Action::Uncordon => cordon(state, &step.node, false),
+        Action::RemoveImages { versions } => {
+            assert!(
+                facts
+                    .kubernetes
+                    .running
+                    .as_ref()
+                    .is_none_or(|r| !versions.contains(r)),
+                "{}: removing the running image",
+                step.node
+            );
+            facts.kubernetes.images.retain(|i| !versions.contains(i));
+        }
     }
 }
 
@@ -279,10 +342,21 @@ pub fn after_steps(state: &FleetState, plan: &Plan, k: usize, hub: &HubVersions)
 
 /// `(node, action kind)` pairs, for compact assertions.
 pub fn outline(steps: &[Step]) -> Vec<String> {
+    let ver = |version: &Option<Version>, minor: &Minor| {
+        version
+            .as_ref()
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| minor.to_string())
+    };
     steps
         .iter()
         .map(|s| {
             let what = match &s.action {
+                Action::Download {
+                    component,
+                    minor,
+                    expect,
+                } => format!("download {component} {}", ver(expect, minor)),
                 Action::Pin {
                     component, minor, ..
                 } => format!("pin {component} {minor}"),
@@ -290,26 +364,31 @@ pub fn outline(steps: &[Step]) -> Vec<String> {
                     component,
                     expect,
                     minor,
-                } => format!(
-                    "stage {component} {}",
-                    expect
-                        .as_ref()
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| minor.to_string())
-                ),
-                Action::Drain => "drain".into(),
-                Action::Reboot => "reboot".into(),
-                Action::UpgradeApply { version, minor } => format!(
-                    "apply {}",
-                    version
-                        .as_ref()
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| minor.to_string())
-                ),
-                Action::UpgradeNode => "upgrade-node".into(),
+                } => format!("stage {component} {}", ver(expect, minor)),
+                Action::UpgradeApply { version, minor } => format!("apply {}", ver(version, minor)),
+                Action::UpgradeNode { version, minor } => {
+                    format!("upgrade-node {}", ver(version, minor))
+                }
+                Action::Roll => "roll".into(),
                 Action::Uncordon => "uncordon".into(),
+                Action::RemoveImages { versions } => format!(
+                    "remove-images {}",
+                    versions
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             };
             format!("{} {what}", s.node)
         })
+        .collect()
+}
+
+/// The hop's phases as `(phase, outline)`, for assertions on the order.
+pub fn phased(hop: &super::model::Hop) -> Vec<(super::model::PhaseKind, Vec<String>)> {
+    hop.phases
+        .iter()
+        .map(|p| (p.kind, outline(&p.steps)))
         .collect()
 }

@@ -2,7 +2,7 @@
 //! exact steps (or refusal) expected.
 
 use crate::node::Pin;
-use crate::version::Target;
+use crate::version::{Target, Version};
 
 use super::testkit::*;
 use super::*;
@@ -20,29 +20,64 @@ fn small(cluster: &str, version: &str) -> testkit::Fleet {
 }
 
 fn hop_outline(plan: &Plan, i: usize) -> Vec<String> {
-    outline(&plan.hops[i].steps)
+    outline(&plan.hops[i].steps().cloned().collect::<Vec<_>>())
 }
 
-/// The steps of an upgrade hop for the small fleet when nothing was done yet.
-fn full_hop(minor: &str, version: &str) -> Vec<String> {
-    let mut steps = vec![
-        format!("cp-1 pin kubernetes {minor}"),
-        format!("cp-1 stage kubernetes {version}"),
-        "cp-1 drain".to_string(),
-        "cp-1 reboot".to_string(),
-        format!("cp-1 apply {version}"),
-        "cp-1 uncordon".to_string(),
+type Phased = Vec<(PhaseKind, Vec<String>)>;
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// An upgrade hop of the small fleet when nothing was done yet, in
+/// kubeadm's order; `cleanup`: the images each node sheds at its end.
+fn full_hop(minor: &str, version: &str, cleanup: Option<&str>) -> Phased {
+    let nodes = ["cp-1", "w-1", "w-2"];
+    let mut hop = vec![
+        (
+            PhaseKind::Prepare,
+            nodes
+                .iter()
+                .map(|n| format!("{n} download kubernetes {version}"))
+                .collect(),
+        ),
+        (
+            PhaseKind::FirstControlPlane,
+            vec![format!("cp-1 apply {version}")],
+        ),
+        (
+            PhaseKind::ControlPlaneReboots,
+            vec![
+                format!("cp-1 pin kubernetes {minor}"),
+                format!("cp-1 stage kubernetes {version}"),
+                "cp-1 roll".to_string(),
+            ],
+        ),
+        (
+            PhaseKind::WorkerPreparation,
+            ["w-1", "w-2"]
+                .iter()
+                .flat_map(|w| {
+                    [
+                        format!("{w} upgrade-node {version}"),
+                        format!("{w} pin kubernetes {minor}"),
+                        format!("{w} stage kubernetes {version}"),
+                    ]
+                })
+                .collect(),
+        ),
+        (PhaseKind::WorkerReboots, strings(&["w-1 roll", "w-2 roll"])),
     ];
-    for w in ["w-1", "w-2"] {
-        steps.push(format!("{w} pin kubernetes {minor}"));
-        steps.push(format!("{w} stage kubernetes {version}"));
+    if let Some(old) = cleanup {
+        hop.push((
+            PhaseKind::Cleanup,
+            nodes
+                .iter()
+                .map(|n| format!("{n} remove-images {old}"))
+                .collect(),
+        ));
     }
-    for w in ["w-1", "w-2"] {
-        for a in ["drain", "reboot", "upgrade-node", "uncordon"] {
-            steps.push(format!("{w} {a}"));
-        }
-    }
-    steps
+    hop
 }
 
 #[test]
@@ -64,9 +99,15 @@ fn three_hops_from_v1_34_to_v1_37_with_the_hubs_newest_patches() {
             .iter()
             .all(|h| h.kind == HopKind::Upgrade && h.kubeadm)
     );
-    assert_eq!(hop_outline(&plan, 0), full_hop("v1.35", "v1.35.3"));
-    assert_eq!(hop_outline(&plan, 1), full_hop("v1.36", "v1.36.1"));
-    assert_eq!(hop_outline(&plan, 2), full_hop("v1.37", "v1.37.2"));
+    assert_eq!(phased(&plan.hops[0]), full_hop("v1.35", "v1.35.3", None));
+    assert_eq!(
+        phased(&plan.hops[1]),
+        full_hop("v1.36", "v1.36.1", Some("v1.34.2"))
+    );
+    assert_eq!(
+        phased(&plan.hops[2]),
+        full_hop("v1.37", "v1.37.2", Some("v1.35.3"))
+    );
     assert_eq!(plan.total_reboots(), 9);
     assert!(plan.reboots().values().all(|&n| n == 3));
     assert_eq!(plan.final_version(), Some(&v("v1.37.2")));
@@ -81,26 +122,31 @@ fn kubeadm_commands_carry_the_skip_phases_flag() {
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
     let lines: Vec<String> = plan.steps().map(|s| s.describe()).collect();
     assert!(lines.contains(
-        &"cp-1: kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes".to_string()
+        &"cp-1: kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes (the v1.35.3 image's kubeadm)"
+            .to_string()
     ));
-    assert!(
-        lines.contains(&"w-1: kubeadm upgrade node --skip-phases addon/kube-proxy".to_string())
-    );
+    assert!(lines.contains(
+        &"w-1: kubeadm upgrade node --skip-phases addon/kube-proxy (the v1.35.3 image's kubeadm)"
+            .to_string()
+    ));
 }
 
 #[test]
 fn pins_carry_the_rendered_config_and_what_it_replaces() {
     let state = small("v1.34.2", "v1.34.2").build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
-    let Action::Pin {
+    let Some(Action::Pin {
         config,
         previous,
         path,
         replaces,
         ..
-    } = &plan.hops[0].steps[0].action
+    }) = plan
+        .steps()
+        .map(|s| &s.action)
+        .find(|a| matches!(a, Action::Pin { .. }))
     else {
-        panic!("first step should pin");
+        panic!("the plan should pin");
     };
     assert_eq!(path, "/etc/sysupdate.kubernetes.d/kubernetes.conf");
     assert_eq!(
@@ -263,8 +309,8 @@ fn floating_configs_and_staged_os_updates_warn_and_get_repinned() {
         .to_string();
     assert!(floating_text.starts_with("w-1: /etc/sysupdate.kubernetes.d/kubernetes.conf floats"));
     assert!(floating_text.contains("stage v1.38.0 on its own"));
-    // w-1 is re-pinned and re-staged like the others, after `upgrade apply`.
-    assert_eq!(hop_outline(&plan, 0), full_hop("v1.35", "v1.35.3"));
+    // w-1 is re-pinned and re-staged like the others, after its kubeadm step.
+    assert_eq!(phased(&plan.hops[0]), full_hop("v1.35", "v1.35.3", None));
     let text = render(&plan, false);
     assert!(
         text.contains("-MatchPattern=kubernetes-@v-%a.raw"),
@@ -306,7 +352,7 @@ fn stray_configs_are_replaced_and_named() {
         .build();
     let plan = plan(&state, &target("v1.37"), &hub(&[(37, 2)])).unwrap();
     assert_eq!(hop_outline(&plan, 0), ["w-1 pin kubernetes v1.37"]);
-    let Action::Pin { replaces, .. } = &plan.hops[0].steps[0].action else {
+    let Some(Action::Pin { replaces, .. }) = plan.steps().map(|s| &s.action).next() else {
         panic!("expected a pin");
     };
     assert_eq!(replaces, &vec![stray_path.to_string()]);
@@ -334,19 +380,24 @@ fn a_patch_lag_at_the_target_converges_with_a_rolling_reboot_and_no_kubeadm() {
     assert_eq!(plan.hops.len(), 1);
     assert!(!plan.hops[0].kubeadm);
     assert_eq!(
-        hop_outline(&plan, 0),
-        [
-            "cp-1 stage kubernetes v1.37.3",
-            "cp-1 drain",
-            "cp-1 reboot",
-            "cp-1 uncordon",
-            "w-1 stage kubernetes v1.37.3",
-            "w-1 drain",
-            "w-1 reboot",
-            "w-1 uncordon",
-            "w-2 drain",
-            "w-2 reboot",
-            "w-2 uncordon",
+        phased(&plan.hops[0]),
+        vec![
+            (
+                PhaseKind::Prepare,
+                strings(&[
+                    "cp-1 download kubernetes v1.37.3",
+                    "w-1 download kubernetes v1.37.3"
+                ])
+            ),
+            (
+                PhaseKind::ControlPlaneReboots,
+                strings(&["cp-1 stage kubernetes v1.37.3", "cp-1 roll"])
+            ),
+            (
+                PhaseKind::WorkerPreparation,
+                strings(&["w-1 stage kubernetes v1.37.3"])
+            ),
+            (PhaseKind::WorkerReboots, strings(&["w-1 roll", "w-2 roll"])),
         ]
     );
     assert!(plan.warnings.contains(&Warning::ControlPlaneStays {
@@ -363,10 +414,7 @@ fn a_staged_but_not_booted_node_at_the_target_gets_its_reboot() {
         })
         .build();
     let plan = plan(&state, &target("v1.37"), &hub(&[(37, 3)])).unwrap();
-    assert_eq!(
-        hop_outline(&plan, 0),
-        ["w-1 drain", "w-1 reboot", "w-1 uncordon"]
-    );
+    assert_eq!(hop_outline(&plan, 0), ["w-1 roll"]);
 }
 
 #[test]
@@ -376,10 +424,7 @@ fn without_the_hubs_list_a_staged_patch_still_gets_its_reboot() {
         .build();
     let hub = HubVersions::Unresolved("timeout".into());
     let plan = plan(&state, &target("v1.37"), &hub).unwrap();
-    assert_eq!(
-        hop_outline(&plan, 0),
-        ["w-1 drain", "w-1 reboot", "w-1 uncordon"]
-    );
+    assert_eq!(hop_outline(&plan, 0), ["w-1 roll"]);
 }
 
 #[test]
@@ -418,7 +463,7 @@ fn containerd_is_pinned_in_the_first_hop_only_and_adds_no_reboot() {
             .unwrap();
         let reboot = steps
             .iter()
-            .position(|s| s == &format!("{node} reboot"))
+            .position(|s| s == &format!("{node} roll"))
             .unwrap();
         assert!(stage < reboot, "{node}: {steps:?}");
     }
@@ -451,15 +496,20 @@ fn containerd_alone_gets_a_converge_hop_at_the_target() {
 
 #[test]
 fn a_half_done_fleet_continues_where_it_stands() {
-    // Hop v1.35 was interrupted: `upgrade apply` ran, w-1 was pinned and
-    // staged but not rebooted, w-2 not touched yet.
+    // Hop v1.35 was interrupted: `upgrade apply` ran and cp-1 rebooted,
+    // w-1 ran its kubeadm step and was staged but not rebooted, w-2 was
+    // not touched yet.
     let state = small("v1.35.3", "v1.34.2")
         .with("cp-1", |f| {
-            f.kubernetes = settled(Component::Kubernetes, &v("v1.35.3"))
+            f.kubernetes = settled(Component::Kubernetes, &v("v1.35.3"));
+            f.kubernetes.images.insert(0, v("v1.34.2"));
+            f.kubeadm_step = Some(v("v1.35.3"));
         })
         .with("w-1", |f| {
             f.kubernetes.staged = Some(v("v1.35.3"));
+            f.kubernetes.images.push(v("v1.35.3"));
             f.kubernetes.configs = vec![pinned(Component::Kubernetes, m("v1.35"))];
+            f.kubeadm_step = Some(v("v1.35.3"));
         })
         .build();
     let hub = hub(&[(34, 2), (35, 3), (36, 1), (37, 2)]);
@@ -468,26 +518,35 @@ fn a_half_done_fleet_continues_where_it_stands() {
     assert_eq!(minors, ["v1.35", "v1.36", "v1.37"]);
     assert_eq!(plan.hops[0].kind, HopKind::Finish);
     assert_eq!(
-        hop_outline(&plan, 0),
-        [
-            "w-2 pin kubernetes v1.35",
-            "w-2 stage kubernetes v1.35.3",
-            "w-1 drain",
-            "w-1 reboot",
-            "w-1 upgrade-node",
-            "w-1 uncordon",
-            "w-2 drain",
-            "w-2 reboot",
-            "w-2 upgrade-node",
-            "w-2 uncordon",
+        phased(&plan.hops[0]),
+        vec![
+            (
+                PhaseKind::Prepare,
+                strings(&["w-2 download kubernetes v1.35.3"])
+            ),
+            (
+                PhaseKind::WorkerPreparation,
+                strings(&[
+                    "w-2 upgrade-node v1.35.3",
+                    "w-2 pin kubernetes v1.35",
+                    "w-2 stage kubernetes v1.35.3"
+                ])
+            ),
+            (PhaseKind::WorkerReboots, strings(&["w-1 roll", "w-2 roll"])),
         ]
     );
-    assert_eq!(hop_outline(&plan, 1), full_hop("v1.36", "v1.36.1"));
+    assert_eq!(
+        phased(&plan.hops[1]),
+        full_hop("v1.36", "v1.36.1", Some("v1.34.2"))
+    );
     assert_eq!(plan.total_reboots(), 2 + 3 + 3);
 }
 
 #[test]
-fn a_first_control_plane_rebooted_before_upgrade_apply_only_needs_the_apply() {
+fn a_first_control_plane_booted_before_upgrade_apply_gets_the_apply_then_a_reboot() {
+    // What an older fleetctl, or a hand-made reboot, left behind: cp-1 runs
+    // v1.35 while the cluster is at v1.34. Its `upgrade apply` comes first,
+    // then the reboot is the kubelet restart that loads the config it wrote.
     let state = small("v1.34.2", "v1.34.2")
         .with("cp-1", |f| {
             f.kubernetes = settled(Component::Kubernetes, &v("v1.35.3"));
@@ -495,19 +554,23 @@ fn a_first_control_plane_rebooted_before_upgrade_apply_only_needs_the_apply() {
         .api("cp-1", |n| n.cordoned = true)
         .build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
-    let mut expected = full_hop("v1.35", "v1.35.3");
-    expected.drain(0..4);
-    assert_eq!(hop_outline(&plan, 0), expected);
+    let mut expected = full_hop("v1.35", "v1.35.3", None);
+    expected[0].1.remove(0);
+    expected[2].1 = strings(&["cp-1 roll"]);
+    assert_eq!(phased(&plan.hops[0]), expected);
 }
 
 #[test]
-fn a_node_rebooted_but_still_cordoned_gets_upgrade_node_and_uncordon() {
+fn a_node_rebooted_but_still_cordoned_is_uncordoned() {
+    // Interrupted after its reboot, before its uncordon: its kubeadm step
+    // ran before the reboot, so only the uncordon remains.
     let state = small("v1.35.3", "v1.35.3")
         .api("w-1", |n| n.cordoned = true)
+        .with("w-1", |f| f.kubeadm_step = Some(v("v1.35.3")))
         .build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(35, 3)])).unwrap();
-    assert_eq!(hop_outline(&plan, 0), ["w-1 upgrade-node", "w-1 uncordon"]);
-    assert!(plan.hops[0].kubeadm);
+    assert_eq!(hop_outline(&plan, 0), ["w-1 uncordon"]);
+    assert!(!plan.hops[0].kubeadm);
     assert!(
         plan.warnings
             .contains(&Warning::Cordoned { node: "w-1".into() })
@@ -516,17 +579,37 @@ fn a_node_rebooted_but_still_cordoned_gets_upgrade_node_and_uncordon() {
 
 #[test]
 fn a_cordoned_first_control_plane_is_not_uncordoned_just_to_be_drained_again() {
-    let state = small("v1.34.2", "v1.34.2")
+    // Interrupted between its drain and its reboot: upgrade apply ran,
+    // cp-1 is staged and cordoned. It rolls first, still cordoned.
+    let state = small("v1.35.3", "v1.34.2")
         .with("cp-1", |f| {
             f.kubernetes.staged = Some(v("v1.35.3"));
+            f.kubernetes.images.push(v("v1.35.3"));
             f.kubernetes.configs = vec![pinned(Component::Kubernetes, m("v1.35"))];
+            f.kubeadm_step = Some(v("v1.35.3"));
         })
         .api("cp-1", |n| n.cordoned = true)
         .build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
-    let mut expected = full_hop("v1.35", "v1.35.3");
-    expected.drain(0..2);
-    assert_eq!(hop_outline(&plan, 0), expected);
+    let mut expected = full_hop("v1.35", "v1.35.3", None);
+    expected[0].1.remove(0);
+    expected.remove(1);
+    expected[1].1 = strings(&["cp-1 roll"]);
+    assert_eq!(phased(&plan.hops[0]), expected);
+}
+
+#[test]
+fn a_cordoned_worker_is_uncordoned_before_the_control_planes_roll() {
+    let state = small("v1.34.2", "v1.34.2")
+        .api("w-2", |n| n.cordoned = true)
+        .build();
+    let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
+    // A Finish hop gives it its capacity back first; then the upgrade.
+    assert_eq!(
+        phased(&plan.hops[0]),
+        vec![(PhaseKind::Prepare, strings(&["w-2 uncordon"]))]
+    );
+    assert_eq!(phased(&plan.hops[1]), full_hop("v1.35", "v1.35.3", None));
 }
 
 #[test]
@@ -540,12 +623,28 @@ fn other_control_planes_roll_before_workers() {
         .build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 0)])).unwrap();
     let order: Vec<&str> = plan.hops[0]
-        .steps
-        .iter()
-        .filter(|s| s.action == Action::Reboot)
+        .steps()
+        .filter(|s| s.action == Action::Roll)
         .map(|s| s.node.as_str())
         .collect();
     assert_eq!(order, ["cp-1", "cp-2", "cp-3", "w-1", "w-2"]);
+    // Every control plane's kubeadm step before any of them reboots.
+    let kinds: Vec<PhaseKind> = plan.hops[0].phases.iter().map(|p| p.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            PhaseKind::Prepare,
+            PhaseKind::FirstControlPlane,
+            PhaseKind::OtherControlPlanes,
+            PhaseKind::ControlPlaneReboots,
+            PhaseKind::WorkerPreparation,
+            PhaseKind::WorkerReboots
+        ]
+    );
+    assert_eq!(
+        outline(&plan.hops[0].phases[2].steps),
+        ["cp-2 upgrade-node v1.35.0", "cp-3 upgrade-node v1.35.0"]
+    );
     let applies: Vec<&str> = plan
         .steps()
         .filter(|s| matches!(s.action, Action::UpgradeApply { .. }))
@@ -628,12 +727,11 @@ fn an_unreadable_hub_plans_with_patches_unresolved() {
     assert_eq!(plan.hops.len(), 2);
     assert!(plan.hops.iter().all(|h| h.version.is_none()));
     assert_eq!(
-        hop_outline(&plan, 0)[..5],
+        hop_outline(&plan, 0)[..4],
         [
-            "cp-1 pin kubernetes v1.35",
-            "cp-1 stage kubernetes v1.35",
-            "cp-1 drain",
-            "cp-1 reboot",
+            "cp-1 download kubernetes v1.35",
+            "w-1 download kubernetes v1.35",
+            "w-2 download kubernetes v1.35",
             "cp-1 apply v1.35",
         ]
     );
@@ -643,7 +741,7 @@ fn an_unreadable_hub_plans_with_patches_unresolved() {
     let text = render(&plan, false);
     assert!(text.contains("patch unresolved"), "{text}");
     assert!(
-        text.contains("kubeadm upgrade apply <booted v1.35 patch>"),
+        text.contains("kubeadm upgrade apply <newest v1.35> --skip-phases addon/kube-proxy --yes"),
         "{text}"
     );
 }
@@ -706,21 +804,28 @@ Plan: cluster v1.34.2 → v1.36.1
   hub: https://extensions.flatcar.org/extensions
 
 Hop 1/2: upgrade to v1.35 (stages v1.35.3)
-    1. cp-1  pin kubernetes to v1.35: write /etc/sysupdate.kubernetes.d/kubernetes.conf
-    2. cp-1  stage kubernetes v1.35.3 (systemd-sysupdate)
-    3. cp-1  drain (cordon, evict pods)
-    4. cp-1  reboot into the staged images
-    5. cp-1  kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes
-    6. cp-1  uncordon
-      in parallel on w-1, w-2:
-    7. │ w-1   pin kubernetes to v1.35: write /etc/sysupdate.kubernetes.d/kubernetes.conf
+    download the new image (in parallel):
+    1. │ cp-1  download kubernetes v1.35.3 (systemd-sysupdate; not staged yet)
+    2. │ w-1   download kubernetes v1.35.3 (systemd-sysupdate; not staged yet)
+    3. │ w-2   download kubernetes v1.35.3 (systemd-sysupdate; not staged yet)
+    first control plane: kubeadm upgrade:
+    4. cp-1  kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes (the v1.35.3 image's kubeadm)
+    control planes: reboot onto the new kubelet:
+    5. cp-1  pin kubernetes to v1.35: write /etc/sysupdate.kubernetes.d/kubernetes.conf
+    6. cp-1  stage kubernetes v1.35.3: point /etc/extensions/kubernetes.raw at it
+    7. cp-1  drain, reboot into the staged images, wait until Ready, uncordon
+    workers: kubeadm upgrade node, stage (in parallel):
+    8. │ w-1   kubeadm upgrade node --skip-phases addon/kube-proxy (the v1.35.3 image's kubeadm)
 ";
     assert!(text.starts_with(expected_start), "{text}");
     assert!(
         text.contains("\nHop 2/2: upgrade to v1.36 (stages v1.36.1)\n"),
         "{text}"
     );
-    assert!(text.contains("   36. w-2   uncordon\n"), "{text}");
+    assert!(
+        text.contains("   33. │ w-2   remove old kubernetes images: v1.34.2\n"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "\nWarnings\n  ! w-2: Flatcar 4230.2.1 is staged; its reboot in hop v1.35 boots the new OS too\n"
@@ -753,6 +858,7 @@ fn json_output_round_trips_and_uses_kebab_case_tags() {
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
     let json = serde_json::to_string_pretty(&plan).unwrap();
     assert!(json.contains("\"kind\": \"upgrade-apply\""), "{json}");
+    assert!(json.contains("\"kind\": \"first-control-plane\""), "{json}");
     assert!(json.contains("\"cluster-from\": \"v1.34.2\""), "{json}");
     assert!(json.contains("\"component\": \"containerd\""), "{json}");
     let back: Plan = serde_json::from_str(&json).unwrap();
@@ -811,14 +917,51 @@ fn the_plan_fingerprints_the_state_it_saw() {
     let state = small("v1.34.2", "v1.34.2").build();
     let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
     assert!(plan.fingerprint.diff(&Fingerprint::of(&state)).is_empty());
-    let rebooted = after_steps(&state, &plan, 4, &hub(&[(34, 2), (35, 3)]));
+    // The three downloads, the apply, the pin, the stage, the roll.
+    let rebooted = after_steps(&state, &plan, 7, &hub(&[(34, 2), (35, 3)]));
     assert_eq!(
         plan.fingerprint.diff(&Fingerprint::of(&rebooted)),
         [
+            "cluster: kubeadm-config says v1.35.3, was v1.34.2",
             "cp-1: rebooted since the plan (boot id changed)",
             "cp-1: runs kubernetes v1.35.3, was v1.34.2",
             "cp-1: staged v1.35.3, was v1.34.2",
             "cp-1: /etc/sysupdate.kubernetes.d/kubernetes.conf changed",
         ]
     );
+}
+
+#[test]
+fn hops_below_v1_32_are_refused_because_upgrade_node_has_no_addon_phase_there() {
+    let state = small("v1.30.2", "v1.30.2").build();
+    let hub = hub(&[(30, 2), (31, 1), (32, 0)]);
+    let err = plan(&state, &target("v1.32"), &hub).unwrap_err();
+    assert_eq!(err, Refusal::KubeadmTooOld { minor: m("v1.31") });
+    assert!(
+        err.to_string()
+            .contains("fleetctl upgrades only to v1.32 and later"),
+        "{err}"
+    );
+    let from_31 = small("v1.31.1", "v1.31.1").build();
+    assert!(plan(&from_31, &target("v1.32"), &hub).is_ok());
+}
+
+#[test]
+fn old_images_go_but_the_running_staged_and_one_previous_minor_stay() {
+    let images: Vec<Version> = [
+        "v1.33.1", "v1.34.0", "v1.34.2", "v1.35.1", "v1.35.3", "v1.36.0",
+    ]
+    .iter()
+    .map(|s| v(s))
+    .collect();
+    assert_eq!(
+        images_to_remove(&images, &v("v1.35.3"), Some(&v("v1.35.3"))),
+        [v("v1.33.1"), v("v1.34.0")]
+    );
+    // Whatever the rule says, the running and the staged image stay.
+    assert_eq!(
+        images_to_remove(&images, &v("v1.35.3"), Some(&v("v1.34.0"))),
+        [v("v1.33.1")]
+    );
+    assert!(images_to_remove(&[v("v1.35.3")], &v("v1.35.3"), None).is_empty());
 }

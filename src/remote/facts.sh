@@ -9,6 +9,8 @@ probe os-release cat /etc/os-release
 probe update-engine $fleetctl_timeout update_engine_client -status
 # Exit status 0: the file exists.
 probe reboot-required test -e /run/reboot-required
+# Written by fleetctl once the kubeadm upgrade step of this node succeeded.
+probe kubeadm-step cat /var/lib/fleetctl/kubeadm-step
 
 # component BINARY: the running version, the staged symlink, the images on
 # disk and every sysupdate transfer file of one sysext-delivered component.

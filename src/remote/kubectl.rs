@@ -11,7 +11,7 @@
 //! …`; [`api_error`] reads the reason back so the lock can tell "someone
 //! else holds it" from "something broke".
 
-use crate::ssh::quote;
+use super::word;
 
 /// The kubeadm admin kubeconfig on every control-plane node.
 pub const ADMIN_KUBECONFIG: &str = "/etc/kubernetes/admin.conf";
@@ -37,17 +37,6 @@ pub fn kubectl<S: AsRef<str>>(args: &[S]) -> String {
         cmd.push_str(&word(arg.as_ref()));
     }
     cmd
-}
-
-/// `arg` bare when no shell reads anything into it (so the journal stays
-/// readable: `-n kube-system get daemonset kured`), quoted otherwise.
-fn word(arg: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
-    if !arg.is_empty() && arg.chars().all(plain) {
-        arg.to_string()
-    } else {
-        quote(arg)
-    }
 }
 
 fn words(args: &[&str]) -> Vec<String> {
@@ -116,6 +105,63 @@ pub fn get_configmap(namespace: &str, name: &str) -> Vec<String> {
 /// Deletes a configmap (NotFound if it is already gone).
 pub fn delete_configmap(namespace: &str, name: &str) -> Vec<String> {
     words(&["-n", namespace, "delete", "configmap", name])
+}
+
+/// The API server's own readiness, etcd included: prints `ok`.
+pub fn readyz() -> String {
+    kubectl(&["get", "--raw", "/readyz"])
+}
+
+/// The exit status of [`cordon_and_drain`] when the cordon itself failed
+/// and the drain never ran (kubectl exits 1 on its errors).
+pub const CORDON_FAILED: u32 = 97;
+
+/// `kubectl cordon` then `kubectl drain` (`timeout_flag` is its
+/// `--timeout=…`), in one command: one round trip instead of two, and the
+/// drain starts the moment the cordon is done.
+pub fn cordon_and_drain(node: &str, timeout_flag: &str) -> String {
+    let cordon = kubectl(&["cordon", node]);
+    let drain = kubectl(&[
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        timeout_flag,
+    ]);
+    format!("{cordon} || exit {CORDON_FAILED}; {drain}")
+}
+
+pub fn uncordon(node: &str) -> String {
+    kubectl(&["uncordon", node])
+}
+
+/// The exit status of [`ready_then_uncordon`] while `kubectl wait` has not
+/// seen the node Ready (and so the uncordon did not run).
+pub const NOT_READY: u32 = 98;
+
+/// `kubectl wait` for the node's Ready condition, then `kubectl uncordon`
+/// only once it is Ready: one command, so the uncordon follows at once.
+pub fn ready_then_uncordon(node: &str) -> String {
+    let target = format!("node/{node}");
+    let wait = kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=10s"]);
+    format!("{wait} || exit {NOT_READY}; {}", uncordon(node))
+}
+
+/// The static pods kubeadm runs on a control-plane node, by the names of
+/// their mirror pods (`<component>-<node>`).
+pub const STATIC_POD_COMPONENTS: [&str; 3] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// The control plane's static pods on `node`, as JSON (a `List` of the ones
+/// found; kubectl exits 1 and names the missing ones on stderr).
+pub fn get_static_pods(node: &str) -> String {
+    let mut args: Vec<String> = words(&["-n", "kube-system", "get", "pod"]);
+    args.extend(STATIC_POD_COMPONENTS.iter().map(|c| format!("{c}-{node}")));
+    args.extend(words(&["-o", "json"]));
+    kubectl(&args)
 }
 
 /// Why kubectl failed, when the reason decides what the lock does next.

@@ -8,8 +8,9 @@
 //! status in a delimited section (see `prelude.sh`), and the pure parsers in
 //! `crate::node` turn that into facts.
 //!
-//! Today: the read-only probes, and apply's lock ([`kubectl`]). The
-//! commands of the upgrade steps belong here too, next to them.
+//! The read-only probes (the scripts), what apply asks the API server
+//! ([`kubectl`]: the lock, cordon and drain, readiness, static pods) and
+//! what it runs on the node being upgraded ([`upgrade`]).
 
 /// Gathers one node's facts: OS and update_engine state, running and staged
 /// Kubernetes and containerd, their images and sysupdate configs, the reboot
@@ -37,6 +38,18 @@ pub mod markers {
 }
 
 pub mod upgrade;
+
+/// `arg` bare when no shell reads anything into it (so the journal reads
+/// like what an operator types: `-n kube-system get daemonset kured`),
+/// quoted otherwise.
+pub(crate) fn word(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        crate::ssh::quote(arg)
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -171,7 +171,7 @@ impl FakeRoot {
             PATH_LINE,
             &format!("PATH={}:/usr/bin:/bin", self.bin().display()),
         );
-        for dir in ["/etc/", "/opt/", "/run/", "/proc/"] {
+        for dir in ["/etc/", "/opt/", "/run/", "/proc/", "/var/"] {
             rooted = rooted
                 .replace(&format!(" {dir}"), &format!(" {root}{dir}"))
                 .replace(&format!("\"{dir}"), &format!("\"{root}{dir}"));
@@ -216,6 +216,7 @@ fn flatcar_control_plane() -> FakeRoot {
             ),
         )
         .file("/run/reboot-required", "")
+        .file("/var/lib/fleetctl/kubeadm-step", "v1.37.2\n")
         .tool("kubelet", "echo Kubernetes v1.36.4")
         .symlink(
             "/etc/extensions/kubernetes.raw",

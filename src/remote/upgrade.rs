@@ -1,8 +1,31 @@
-//! The commands of the upgrade itself: pin a sysupdate config, stage an
-//! image, reboot, run kubeadm. Each is a plain string (plus stdin data where
-//! noted) so `apply --dry-run` prints exactly what `apply` runs.
+//! The commands of the upgrade itself, run on the node being upgraded:
+//! download an image without staging it, run the downloaded image's kubeadm
+//! from a read-only mount, pin a sysupdate config, stage an image, reboot,
+//! check the kubelet, remove old images. Each is a plain string (plus stdin
+//! data where noted) so `apply --dry-run` prints exactly what `apply` runs.
 
+use super::word;
 use crate::ssh::quote;
+
+/// Where systemd-sysupdate lives on Flatcar (not on PATH).
+pub const SYSUPDATE: &str = "/usr/lib/systemd/systemd-sysupdate";
+
+/// Written after a node's kubeadm upgrade step succeeded, with the version
+/// whose kubeadm ran: the evidence a rerun reads (through the facts script)
+/// so it neither repeats the step nor stages a node without it.
+pub const KUBEADM_STEP_MARKER: &str = "/var/lib/fleetctl/kubeadm-step";
+
+/// Exit statuses of [`kubeadm_step`]'s own checks (kubeadm itself exits 1).
+pub mod kubeadm_exit {
+    /// The image to run is not in `/opt/extensions/<name>/`.
+    pub const NO_IMAGE: u32 = 90;
+    /// The image's kubeadm does not report the version its name promises.
+    pub const WRONG_VERSION: u32 = 91;
+    /// The image could not be mounted (no loop device, not a filesystem).
+    pub const MOUNT: u32 = 92;
+    /// kubeadm succeeded but the marker could not be written.
+    pub const MARKER: u32 = 93;
+}
 
 /// Reads a URL from the node (the node reaches the hub; the laptop may not).
 /// curl on Flatcar; wget as a fallback for minimal images.
@@ -14,11 +37,27 @@ pub fn fetch(url: &str) -> String {
     )
 }
 
+/// `/opt/extensions/<component>`: where sysupdate keeps the images.
+pub fn images_dir(component: &str) -> String {
+    format!("/opt/extensions/{component}")
+}
+
+/// The file sysext-bakery names an image, as sysupdate stores it.
+pub fn image_file(component: &str, version: &str) -> String {
+    format!("{component}-{version}-x86-64.raw")
+}
+
+/// `/etc/extensions/<component>.raw`: what the next boot merges.
+pub fn current_symlink(component: &str) -> String {
+    format!("/etc/extensions/{component}.raw")
+}
+
 /// Writes the config given on stdin to `path` atomically (temporary file in
 /// the same directory, then rename), keeps the previous file as
 /// `<path>.fleetctl-backup`, renames every path in `disable` to
-/// `<path>.fleetctl-disabled` (sysupdate only reads `*.conf`), and prints the
-/// file back so the caller can compare it byte for byte.
+/// `<path>.fleetctl-disabled` (sysupdate only reads `*.conf` and
+/// `*.transfer`), and prints the file back so the caller can compare it
+/// byte for byte.
 pub fn pin_config(path: &str, disable: &[String]) -> String {
     let p = quote(path);
     let mut script = format!(
@@ -38,81 +77,199 @@ pub fn pin_config(path: &str, disable: &[String]) -> String {
     script
 }
 
-/// Stages the newest image the pinned config allows, as the sysext-bakery
-/// drop-in does (marking a reboot as required only when the symlink moved),
-/// then prints where the symlink points.
-pub fn stage(component: &str) -> String {
-    let link = quote(&format!("/etc/extensions/{component}.raw"));
+/// Downloads the newest image the transfer definition on stdin allows, with
+/// `systemd-sysupdate --definitions=` pointing at a private directory under
+/// /run, then lists the component's images. The definition has no
+/// `CurrentSymlink=`, so nothing is staged and nothing arms a reboot.
+pub fn download(component: &str) -> String {
     format!(
-        "set -e; before=$(readlink {link} || true); \
-         /usr/lib/systemd/systemd-sysupdate --component={c} update; \
-         after=$(readlink {link} || true); \
-         if [ \"$before\" != \"$after\" ]; then touch /run/reboot-required; fi; \
-         echo \"$after\"",
-        c = quote(component)
+        "set -e; dir=$(mktemp -d /run/fleetctl-download.XXXXXX); trap 'rm -rf \"$dir\"' EXIT; \
+         cat > \"$dir/{c}.conf\"; {SYSUPDATE} --definitions=\"$dir\" update; ls -1 {images}/",
+        c = word(component),
+        images = quote(&images_dir(component)),
+    )
+}
+
+/// One run of a downloaded image's kubeadm, for [`kubeadm_step`].
+#[derive(Debug, Clone)]
+pub struct KubeadmStep<'a> {
+    /// The image file (`/opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw`).
+    pub image: &'a str,
+    /// What the image's kubeadm must report (`v1.35.3`).
+    pub version: &'a str,
+    /// kubeadm's arguments (`upgrade node --skip-phases addon/kube-proxy`).
+    pub args: &'a [String],
+    /// Where the private mount point is made (`/run`: tmpfs, root only).
+    pub run_dir: &'a str,
+    /// [`KUBEADM_STEP_MARKER`].
+    pub marker: &'a str,
+}
+
+/// Mounts the downloaded image read-only on a private directory
+/// (`mount -o loop,ro`, util-linux, on every Flatcar node; the loop device
+/// is released by the unmount), checks that its kubeadm is the version the
+/// image's name promises, runs it while the node's old kubelet keeps
+/// running, unmounts on every path, and records the step in the marker.
+pub fn kubeadm_step(step: &KubeadmStep) -> String {
+    use kubeadm_exit::*;
+    let img = quote(step.image);
+    let want = word(step.version);
+    let args: Vec<String> = step.args.iter().map(|a| word(a)).collect();
+    let marker = quote(step.marker);
+    let marker_new = quote(&format!("{}.new", step.marker));
+    let marker_dir = quote(
+        std::path::Path::new(step.marker)
+            .parent()
+            .map_or("/", |p| p.to_str().unwrap_or("/")),
+    );
+    format!(
+        "[ -f {img} ] || {{ echo \"fleetctl: \"{img}\" is not on the node\" >&2; exit {NO_IMAGE}; }}; \
+         dir=$(mktemp -d {run}/fleetctl-kubeadm.XXXXXX) || exit {MOUNT}; \
+         trap 'umount \"$dir\" 2>/dev/null; rmdir \"$dir\"' EXIT; \
+         mount -o loop,ro {img} \"$dir\" || exit {MOUNT}; \
+         v=$(\"$dir/usr/bin/kubeadm\" version -o short) || exit {WRONG_VERSION}; \
+         [ \"$v\" = {want} ] || {{ echo \"fleetctl: the image's kubeadm reports $v, not \"{want} >&2; exit {WRONG_VERSION}; }}; \
+         \"$dir/usr/bin/kubeadm\" {args} || exit $?; \
+         mkdir -p {marker_dir} && printf '%s\\n' {want} > {marker_new} && mv -f {marker_new} {marker} || exit {MARKER}",
+        run = quote(step.run_dir),
+        args = args.join(" "),
+    )
+}
+
+/// `kubeadm upgrade apply VERSION --skip-phases addon/kube-proxy --yes`'s
+/// arguments. `--skip-phases addon/kube-proxy` every time: clusters built
+/// before `proxy.disabled` was set still store `proxy: {}`, and kubeadm
+/// would redeploy kube-proxy beside Cilium (upgrade apply never writes a
+/// skipped phase back, and since v1.32 `upgrade node` has the addon phase too).
+pub fn upgrade_apply_args(version: &str) -> Vec<String> {
+    [
+        "upgrade",
+        "apply",
+        version,
+        "--skip-phases",
+        crate::plan::KUBEADM_SKIP_PHASES,
+        "--yes",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+pub fn upgrade_node_args() -> Vec<String> {
+    [
+        "upgrade",
+        "node",
+        "--skip-phases",
+        crate::plan::KUBEADM_SKIP_PHASES,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Points the component's symlink at a downloaded image, atomically (a new
+/// link renamed over the old one), with the relative target sysupdate
+/// itself writes, then prints where it points. This is the moment the next
+/// boot changes; it never touches /run/reboot-required (fleetctl owns the
+/// reboot).
+pub fn stage_image(component: &str, version: &str) -> String {
+    let file = image_file(component, version);
+    let image = quote(&format!("{}/{file}", images_dir(component)));
+    let target = quote(&format!("../../opt/extensions/{component}/{file}"));
+    let link = quote(&current_symlink(component));
+    let tmp = quote(&format!("/etc/extensions/.{component}.raw.fleetctl"));
+    format!(
+        "set -e; [ -f {image} ] || {{ echo \"fleetctl: \"{image}\" is not on the node\" >&2; exit {no}; }}; \
+         mkdir -p /etc/extensions; ln -sfn {target} {tmp}; mv -fT {tmp} {link}; readlink {link}",
+        no = kubeadm_exit::NO_IMAGE,
+    )
+}
+
+/// Stages a component that sysupdate stages itself (containerd): the
+/// component's update, then where its symlink points. Unlike the node's own
+/// systemd-sysupdate.service, this does not touch /run/reboot-required.
+pub fn sysupdate_stage(component: &str) -> String {
+    format!(
+        "set -e; {SYSUPDATE} --component={c} update; readlink {link} || true",
+        c = word(component),
+        link = quote(&current_symlink(component)),
     )
 }
 
 /// Where the component's symlink points now: checked right before a reboot,
 /// since the node's own sysupdate timer may have moved it.
 pub fn staged_target(component: &str) -> String {
-    format!(
-        "readlink {}",
-        quote(&format!("/etc/extensions/{component}.raw"))
-    )
+    format!("readlink {}", quote(&current_symlink(component)))
+}
+
+/// Prints the kubernetes symlink's target, then the boot id: read in one
+/// round trip right before a reboot.
+pub fn before_reboot() -> String {
+    format!("{} && {BOOT_ID}", staged_target("kubernetes"))
 }
 
 pub const BOOT_ID: &str = "cat /proc/sys/kernel/random/boot_id";
 
 pub const KUBELET_VERSION: &str = "kubelet --version";
 
+/// The kubelet unit's state, then `kubelet --version`, then (only when the
+/// unit is not active) the last lines of its journal for this boot, which
+/// say why: one round trip per poll after a reboot.
+pub const KUBELET_STATE: &str = "s=$(systemctl is-active kubelet.service 2>/dev/null); \
+    printf '%s\\n' \"${s:-unknown}\"; kubelet --version 2>&1 | head -n 1; \
+    if [ \"$s\" != active ]; then journalctl -u kubelet.service -b --no-pager -n 15 2>&1; fi";
+
 /// `systemctl reboot` returns before the machine goes down; the connection
 /// then drops, which the caller expects.
 pub const REBOOT: &str = "systemctl reboot";
 
-/// A plain word stays as it is, so the journal reads like what an operator types.
-fn word(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c))
-    {
-        s.to_string()
-    } else {
-        quote(s)
-    }
-}
-
-/// `--skip-phases addon/kube-proxy` every time: clusters built before
-/// `proxy.disabled` was set still store `proxy: {}`, and kubeadm would
-/// redeploy kube-proxy beside Cilium (upgrade apply never writes a skipped
-/// phase back, and since v1.32 `upgrade node` has the addon phase too).
-pub fn upgrade_apply(version: &str) -> String {
+/// Removes image files of `component`, but never the one the symlink
+/// resolves to, whatever the caller thought.
+pub fn remove_images(component: &str, versions: &[String]) -> String {
+    let files: Vec<String> = versions
+        .iter()
+        .map(|v| {
+            quote(&format!(
+                "{}/{}",
+                images_dir(component),
+                image_file(component, v)
+            ))
+        })
+        .collect();
     format!(
-        "kubeadm upgrade apply {} --skip-phases {} --yes",
-        word(version),
-        crate::plan::KUBEADM_SKIP_PHASES
-    )
-}
-
-pub fn upgrade_node() -> String {
-    format!(
-        "kubeadm upgrade node --skip-phases {}",
-        crate::plan::KUBEADM_SKIP_PHASES
+        "keep=$(readlink -f {link}); for f in {files}; do \
+         [ \"$(readlink -f \"$f\")\" = \"$keep\" ] && continue; rm -f -- \"$f\" || exit 1; done",
+        link = quote(&current_symlink(component)),
+        files = files.join(" "),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
-    fn sh(script: &str, stdin: &str) -> (bool, String) {
+    fn sh_env(
+        script: &str,
+        stdin: &str,
+        path_prefix: Option<&Path>,
+    ) -> (Option<i32>, String, String) {
         use std::io::Write;
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", script])
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(std::process::Stdio::piped());
+        if let Some(dir) = path_prefix {
+            cmd.env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            );
+        }
+        let mut child = cmd.spawn().unwrap();
         child
             .stdin
             .take()
@@ -121,9 +278,20 @@ mod tests {
             .unwrap();
         let out = child.wait_with_output().unwrap();
         (
-            out.status.success(),
+            out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    fn sh(script: &str, stdin: &str) -> (bool, String) {
+        let (code, out, _) = sh_env(script, stdin, None);
+        (code == Some(0), out)
+    }
+
+    fn executable(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     #[test]
@@ -166,14 +334,205 @@ mod tests {
     }
 
     #[test]
-    fn kubeadm_commands_always_skip_kube_proxy() {
+    fn kubeadm_arguments_always_skip_kube_proxy() {
         assert_eq!(
-            upgrade_apply("v1.35.3"),
-            "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes"
+            upgrade_apply_args("v1.35.3").join(" "),
+            "upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes"
         );
         assert_eq!(
-            upgrade_node(),
-            "kubeadm upgrade node --skip-phases addon/kube-proxy"
+            upgrade_node_args().join(" "),
+            "upgrade node --skip-phases addon/kube-proxy"
+        );
+    }
+
+    /// A fake image tree, and `mount`/`umount` on PATH that copy it into
+    /// the mount point and empty it again (and log both), so the step's
+    /// script runs for real without root or loop devices.
+    struct FakeNode {
+        dir: tempfile::TempDir,
+    }
+
+    impl FakeNode {
+        fn new(kubeadm_version: &str, kubeadm_exit: i32) -> FakeNode {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            let tree = root.join("tree/usr/bin");
+            std::fs::create_dir_all(&tree).unwrap();
+            executable(
+                &tree.join("kubeadm"),
+                &format!(
+                    "#!/bin/sh\nif [ \"$1\" = version ]; then echo {kubeadm_version}; exit 0; fi\n\
+                     echo \"$@\" >> \"{log}\"\nexit {kubeadm_exit}\n",
+                    log = root.join("kubeadm.log").display()
+                ),
+            );
+            std::fs::create_dir_all(root.join("bin")).unwrap();
+            std::fs::create_dir_all(root.join("run")).unwrap();
+            executable(
+                &root.join("bin/mount"),
+                &format!(
+                    "#!/bin/sh\necho \"mount $*\" >> \"{log}\"\n[ \"$1 $2\" = \"-o loop,ro\" ] || exit 32\n\
+                     cp -r \"{tree}/.\" \"$4\"\n",
+                    log = root.join("mount.log").display(),
+                    tree = root.join("tree").display()
+                ),
+            );
+            executable(
+                &root.join("bin/umount"),
+                &format!(
+                    "#!/bin/sh\necho \"umount $*\" >> \"{log}\"\nrm -rf \"$1\"/usr\n",
+                    log = root.join("mount.log").display()
+                ),
+            );
+            std::fs::write(root.join("image.raw"), "squashfs").unwrap();
+            FakeNode { dir }
+        }
+
+        fn path(&self, rel: &str) -> String {
+            self.dir.path().join(rel).to_string_lossy().into_owned()
+        }
+
+        fn run(&self, version: &str, args: &[String]) -> (Option<i32>, String) {
+            let image = self.path("image.raw");
+            let run_dir = self.path("run");
+            let marker = self.path("var/lib/fleetctl/kubeadm-step");
+            let script = kubeadm_step(&KubeadmStep {
+                image: &image,
+                version,
+                args,
+                run_dir: &run_dir,
+                marker: &marker,
+            });
+            let (code, _, err) = sh_env(&script, "", Some(&self.dir.path().join("bin")));
+            (code, err)
+        }
+
+        fn read(&self, rel: &str) -> String {
+            std::fs::read_to_string(self.dir.path().join(rel)).unwrap_or_default()
+        }
+
+        fn run_dir_is_empty(&self) -> bool {
+            std::fs::read_dir(self.dir.path().join("run"))
+                .unwrap()
+                .next()
+                .is_none()
+        }
+    }
+
+    #[test]
+    fn the_kubeadm_step_runs_the_images_kubeadm_unmounts_and_leaves_its_marker() {
+        let node = FakeNode::new("v1.35.3", 0);
+        let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            node.read("kubeadm.log"),
+            "upgrade node --skip-phases addon/kube-proxy\n"
+        );
+        assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "v1.35.3\n");
+        let mounts = node.read("mount.log");
+        assert!(mounts.starts_with("mount -o loop,ro "), "{mounts}");
+        assert!(mounts.contains("\numount "), "unmounted: {mounts}");
+        assert!(node.run_dir_is_empty(), "the private directory is removed");
+    }
+
+    #[test]
+    fn a_kubeadm_of_another_version_is_never_run() {
+        let node = FakeNode::new("v1.34.2", 0);
+        let (code, err) = node.run("v1.35.3", &upgrade_apply_args("v1.35.3"));
+        assert_eq!(code, Some(kubeadm_exit::WRONG_VERSION as i32));
+        assert!(err.contains("reports v1.34.2, not v1.35.3"), "{err}");
+        assert_eq!(node.read("kubeadm.log"), "", "kubeadm never ran");
+        assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "");
+        assert!(node.read("mount.log").contains("umount"));
+        assert!(node.run_dir_is_empty());
+    }
+
+    #[test]
+    fn a_failed_kubeadm_keeps_its_status_leaves_no_marker_and_still_unmounts() {
+        let node = FakeNode::new("v1.35.3", 1);
+        let (code, _) = node.run("v1.35.3", &upgrade_node_args());
+        assert_eq!(code, Some(1));
+        assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "");
+        assert!(node.read("mount.log").contains("umount"));
+        assert!(node.run_dir_is_empty());
+    }
+
+    #[test]
+    fn a_missing_image_or_a_failed_mount_are_told_apart() {
+        let node = FakeNode::new("v1.35.3", 0);
+        std::fs::remove_file(node.dir.path().join("image.raw")).unwrap();
+        assert_eq!(
+            node.run("v1.35.3", &upgrade_node_args()).0,
+            Some(kubeadm_exit::NO_IMAGE as i32)
+        );
+        let node = FakeNode::new("v1.35.3", 0);
+        executable(&node.dir.path().join("bin/mount"), "#!/bin/sh\nexit 32\n");
+        assert_eq!(
+            node.run("v1.35.3", &upgrade_node_args()).0,
+            Some(kubeadm_exit::MOUNT as i32)
+        );
+        assert!(node.run_dir_is_empty());
+    }
+
+    #[test]
+    fn download_and_stage_commands_name_the_real_paths() {
+        let d = download("kubernetes");
+        assert!(
+            d.contains("/usr/lib/systemd/systemd-sysupdate --definitions=\"$dir\" update"),
+            "{d}"
+        );
+        assert!(
+            !d.contains("--component"),
+            "--definitions and --component cannot be combined"
+        );
+        assert!(d.contains("ls -1 '/opt/extensions/kubernetes'/"), "{d}");
+        let s = stage_image("kubernetes", "v1.35.3");
+        assert!(
+            s.contains("ln -sfn '../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw'"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "mv -fT '/etc/extensions/.kubernetes.raw.fleetctl' '/etc/extensions/kubernetes.raw'"
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("reboot-required"), "fleetctl never arms Kured");
+        assert!(!sysupdate_stage("containerd").contains("reboot-required"));
+    }
+
+    #[test]
+    fn remove_images_never_removes_what_the_symlink_points_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // The script's absolute paths are rewritten to the temp root here.
+        let images = root.join("opt/extensions/kubernetes");
+        std::fs::create_dir_all(&images).unwrap();
+        std::fs::create_dir_all(root.join("etc/extensions")).unwrap();
+        for v in ["v1.33.4", "v1.34.2", "v1.35.3"] {
+            std::fs::write(images.join(image_file("kubernetes", v)), v).unwrap();
+        }
+        std::os::unix::fs::symlink(
+            images.join(image_file("kubernetes", "v1.34.2")),
+            root.join("etc/extensions/kubernetes.raw"),
+        )
+        .unwrap();
+        let script = remove_images("kubernetes", &["v1.33.4".into(), "v1.34.2".into()])
+            .replace("'/opt/", &format!("'{}/opt/", root.display()))
+            .replace("'/etc/", &format!("'{}/etc/", root.display()));
+        let (ok, _) = sh(&script, "");
+        assert!(ok);
+        let mut left: Vec<String> = std::fs::read_dir(&images)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "kubernetes-v1.34.2-x86-64.raw",
+                "kubernetes-v1.35.3-x86-64.raw"
+            ]
         );
     }
 }

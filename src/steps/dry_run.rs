@@ -1,18 +1,18 @@
 //! `apply --dry-run`: every command apply would run, on which node, in
-//! order, built by the same `crate::remote` functions the executor uses.
+//! order, phase by phase, built by the same functions the steps run.
 
-use super::actions;
-use crate::inventory::Inventory;
+use super::{download, gates, kubeadm, roll, stage, verify};
+use crate::inventory::{Inventory, Role};
 use crate::plan::{Action, Plan};
 use crate::remote::{kubectl, upgrade};
 use crate::version::Version;
 
 pub fn render(plan: &Plan, inv: &Inventory) -> String {
-    let api = &inv.first_control_plane().name;
+    let api = inv.first_control_plane().name.clone();
     let mut out = String::new();
     let mut line = |node: &str, cmd: &str| out.push_str(&format!("[{node}] {cmd}\n"));
     line(
-        api,
+        &api,
         "(take the lock: Kured's annotation if Kured runs, else configmap kube-system/fleetctl-lock)",
     );
     for hop in &plan.hops {
@@ -21,99 +21,125 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
             .as_ref()
             .map_or_else(|| hop.minor.to_string(), Version::to_string);
         line("-", &format!("# hop: {:?} {version}", hop.kind));
-        for step in &hop.steps {
-            let n = step.node.as_str();
-            match &step.action {
-                Action::Pin {
-                    path,
-                    config,
-                    replaces,
-                    ..
-                } => {
-                    line(
-                        n,
-                        &format!(
-                            "# write {path} (the pinned config on stdin, {} bytes)",
-                            config.len()
-                        ),
-                    );
-                    line(n, &upgrade::pin_config(path, replaces));
-                }
-                Action::Stage { component, .. } => line(n, &upgrade::stage(component.name())),
-                Action::Drain => {
-                    line(
-                        "*",
-                        "# gates, all at once: `true` on every node; /readyz; every node Ready; health checks",
-                    );
-                    line(api, &kubectl::kubectl(&["get", "--raw", "/readyz"]));
-                    line(
-                        api,
-                        "(cluster facts script: kubectl get nodes -o json, kubeadm-config, kube-proxy)",
-                    );
-                    for c in &inv.health_checks {
-                        line(api, &c.command);
+        for phase in &hop.phases {
+            let how = if phase.kind.parallel() {
+                ", nodes in parallel"
+            } else {
+                ", one step at a time"
+            };
+            line("-", &format!("# phase: {}{how}", phase.kind.title()));
+            if phase.kind == crate::plan::PhaseKind::Cleanup {
+                verify_lines(&mut line, &api, hop.minor, &version);
+            }
+            for step in &phase.steps {
+                let n = step.node.as_str();
+                match &step.action {
+                    Action::Download { minor, .. } => {
+                        for cmd in download::commands(&plan.hub, *minor) {
+                            line(n, &cmd);
+                        }
                     }
-                    line(
-                        api,
-                        &actions::cordon_and_drain(n, "--timeout=<drain-timeout>"),
-                    );
-                }
-                Action::Reboot => {
-                    line(n, &actions::before_reboot_cmd());
-                    line(n, upgrade::REBOOT);
-                    line(
+                    Action::UpgradeApply { minor, version } => {
+                        line(
+                            &api,
+                            &format!(
+                                "(until ok, and every control-plane Node Ready) {}",
+                                kubectl::readyz()
+                            ),
+                        );
+                        line(n, &kubeadm_line(kubeadm::Kind::Apply, *minor, version));
+                    }
+                    Action::UpgradeNode { minor, version } => {
+                        line(n, &kubeadm_line(kubeadm::Kind::Node, *minor, version));
+                    }
+                    Action::Pin {
+                        path,
+                        config,
+                        replaces,
+                        ..
+                    } => {
+                        line(
+                            n,
+                            &format!(
+                                "# write {path} (the pinned config on stdin, {} bytes)",
+                                config.len()
+                            ),
+                        );
+                        line(n, &upgrade::pin_config(path, replaces));
+                    }
+                    Action::Stage {
+                        component,
+                        minor,
+                        expect,
+                    } => line(
                         n,
-                        &format!(
-                            "(reconnect until {} changes, then `{}` until it reports {version})",
-                            upgrade::BOOT_ID,
-                            upgrade::KUBELET_VERSION
-                        ),
-                    );
-                }
-                Action::UpgradeApply { version: v, .. } => {
-                    line(
-                        n,
-                        &format!(
-                            "(until ok) {}",
-                            kubectl::kubectl(&["get", "--raw", "/readyz"])
-                        ),
-                    );
-                    let v = v.as_ref().map_or_else(
-                        || "<the node's kubelet version>".to_string(),
-                        Version::to_string,
-                    );
-                    line(n, &upgrade::upgrade_apply(&v));
-                }
-                Action::UpgradeNode => {
-                    line(
-                        api,
-                        &format!(
-                            "(until ok) {}",
-                            kubectl::kubectl(&["get", "--raw", "/readyz"])
-                        ),
-                    );
-                    line(n, &upgrade::upgrade_node());
-                }
-                Action::Uncordon => {
-                    line(
-                        api,
-                        &format!("(until Ready) {}", actions::ready_then_uncordon_cmd(n)),
-                    );
-                    line(
-                        n,
-                        "(facts script, while waiting for Ready: to record the node's new state in the plan)",
-                    );
+                        &stage::stage_command(*component, *minor, expect.as_ref()),
+                    ),
+                    Action::Roll => {
+                        for (node, cmd) in gates::commands(&api, &inv.health_checks) {
+                            line(&node, &cmd);
+                        }
+                        let control_plane =
+                            inv.node(n).is_some_and(|x| x.role == Role::ControlPlane);
+                        for (node, cmd) in roll::commands(&api, n, control_plane, &version) {
+                            line(&node, &cmd);
+                        }
+                        line(
+                            n,
+                            "(facts script, while waiting for Ready: to record the node's new state in the plan)",
+                        );
+                    }
+                    Action::Uncordon => {
+                        line(
+                            &api,
+                            &format!("(until Ready) {}", kubectl::ready_then_uncordon(n)),
+                        );
+                    }
+                    Action::RemoveImages { versions } => line(n, &verify::command(versions)),
                 }
             }
         }
-        line(
-            api,
-            &format!(
-                "(verify: every kubelet at {version}, kubeadm-config at {}, no kube-proxy) {}",
-                hop.minor, "cluster facts script"
-            ),
-        );
+        if !hop
+            .phases
+            .iter()
+            .any(|p| p.kind == crate::plan::PhaseKind::Cleanup)
+        {
+            verify_lines(&mut line, &api, hop.minor, &version);
+        }
     }
-    line(api, "(release the lock)");
+    line(&api, "(release the lock)");
     out
+}
+
+fn verify_lines(
+    line: &mut impl FnMut(&str, &str),
+    api: &str,
+    minor: crate::version::Minor,
+    version: &str,
+) {
+    line(
+        api,
+        &format!(
+            "(verify: every kubelet at {version}, kubeadm-config at {minor}, no kube-proxy) cluster facts script"
+        ),
+    );
+}
+
+/// The kubeadm step's command; without a known patch, the newest image of
+/// the minor on the node (the placeholder shows where it goes).
+fn kubeadm_line(
+    kind: kubeadm::Kind,
+    minor: crate::version::Minor,
+    version: &Option<Version>,
+) -> String {
+    match version {
+        Some(v) => kubeadm::command(kind, v),
+        None => format!(
+            "(with the newest {minor} image on the node) {}",
+            kubeadm::command(kind, &minor.with_patch(0)).replace(
+                &minor.with_patch(0).to_string(),
+                &format!("<newest {minor}>")
+            )
+        ),
+    }
 }

@@ -1,12 +1,33 @@
-//! The layer of apply that acts on the cluster: the executor that runs a
-//! plan's hops ([`exec`]), what each step does on a node ([`actions`]),
-//! running a command on a node with a journal of everything run
-//! ([`runner`], [`journal`]) and apply's lock against concurrent applies and
-//! Kured reboots ([`lock`]).
+//! The layer of apply that acts on the cluster.
+//!
+//! [`hop::run`] is a hop as the list of its phases, in kubeadm's order; each
+//! kind of step has one home with what it runs, what `--dry-run` prints for
+//! it and how it is undone when it fails: [`download`] (the next minor's
+//! image, not staged), [`kubeadm`] (the downloaded image's kubeadm, before
+//! any reboot; undo: unstage), [`stage`] (pin the sysupdate config, point
+//! the symlink), [`roll`] (gates, drain, reboot, wait, uncordon; undo:
+//! uncordon), [`verify`] (the hop's end state, then old images removed).
+//! [`context::Apply`] carries what they share: the sessions, the journal, the
+//! saved plan's in-progress bookkeeping, Ctrl-C. [`lock`] keeps Kured and a
+//! second apply away; [`runner`] and [`journal`] run and record every
+//! command.
 
-mod actions;
+pub mod context;
+mod download;
 pub mod dry_run;
-pub mod exec;
+mod gates;
+pub mod hop;
 pub mod journal;
+mod kubeadm;
 pub mod lock;
+mod roll;
 pub mod runner;
+mod stage;
+mod verify;
+
+pub use context::{Apply, Interrupted, Ledger, Settings, Stop};
+
+use std::time::Duration;
+
+/// Between polls while a node boots or an API server starts.
+const POLL: Duration = Duration::from_millis(300);

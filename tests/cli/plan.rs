@@ -54,21 +54,28 @@ fn default_plan_path(fleet: &Fleet) -> PathBuf {
 
 /// One line per step, `node action [version]`, to compare whole hops.
 fn outline(hop: &Hop) -> Vec<String> {
-    hop.steps
-        .iter()
+    hop.steps()
         .map(|s| {
             let what = match &s.action {
+                Action::Download { expect, .. } => format!("download {}", opt(expect)),
+                Action::UpgradeApply { version, .. } => format!("upgrade-apply {}", opt(version)),
+                Action::UpgradeNode { version, .. } => format!("upgrade-node {}", opt(version)),
                 Action::Pin {
                     component, minor, ..
                 } => format!("pin {component} {minor}"),
                 Action::Stage {
                     component, expect, ..
                 } => format!("stage {component} {}", opt(expect)),
-                Action::Drain => "drain".into(),
-                Action::Reboot => "reboot".into(),
-                Action::UpgradeApply { version, .. } => format!("upgrade-apply {}", opt(version)),
-                Action::UpgradeNode => "upgrade-node".into(),
+                Action::Roll => "roll".into(),
                 Action::Uncordon => "uncordon".into(),
+                Action::RemoveImages { versions } => format!(
+                    "remove-images {}",
+                    versions
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             };
             format!("{} {what}", s.node)
         })
@@ -83,33 +90,36 @@ fn opt(version: &Option<Version>) -> String {
 }
 
 /// What a full upgrade hop to `minor` staging `patch` looks like on this
-/// fleet: the first control-plane node all the way through `upgrade apply`,
-/// only then the workers' pins and stages, then one worker at a time.
-fn upgrade_hop_outline(minor: &str, patch: &str) -> Vec<String> {
-    let mut lines: Vec<String> = [
-        format!("cp-1 pin kubernetes {minor}"),
-        format!("cp-1 stage kubernetes {patch}"),
-        "cp-1 drain".into(),
-        "cp-1 reboot".into(),
-        format!("cp-1 upgrade-apply {patch}"),
-        "cp-1 uncordon".into(),
-    ]
-    .into();
+/// fleet, in kubeadm's order: every node downloads the image; cp-1 runs its
+/// `upgrade apply` with it before anything is staged; cp-1 is staged and
+/// rolled; only then the workers run `upgrade node` and are staged; then
+/// they roll one at a time. `old`: the images each node sheds at the end.
+fn upgrade_hop_outline(minor: &str, patch: &str, old: Option<&str>) -> Vec<String> {
+    let mut lines: Vec<String> = NODES
+        .iter()
+        .map(|n| format!("{n} download {patch}"))
+        .collect();
+    lines.push(format!("cp-1 upgrade-apply {patch}"));
+    lines.push(format!("cp-1 pin kubernetes {minor}"));
+    lines.push(format!("cp-1 stage kubernetes {patch}"));
+    lines.push("cp-1 roll".into());
     for w in ["w-1", "w-2"] {
-        lines.push(format!("{w} pin kubernetes {minor}"));
-        lines.push(format!("{w} stage kubernetes {patch}"));
+        lines.extend(worker_prep(w, minor, patch));
     }
-    for w in ["w-1", "w-2"] {
-        lines.extend(worker_roll(w));
+    lines.push("w-1 roll".into());
+    lines.push("w-2 roll".into());
+    if let Some(old) = old {
+        lines.extend(NODES.iter().map(|n| format!("{n} remove-images {old}")));
     }
     lines
 }
 
-fn worker_roll(node: &str) -> Vec<String> {
-    ["drain", "reboot", "upgrade-node", "uncordon"]
-        .iter()
-        .map(|a| format!("{node} {a}"))
-        .collect()
+fn worker_prep(node: &str, minor: &str, patch: &str) -> Vec<String> {
+    vec![
+        format!("{node} upgrade-node {patch}"),
+        format!("{node} pin kubernetes {minor}"),
+        format!("{node} stage kubernetes {patch}"),
+    ]
 }
 
 fn hop_summary(plan: &Plan) -> Vec<(HopKind, Minor, Option<Version>)> {
@@ -213,21 +223,23 @@ fn v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches() {
             (HopKind::Upgrade, m("v1.37"), Some(patches[2].clone())),
         ]
     );
-    for (hop, patch) in json.hops.iter().zip(&patches) {
+    let olds = [None, Some("v1.34.2"), Some("v1.35.4")];
+    for ((hop, patch), old) in json.hops.iter().zip(&patches).zip(olds) {
         assert!(hop.kubeadm);
         assert_eq!(
             outline(hop),
-            upgrade_hop_outline(&hop.minor.to_string(), &patch.to_string())
+            upgrade_hop_outline(&hop.minor.to_string(), &patch.to_string(), old)
         );
     }
     assert!(json.warnings.is_empty(), "{:?}", json.warnings);
     // The pin writes exactly what sysext-bakery publishes for the minor,
     // pointing at this fleet's hub.
-    let Action::Pin { config, .. } = &json.hops[2].steps[0].action else {
-        panic!(
-            "hop 3 does not start with a pin: {:?}",
-            json.hops[2].steps[0]
-        );
+    let Some(Action::Pin { config, .. }) = json.hops[2]
+        .steps()
+        .map(|s| &s.action)
+        .find(|a| matches!(a, Action::Pin { .. }))
+    else {
+        panic!("hop 3 pins nothing: {:?}", outline(&json.hops[2]));
     };
     assert!(config.contains(&format!("Path={}/kubernetes/\n", fleet.hub_url())));
     assert!(config.contains("\nMatchPattern=kubernetes-v1.37.@v-%a.raw\n"));
@@ -427,10 +439,14 @@ fn a_down_hub_leaves_patches_unresolved_with_a_warning() {
         ]
     );
     for hop in &json.hops {
-        assert_eq!(
-            outline(hop),
-            upgrade_hop_outline(&hop.minor.to_string(), "?")
-        );
+        // Without the hub's list the patches are unknown, and so are the
+        // images each hop makes old: the clean-up is decided at apply time.
+        let expected: Vec<String> = upgrade_hop_outline(&hop.minor.to_string(), "?", None);
+        let got: Vec<String> = outline(hop)
+            .into_iter()
+            .filter(|l| !l.contains("remove-images"))
+            .collect();
+        assert_eq!(got, expected);
     }
     let reasons: Vec<&str> = json
         .warnings
@@ -543,8 +559,7 @@ fn floating_configs_stray_configs_and_staged_os_updates_are_warned_about() {
     // floating config, w-2's stray config is disabled by the same pin.
     let hop = &json.hops[0];
     let pin_of = |node: &str| {
-        hop.steps
-            .iter()
+        hop.steps()
             .find_map(|s| match &s.action {
                 Action::Pin {
                     previous, replaces, ..
@@ -562,7 +577,7 @@ fn floating_configs_stray_configs_and_staged_os_updates_are_warned_about() {
     );
     assert!(replaces.is_empty());
     assert_eq!(pin_of("w-2").1, [stray]);
-    assert_eq!(outline(hop), upgrade_hop_outline("v1.35", "v1.35.4"));
+    assert_eq!(outline(hop), upgrade_hop_outline("v1.35", "v1.35.4", None));
 
     let text = plan(&fleet, &["v1.35"]).expect_code(0);
     for line in [
@@ -604,17 +619,16 @@ fn a_fleet_left_halfway_finishes_the_clusters_minor_first() {
         ]
     );
     let mut finish = vec![
-        "w-1 pin kubernetes v1.35".to_string(),
-        "w-1 stage kubernetes v1.35.4".into(),
-        "w-2 pin kubernetes v1.35".into(),
-        "w-2 stage kubernetes v1.35.4".into(),
+        "w-1 download v1.35.4".to_string(),
+        "w-2 download v1.35.4".into(),
     ];
-    finish.extend(worker_roll("w-1"));
-    finish.extend(worker_roll("w-2"));
+    finish.extend(worker_prep("w-1", "v1.35", "v1.35.4"));
+    finish.extend(worker_prep("w-2", "v1.35", "v1.35.4"));
+    finish.extend(["w-1 roll".to_string(), "w-2 roll".into()]);
     assert_eq!(outline(&json.hops[0]), finish);
     assert_eq!(
         outline(&json.hops[1]),
-        upgrade_hop_outline("v1.36", "v1.36.1")
+        upgrade_hop_outline("v1.36", "v1.36.1", Some("v1.34.2"))
     );
     assert_eq!(
         json.reboots(),
@@ -661,12 +675,12 @@ fn a_worker_already_staged_is_only_rebooted() {
 
     let json = plan_json(&fleet, &["v1.37"]);
     assert_eq!(json.hops[0].kind, HopKind::Finish);
-    let mut finish = vec![
-        "w-2 pin kubernetes v1.35".to_string(),
-        "w-2 stage kubernetes v1.35.4".into(),
-    ];
-    finish.extend(worker_roll("w-1"));
-    finish.extend(worker_roll("w-2"));
+    // w-1 has no fleetctl marker of its kubeadm step: it runs it (harmless
+    // to repeat) before its reboot, from the image it staged.
+    let mut finish = vec!["w-2 download v1.35.4".to_string()];
+    finish.push("w-1 upgrade-node v1.35.4".into());
+    finish.extend(worker_prep("w-2", "v1.35", "v1.35.4"));
+    finish.extend(["w-1 roll".to_string(), "w-2 roll".into()]);
     assert_eq!(outline(&json.hops[0]), finish);
     assert!(json.warnings.is_empty(), "{:?}", json.warnings);
     assert_eq!(
@@ -675,7 +689,7 @@ fn a_worker_already_staged_is_only_rebooted() {
     );
 
     // Stopping at the cluster's minor converges the stragglers, and the
-    // staged worker still gets its `upgrade node`.
+    // staged worker still gets its `upgrade node` before its reboot.
     let converge = plan_json(&fleet, &["v1.35"]);
     assert_eq!(
         hop_summary(&converge),
@@ -687,7 +701,7 @@ fn a_worker_already_staged_is_only_rebooted() {
 }
 
 #[test]
-fn a_first_control_plane_rebooted_before_upgrade_apply_only_needs_the_apply() {
+fn a_first_control_plane_booted_before_upgrade_apply_gets_the_apply_then_a_reboot() {
     // Interrupted between cp-1's reboot onto v1.35.4 and its `upgrade apply`:
     // kubeadm-config still says v1.34.2 and cp-1 is still cordoned.
     let fleet = support::start(
@@ -711,20 +725,23 @@ fn a_first_control_plane_rebooted_before_upgrade_apply_only_needs_the_apply() {
             (HopKind::Upgrade, m("v1.36"), Some(v("v1.36.1"))),
         ]
     );
+    // cp-1 runs the v1.35.4 image already (an older fleetctl's order): it
+    // stays cordoned, runs `upgrade apply`, and reboots: the kubelet
+    // restart that loads the config apply wrote.
     let mut first = vec![
-        "cp-1 upgrade-apply v1.35.4".to_string(),
-        "cp-1 uncordon".into(),
+        "w-1 download v1.35.4".to_string(),
+        "w-2 download v1.35.4".into(),
+        "cp-1 upgrade-apply v1.35.4".into(),
+        "cp-1 roll".into(),
     ];
     for w in ["w-1", "w-2"] {
-        first.push(format!("{w} pin kubernetes v1.35"));
-        first.push(format!("{w} stage kubernetes v1.35.4"));
+        first.extend(worker_prep(w, "v1.35", "v1.35.4"));
     }
-    first.extend(worker_roll("w-1"));
-    first.extend(worker_roll("w-2"));
+    first.extend(["w-1 roll".to_string(), "w-2 roll".into()]);
     assert_eq!(outline(&json.hops[0]), first);
     assert_eq!(
         outline(&json.hops[1]),
-        upgrade_hop_outline("v1.36", "v1.36.1")
+        upgrade_hop_outline("v1.36", "v1.36.1", Some("v1.34.2"))
     );
     assert_eq!(
         json.warnings,

@@ -73,6 +73,7 @@ fn expected_cp1() -> NodeFacts {
             }],
         }),
         reboot_required: true,
+        kubeadm_step: Some(v("v1.37.2")),
     }
 }
 

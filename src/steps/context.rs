@@ -1,0 +1,227 @@
+//! What every phase of apply shares: the inventory and settings, one
+//! journaled session per node (replaced after the node's reboot), the run's
+//! ledger for the closing report, Ctrl-C, and the saved plan, kept up to
+//! date as nodes change so a rerun after a failure is not refused as stale.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::runner::Remote;
+use crate::inventory::{Inventory, Role};
+use crate::node::{self, NodeFacts};
+use crate::plan::{self, FleetNode, NodeFingerprint, Plan};
+use crate::remote;
+use crate::ssh;
+use crate::ui::Progress;
+
+/// Ctrl-C presses so far, shared with the signal handler.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicU8>);
+
+impl Stop {
+    /// Counts a press; returns how many there have been.
+    pub fn press(&self) -> u8 {
+        self.0.fetch_add(1, Ordering::SeqCst).saturating_add(1)
+    }
+
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+}
+
+/// The run stopped because the operator asked it to.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+#[derive(Clone)]
+pub struct Settings {
+    pub node_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub ssh: ssh::Options,
+    /// For reconnecting after a reboot.
+    pub targets: BTreeMap<String, ssh::Target>,
+    /// How many nodes a parallel phase works on at once.
+    pub parallel: usize,
+}
+
+/// What each node went through in this run, for the closing report and a
+/// second Ctrl-C.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    pub done: Vec<String>,
+    /// The node being worked on and the step it is in.
+    pub current: Option<(String, String)>,
+    /// Nodes fleetctl cordoned and has not uncordoned yet.
+    pub cordoned: BTreeSet<String>,
+}
+
+pub struct Apply<'a> {
+    pub inv: &'a Inventory,
+    pub settings: Settings,
+    remotes: BTreeMap<String, Remote>,
+    pub progress: &'a Progress,
+    pub stop: Stop,
+    plan_path: PathBuf,
+    pub plan: Plan,
+    /// When fleetctl started working on each node, for "w-1 done (42s)".
+    began: BTreeMap<String, Instant>,
+    pub ledger: Arc<Mutex<Ledger>>,
+}
+
+impl<'a> Apply<'a> {
+    pub fn new(
+        inv: &'a Inventory,
+        settings: Settings,
+        remotes: BTreeMap<String, Remote>,
+        progress: &'a Progress,
+        stop: Stop,
+        plan_path: PathBuf,
+        plan: Plan,
+    ) -> Apply<'a> {
+        Apply {
+            inv,
+            settings,
+            remotes,
+            progress,
+            stop,
+            plan_path,
+            plan,
+            began: BTreeMap::new(),
+            ledger: Arc::new(Mutex::new(Ledger::default())),
+        }
+    }
+
+    /// The node's current session (a fresh one after its reboot).
+    pub fn remote_of(&self, node: &str) -> Option<Remote> {
+        self.remotes.get(node).cloned()
+    }
+
+    pub fn remote(&self, node: &str) -> anyhow::Result<Remote> {
+        self.remote_of(node).with_context(|| {
+            format!("{node}: no SSH session (it was not reachable when apply started)")
+        })
+    }
+
+    pub fn set_remote(&mut self, node: &str, remote: Remote) {
+        self.remotes.insert(node.to_string(), remote);
+    }
+
+    /// Every session, for the gates' reachability probe.
+    pub fn remotes(&self) -> impl Iterator<Item = (&String, &Remote)> {
+        self.remotes.iter()
+    }
+
+    /// kubectl runs on the first control-plane node, which has the admin kubeconfig.
+    pub fn api(&self) -> anyhow::Result<Remote> {
+        self.remote(&self.inv.first_control_plane().name)
+    }
+
+    pub fn role(&self, node: &str) -> Role {
+        self.inv.node(node).map_or(Role::Worker, |n| n.role)
+    }
+
+    pub fn ledger(&self, f: impl FnOnce(&mut Ledger)) {
+        if let Ok(mut l) = self.ledger.lock() {
+            f(&mut l);
+        }
+    }
+
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.settings.node_timeout
+    }
+
+    pub fn journal_event(&self, kind: &str, node: Option<&str>, detail: &str) {
+        if let Some(r) = self.remotes.values().next() {
+            r.journal().event(kind, node, detail);
+        }
+    }
+
+    pub fn begin(&mut self, node: &str, what: &str) {
+        self.began
+            .entry(node.to_string())
+            .or_insert_with(Instant::now);
+        self.ledger(|l| l.current = Some((node.to_string(), what.to_string())));
+    }
+
+    /// How long since fleetctl started on `node` in this run.
+    pub fn took(&mut self, node: &str) -> Duration {
+        self.began
+            .remove(node)
+            .map(|t| Duration::from_secs(t.elapsed().as_secs()))
+            .unwrap_or_default()
+    }
+
+    /// Between steps: stop if asked. `drained`: a node that was drained but
+    /// not yet rebooted, which the caller has just uncordoned again.
+    pub fn check_stop(&self, drained: Option<&str>) -> anyhow::Result<()> {
+        if !self.stop.requested() {
+            return Ok(());
+        }
+        let done = self
+            .ledger
+            .lock()
+            .map(|l| l.done.clone())
+            .unwrap_or_default();
+        let mut msg = String::from("stopped by Ctrl-C at a safe point");
+        if let Some(n) = drained {
+            msg.push_str(&format!(
+                " ({n} was drained but not rebooted, and was uncordoned again)"
+            ));
+        }
+        if !done.is_empty() {
+            msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
+        }
+        msg.push_str(". Run `fleetctl apply` again to continue where it stopped");
+        Err(anyhow::Error::new(Interrupted(msg)))
+    }
+
+    /// Marks `node` in progress in the saved plan before fleetctl changes
+    /// it, so that a rerun after a failure does not call the plan stale
+    /// because of fleetctl's own half-done work.
+    pub fn mark(&mut self, node: &str) -> anyhow::Result<()> {
+        if self.plan.fingerprint.in_progress.contains(node) {
+            return Ok(());
+        }
+        self.plan.fingerprint.mark_in_progress(node);
+        plan::save(&self.plan, &self.plan_path)
+    }
+
+    /// Records a node's facts, read once its steps are done, as the plan's
+    /// new baseline, and clears its in-progress mark.
+    pub fn settle(&mut self, node: &str, facts: NodeFacts) -> anyhow::Result<()> {
+        let fp = NodeFingerprint::of(&FleetNode {
+            name: node.to_string(),
+            role: self.role(node),
+            facts,
+        });
+        self.plan.fingerprint.nodes.insert(node.to_string(), fp);
+        self.plan.fingerprint.clear_in_progress(node);
+        plan::save(&self.plan, &self.plan_path)
+    }
+
+    /// After `upgrade apply`: the cluster's version the plan now expects.
+    pub fn record_cluster_version(&mut self, v: crate::version::Version) -> anyhow::Result<()> {
+        self.plan.fingerprint.cluster_version = Some(v);
+        plan::save(&self.plan, &self.plan_path)
+    }
+}
+
+/// A node's facts once fleetctl is done changing it, for [`Apply::settle`].
+pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
+    let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
+    node::parse_facts(&out.stdout)
+        .with_context(|| format!("{}: reading facts after its steps", r.node()))
+}

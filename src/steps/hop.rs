@@ -1,0 +1,355 @@
+//! A hop, as the list of its phases in kubeadm's order (see
+//! [`crate::plan::PhaseKind`]): download the image on every node that needs
+//! it; the first control plane's `kubeadm upgrade apply`; every other
+//! control plane's `upgrade node`; the control planes' reboots, one at a
+//! time; the workers' `upgrade node` and staging, in parallel; the workers'
+//! reboots, one at a time; the hop's verification; old images removed.
+//!
+//! A phase whose steps may run in parallel runs them across nodes, bounded
+//! by `--parallel`, each node keeping its own order; every other phase runs
+//! one step at a time. Every node is marked "in progress" in the saved plan
+//! before fleetctl changes it, and re-fingerprinted after its last step of
+//! the hop, so a rerun after a failure is not refused as stale while a change
+//! made by someone else still is.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::bail;
+use tokio::sync::Semaphore;
+
+use super::context::{Apply, settled_facts};
+use super::kubeadm::{self, Kind};
+use super::runner::Remote;
+use super::{POLL, download, gates, roll, stage, verify};
+use crate::node::NodeFacts;
+use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
+use crate::version::Version;
+
+pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
+    let hops = apply.plan.hops.clone();
+    for (i, hop) in hops.iter().enumerate() {
+        let what = match hop.kind {
+            HopKind::Upgrade => "upgrade to",
+            HopKind::Finish => "finish",
+            HopKind::Converge => "converge on",
+        };
+        let version = hop_version(hop);
+        apply
+            .progress
+            .line(&format!("hop {}/{}: {what} {version}", i + 1, hops.len()));
+        apply.journal_event("hop-start", None, &format!("{what} {version}"));
+        let last = last_steps(hop);
+        let mut verified = false;
+        for (p, phase) in hop.phases.iter().enumerate() {
+            apply.check_stop(None)?;
+            if phase.kind == PhaseKind::Cleanup {
+                verify::verify(apply, hop).await?;
+                verified = true;
+            }
+            apply.progress.line(&format!("  {}", phase.kind.title()));
+            if phase.kind.parallel() {
+                parallel(apply, hop, p, phase, &last).await?;
+            } else {
+                for (i, step) in phase.steps.iter().enumerate() {
+                    let finishes = is_last(&last, &step.node, (p, i));
+                    one_step(apply, hop, step, finishes).await?;
+                }
+            }
+        }
+        if !verified {
+            verify::verify(apply, hop).await?;
+        }
+        apply.progress.line(&format!(
+            "hop {}/{} done: every node runs {version}",
+            i + 1,
+            hops.len()
+        ));
+    }
+    Ok(())
+}
+
+fn hop_version(hop: &Hop) -> String {
+    hop.version
+        .as_ref()
+        .map_or_else(|| hop.minor.to_string(), Version::to_string)
+}
+
+/// Where a step is in its hop: (phase, step) indexes.
+type At = (usize, usize);
+
+/// Each node's last step of the hop before the clean-up: after it, the
+/// node is done and its new state becomes the plan's baseline.
+fn last_steps(hop: &Hop) -> BTreeMap<String, At> {
+    let mut last = BTreeMap::new();
+    for (p, phase) in hop.phases.iter().enumerate() {
+        if phase.kind == PhaseKind::Cleanup {
+            continue;
+        }
+        for (i, step) in phase.steps.iter().enumerate() {
+            last.insert(step.node.clone(), (p, i));
+        }
+    }
+    last
+}
+
+fn is_last(last: &BTreeMap<String, At>, node: &str, at: At) -> bool {
+    last.get(node) == Some(&at)
+}
+
+/// The step changes what the saved plan fingerprints (configs, symlink,
+/// boot, the cluster's version), so the node is marked in progress first.
+fn changes_fingerprint(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::Pin { .. } | Action::Stage { .. } | Action::UpgradeApply { .. } | Action::Roll
+    )
+}
+
+/// One step that runs alone, with the whole apply at hand.
+async fn one_step(
+    apply: &mut Apply<'_>,
+    hop: &Hop,
+    step: &Step,
+    finishes: bool,
+) -> anyhow::Result<()> {
+    let node = step.node.as_str();
+    let text = step.action.describe();
+    apply.begin(node, &text);
+    apply.progress.step(&format!("{node}: {text}"));
+    match &step.action {
+        Action::Roll => {
+            roll::roll(apply, node, hop.minor, hop.version.as_ref()).await?;
+        }
+        Action::UpgradeApply { minor, version } => {
+            let api = apply.api()?;
+            wait_control_planes_ready(apply, &api).await?;
+            apply.mark(node)?;
+            let r = apply.remote(node)?;
+            let v = match version {
+                Some(v) => v.clone(),
+                None => kubeadm::resolve_image(&r, *minor).await?,
+            };
+            kubeadm::run(&r, Kind::Apply, &v, &apply.plan.hub).await?;
+            apply.record_cluster_version(v)?;
+        }
+        other => {
+            if changes_fingerprint(other) {
+                apply.mark(node)?;
+            }
+            let job = Job::of(apply, node)?;
+            job.run(other).await?;
+        }
+    }
+    apply.progress.advance();
+    if finishes {
+        finish_node(apply, node, None).await?;
+    }
+    Ok(())
+}
+
+/// A node is through with the hop: record its state if fleetctl changed it
+/// (a roll has already done so), and say so.
+async fn finish_node(
+    apply: &mut Apply<'_>,
+    node: &str,
+    facts: Option<NodeFacts>,
+) -> anyhow::Result<()> {
+    if apply.plan.fingerprint.in_progress.contains(node) {
+        let facts = match facts {
+            Some(f) => f,
+            None => settled_facts(&apply.remote(node)?).await?,
+        };
+        apply.settle(node, facts)?;
+    }
+    let took = apply.took(node);
+    apply.ledger(|l| {
+        if !l.done.iter().any(|d| d == node) {
+            l.done.push(node.to_string());
+        }
+        l.current = None;
+    });
+    apply.progress.line(&format!(
+        "  {node} done ({})",
+        humantime::format_duration(took)
+    ));
+    Ok(())
+}
+
+/// kubeadm's own preflight refuses `upgrade apply` while a control-plane
+/// Node is NotReady, and one that just rebooted may still be coming up:
+/// wait for them (and `/readyz`) up to the node timeout.
+async fn wait_control_planes_ready(apply: &Apply<'_>, api: &Remote) -> anyhow::Result<()> {
+    let deadline = apply.deadline();
+    loop {
+        let problems = gates::control_planes_ready(api).await?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "not running `kubeadm upgrade apply`: {}. Nothing was changed. Fix it, then run `fleetctl apply` again",
+                problems.join("; ")
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The steps of a parallel phase, one task per node, at most `--parallel`
+/// at once. Every node's steps run to their end (or failure) before the
+/// phase reports; the nodes that finished are recorded either way.
+async fn parallel(
+    apply: &mut Apply<'_>,
+    hop: &Hop,
+    p: usize,
+    phase: &Phase,
+    last: &BTreeMap<String, At>,
+) -> anyhow::Result<()> {
+    let mut per_node: BTreeMap<String, Vec<&Step>> = BTreeMap::new();
+    let mut finishes: BTreeSet<String> = BTreeSet::new();
+    let mut order = Vec::new();
+    for (i, s) in phase.steps.iter().enumerate() {
+        if !per_node.contains_key(&s.node) {
+            order.push(s.node.clone());
+        }
+        per_node.entry(s.node.clone()).or_default().push(s);
+        if is_last(last, &s.node, (p, i)) {
+            finishes.insert(s.node.clone());
+        }
+    }
+    for n in &order {
+        if per_node[n].iter().any(|s| changes_fingerprint(&s.action)) {
+            apply.mark(n)?;
+        }
+    }
+    let names = order.join(", ");
+    apply.begin(&names, phase.kind.title());
+    apply
+        .progress
+        .step(&format!("{names}: {}", phase.kind.title()));
+    let permits = Arc::new(Semaphore::new(apply.settings.parallel.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in &order {
+        let job = Job::of(apply, n)?;
+        let actions: Vec<Action> = per_node[n].iter().map(|s| s.action.clone()).collect();
+        let finishing =
+            finishes.contains(n) && apply.plan.fingerprint.in_progress.contains(n.as_str());
+        let permits = permits.clone();
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            for action in &actions {
+                job.run(action).await?;
+            }
+            let facts = match finishing {
+                // Read here, while other nodes may still be working.
+                true => Some(settled_facts(&job.remote).await?),
+                false => None,
+            };
+            Ok::<_, anyhow::Error>((job.remote.node().to_string(), facts))
+        });
+    }
+    let mut failures = Vec::new();
+    let mut finished = BTreeMap::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok((node, facts))) => {
+                finished.insert(node, facts);
+            }
+            Ok(Err(e)) => failures.push(format!("{e:#}")),
+            Err(e) => failures.push(format!("a task of this phase failed: {e}")),
+        }
+    }
+    let done: Vec<String> = order
+        .iter()
+        .filter(|n| finished.contains_key(*n))
+        .cloned()
+        .collect();
+    for n in &done {
+        for _ in &per_node[n] {
+            apply.progress.advance();
+        }
+        if finishes.contains(n) {
+            let facts = finished.remove(n).flatten();
+            finish_node(apply, n, facts).await?;
+        }
+    }
+    if !failures.is_empty() {
+        let what = match phase.kind {
+            PhaseKind::WorkerPreparation => {
+                "workers' kubeadm step and staging stopped; no worker was rebooted"
+            }
+            PhaseKind::Prepare => "preparing the hop stopped before any kubeadm step or reboot",
+            _ => "the phase stopped",
+        };
+        bail!(
+            "{what} (hop {}):\n  {}",
+            hop_version(hop),
+            failures.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// What a step that needs no more than its node, the API node and the hub
+/// runs with: cheap to clone into a task of a parallel phase.
+struct Job {
+    remote: Remote,
+    api: Remote,
+    hub: String,
+    deadline: Instant,
+}
+
+impl Job {
+    fn of(apply: &Apply<'_>, node: &str) -> anyhow::Result<Job> {
+        Ok(Job {
+            remote: apply.remote(node)?,
+            api: apply.api()?,
+            hub: apply.plan.hub.clone(),
+            deadline: apply.deadline(),
+        })
+    }
+
+    async fn run(&self, action: &Action) -> anyhow::Result<()> {
+        let r = &self.remote;
+        match action {
+            Action::Download { minor, expect, .. } => {
+                download::run(r, &self.hub, *minor, expect.as_ref()).await?;
+            }
+            Action::UpgradeNode { minor, version } => {
+                let v = match version {
+                    Some(v) => v.clone(),
+                    None => kubeadm::resolve_image(r, *minor).await?,
+                };
+                kubeadm::run(r, Kind::Node, &v, &self.hub).await?;
+            }
+            Action::Pin {
+                component,
+                path,
+                config,
+                replaces,
+                ..
+            } => stage::pin(r, *component, path, config, replaces).await?,
+            Action::Stage {
+                component,
+                minor,
+                expect,
+            } => {
+                stage::stage(r, *component, *minor, expect.as_ref()).await?;
+            }
+            Action::Uncordon => {
+                roll::ready_then_uncordon(&self.api, r.node(), self.deadline).await?;
+            }
+            Action::RemoveImages { versions } => verify::remove_images(r, versions).await?,
+            Action::UpgradeApply { .. } | Action::Roll => {
+                bail!(
+                    "{}: internal error: `{}` needs the whole apply, not a job",
+                    r.node(),
+                    action.describe()
+                )
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! The kubeadm step, in kubeadm's own order: the *downloaded* image's
+//! kubeadm runs while the node's old kubelet keeps running, before the node
+//! is staged or rebooted. `upgrade apply` on the first control-plane node
+//! moves the control plane (and writes that node's kubelet config);
+//! `upgrade node` on every other node writes its kubelet config (kubeadm
+//! v1.35's also strips `--pod-infra-container-image`, which kubelet v1.35
+//! refuses to start with). Only then may the new kubelet boot.
+//!
+//! Undo: a node whose kubeadm step failed is put back as it was: if it was
+//! staged (a rerun that found it so), its symlink and config go back to
+//! what it runs, so no reboot, expected or not, starts a kubelet whose
+//! kubeadm step did not run.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::context::settled_facts;
+use super::runner::{CommandFailed, Remote, succeeded};
+use crate::node;
+use crate::plan::{self, Component};
+use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
+use crate::version::{Minor, Version};
+
+/// How long kubeadm may take.
+const TIMEOUT: Duration = Duration::from_secs(1200);
+
+/// Which kubeadm upgrade a node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `upgrade apply`, on the first control-plane node.
+    Apply,
+    /// `upgrade node`, on every other node.
+    Node,
+}
+
+impl Kind {
+    fn args(self, version: &Version) -> Vec<String> {
+        match self {
+            Kind::Apply => upgrade::upgrade_apply_args(&version.to_string()),
+            Kind::Node => upgrade::upgrade_node_args(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Apply => "upgrade apply",
+            Kind::Node => "upgrade node",
+        }
+    }
+}
+
+/// The image a step without a known patch uses: the newest of `minor` on the node.
+pub async fn resolve_image(r: &Remote, minor: Minor) -> anyhow::Result<Version> {
+    let dir = upgrade::images_dir(Component::Kubernetes.name());
+    let out = r
+        .check_root("list kubernetes images", &format!("ls -1 {dir}/"))
+        .await?;
+    out.stdout
+        .lines()
+        .filter_map(|l| node::image_version(Component::Kubernetes.name(), l.trim()))
+        .filter(|v| v.minor() == minor)
+        .max()
+        .with_context(|| {
+            format!(
+                "{}: no kubernetes {minor} image in {dir}/ to run kubeadm from",
+                r.node()
+            )
+        })
+}
+
+/// The step's command line for the node, as run and as `--dry-run` shows it.
+pub fn command(kind: Kind, version: &Version) -> String {
+    let image = format!(
+        "{}/{}",
+        upgrade::images_dir(Component::Kubernetes.name()),
+        upgrade::image_file(Component::Kubernetes.name(), &version.to_string())
+    );
+    upgrade::kubeadm_step(&KubeadmStep {
+        image: &image,
+        version: &version.to_string(),
+        args: &kind.args(version),
+        run_dir: "/run",
+        marker: upgrade::KUBEADM_STEP_MARKER,
+    })
+}
+
+/// Runs the step on `r` with the `version` image's kubeadm; on failure,
+/// unstages the node if it was staged and says what state it is in.
+pub async fn run(r: &Remote, kind: Kind, version: &Version, hub: &str) -> anyhow::Result<()> {
+    let label = format!("kubeadm {} with the {version} image's kubeadm", kind.name());
+    let out = r
+        .run_root_timeout(&label, &command(kind, version), None, TIMEOUT)
+        .await?;
+    if out.success() {
+        return Ok(());
+    }
+    let node = r.node().to_string();
+    let why = match out.exit {
+        Some(kubeadm_exit::NO_IMAGE) => format!(
+            "the {version} image is not in /opt/extensions/kubernetes/ (was it removed?); run `fleetctl \
+             apply` again to download it"
+        ),
+        Some(kubeadm_exit::WRONG_VERSION) => format!(
+            "the kubeadm inside the {version} image does not report {version} (see the journal): the file \
+             is not what its name says. Remove it from /opt/extensions/kubernetes/ and run `fleetctl apply` again"
+        ),
+        Some(kubeadm_exit::MOUNT) => format!(
+            "the {version} image could not be mounted read-only (`mount -o loop,ro`): check that loop \
+             devices work on the node (`losetup -f`) and that the file is a sysext image"
+        ),
+        Some(kubeadm_exit::MARKER) => format!(
+            "kubeadm succeeded, but {} could not be written; free space in /var and run `fleetctl apply` \
+             again (the step is repeated, which is harmless for `upgrade node`)",
+            upgrade::KUBEADM_STEP_MARKER
+        ),
+        _ => {
+            let failed = CommandFailed::new(&node, &label, &out);
+            match kind {
+                Kind::Apply => format!(
+                    "{failed}. kubeadm rolls its own control-plane changes back; the API server stays on the \
+                     previous minor. Read the journal, fix the cause, then run `fleetctl apply` again: it \
+                     repeats upgrade apply"
+                ),
+                Kind::Node => format!(
+                    "{failed}. Read the journal, fix the cause, then run `fleetctl apply` again: it repeats \
+                     upgrade node"
+                ),
+            }
+        }
+    };
+    let state = match undo(r, hub).await {
+        Ok(s) => s,
+        Err(e) => format!(
+            "COULD NOT CHECK OR UNSTAGE {node} ({e:#}): make sure /etc/extensions/kubernetes.raw points \
+             at the image it runs before it reboots"
+        ),
+    };
+    bail!("{node}: kubeadm {} failed: {why}. {state}", kind.name())
+}
+
+/// Puts a node whose kubeadm step failed back to booting what it runs:
+/// when its symlink points at a newer minor than its kubelet, the symlink
+/// and the pinned config go back to the running version. Says what it did.
+pub async fn undo(r: &Remote, hub: &str) -> anyhow::Result<String> {
+    let facts = settled_facts(r).await?;
+    let node = r.node();
+    let k8s = &facts.kubernetes;
+    let (Some(running), Some(staged)) = (&k8s.running, &k8s.staged) else {
+        return Ok(format!(
+            "{node} was not staged by fleetctl: it boots what it boots now"
+        ));
+    };
+    if staged.minor() <= running.minor() {
+        return Ok(format!(
+            "{node} was not staged: it still boots kubernetes {staged}; nothing was rebooted"
+        ));
+    }
+    let minor = running.minor();
+    let config = plan::render_config(Component::Kubernetes, minor, hub)?;
+    let path = Component::Kubernetes.config_path();
+    let out = r
+        .run_root(
+            &format!("unstage: pin kubernetes back to {minor}"),
+            &upgrade::pin_config(&path, &[]),
+            Some(config.as_bytes()),
+        )
+        .await?;
+    succeeded(node, "unstage: pin the config back", out)?;
+    r.check_root(
+        &format!("unstage: point the symlink back at {running}"),
+        &upgrade::stage_image(Component::Kubernetes.name(), &running.to_string()),
+    )
+    .await?;
+    Ok(format!(
+        "{node} was staged with {staged} and has been unstaged: it boots {running} again, pinned to \
+         {minor}; nothing was rebooted"
+    ))
+}

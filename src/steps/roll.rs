@@ -1,0 +1,564 @@
+//! Rolling a node onto what it has staged: the gates, drain, reboot (the
+//! kubelet restart kubeadm's procedure asks for: the sysext is merged at
+//! boot), then wait for the new boot, the new kubelet active at the staged
+//! version, the Node Ready and, on a control plane, its static pods Running
+//! at that version; only then uncordon.
+//!
+//! Undo: a node drained but not rebooted (a failed drain, a symlink that
+//! moved, Ctrl-C) is uncordoned again. A node that was rebooted and does
+//! not come back stays cordoned, and the report says so.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::POLL;
+use super::context::{Apply, settled_facts};
+use super::gates;
+use super::runner::{CommandFailed, Remote};
+use super::stage::{check_staged, staged_version};
+use crate::inventory::Role;
+use crate::node;
+use crate::plan::Component;
+use crate::remote::{kubectl, upgrade};
+use crate::ssh::{self, Session};
+use crate::version::{Minor, Version};
+
+/// How long a reconnected node may take to print its boot id.
+const BOOT_ID_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Drains, reboots and waits for `node`, then uncordons it. `expect`: the
+/// version it must boot (`None` when the hub's list was unreadable: the
+/// staged `minor` image, whichever patch).
+pub async fn roll(
+    apply: &mut Apply<'_>,
+    node: &str,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<()> {
+    apply.check_stop(None)?;
+    apply.progress.step(&format!("{node}: gates, then drain"));
+    gates::before_drain(apply, node).await?;
+    apply.mark(node)?;
+    apply.ledger(|l| {
+        l.cordoned.insert(node.to_string());
+    });
+    let api = apply.api()?;
+    let undone = drain(&api, node, apply.settings.drain_timeout).await;
+    if let Err(failure) = undone {
+        if failure.uncordoned {
+            apply.ledger(|l| {
+                l.cordoned.remove(node);
+            });
+        }
+        return Err(failure.error);
+    }
+    if apply.stop.requested() {
+        uncordon(&api, node).await?;
+        apply.ledger(|l| {
+            l.cordoned.remove(node);
+        });
+        apply.check_stop(Some(node))?;
+    }
+
+    let r = apply.remote(node)?;
+    let before = match before_reboot(&r, minor, expect).await {
+        Ok(b) => b,
+        Err(e) => {
+            let state = match uncordon(&api, node).await {
+                Ok(()) => {
+                    apply.ledger(|l| {
+                        l.cordoned.remove(node);
+                    });
+                    format!("{node} was uncordoned again; nothing was rebooted")
+                }
+                Err(u) => format!("{node} IS STILL CORDONED (uncordon failed: {u:#})"),
+            };
+            return Err(e.context(state));
+        }
+    };
+    r.journal()
+        .event("reboot", Some(node), &format!("boot id {}", before.boot_id));
+    send_reboot(&r).await?;
+    apply.progress.step(&format!(
+        "{node}: rebooting into {} (the connection drops; waiting for it to come back)",
+        before.staged
+    ));
+    let target = apply
+        .settings
+        .targets
+        .get(node)
+        .with_context(|| format!("{node}: no SSH target"))?
+        .clone();
+    let deadline = apply.deadline();
+    let session = wait_rebooted(
+        node,
+        &target,
+        &apply.settings.ssh,
+        &before.boot_id,
+        deadline,
+        apply.settings.node_timeout,
+    )
+    .await?;
+    let fresh = r.with_session(Arc::new(session));
+    apply.set_remote(node, fresh.clone());
+    apply.progress.step(&format!(
+        "{node}: back; waiting for kubelet {}",
+        before.staged
+    ));
+    wait_kubelet(&fresh, &before.staged, deadline).await?;
+    let api = apply.api()?;
+    if apply.role(node) == Role::ControlPlane {
+        apply.progress.step(&format!(
+            "{node}: waiting for its static pods at {}",
+            before.staged
+        ));
+        wait_static_pods(&api, node, &before.staged, deadline).await?;
+    }
+    apply
+        .progress
+        .step(&format!("{node}: waiting for Ready, then uncordon"));
+    // Nothing changes on the node any more, so its facts are read while the
+    // API server is asked whether it is Ready: one round trip less between
+    // two reboots.
+    let (back, facts) = tokio::join!(
+        ready_then_uncordon(&api, node, deadline),
+        settled_facts(&fresh)
+    );
+    back?;
+    apply.ledger(|l| {
+        l.cordoned.remove(node);
+    });
+    apply.settle(node, facts?)
+}
+
+/// What a node is about to reboot into, and from which boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BeforeReboot {
+    staged: Version,
+    boot_id: String,
+}
+
+/// Right before a reboot: the node's own sysupdate timer may have moved the
+/// symlink since it was staged. The boot id is read in the same command,
+/// to recognise the new boot afterwards.
+async fn before_reboot(
+    r: &Remote,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<BeforeReboot> {
+    let out = r
+        .check_root(
+            "check staged kubernetes, read the boot id",
+            &upgrade::before_reboot(),
+        )
+        .await?;
+    let (link, boot_id) = link_and_boot_id(&out.stdout).with_context(|| {
+        format!(
+            "{}: expected the target of /etc/extensions/kubernetes.raw and the boot id, got `{}`",
+            r.node(),
+            out.stdout.trim()
+        )
+    })?;
+    let staged = staged_version(Component::Kubernetes, link).with_context(|| {
+        format!(
+            "{}: /etc/extensions/kubernetes.raw points at `{link}`",
+            r.node()
+        )
+    })?;
+    check_staged(r.node(), Component::Kubernetes, &staged, minor, expect)?;
+    Ok(BeforeReboot {
+        staged,
+        boot_id: boot_id.to_string(),
+    })
+}
+
+/// The two lines [`before_reboot`]'s command prints.
+fn link_and_boot_id(stdout: &str) -> anyhow::Result<(&str, &str)> {
+    let mut lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty());
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(link), Some(id), None) => Ok((link, id)),
+        _ => bail!("not two lines"),
+    }
+}
+
+/// A drain that did not finish, and whether the node was uncordoned again.
+struct DrainFailed {
+    error: anyhow::Error,
+    uncordoned: bool,
+}
+
+/// Names of the pods a drain could not evict, from kubectl's messages.
+pub fn blocked_pods(stderr: &str) -> Vec<String> {
+    let mut pods: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| {
+            let at = l.find("pods/")?;
+            let rest = &l[at + 5..];
+            let name: String = rest
+                .trim_start_matches('"')
+                .chars()
+                .take_while(|c| *c != '"' && !c.is_whitespace())
+                .collect();
+            let ns = l[at..]
+                .split(" -n ")
+                .nth(1)
+                .and_then(|s| s.trim_start_matches('"').split('"').next());
+            (!name.is_empty()).then(|| match ns {
+                Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+                _ => name,
+            })
+        })
+        .collect();
+    pods.sort();
+    pods.dedup();
+    pods
+}
+
+/// Cordons and drains `node` through the API node. A drain that fails is
+/// undone (uncordon: nothing was rebooted) and reported with the pods that
+/// blocked it.
+async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainFailed> {
+    let secs = format!("--timeout={}s", timeout.as_secs().max(1));
+    let out = api
+        .run_root_timeout(
+            &format!("cordon and drain {node}"),
+            &kubectl::cordon_and_drain(node, &secs),
+            None,
+            timeout + Duration::from_secs(60),
+        )
+        .await
+        .map_err(|error| DrainFailed {
+            error,
+            uncordoned: false,
+        })?;
+    if out.success() {
+        return Ok(());
+    }
+    if out.exit == Some(kubectl::CORDON_FAILED) {
+        return Err(DrainFailed {
+            error: anyhow::anyhow!(
+                "{node}: kubectl cordon {node} failed: {}. Nothing was drained or rebooted; run `fleetctl \
+                 apply` again once the API server accepts it",
+                out.stderr
+                    .trim()
+                    .lines()
+                    .last()
+                    .unwrap_or("it printed nothing")
+            ),
+            uncordoned: true,
+        });
+    }
+    let undo = uncordon(api, node).await;
+    let state = match &undo {
+        Ok(()) => format!("{node} was uncordoned again; nothing was rebooted"),
+        Err(e) => format!(
+            "{node} IS STILL CORDONED (uncordon failed: {e:#}); run `kubectl uncordon {node}`"
+        ),
+    };
+    let pods = blocked_pods(&out.stderr);
+    let why = if pods.is_empty() {
+        format!(
+            "kubectl said: {}",
+            out.stderr.trim().lines().last().unwrap_or("nothing")
+        )
+    } else {
+        format!("a PodDisruptionBudget blocks evicting {}", pods.join(", "))
+    };
+    Err(DrainFailed {
+        error: anyhow::anyhow!(
+            "{node}: drain did not finish within {}: {why}. {state}. Make room for the pods (scale the \
+             workload or relax the budget), then run `fleetctl apply` again",
+            humantime::format_duration(timeout)
+        ),
+        uncordoned: undo.is_ok(),
+    })
+}
+
+/// Sends the reboot. The connection dropping is what success looks like.
+async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
+    match r
+        .run_root_timeout("reboot", upgrade::REBOOT, None, Duration::from_secs(30))
+        .await
+    {
+        Ok(out) if out.exit.is_none_or(|c| c == 0) => Ok(()),
+        Ok(out) => Err(anyhow::Error::new(CommandFailed::new(
+            r.node(),
+            "reboot",
+            &out,
+        ))),
+        Err(e) if ssh::is_disconnected(&e) || e.chain().any(|c| c.is::<ssh::CommandTimedOut>()) => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reconnects until the node answers with a boot id other than `before`.
+/// The first attempt is immediate: a node still shutting down refuses it
+/// or shows its old boot id, both cheap.
+async fn wait_rebooted(
+    node: &str,
+    target: &ssh::Target,
+    opts: &ssh::Options,
+    before: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> anyhow::Result<Session> {
+    let mut last = String::from("no answer yet");
+    loop {
+        if Instant::now() >= deadline {
+            bail!(
+                "{node} did not come back from its reboot within {} ({last}). It is cordoned. \
+                 Once it is back (check its console), run `fleetctl apply` again: it resumes with this node",
+                humantime::format_duration(timeout)
+            );
+        }
+        let mut quick = opts.clone();
+        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
+        match ssh::connect(target, &quick).await {
+            // Bounded: a node half-way through its shutdown must not hold
+            // this attempt until the 10-minute command timeout.
+            Ok(s) => match s
+                .exec_timeout(upgrade::BOOT_ID, None, BOOT_ID_TIMEOUT)
+                .await
+            {
+                Ok(out)
+                    if out.success()
+                        && out.stdout.trim() != before
+                        && !out.stdout.trim().is_empty() =>
+                {
+                    return Ok(s);
+                }
+                Ok(_) => last = "still the old boot".into(),
+                Err(e) => last = format!("{e:#}"),
+            },
+            Err(e) => last = format!("{:#}", e),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The kubelet unit as [`upgrade::KUBELET_STATE`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KubeletState {
+    /// `systemctl is-active`: `active`, `activating` (waiting for an
+    /// automatic restart after a crash), `failed`, …
+    unit: String,
+    /// `kubelet --version`'s line.
+    version: String,
+    /// The unit's journal for this boot, when it is not active.
+    journal: Vec<String>,
+}
+
+fn kubelet_state(stdout: &str) -> KubeletState {
+    let mut lines = stdout.lines();
+    KubeletState {
+        unit: lines.next().unwrap_or("").trim().to_string(),
+        version: lines.next().unwrap_or("").trim().to_string(),
+        journal: lines.map(str::to_string).collect(),
+    }
+}
+
+/// Polls the kubelet unit until it is active and reports `want`: the new
+/// sysext was merged and the kubelet starts with the config its kubeadm
+/// step wrote. A kubelet that keeps failing is reported with its journal.
+async fn wait_kubelet(r: &Remote, want: &Version, deadline: Instant) -> anyhow::Result<()> {
+    let expected = format!("Kubernetes {want}");
+    loop {
+        let out = r
+            .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
+            .await?;
+        let state = kubelet_state(&out.stdout);
+        if state.unit == "active" && state.version == expected {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            if state.version != expected {
+                bail!(
+                    "{}: after the reboot kubelet reports `{}`, expected {want}: the staged sysext was not \
+                     merged. It is cordoned. Check `systemd-sysext status` and /etc/extensions/ on the node",
+                    r.node(),
+                    state.version
+                );
+            }
+            bail!(
+                "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
+                 Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
+                r.node(),
+                state.unit,
+                state.journal.join("\n  ")
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Polls a control plane's static pods until kube-apiserver,
+/// kube-controller-manager and kube-scheduler are Running at `want`.
+async fn wait_static_pods(
+    api: &Remote,
+    node: &str,
+    want: &Version,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    let cmd = kubectl::get_static_pods(node);
+    let label = format!("static pods of {node}");
+    loop {
+        let out = api.run_root(&label, &cmd, None).await?;
+        let pods = node::parse_pods(&out.stdout).unwrap_or_default();
+        let lagging: Vec<String> = kubectl::STATIC_POD_COMPONENTS
+            .iter()
+            .map(|c| format!("{c}-{node}"))
+            .filter_map(|name| match pods.iter().find(|p| p.name == name) {
+                Some(p) if p.running && p.version.as_ref() == Some(want) => None,
+                Some(p) => Some(format!(
+                    "{name} is {} at {}",
+                    if p.running { "Running" } else { "not Running" },
+                    p.version
+                        .as_ref()
+                        .map_or_else(|| "an unknown version".into(), Version::to_string)
+                )),
+                None => Some(format!("{name} is not there")),
+            })
+            .collect();
+        if lagging.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{node}: its control plane did not come up at {want}: {}. It is cordoned. Check \
+                 `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
+                lagging.join("; ")
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until the API server reports `node` Ready (`kubectl wait`, in
+/// short rounds so a dropped API connection is retried), then uncordons it.
+pub async fn ready_then_uncordon(
+    api: &Remote,
+    node: &str,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    let cmd = kubectl::ready_then_uncordon(node);
+    let label = format!("wait for {node} Ready, then uncordon it");
+    loop {
+        let out = api.run_root(&label, &cmd, None).await?;
+        if out.success() {
+            return Ok(());
+        }
+        if out.exit != Some(kubectl::NOT_READY) {
+            return Err(anyhow::Error::new(CommandFailed::new(
+                api.node(),
+                &format!("uncordon {node}"),
+                &out,
+            )));
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
+                out.stderr.trim().lines().last().unwrap_or("no answer")
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn uncordon(api: &Remote, node: &str) -> anyhow::Result<()> {
+    api.check_root(&format!("uncordon {node}"), &kubectl::uncordon(node))
+        .await?;
+    Ok(())
+}
+
+/// What `--dry-run` shows for rolling `node`.
+pub fn commands(
+    api_node: &str,
+    node: &str,
+    control_plane: bool,
+    version: &str,
+) -> Vec<(String, String)> {
+    let mut lines = vec![
+        (
+            api_node.to_string(),
+            kubectl::cordon_and_drain(node, "--timeout=<drain-timeout>"),
+        ),
+        (node.to_string(), upgrade::before_reboot()),
+        (node.to_string(), upgrade::REBOOT.to_string()),
+        (
+            node.to_string(),
+            format!(
+                "(reconnect until the boot id changes, then until kubelet.service is active at {version}) {}",
+                upgrade::KUBELET_STATE
+            ),
+        ),
+    ];
+    if control_plane {
+        lines.push((
+            api_node.to_string(),
+            format!(
+                "(until Running at {version}) {}",
+                kubectl::get_static_pods(node)
+            ),
+        ));
+    }
+    lines.push((
+        api_node.to_string(),
+        format!("(until Ready) {}", kubectl::ready_then_uncordon(node)),
+    ));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_pods_a_budget_protects() {
+        let stderr = "evicting pod default/web-7d9f\n\
+            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+            error: unable to drain node \"w-1\" due to error: [error when evicting pods/\"db-0\" -n \"data\": global timeout reached: 2s], continuing command...";
+        assert_eq!(blocked_pods(stderr), vec!["data/db-0", "default/web-7d9f"]);
+        assert!(blocked_pods("node/w-1 cordoned\n").is_empty());
+    }
+
+    #[test]
+    fn the_command_before_a_reboot_prints_the_link_then_the_boot_id() {
+        assert_eq!(
+            upgrade::before_reboot(),
+            "readlink '/etc/extensions/kubernetes.raw' && cat /proc/sys/kernel/random/boot_id"
+        );
+        assert_eq!(
+            link_and_boot_id(
+                "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw\nb1c2\n"
+            )
+            .unwrap(),
+            (
+                "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw",
+                "b1c2"
+            )
+        );
+        for bad in ["", "only-a-link\n", "a\nb\nc\n"] {
+            assert!(link_and_boot_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_kubelet_state_carries_the_unit_the_version_and_why_it_fails() {
+        let s = kubelet_state(
+            "activating\nKubernetes v1.35.3\nDec 01 15:04:05 w-1 kubelet[812]: E1201 … \"command failed\" \
+             err=\"failed to parse kubelet flag: unknown flag: --pod-infra-container-image\"\n",
+        );
+        assert_eq!(s.unit, "activating");
+        assert_eq!(s.version, "Kubernetes v1.35.3");
+        assert_eq!(s.journal.len(), 1);
+        assert!(s.journal[0].contains("unknown flag"));
+        let ok = kubelet_state("active\nKubernetes v1.35.3\n");
+        assert_eq!((ok.unit.as_str(), ok.journal.len()), ("active", 0));
+        assert_eq!(kubelet_state("").unit, "");
+    }
+}

@@ -1,0 +1,173 @@
+//! Staging: the pinned sysupdate config, and the symlink that decides what
+//! the next boot merges. For kubernetes this runs only after the node's
+//! kubeadm step, and only points the symlink at the image already
+//! downloaded; containerd, which needs no kubeadm step, is staged by
+//! `systemd-sysupdate --component=containerd` itself. Neither touches
+//! /run/reboot-required: fleetctl owns the reboot, and a marker there would
+//! let Kured reboot the node on its own once the lock is gone.
+
+use anyhow::{Context, bail};
+
+use super::kubeadm;
+use super::runner::{Remote, succeeded};
+use crate::node;
+use crate::plan::Component;
+use crate::remote::upgrade;
+use crate::version::{Minor, Version};
+
+/// Writes the pinned config (atomically, with a backup), disables stray
+/// configs, and reads the file back.
+pub async fn pin(
+    r: &Remote,
+    component: Component,
+    path: &str,
+    config: &str,
+    disable: &[String],
+) -> anyhow::Result<()> {
+    let label = format!("pin {component} config");
+    let out = r
+        .run_root(
+            &label,
+            &upgrade::pin_config(path, disable),
+            Some(config.as_bytes()),
+        )
+        .await?;
+    let out = succeeded(r.node(), &label, out)?;
+    if out.stdout != config {
+        bail!(
+            "{}: {path} reads back different from what fleetctl wrote (a full disk, or something rewriting it?); \
+             the previous file is kept as {path}.fleetctl-backup",
+            r.node()
+        );
+    }
+    Ok(())
+}
+
+/// Stages `component` and returns what the symlink now points at, refusing
+/// anything outside `minor` or other than `expect`.
+pub async fn stage(
+    r: &Remote,
+    component: Component,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<Version> {
+    let (label, cmd) = match component {
+        Component::Kubernetes => {
+            let version = match expect {
+                Some(v) => v.clone(),
+                None => kubeadm::resolve_image(r, minor).await?,
+            };
+            (
+                format!("stage kubernetes {version}"),
+                upgrade::stage_image(component.name(), &version.to_string()),
+            )
+        }
+        Component::Containerd => (
+            format!("stage {component} {minor}"),
+            upgrade::sysupdate_stage(component.name()),
+        ),
+    };
+    let out = r.run_root(&label, &cmd, None).await?;
+    let out = succeeded(r.node(), &label, out).with_context(|| {
+        format!(
+            "{}: could not stage {component} {minor}; nothing was rebooted. Fix it and run `fleetctl apply` again",
+            r.node()
+        )
+    })?;
+    let target = out.stdout.trim();
+    let staged = staged_version(component, target).with_context(|| {
+        format!(
+            "{}: after staging, {component} points at `{target}`",
+            r.node()
+        )
+    })?;
+    check_staged(r.node(), component, &staged, minor, expect)?;
+    Ok(staged)
+}
+
+/// What `--dry-run` shows for staging.
+pub fn stage_command(component: Component, minor: Minor, expect: Option<&Version>) -> String {
+    match component {
+        Component::Kubernetes => upgrade::stage_image(
+            component.name(),
+            &expect.map_or_else(|| format!("<newest {minor}>"), Version::to_string),
+        ),
+        Component::Containerd => upgrade::sysupdate_stage(component.name()),
+    }
+}
+
+pub fn staged_version(component: Component, link_target: &str) -> anyhow::Result<Version> {
+    let file = link_target.rsplit('/').next().unwrap_or(link_target);
+    node::image_version(component.name(), file)
+        .with_context(|| format!("`{file}` is not a {component} image name"))
+}
+
+/// A node that staged something else is stopped explicitly, never silently:
+/// another minor would put a kubelet ahead of the API server, another patch
+/// means the hub changed since the plan.
+pub fn check_staged(
+    node: &str,
+    component: Component,
+    staged: &Version,
+    minor: Minor,
+    expect: Option<&Version>,
+) -> anyhow::Result<()> {
+    if staged.minor() != minor {
+        bail!(
+            "{node}: {component} {staged} is staged, but this hop pins {minor}: a config outside fleetctl's \
+             control moved it. Nothing was rebooted. Look at /etc/sysupdate.{component}.d/ on {node}, \
+             then run `fleetctl plan` and `fleetctl apply` again"
+        );
+    }
+    if let Some(want) = expect
+        && staged != want
+    {
+        bail!(
+            "{node}: staged {component} {staged}, but the plan expected {want}: the hub's newest {minor} patch \
+             changed since the plan was made. Nothing was rebooted. Run `fleetctl plan` again to plan with \
+             {staged}, then `fleetctl apply`"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_versions_come_from_the_link_target() {
+        let v = staged_version(
+            Component::Kubernetes,
+            "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw",
+        )
+        .unwrap();
+        assert_eq!(v, Version::new(1, 35, 3));
+        assert!(staged_version(Component::Kubernetes, "").is_err());
+    }
+
+    #[test]
+    fn another_minor_or_patch_staged_is_refused_explicitly() {
+        let m = Minor::new(1, 35);
+        let want = Version::new(1, 35, 3);
+        assert!(check_staged("w-1", Component::Kubernetes, &want, m, Some(&want)).is_ok());
+        let e = check_staged(
+            "w-1",
+            Component::Kubernetes,
+            &Version::new(1, 35, 4),
+            m,
+            Some(&want),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("the plan expected v1.35.3"), "{e}");
+        let e = check_staged(
+            "w-1",
+            Component::Kubernetes,
+            &Version::new(1, 36, 0),
+            m,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("this hop pins v1.35"), "{e}");
+    }
+}
