@@ -362,4 +362,89 @@ mod tests {
             assert_eq!(api_error(stderr), want, "{stderr}");
         }
     }
+
+    /// Runs `script` with a fake `kubectl` first in PATH that appends its
+    /// verb to a log and exits with `$FAIL_<VERB>` (0 when unset).
+    fn with_fake_kubectl(script: &str, fail: &[(&str, u32)]) -> (Option<i32>, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("kubectl");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor a; do case $a in --*) ;; *) verb=$a; break;; esac; done\n\
+             echo \"$verb\" >> \"$LOG\"\neval \"exit \\${FAIL_$verb:-0}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("log");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script])
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    dir.path().display(),
+                    std::env::var("PATH").unwrap()
+                ),
+            )
+            .env("LOG", &log);
+        for (verb, code) in fail {
+            cmd.env(format!("FAIL_{verb}"), code.to_string());
+        }
+        let status = cmd.status().unwrap();
+        (
+            status.code(),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn cordon_and_drain_is_one_command_that_tells_a_failed_cordon_apart() {
+        let cmd = cordon_and_drain("w-1", "--timeout=300s");
+        assert_eq!(
+            cmd,
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s cordon w-1 || exit 97; \
+             kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s drain w-1 \
+             --ignore-daemonsets --delete-emptydir-data --timeout=300s"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[]),
+            (Some(0), "cordon\ndrain\n".into())
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("drain", 1)]),
+            (Some(1), "cordon\ndrain\n".into()),
+            "a failed drain is the drain's own status"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("cordon", 1)]),
+            (Some(CORDON_FAILED as i32), "cordon\n".into()),
+            "no drain without a cordon"
+        );
+    }
+
+    #[test]
+    fn uncordon_runs_only_once_the_node_is_ready() {
+        let cmd = ready_then_uncordon("w-1");
+        assert_eq!(
+            cmd,
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s wait --for=condition=Ready \
+             node/w-1 --timeout=10s || exit 98; \
+             kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s uncordon w-1"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[]),
+            (Some(0), "wait\nuncordon\n".into())
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("wait", 1)]),
+            (Some(NOT_READY as i32), "wait\n".into()),
+            "not Ready: never uncordoned"
+        );
+        assert_eq!(
+            with_fake_kubectl(&cmd, &[("uncordon", 1)]),
+            (Some(1), "wait\nuncordon\n".into()),
+            "a failed uncordon is its own status"
+        );
+    }
 }
