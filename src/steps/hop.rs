@@ -114,6 +114,9 @@ async fn one_step(
     step: &Step,
     finishes: bool,
 ) -> anyhow::Result<()> {
+    // Every boundary between two steps is a safe point: a node is never
+    // staged before its kubeadm step, and a roll undoes its own drain.
+    apply.check_stop(None)?;
     let node = step.node.as_str();
     let text = step.action.describe();
     apply.begin(node, &text);
@@ -133,6 +136,13 @@ async fn one_step(
             };
             kubeadm::run(&r, Kind::Apply, &v, &apply.plan.hub).await?;
             apply.record_cluster_version(v)?;
+        }
+        Action::UpgradeNode { .. } if apply.role(node) == crate::inventory::Role::ControlPlane => {
+            // Its kubeadm restarts this node's API server: not while
+            // another control plane is still coming up.
+            let api = apply.api()?;
+            wait_control_planes_ready(apply, &api).await?;
+            Job::of(apply, node)?.run(&step.action).await?;
         }
         other => {
             if changes_fingerprint(other) {
@@ -178,8 +188,10 @@ async fn finish_node(
 }
 
 /// kubeadm's own preflight refuses `upgrade apply` while a control-plane
-/// Node is NotReady, and one that just rebooted may still be coming up:
-/// wait for them (and `/readyz`) up to the node timeout.
+/// Node is NotReady (ControlPlaneNodesReady), and one that just rebooted may
+/// still be coming up: wait for them (and `/readyz`) up to the node timeout.
+/// The same before a control plane's `upgrade node`, which restarts its API
+/// server.
 async fn wait_control_planes_ready(apply: &Apply<'_>, api: &Remote) -> anyhow::Result<()> {
     let deadline = apply.deadline();
     loop {
@@ -189,7 +201,8 @@ async fn wait_control_planes_ready(apply: &Apply<'_>, api: &Remote) -> anyhow::R
         }
         if Instant::now() >= deadline {
             bail!(
-                "not running `kubeadm upgrade apply`: {}. Nothing was changed. Fix it, then run `fleetctl apply` again",
+                "not running kubeadm on a control plane: {}. Nothing was changed. Fix it, then run \
+                 `fleetctl apply` again",
                 problems.join("; ")
             );
         }

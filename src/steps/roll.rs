@@ -110,11 +110,21 @@ pub async fn roll(
     wait_kubelet(&fresh, &before.staged, deadline).await?;
     let api = apply.api()?;
     if apply.role(node) == Role::ControlPlane {
+        // The control plane runs kubeadm-config's version, which a converge
+        // (kubelets a patch ahead, no kubeadm) leaves behind the kubelet's.
+        let control_plane = apply
+            .plan
+            .fingerprint
+            .cluster_version
+            .clone()
+            .filter(|v| v.minor() == minor);
         apply.progress.step(&format!(
             "{node}: waiting for its static pods at {}",
-            before.staged
+            control_plane
+                .as_ref()
+                .map_or_else(|| minor.to_string(), Version::to_string)
         ));
-        wait_static_pods(&api, node, &before.staged, deadline).await?;
+        wait_static_pods(&api, node, control_plane.as_ref(), minor, deadline).await?;
     }
     apply
         .progress
@@ -396,13 +406,20 @@ async fn wait_kubelet(r: &Remote, want: &Version, deadline: Instant) -> anyhow::
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
-/// kube-controller-manager and kube-scheduler are Running at `want`.
+/// kube-controller-manager and kube-scheduler are Running at `want` (any
+/// patch of `minor` when the cluster's version is unknown).
 async fn wait_static_pods(
     api: &Remote,
     node: &str,
-    want: &Version,
+    want: Option<&Version>,
+    minor: Minor,
     deadline: Instant,
 ) -> anyhow::Result<()> {
+    let at = |v: &Option<Version>| match want {
+        Some(w) => v.as_ref() == Some(w),
+        None => v.as_ref().is_some_and(|v| v.minor() == minor),
+    };
+    let wanted = want.map_or_else(|| minor.to_string(), Version::to_string);
     let cmd = kubectl::get_static_pods(node);
     let label = format!("static pods of {node}");
     loop {
@@ -412,7 +429,7 @@ async fn wait_static_pods(
             .iter()
             .map(|c| format!("{c}-{node}"))
             .filter_map(|name| match pods.iter().find(|p| p.name == name) {
-                Some(p) if p.running && p.version.as_ref() == Some(want) => None,
+                Some(p) if p.running && at(&p.version) => None,
                 Some(p) => Some(format!(
                     "{name} is {} at {}",
                     if p.running { "Running" } else { "not Running" },
@@ -428,7 +445,7 @@ async fn wait_static_pods(
         }
         if Instant::now() >= deadline {
             bail!(
-                "{node}: its control plane did not come up at {want}: {}. It is cordoned. Check \
+                "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
                  `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
                 lagging.join("; ")
             );
