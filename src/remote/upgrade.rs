@@ -42,6 +42,11 @@ pub fn images_dir(component: &str) -> String {
     format!("/opt/extensions/{component}")
 }
 
+/// Lists the component's images, one file name a line.
+pub fn list_images(component: &str) -> String {
+    format!("ls -1 {}/", quote(&images_dir(component)))
+}
+
 /// The file sysext-bakery names an image, as sysupdate stores it.
 pub fn image_file(component: &str, version: &str) -> String {
     format!("{component}-{version}-x86-64.raw")
@@ -84,9 +89,9 @@ pub fn pin_config(path: &str, disable: &[String]) -> String {
 pub fn download(component: &str) -> String {
     format!(
         "set -e; dir=$(mktemp -d /run/fleetctl-download.XXXXXX); trap 'rm -rf \"$dir\"' EXIT; \
-         cat > \"$dir/{c}.conf\"; {SYSUPDATE} --definitions=\"$dir\" update; ls -1 {images}/",
+         cat > \"$dir/{c}.conf\"; {SYSUPDATE} --definitions=\"$dir\" update; {list}",
         c = word(component),
-        images = quote(&images_dir(component)),
+        list = list_images(component),
     )
 }
 
@@ -207,6 +212,9 @@ pub fn before_reboot() -> String {
 }
 
 pub const BOOT_ID: &str = "cat /proc/sys/kernel/random/boot_id";
+
+/// The gates' reachability probe: the session still runs commands.
+pub const ALIVE: &str = "true";
 
 pub const KUBELET_VERSION: &str = "kubelet --version";
 

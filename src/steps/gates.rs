@@ -91,7 +91,9 @@ async fn reachable(apply: &Apply<'_>) -> Vec<String> {
         match apply.remote_of(&n.name) {
             Some(r) => {
                 probes.spawn(async move {
-                    let res = r.run("gate: reachable", "true", None).await;
+                    let res = r
+                        .run("gate: reachable", crate::remote::upgrade::ALIVE, None)
+                        .await;
                     (r.node().to_string(), res.map(|o| o.success()))
                 });
             }

@@ -54,7 +54,10 @@ impl Kind {
 pub async fn resolve_image(r: &Remote, minor: Minor) -> anyhow::Result<Version> {
     let dir = upgrade::images_dir(Component::Kubernetes.name());
     let out = r
-        .check_root("list kubernetes images", &format!("ls -1 {dir}/"))
+        .check_root(
+            "list kubernetes images",
+            &upgrade::list_images(Component::Kubernetes.name()),
+        )
         .await?;
     out.stdout
         .lines()
