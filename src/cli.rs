@@ -140,6 +140,12 @@ pub struct ApplyArgs {
     /// Remove a lock left behind by a dead fleetctl, then proceed
     #[arg(long)]
     pub force_unlock: bool,
+
+    /// How many workers may be down at once: a count (2) or a percentage of
+    /// the workers (10%); a batch never spans two zones. Control planes are
+    /// always taken down one at a time
+    #[arg(long, default_value = "1", value_name = "N|P%")]
+    pub max_unavailable: crate::plan::MaxUnavailable,
 }
 
 /// `90s`, `15m`, `1h`, `1h30m`.

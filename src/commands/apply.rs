@@ -46,7 +46,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
-            printer.out(&dry_run::render(&fresh, &inv));
+            printer.out(&dry_run::render(&fresh, &inv, args.max_unavailable));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -220,6 +220,7 @@ impl Run<'_> {
             ssh: super::ssh_options(self.inv, self.global),
             targets,
             parallel: self.global.parallel.into(),
+            max_unavailable: self.args.max_unavailable,
         };
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.

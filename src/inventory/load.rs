@@ -393,6 +393,7 @@ impl Builder {
         );
         let port = self.opt(raw.port.as_ref(), |p| validate::port(*p).map_err(&in_node));
         let user = self.opt(raw.user.as_ref(), |u| validate::user(u).map_err(&in_node));
+        let zone = self.opt(raw.zone.as_ref(), |z| validate::zone(z).map_err(&in_node));
         let identity_file = match &raw.identity_file {
             Some(f) => self
                 .identity_file(f, &format!("{label}: identity_file"))
@@ -406,6 +407,7 @@ impl Builder {
             port: port?,
             user: user?,
             identity_file: identity_file?,
+            zone: zone?,
         })
     }
 

@@ -84,6 +84,9 @@ pub struct Node {
     pub port: Option<u16>,
     pub user: Option<String>,
     pub identity_file: Option<PathBuf>,
+    /// The failure domain the node is in (`topology.kubernetes.io/zone`, a
+    /// rack, a room): a batch of workers taken down together never spans two.
+    pub zone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -67,4 +67,6 @@ pub(super) struct RawNode {
     pub user: Option<Spanned<String>>,
     #[serde(default)]
     pub identity_file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub zone: Option<Spanned<String>>,
 }

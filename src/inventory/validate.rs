@@ -90,6 +90,23 @@ pub(super) fn user(user: &str) -> Result<String, String> {
     Ok(user.to_string())
 }
 
+/// A zone is a label value (`topology.kubernetes.io/zone` is the usual
+/// source): at most 63 characters of letters, digits, `-`, `_` and `.`.
+pub(super) fn zone(zone: &str) -> Result<String, String> {
+    let ok = !zone.is_empty()
+        && zone.len() <= 63
+        && zone
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(zone.to_string())
+    } else {
+        Err(format!(
+            "zone `{zone}` is not a label value: 1 to 63 letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
 /// Port 0 parses as a `u16` but can never be connected to.
 pub(super) fn port(port: u16) -> Result<u16, String> {
     if port == 0 {

@@ -11,6 +11,7 @@
 //! here) and prints it for a human (`show`). docs/upgrade-path.md explains the
 //! rules.
 
+mod batches;
 mod checks;
 mod config;
 mod diff;
@@ -29,6 +30,7 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+pub use batches::{MaxUnavailable, batches};
 pub use config::{render_config, render_download_config};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};

@@ -122,6 +122,7 @@ mod tests {
                     port: None,
                     user: None,
                     identity_file: None,
+                    zone: None,
                 })
                 .collect(),
         }

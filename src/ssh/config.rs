@@ -337,6 +337,7 @@ mod tests {
             port: None,
             user: None,
             identity_file: None,
+            zone: None,
         }
     }
 

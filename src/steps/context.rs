@@ -55,6 +55,8 @@ pub struct Settings {
     pub targets: BTreeMap<String, ssh::Target>,
     /// How many nodes a parallel phase works on at once.
     pub parallel: usize,
+    /// How many workers may be down at once.
+    pub max_unavailable: crate::plan::MaxUnavailable,
 }
 
 /// What each node went through in this run, for the closing report and a

@@ -7,7 +7,11 @@ use crate::plan::{Action, Plan};
 use crate::remote::{kubectl, upgrade};
 use crate::version::Version;
 
-pub fn render(plan: &Plan, inv: &Inventory) -> String {
+pub fn render(
+    plan: &Plan,
+    inv: &Inventory,
+    max_unavailable: crate::plan::MaxUnavailable,
+) -> String {
     let api = inv.first_control_plane().name.clone();
     let mut out = String::new();
     let mut line = |node: &str, cmd: &str| out.push_str(&format!("[{node}] {cmd}\n"));
@@ -30,6 +34,17 @@ pub fn render(plan: &Plan, inv: &Inventory) -> String {
             line("-", &format!("# phase: {}{how}", phase.kind.title()));
             if phase.kind == crate::plan::PhaseKind::Cleanup {
                 verify_lines(&mut line, &api, hop.minor, &version);
+            }
+            if phase.kind == crate::plan::PhaseKind::WorkerReboots {
+                let batches = super::hop::batches_of(inv, phase, max_unavailable);
+                if batches.iter().any(|b| b.len() > 1) {
+                    for b in &batches {
+                        line(
+                            "-",
+                            &format!("# batch: {} (drained and rebooted together)", b.join(", ")),
+                        );
+                    }
+                }
             }
             for step in &phase.steps {
                 let n = step.node.as_str();

@@ -10,8 +10,10 @@ use crate::node::{self, ClusterFacts};
 use crate::remote::{self, kubectl};
 
 /// Before every drain (so before every reboot): every node reachable and
-/// Ready, nothing else cordoned, the API healthy, the operator's checks.
-pub async fn before_drain(apply: &Apply<'_>, node: &str) -> anyhow::Result<()> {
+/// Ready, nothing cordoned but the batch about to go down, the API healthy,
+/// the operator's checks.
+pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<()> {
+    let node = batch.join(", ");
     let api = apply.api()?;
     let (mut problems, ready, cluster, checks) = tokio::join!(
         reachable(apply),
@@ -27,8 +29,8 @@ pub async fn before_drain(apply: &Apply<'_>, node: &str) -> anyhow::Result<()> {
                 match cluster.nodes.iter().find(|c| c.name == n.name) {
                     None => problems.push(format!("{} is not known to the API server", n.name)),
                     Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
-                    Some(c) if c.cordoned && c.name != node => problems.push(format!(
-                        "{} is cordoned: fleetctl takes one node out at a time",
+                    Some(c) if c.cordoned && !batch.contains(&c.name) => problems.push(format!(
+                        "{} is cordoned: fleetctl takes nothing but {node} out of service",
                         c.name
                     )),
                     _ => {}

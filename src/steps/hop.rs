@@ -51,6 +51,17 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
             apply.progress.line(&format!("  {}", phase.kind.title()));
             if phase.kind.parallel() {
                 parallel(apply, hop, p, phase, &last).await?;
+            } else if phase.kind == PhaseKind::WorkerReboots {
+                for batch in worker_batches(apply, phase) {
+                    apply.check_stop(None)?;
+                    let names = batch.join(", ");
+                    apply.begin(&names, "drain, reboot, wait, uncordon");
+                    roll::roll(apply, &batch, hop.minor, hop.version.as_ref()).await?;
+                    for node in &batch {
+                        apply.progress.advance();
+                        finish_node(apply, node, None).await?;
+                    }
+                }
             } else {
                 for (i, step) in phase.steps.iter().enumerate() {
                     let finishes = is_last(&last, &step.node, (p, i));
@@ -123,7 +134,7 @@ async fn one_step(
     apply.progress.step(&format!("{node}: {text}"));
     match &step.action {
         Action::Roll => {
-            roll::roll(apply, node, hop.minor, hop.version.as_ref()).await?;
+            roll::roll(apply, &[node.to_string()], hop.minor, hop.version.as_ref()).await?;
         }
         Action::UpgradeApply { minor, version } => {
             let api = apply.api()?;
@@ -157,6 +168,36 @@ async fn one_step(
         finish_node(apply, node, None).await?;
     }
     Ok(())
+}
+
+/// The workers' rolls in batches of `--max-unavailable`, each within one
+/// zone (see [`crate::plan::batches`]).
+pub fn worker_batches(apply: &Apply<'_>, phase: &Phase) -> Vec<Vec<String>> {
+    batches_of(apply.inv, phase, apply.settings.max_unavailable)
+}
+
+pub fn batches_of(
+    inv: &crate::inventory::Inventory,
+    phase: &Phase,
+    max: crate::plan::MaxUnavailable,
+) -> Vec<Vec<String>> {
+    let workers = inv
+        .nodes
+        .iter()
+        .filter(|n| n.role == crate::inventory::Role::Worker)
+        .count();
+    let nodes: Vec<(&str, Option<&str>)> = phase
+        .steps
+        .iter()
+        .map(|s| {
+            let zone = inv.node(&s.node).and_then(|n| n.zone.as_deref());
+            (s.node.as_str(), zone)
+        })
+        .collect();
+    crate::plan::batches(&nodes, max.of(workers))
+        .into_iter()
+        .map(|b| b.into_iter().map(String::from).collect())
+        .collect()
 }
 
 /// A node is through with the hop: record its state if fleetctl changed it

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use futures_util::future::join_all;
 
 use super::POLL;
 use super::context::{Apply, settled_facts};
@@ -28,119 +29,241 @@ use crate::version::{Minor, Version};
 /// How long a reconnected node may take to print its boot id.
 const BOOT_ID_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Drains, reboots and waits for `node`, then uncordons it. `expect`: the
-/// version it must boot (`None` when the hub's list was unreadable: the
-/// staged `minor` image, whichever patch).
+/// Drains, reboots and waits for `batch` (one control plane, or workers up
+/// to `--max-unavailable`, all of one zone), then uncordons each node.
+/// `expect`: the version they must boot (`None` when the hub's list was
+/// unreadable: the staged `minor` image, whichever patch). The nodes of a
+/// batch drain and reboot together; a failure stops the run only once every
+/// other node of the batch is back (or has failed too).
 pub async fn roll(
     apply: &mut Apply<'_>,
-    node: &str,
+    batch: &[String],
     minor: Minor,
     expect: Option<&Version>,
 ) -> anyhow::Result<()> {
     apply.check_stop(None)?;
-    apply.progress.step(&format!("{node}: gates, then drain"));
-    gates::before_drain(apply, node).await?;
-    apply.mark(node)?;
-    apply.ledger(|l| {
-        l.cordoned.insert(node.to_string());
-    });
+    let names = batch.join(", ");
+    apply.progress.step(&format!("{names}: gates, then drain"));
+    gates::before_drain(apply, batch).await?;
+    for node in batch {
+        apply.mark(node)?;
+    }
+    apply.ledger(|l| l.cordoned.extend(batch.iter().cloned()));
     let api = apply.api()?;
-    let undone = drain(&api, node, apply.settings.drain_timeout).await;
-    if let Err(failure) = undone {
-        if failure.uncordoned {
-            apply.ledger(|l| {
-                l.cordoned.remove(node);
-            });
+    let timeout = apply.settings.drain_timeout;
+    let drains = join_all(batch.iter().map(|n| {
+        let api = api.clone();
+        let n = n.clone();
+        async move { (n.clone(), drain(&api, &n, timeout).await) }
+    }))
+    .await;
+    let mut failures = Vec::new();
+    for (node, result) in drains {
+        if let Err(failure) = result {
+            if failure.uncordoned {
+                apply.ledger(|l| {
+                    l.cordoned.remove(&node);
+                });
+            }
+            failures.push(failure.error);
         }
-        return Err(failure.error);
+    }
+    if !failures.is_empty() {
+        // The others were drained for nothing: nothing is rebooted.
+        let undone = uncordon_cordoned(apply, &api, batch).await;
+        return Err(batch_error(failures, undone));
     }
     if apply.stop.requested() {
-        uncordon(&api, node).await?;
-        apply.ledger(|l| {
-            l.cordoned.remove(node);
-        });
-        apply.check_stop(Some(node))?;
+        uncordon_all(apply, &api, batch).await?;
+        apply.check_stop(Some(&names))?;
     }
 
-    let r = apply.remote(node)?;
-    let before = match before_reboot(&r, minor, expect).await {
-        Ok(b) => b,
-        Err(e) => {
-            let state = match uncordon(&api, node).await {
-                Ok(()) => {
-                    apply.ledger(|l| {
-                        l.cordoned.remove(node);
-                    });
-                    format!("{node} was uncordoned again; nothing was rebooted")
-                }
-                Err(u) => format!("{node} IS STILL CORDONED (uncordon failed: {u:#})"),
-            };
-            return Err(e.context(state));
+    let mut befores = Vec::new();
+    for node in batch {
+        let r = apply.remote(node)?;
+        match before_reboot(&r, minor, expect).await {
+            Ok(b) => befores.push((node.clone(), r, b)),
+            Err(e) => {
+                let state = match uncordon_all(apply, &api, batch).await {
+                    Ok(()) => format!("{names}: uncordoned again; nothing was rebooted"),
+                    Err(u) => format!("{names}: SOME ARE STILL CORDONED (uncordon failed: {u:#})"),
+                };
+                return Err(e.context(state));
+            }
         }
-    };
-    r.journal()
-        .event("reboot", Some(node), &format!("boot id {}", before.boot_id));
-    send_reboot(&r).await?;
-    apply.progress.step(&format!(
-        "{node}: rebooting into {} (the connection drops; waiting for it to come back)",
-        before.staged
-    ));
-    let target = apply
-        .settings
-        .targets
-        .get(node)
-        .with_context(|| format!("{node}: no SSH target"))?
-        .clone();
-    let deadline = apply.deadline();
-    let session = wait_rebooted(
-        node,
-        &target,
-        &apply.settings.ssh,
-        &before.boot_id,
-        deadline,
-        apply.settings.node_timeout,
-    )
-    .await?;
-    let fresh = r.with_session(Arc::new(session));
-    apply.set_remote(node, fresh.clone());
-    apply.progress.step(&format!(
-        "{node}: back; waiting for kubelet {}",
-        before.staged
-    ));
-    wait_kubelet(&fresh, &before.staged, deadline).await?;
-    let api = apply.api()?;
-    if apply.role(node) == Role::ControlPlane {
-        // The control plane runs kubeadm-config's version, which a converge
-        // (kubelets a patch ahead, no kubeadm) leaves behind the kubelet's.
-        let control_plane = apply
-            .plan
-            .fingerprint
-            .cluster_version
-            .clone()
-            .filter(|v| v.minor() == minor);
-        apply.progress.step(&format!(
-            "{node}: waiting for its static pods at {}",
-            control_plane
-                .as_ref()
-                .map_or_else(|| minor.to_string(), Version::to_string)
-        ));
-        wait_static_pods(&api, node, control_plane.as_ref(), minor, deadline).await?;
     }
-    apply
-        .progress
-        .step(&format!("{node}: waiting for Ready, then uncordon"));
-    // Nothing changes on the node any more, so its facts are read while the
-    // API server is asked whether it is Ready: one round trip less between
-    // two reboots.
-    let (back, facts) = tokio::join!(
-        ready_then_uncordon(&api, node, deadline),
-        settled_facts(&fresh)
-    );
-    back?;
-    apply.ledger(|l| {
-        l.cordoned.remove(node);
-    });
-    apply.settle(node, facts?)
+    for (node, r, before) in &befores {
+        r.journal()
+            .event("reboot", Some(node), &format!("boot id {}", before.boot_id));
+    }
+    join_all(befores.iter().map(|(_, r, _)| send_reboot(r)))
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()?;
+    apply.progress.step(&format!(
+        "{names}: rebooting (the connection drops; waiting for it to come back)"
+    ));
+
+    let api_node = apply.inv.first_control_plane().name.clone();
+    let deadline = apply.deadline();
+    let cluster_version = apply.plan.fingerprint.cluster_version.clone();
+    let mut waits = tokio::task::JoinSet::new();
+    for (node, r, before) in befores {
+        let wait = Wait {
+            target: apply
+                .settings
+                .targets
+                .get(&node)
+                .with_context(|| format!("{node}: no SSH target"))?
+                .clone(),
+            ssh: apply.settings.ssh.clone(),
+            timeout: apply.settings.node_timeout,
+            deadline,
+            // The first control plane answers for the API, unless it is the
+            // node rebooting: then its own new session does.
+            api: (node != api_node).then(|| api.clone()),
+            control_plane: (apply.role(&node) == Role::ControlPlane).then(|| {
+                cluster_version
+                    .clone()
+                    .filter(|v: &Version| v.minor() == minor)
+            }),
+            minor,
+        };
+        waits.spawn(async move {
+            let result = wait.run(&node, &r, &before).await;
+            (node, result)
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(joined) = waits.join_next().await {
+        match joined {
+            Ok((node, Ok((fresh, facts)))) => {
+                apply.set_remote(&node, fresh);
+                apply.ledger(|l| {
+                    l.cordoned.remove(&node);
+                });
+                apply.settle(&node, facts)?;
+            }
+            Ok((_, Err(e))) => failures.push(e),
+            Err(e) => failures.push(anyhow::anyhow!("waiting for {names} failed: {e}")),
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(batch_error(failures, Ok(())))
+    }
+}
+
+/// One error for a batch: the only one as it is, several listed.
+fn batch_error(mut failures: Vec<anyhow::Error>, undone: anyhow::Result<()>) -> anyhow::Error {
+    let mut error = if failures.len() == 1 {
+        failures.remove(0)
+    } else {
+        anyhow::anyhow!(
+            "{} nodes of the batch failed:\n  - {}",
+            failures.len(),
+            failures
+                .iter()
+                .map(|e| format!("{e:#}"))
+                .collect::<Vec<_>>()
+                .join("\n  - ")
+        )
+    };
+    if let Err(u) = undone {
+        error = error.context(format!(
+            "and the other nodes of the batch could not all be uncordoned: {u:#}"
+        ));
+    }
+    error
+}
+
+/// Uncordons every node of the batch the ledger still has cordoned.
+async fn uncordon_cordoned(
+    apply: &Apply<'_>,
+    api: &Remote,
+    batch: &[String],
+) -> anyhow::Result<()> {
+    let cordoned: Vec<String> = apply
+        .ledger
+        .lock()
+        .map(|l| {
+            batch
+                .iter()
+                .filter(|n| l.cordoned.contains(*n))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    uncordon_all(apply, api, &cordoned).await
+}
+
+async fn uncordon_all(apply: &Apply<'_>, api: &Remote, nodes: &[String]) -> anyhow::Result<()> {
+    let mut first_error = None;
+    for node in nodes {
+        match uncordon(api, node).await {
+            Ok(()) => apply.ledger(|l| {
+                l.cordoned.remove(node);
+            }),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Everything waiting for one rebooted node needs, owned, so the nodes of a
+/// batch are waited for at the same time.
+struct Wait {
+    target: ssh::Target,
+    ssh: ssh::Options,
+    timeout: Duration,
+    deadline: Instant,
+    api: Option<Remote>,
+    /// For a control plane: the version its static pods must run (`None`
+    /// inside: the cluster's version is unknown, any patch of `minor`).
+    control_plane: Option<Option<Version>>,
+    minor: Minor,
+}
+
+impl Wait {
+    /// The node's new boot, its kubelet, its static pods, Ready, uncordoned;
+    /// returns its new session and its facts.
+    async fn run(
+        &self,
+        node: &str,
+        r: &Remote,
+        before: &BeforeReboot,
+    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
+        let session = wait_rebooted(
+            node,
+            &self.target,
+            &self.ssh,
+            &before.boot_id,
+            self.deadline,
+            self.timeout,
+        )
+        .await?;
+        let fresh = r.with_session(Arc::new(session));
+        wait_kubelet(&fresh, &before.staged, self.deadline).await?;
+        let api = self.api.clone().unwrap_or_else(|| fresh.clone());
+        if let Some(version) = &self.control_plane {
+            // The control plane runs kubeadm-config's version, which a
+            // converge (kubelets a patch ahead, no kubeadm) leaves behind
+            // the kubelet's.
+            wait_static_pods(&api, node, version.as_ref(), self.minor, self.deadline).await?;
+        }
+        // Nothing changes on the node any more, so its facts are read while
+        // the API server is asked whether it is Ready: one round trip less
+        // between two reboots.
+        let (back, facts) = tokio::join!(
+            ready_then_uncordon(&api, node, self.deadline),
+            settled_facts(&fresh)
+        );
+        back?;
+        Ok((fresh, facts?))
+    }
 }
 
 /// What a node is about to reboot into, and from which boot.

@@ -147,7 +147,7 @@ nodes:
     assert_eq!(
         parse_err(text),
         "inventory.yaml:4:5: unknown field `adress`, expected one of \
-         name, address, role, port, user, identity_file"
+         name, address, role, port, user, identity_file, zone"
     );
 }
 
@@ -277,6 +277,31 @@ nodes:
         parse_err(text),
         "inventory.yaml:4:43: node `w-1`: unknown role `wroker`, \
          expected `control-plane` or `worker`"
+    );
+}
+
+#[test]
+fn zones_are_label_values_and_named_by_node() {
+    let inv = parse_ok(
+        "\
+kubernetes_version: v1.37
+nodes:
+  - {name: cp-1, address: 10.0.0.11, role: control-plane}
+  - {name: w-1, address: 10.0.0.21, role: worker, zone: eu-west-1a}
+",
+    );
+    assert_eq!(inv.nodes[0].zone, None);
+    assert_eq!(inv.nodes[1].zone.as_deref(), Some("eu-west-1a"));
+    let text = "\
+kubernetes_version: v1.37
+nodes:
+  - {name: cp-1, address: 10.0.0.11, role: control-plane}
+  - {name: w-1, address: 10.0.0.21, role: worker, zone: rack 7}
+";
+    assert_eq!(
+        parse_err(text),
+        "inventory.yaml:4:57: node `w-1`: zone `rack 7` is not a label value: \
+         1 to 63 letters, digits, '-', '_' or '.'"
     );
 }
 
