@@ -74,6 +74,9 @@ pub enum Command {
     Plan(PlanArgs),
     /// Carry out a saved plan: a rolling, resumable upgrade
     Apply(ApplyArgs),
+    /// Reboot the nodes that need it (or those named), one control plane at a
+    /// time and workers in batches, with apply's gates and lock
+    Reboot(RebootArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -121,6 +124,24 @@ pub struct ApplyArgs {
     /// The saved plan [default: .fleetctl/plan.yaml beside the inventory]
     pub plan: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub roll: RollArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RebootArgs {
+    /// The nodes to reboot [default: every node with a reboot pending: a
+    /// staged Flatcar update or sysext patch, or /run/reboot-required]
+    #[arg(value_name = "NODE")]
+    pub nodes: Vec<String>,
+
+    #[command(flatten)]
+    pub roll: RollArgs,
+}
+
+/// What `apply` and `reboot` share: how nodes are taken down.
+#[derive(Debug, Args)]
+pub struct RollArgs {
     /// Do not ask for confirmation
     #[arg(short, long)]
     pub yes: bool,

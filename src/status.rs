@@ -51,8 +51,12 @@ pub struct NodeStatus {
     pub cordoned: Option<bool>,
     /// Summary of the kubernetes sysupdate configs: the one thing to check at a glance.
     pub pin: PinSummary,
-    /// The running kubelet differs from the staged sysext: the next boot changes it.
+    /// The next boot changes something (a staged sysext or Flatcar update),
+    /// or `/run/reboot-required` asks for one: see `reboot_reasons`.
     pub reboot_pending: bool,
+    /// Why, one entry per reason: `kubernetes v1.34.6`, `containerd v2.1.5`,
+    /// `Flatcar 4081.3.0`, `/run/reboot-required`.
+    pub reboot_reasons: Vec<String>,
     pub facts: Option<NodeFacts>,
 }
 
@@ -100,14 +104,7 @@ pub fn pin_summary(ext: &Extension) -> PinSummary {
     }
 }
 
-/// Staged differs from running: the node reports "up to date" but runs the old version.
-pub fn reboot_pending(ext: &Extension) -> bool {
-    match (&ext.running, &ext.staged) {
-        (Some(r), Some(s)) => r != s,
-        (None, Some(_)) => true,
-        _ => false,
-    }
-}
+pub use crate::node::reboot_pending;
 
 /// One node's input to the report.
 pub struct NodeInput<'a> {
@@ -141,7 +138,8 @@ pub fn build(
                     ready: api.map(|a| a.ready),
                     cordoned: api.map(|a| a.cordoned),
                     pin: pin_summary(&f.kubernetes),
-                    reboot_pending: reboot_pending(&f.kubernetes),
+                    reboot_pending: !f.reboot_reasons().is_empty(),
+                    reboot_reasons: f.reboot_reasons(),
                     facts: Some(f.clone()),
                 },
                 Err(e) => NodeStatus {
@@ -154,6 +152,7 @@ pub fn build(
                     cordoned: api.map(|a| a.cordoned),
                     pin: PinSummary::Unreachable,
                     reboot_pending: false,
+                    reboot_reasons: Vec::new(),
                     facts: None,
                 },
             }
@@ -232,15 +231,7 @@ pub fn build(
     let summary = Summary {
         nodes: statuses.len(),
         answered: statuses.iter().filter(|s| s.reachable).count(),
-        reboot_pending: statuses
-            .iter()
-            .filter(|s| {
-                s.reboot_pending
-                    || s.facts
-                        .as_ref()
-                        .is_some_and(|f| f.reboot_required || f.os.staged.is_some())
-            })
-            .count(),
+        reboot_pending: statuses.iter().filter(|s| s.reboot_pending).count(),
         floating: statuses
             .iter()
             .filter(|s| s.pin == PinSummary::Floating)
@@ -344,6 +335,9 @@ pub fn render_table(r: &StatusReport) -> String {
                 os_cell(&f.os),
                 if f.reboot_required {
                     ui::attention("required")
+                } else if s.reboot_pending {
+                    // Staged, but nothing asks Kured to reboot it.
+                    ui::attention("pending")
                 } else {
                     "-".to_string()
                 },
@@ -411,5 +405,59 @@ mod tests {
         // Another node's name as a prefix is not this node's.
         assert_eq!(reason_line("w-1", "w-10: gone"), "w-1: w-10: gone\n");
         assert_eq!(reason_line("w-1", "timed out"), "w-1: timed out\n");
+    }
+
+    fn facts() -> NodeFacts {
+        use crate::node::{Extension, OsFacts};
+        let v = |s: &str| s.parse::<Version>().unwrap();
+        NodeFacts {
+            hostname: "w-3".into(),
+            boot_id: "b".into(),
+            uptime_seconds: 1,
+            os: OsFacts {
+                running: "4081.2.0".into(),
+                staged: None,
+                current_op: "UPDATE_STATUS_IDLE".into(),
+            },
+            kubernetes: Extension {
+                running: Some(v("v1.34.2")),
+                staged: Some(v("v1.34.2")),
+                staged_target: None,
+                images: vec![v("v1.34.2")],
+                configs: Vec::new(),
+            },
+            containerd: None,
+            reboot_required: false,
+            kubeadm_step: None,
+        }
+    }
+
+    #[test]
+    fn a_staged_flatcar_update_alone_is_a_pending_reboot() {
+        let mut f = facts();
+        assert!(f.reboot_reasons().is_empty());
+        f.os.staged = Some("4152.2.1".into());
+        assert_eq!(f.reboot_reasons(), ["Flatcar 4152.2.1"]);
+        f.kubernetes.staged = Some("v1.34.3".parse().unwrap());
+        f.reboot_required = true;
+        assert_eq!(
+            f.reboot_reasons(),
+            [
+                "kubernetes v1.34.3",
+                "Flatcar 4152.2.1",
+                "/run/reboot-required"
+            ]
+        );
+        let report = build(
+            vec![NodeInput {
+                name: "w-3",
+                role: Role::Worker,
+                address: "10.0.0.23",
+                facts: Ok(&f),
+            }],
+            Err("not asked".into()),
+        );
+        assert!(report.nodes[0].reboot_pending);
+        assert_eq!(report.summary.reboot_pending, 1);
     }
 }

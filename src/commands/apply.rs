@@ -12,25 +12,24 @@
 //! `--dry-run` stops after 3 and prints every command instead, without the lock.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
-
-use anyhow::Context;
+use std::sync::Arc;
 
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
-use crate::gather::{self, Gathered};
+use crate::gather::Gathered;
 use crate::inventory::Inventory;
 use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
-use crate::status;
 use crate::steps::journal::Journal;
-use crate::steps::lock::{self, Identity, Lock, LockOptions};
 use crate::steps::runner::Remote;
-use crate::steps::{Apply, Interrupted, Ledger, Settings, Stop, dry_run, hop};
+use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, hop};
+
+use super::locked::{
+    confirm, failure_report, fleet_now, open_journal, release, spawn_interrupt_handler,
+    stopped_at_once, take_lock,
+};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 
@@ -41,12 +40,12 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         .clone()
         .unwrap_or_else(|| plan::default_path(&inv));
     let saved = load(&plan_path)?;
-    if args.dry_run {
+    if args.roll.dry_run {
         let (fresh, _) = recheck(&inv, global, printer, &saved).await?;
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
-            printer.out(&dry_run::render(&fresh, &inv, args.max_unavailable));
+            printer.out(&dry_run::render(&fresh, &inv, args.roll.max_unavailable));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -54,11 +53,10 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());
-    let journal = Arc::new(Journal::create(&inv.state_dir())?);
-    journal.echo_commands(printer.verbose() > 0);
-    printer.note(&format!("journal: {}", journal.path().display()));
+    let journal = open_journal(&inv, printer)?;
 
-    let (lock_api, held) = take_lock(&inv, global, args, &journal, printer).await?;
+    let (lock_api, held) =
+        take_lock(&inv, global, args.roll.force_unlock, &journal, printer).await?;
     let run = Run {
         inv: &inv,
         global,
@@ -106,47 +104,6 @@ async fn recheck(
     Ok((fresh, gathered))
 }
 
-/// Connects to the first control-plane node and takes the lock there.
-async fn take_lock(
-    inv: &Inventory,
-    global: &Global,
-    args: &ApplyArgs,
-    journal: &Arc<Journal>,
-    printer: &Printer,
-) -> anyhow::Result<(Remote, Lock)> {
-    let first = inv.first_control_plane();
-    let target = ssh::resolve(inv, first).map_err(|e| usage!("{e:#}"))?;
-    let session = ssh::connect(&target, &super::ssh_options(inv, global))
-        .await
-        .with_context(|| format!("{}: connecting to take the lock", first.name))?;
-    for w in session.warnings() {
-        printer.warn(w);
-    }
-    let api = Remote::new(Arc::new(session), journal.clone());
-    let lock_opts = LockOptions {
-        force_unlock: args.force_unlock,
-        ..LockOptions::default()
-    };
-    let held = lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?;
-    if let Some(prev) = held.forced() {
-        printer.warn(&format!("--force-unlock removed a lock held by {prev}"));
-    }
-    for w in held.warnings() {
-        printer.warn(w);
-    }
-    printer.note(&format!("holding {}", held.describe()));
-    Ok((api, held))
-}
-
-async fn release(held: &Lock, api: &Remote, printer: &Printer) {
-    if let Err(e) = held.release(api).await {
-        printer.warn(&format!(
-            "could not release {}: {e:#}. Remove it with `fleetctl apply --force-unlock` on the next run",
-            held.describe()
-        ));
-    }
-}
-
 /// What the locked part of apply works with.
 struct Run<'a> {
     inv: &'a Inventory,
@@ -182,7 +139,10 @@ impl Run<'_> {
         }
         self.printer
             .out(&plan::render(&fresh, console::colors_enabled()));
-        if let Err(e) = confirm(self.args.yes) {
+        if let Err(e) = confirm(
+            self.args.roll.yes,
+            "Apply this plan? Nodes will be drained and rebooted one at a time.",
+        ) {
             return (Err(e), None);
         }
         if stop.requested() {
@@ -215,12 +175,12 @@ impl Run<'_> {
             Err(e) => return (Err(usage!("{e:#}")), None),
         };
         let settings = Settings {
-            node_timeout: self.args.node_timeout,
-            drain_timeout: self.args.drain_timeout,
+            node_timeout: self.args.roll.node_timeout,
+            drain_timeout: self.args.roll.drain_timeout,
             ssh: super::ssh_options(self.inv, self.global),
             targets,
             parallel: self.global.parallel.into(),
-            max_unavailable: self.args.max_unavailable,
+            max_unavailable: self.args.roll.max_unavailable,
         };
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
@@ -237,7 +197,7 @@ impl Run<'_> {
             remotes,
             &progress,
             stop,
-            self.plan_path.clone(),
+            Some(self.plan_path.clone()),
             fresh,
         );
         let ledger = apply.ledger.clone();
@@ -262,7 +222,7 @@ impl Run<'_> {
             }
             Err(e) => {
                 let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
-                let mut report = failure_report(&ledger, &e, self.journal.path());
+                let mut report = failure_report(&ledger, &e, self.journal.path(), "fleetctl apply");
                 if !twice {
                     report.insert_str(
                         0,
@@ -278,63 +238,6 @@ impl Run<'_> {
         };
         (outcome, api)
     }
-}
-
-/// What the operator reads after a failure: where it stopped, what was
-/// finished, what is still cordoned, what to do.
-fn failure_report(ledger: &Ledger, e: &anyhow::Error, journal: &Path) -> String {
-    let mut report = String::new();
-    if let Some((node, step)) = &ledger.current {
-        report.push_str(&format!("stopped on {node} during: {step}\n"));
-    }
-    if !ledger.done.is_empty() {
-        report.push_str(&format!(
-            "finished in this run: {}\n",
-            ledger.done.join(", ")
-        ));
-    }
-    for n in &ledger.cordoned {
-        report.push_str(&format!(
-            "{n} IS STILL CORDONED: `fleetctl apply` uncordons it when it resumes, or run `kubectl uncordon {n}`\n"
-        ));
-    }
-    report.push_str("the other nodes were not touched after the failure\n");
-    if !e.chain().any(|c| c.is::<Interrupted>()) {
-        report.push_str("next: fix the cause above, then run `fleetctl apply` again: it resumes from the fleet's real state\n");
-    }
-    report.push_str(&format!("journal: {}", journal.display()));
-    report
-}
-
-/// Each node's real state after a failure, read again (briefly: a node that
-/// is down shows as unreachable rather than holding the report up).
-async fn fleet_now(inv: &Inventory, global: &Global) -> String {
-    let mut opts = super::ssh_options(inv, global);
-    opts.connect_timeout = opts.connect_timeout.min(Duration::from_secs(5));
-    opts.command_timeout = Duration::from_secs(30);
-    match gather::gather(inv, &opts, global.parallel.into()).await {
-        Ok(g) => status::render_table(&super::status::report(&g)),
-        Err(e) => format!("(could not read it again: {e:#})"),
-    }
-}
-
-/// A second Ctrl-C abandons the step in progress: say which node was left
-/// half-way, and that a rerun (not a fix) is what comes next.
-fn stopped_at_once(ledger: &Mutex<Ledger>) -> anyhow::Error {
-    let current = ledger.lock().ok().and_then(|l| l.current.clone());
-    let msg = match current {
-        Some((node, step)) => format!(
-            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
-             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
-             then run `fleetctl apply` again: it resumes from the fleet's real state"
-        ),
-        None => {
-            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
-                 `fleetctl apply` again: it resumes from the fleet's real state"
-                .to_string()
-        }
-    };
-    anyhow::Error::new(Interrupted(msg))
 }
 
 /// The hub unreadable now is not the hub changed: the saved plan's patches
@@ -413,42 +316,4 @@ fn refuse_stale(saved: &Plan, fresh: &Plan) -> anyhow::Result<()> {
         "the plan is stale: the fleet changed since it was made:\n  - {}\nRun `fleetctl plan` again, read it, then `fleetctl apply`",
         lines.join("\n  - ")
     ))))
-}
-
-fn confirm(yes: bool) -> anyhow::Result<()> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() {
-        return Err(usage!(
-            "apply changes the cluster and needs confirmation, but there is no terminal to ask on: pass --yes"
-        ));
-    }
-    eprint!("Apply this plan? Nodes will be drained and rebooted one at a time. [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .context("reading the answer")?;
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        Ok(())
-    } else {
-        Err(usage!("not applied: the answer was not yes"))
-    }
-}
-
-fn spawn_interrupt_handler(stop: Stop, second: Arc<tokio::sync::Notify>, printer: Printer) {
-    tokio::spawn(async move {
-        loop {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-            if stop.press() == 1 {
-                printer.warn("Ctrl-C: finishing the step in progress, then stopping at a safe point (Ctrl-C again to stop now)");
-            } else {
-                second.notify_one();
-                return;
-            }
-        }
-    });
 }

@@ -1,7 +1,9 @@
 //! One file per subcommand, each thin: load, gather, decide, act, print.
 
 mod apply;
+mod locked;
 mod plan;
+mod reboot;
 mod status;
 
 use std::io::Write;
@@ -22,6 +24,7 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&cli.global, &args, printer).await,
         Command::Plan(args) => plan::run(&cli.global, &args, printer).await,
         Command::Apply(args) => apply::run(&cli.global, &args, printer).await,
+        Command::Reboot(args) => reboot::run(&cli.global, &args, printer).await,
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);

@@ -50,6 +50,15 @@ pub async fn compute(
     gathered: &Gathered,
     target: &Target,
 ) -> anyhow::Result<Plan> {
+    let state = fleet_state(inv, gathered, "planning")?;
+    let hub = hub_versions(inv, gathered).await;
+    plan::plan(&state, target, &hub)
+        .map_err(|refusal| anyhow::Error::new(UsageError(refusal.to_string())))
+}
+
+/// Every node's facts and the API server's view, or why not (`what` needs
+/// them all: "planning", "rebooting").
+pub fn fleet_state(inv: &Inventory, gathered: &Gathered, what: &str) -> anyhow::Result<FleetState> {
     let mut facts = BTreeMap::new();
     let mut unreachable = Vec::new();
     for r in &gathered.nodes {
@@ -62,7 +71,7 @@ pub async fn compute(
     }
     if !unreachable.is_empty() {
         anyhow::bail!(
-            "planning needs every node, and these did not answer:\n{}\nFix their SSH access (see `fleetctl status`) and try again",
+            "{what} needs every node, and these did not answer:\n{}\nFix their SSH access (see `fleetctl status`) and try again",
             unreachable.join("\n")
         );
     }
@@ -70,13 +79,10 @@ pub async fn compute(
         Ok((_, c)) => c.clone(),
         Err(e) => {
             return Err(anyhow::anyhow!("{e:#}"))
-                .context("planning needs the API server's view of the nodes");
+                .with_context(|| format!("{what} needs the API server's view of the nodes"));
         }
     };
-    let hub = hub_versions(inv, gathered).await;
-    let state = FleetState::new(inv, facts, cluster)?;
-    plan::plan(&state, target, &hub)
-        .map_err(|refusal| anyhow::Error::new(UsageError(refusal.to_string())))
+    FleetState::new(inv, facts, cluster)
 }
 
 /// The hub's SHA256SUMS, fetched through the first control-plane node (the

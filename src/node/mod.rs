@@ -29,6 +29,46 @@ pub struct NodeFacts {
     pub kubeadm_step: Option<Version>,
 }
 
+impl NodeFacts {
+    /// Why the node needs a reboot, empty when it does not: what its next boot
+    /// would change (a staged sysext, a staged Flatcar update), and the marker
+    /// sysupdate's drop-in and the Flatcar reboot sentinel leave for Kured.
+    pub fn reboot_reasons(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        let sysexts = [
+            ("kubernetes", Some(&self.kubernetes)),
+            ("containerd", self.containerd.as_ref()),
+        ];
+        for (name, ext) in sysexts {
+            if let Some(ext) = ext
+                && reboot_pending(ext)
+            {
+                let staged = ext
+                    .staged
+                    .as_ref()
+                    .map_or_else(|| "an unknown version".to_string(), Version::to_string);
+                reasons.push(format!("{name} {staged}"));
+            }
+        }
+        if let Some(os) = &self.os.staged {
+            reasons.push(format!("Flatcar {os}"));
+        }
+        if self.reboot_required {
+            reasons.push("/run/reboot-required".to_string());
+        }
+        reasons
+    }
+}
+
+/// Staged differs from running: the node reports "up to date" but runs the old version.
+pub fn reboot_pending(ext: &Extension) -> bool {
+    match (&ext.running, &ext.staged) {
+        (Some(r), Some(s)) => r != s,
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsFacts {
     /// `VERSION` from `/etc/os-release`.

@@ -20,6 +20,7 @@ mod fingerprint;
 mod hub;
 mod model;
 mod planner;
+mod reboot;
 mod show;
 mod state;
 
@@ -40,5 +41,6 @@ pub use model::{
     Refusal, Step, Warning,
 };
 pub use planner::{images_to_remove, plan};
+pub use reboot::{Reboot, RebootRefusal, reboots};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};

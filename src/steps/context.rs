@@ -76,7 +76,9 @@ pub struct Apply<'a> {
     remotes: BTreeMap<String, Remote>,
     pub progress: &'a Progress,
     pub stop: Stop,
-    plan_path: PathBuf,
+    /// Where the plan is saved as it changes; `None` when there is no saved
+    /// plan to keep up to date (`fleetctl reboot`).
+    plan_path: Option<PathBuf>,
     pub plan: Plan,
     /// When fleetctl started working on each node, for "w-1 done (42s)".
     began: BTreeMap<String, Instant>,
@@ -90,7 +92,7 @@ impl<'a> Apply<'a> {
         remotes: BTreeMap<String, Remote>,
         progress: &'a Progress,
         stop: Stop,
-        plan_path: PathBuf,
+        plan_path: Option<PathBuf>,
         plan: Plan,
     ) -> Apply<'a> {
         Apply {
@@ -198,7 +200,14 @@ impl<'a> Apply<'a> {
             return Ok(());
         }
         self.plan.fingerprint.mark_in_progress(node);
-        plan::save(&self.plan, &self.plan_path)
+        self.save()
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        match &self.plan_path {
+            Some(path) => plan::save(&self.plan, path),
+            None => Ok(()),
+        }
     }
 
     /// Records a node's facts, read once its steps are done, as the plan's
@@ -211,13 +220,13 @@ impl<'a> Apply<'a> {
         });
         self.plan.fingerprint.nodes.insert(node.to_string(), fp);
         self.plan.fingerprint.clear_in_progress(node);
-        plan::save(&self.plan, &self.plan_path)
+        self.save()
     }
 
     /// After `upgrade apply`: the cluster's version the plan now expects.
     pub fn record_cluster_version(&mut self, v: crate::version::Version) -> anyhow::Result<()> {
         self.plan.fingerprint.cluster_version = Some(v);
-        plan::save(&self.plan, &self.plan_path)
+        self.save()
     }
 }
 

@@ -158,3 +158,36 @@ fn kubeadm_line(
         ),
     }
 }
+
+/// `reboot --dry-run`: the lock, then per batch the gates and each node's roll.
+pub fn render_reboots(batches: &[(Vec<String>, crate::version::Minor)], inv: &Inventory) -> String {
+    let api = inv.first_control_plane().name.clone();
+    let mut out = String::new();
+    let mut line = |node: &str, cmd: &str| out.push_str(&format!("[{node}] {cmd}\n"));
+    line(
+        &api,
+        "(take the lock: Kured's annotation if Kured runs, else configmap kube-system/fleetctl-lock)",
+    );
+    for (batch, minor) in batches {
+        line(
+            "-",
+            &format!(
+                "# batch: {} (drained and rebooted together)",
+                batch.join(", ")
+            ),
+        );
+        for (node, cmd) in gates::commands(&api, &inv.health_checks) {
+            line(&node, &cmd);
+        }
+        for n in batch {
+            let control_plane = inv.node(n).is_some_and(|x| x.role == Role::ControlPlane);
+            for (node, cmd) in
+                roll::commands(&api, n, control_plane, &format!("its staged {minor} patch"))
+            {
+                line(&node, &cmd);
+            }
+        }
+    }
+    line(&api, "(release the lock)");
+    out
+}

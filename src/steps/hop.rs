@@ -25,7 +25,7 @@ use super::runner::Remote;
 use super::{POLL, download, gates, roll, stage, verify};
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
-use crate::version::Version;
+use crate::version::{Minor, Version};
 
 pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
     let hops = apply.plan.hops.clone();
@@ -166,6 +166,23 @@ async fn one_step(
     apply.progress.advance();
     if finishes {
         finish_node(apply, node, None).await?;
+    }
+    Ok(())
+}
+
+/// A rolling reboot without the rest of a hop (`fleetctl reboot`): each
+/// batch (one control plane, or workers of one zone and minor) drained,
+/// rebooted onto what it has staged, waited for and uncordoned, then the next.
+pub async fn rolls(apply: &mut Apply<'_>, batches: &[(Vec<String>, Minor)]) -> anyhow::Result<()> {
+    for (batch, minor) in batches {
+        apply.check_stop(None)?;
+        let names = batch.join(", ");
+        apply.begin(&names, "drain, reboot, wait, uncordon");
+        roll::roll(apply, batch, *minor, None).await?;
+        for node in batch {
+            apply.progress.advance();
+            finish_node(apply, node, None).await?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,202 @@
+//! `fleetctl reboot [NODE…]`: apply's rolling reboot without an upgrade,
+//! for what is staged already (a Flatcar update, a sysext patch of the
+//! running minor) or asked for by `/run/reboot-required`, without waiting
+//! for Kured's next period and without a plan. The same gates, lock,
+//! journal, Ctrl-C and report as apply; control planes one at a time,
+//! workers in batches of `--max-unavailable` within one zone.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::cli::{Global, RebootArgs};
+use crate::inventory::{Inventory, Role};
+use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
+use crate::ssh;
+use crate::steps::runner::Remote;
+use crate::steps::{Apply, Settings, Stop, dry_run, hop};
+use crate::ui::{Printer, Progress};
+use crate::usage;
+use crate::version::{Minor, Target};
+
+use super::locked::{
+    confirm, failure_report, fleet_now, open_journal, release, spawn_interrupt_handler,
+    stopped_at_once, take_lock,
+};
+
+pub async fn run(
+    global: &Global,
+    args: &RebootArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let inv = super::load_inventory(global)?;
+    let gathered = super::gather_fleet(&inv, global, printer).await?;
+    let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
+    let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+    if chosen.is_empty() {
+        printer.note("nothing to reboot: no node has a staged update or /run/reboot-required");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let batches = batches(&inv, &chosen, args.roll.max_unavailable);
+    if args.roll.dry_run {
+        printer.out(&dry_run::render_reboots(&batches, &inv));
+        return Ok(ExitCode::SUCCESS);
+    }
+    printer.out(&describe(&chosen, &batches));
+    confirm(
+        args.roll.yes,
+        "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
+    )?;
+
+    let stop = Stop::default();
+    let second = Arc::new(tokio::sync::Notify::new());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());
+    let journal = open_journal(&inv, printer)?;
+    let (lock_api, held) =
+        take_lock(&inv, global, args.roll.force_unlock, &journal, printer).await?;
+
+    let mut remotes = BTreeMap::new();
+    for r in &gathered.nodes {
+        if let Some(s) = &r.session {
+            remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
+        }
+    }
+    let targets = ssh::resolve_all(&inv)
+        .map_err(|e| usage!("{e:#}"))?
+        .into_iter()
+        .map(|t| (t.node.clone(), t))
+        .collect();
+    let settings = Settings {
+        node_timeout: args.roll.node_timeout,
+        drain_timeout: args.roll.drain_timeout,
+        ssh: super::ssh_options(&inv, global),
+        targets,
+        parallel: global.parallel.into(),
+        max_unavailable: args.roll.max_unavailable,
+    };
+    let progress = Progress::new(
+        printer.interactive && printer.verbose() == 0,
+        chosen.len() as u64,
+    );
+    let mut apply = Apply::new(
+        &inv,
+        settings,
+        remotes,
+        &progress,
+        stop,
+        None,
+        no_plan(&inv, &state),
+    );
+    let ledger = apply.ledger.clone();
+    let mut twice = false;
+    let result = tokio::select! {
+        r = hop::rolls(&mut apply, &batches) => r,
+        _ = second.notified() => {
+            twice = true;
+            Err(stopped_at_once(&ledger))
+        }
+    };
+    progress.finish();
+    let api_now = apply.api().ok();
+    release(&held, api_now.as_ref().unwrap_or(&lock_api), printer).await;
+    if let Err(e) = journal.check() {
+        printer.warn(&format!("the journal is incomplete: {e:#}"));
+    }
+    match result {
+        Ok(()) => {
+            printer.note(&format!(
+                "done: {} nodes rebooted; journal {}",
+                chosen.len(),
+                journal.path().display()
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
+            let mut report = failure_report(&ledger, &e, journal.path(), "fleetctl reboot");
+            if !twice {
+                report.insert_str(
+                    0,
+                    &format!("the fleet now:\n{}\n", fleet_now(&inv, global).await),
+                );
+            }
+            printer.note(&report);
+            Err(e)
+        }
+    }
+}
+
+/// Control planes alone, in inventory order, then workers in batches of one
+/// zone and one minor (the minor each must still boot).
+fn batches(
+    inv: &Inventory,
+    chosen: &[Reboot],
+    max: plan::MaxUnavailable,
+) -> Vec<(Vec<String>, Minor)> {
+    let mut out: Vec<(Vec<String>, Minor)> = chosen
+        .iter()
+        .filter(|r| r.role == Role::ControlPlane)
+        .map(|r| (vec![r.node.clone()], r.minor))
+        .collect();
+    let workers_total = inv.nodes.iter().filter(|n| n.role == Role::Worker).count();
+    let mut minors: Vec<Minor> = chosen
+        .iter()
+        .filter(|r| r.role == Role::Worker)
+        .map(|r| r.minor)
+        .collect();
+    minors.sort();
+    minors.dedup();
+    for minor in minors {
+        let nodes: Vec<(&str, Option<&str>)> = chosen
+            .iter()
+            .filter(|r| r.role == Role::Worker && r.minor == minor)
+            .map(|r| {
+                let zone = inv.node(&r.node).and_then(|n| n.zone.as_deref());
+                (r.node.as_str(), zone)
+            })
+            .collect();
+        for batch in plan::batches(&nodes, max.of(workers_total)) {
+            out.push((batch.into_iter().map(String::from).collect(), minor));
+        }
+    }
+    out
+}
+
+fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
+    let mut out = String::from("Reboot:\n");
+    for r in chosen {
+        out.push_str(&format!("  {}: {}\n", r.node, r.reasons.join(", ")));
+    }
+    out.push_str("In this order (a batch is drained and rebooted together):\n");
+    for (i, (batch, _)) in batches.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", i + 1, batch.join(", ")));
+    }
+    out
+}
+
+/// apply's bookkeeping wants a plan; a reboot has no hop and saves nothing.
+fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
+    let minor = state
+        .cluster
+        .version
+        .as_ref()
+        .map_or(inv.kubernetes_version, |v| v.minor());
+    Plan {
+        requested: Target::Minor(minor),
+        target: minor,
+        cluster_from: state.cluster.version.clone(),
+        hub: inv.hub.clone(),
+        containerd: inv.containerd_version,
+        nodes: state
+            .nodes
+            .iter()
+            .map(|n| PlannedNode {
+                name: n.name.clone(),
+                role: n.role,
+            })
+            .collect(),
+        hops: Vec::new(),
+        warnings: Vec::new(),
+        fingerprint: Fingerprint::of(state),
+    }
+}
