@@ -1,0 +1,18 @@
+//! The checks fleetctl runs before every minor hop, as pure functions over
+//! what the cluster and the nodes already say: no I/O here, so every rule is
+//! a unit test fed with real command output kept under `fixtures/`.
+//!
+//! kubeadm lets several things through that break a cluster on the new
+//! minor: clients still calling an API version the minor removes, kubelet
+//! flags the new kubelet refuses, drains that a PodDisruptionBudget holds
+//! forever, certificates about to expire, and images missing from the hub.
+//! `plan` shows each check's verdict with what to do, and `apply` runs them
+//! again right before the hop. docs/checks.md describes the JSON they carry.
+//!
+//! Each module parses one tool's output and judges one hop; the steps
+//! run the commands (`crate::remote::kubectl` builds them) and hand the
+//! output here.
+
+mod model;
+
+pub use model::{Check, CheckName, Verdict, apply_ignores};
