@@ -13,6 +13,8 @@
 //! run the commands (`crate::remote::kubectl` builds them) and hand the
 //! output here.
 
+mod metrics;
 mod model;
 
+pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
