@@ -13,8 +13,13 @@
 //! run the commands (`crate::remote::kubectl` builds them) and hand the
 //! output here.
 
+mod flags;
 mod metrics;
 mod model;
 
+pub use flags::{
+    FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
+    RemovedFlag, check_kubelet_flags, kubelet_flags,
+};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
