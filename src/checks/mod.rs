@@ -16,6 +16,7 @@
 mod flags;
 mod metrics;
 mod model;
+mod pdb;
 
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
@@ -23,3 +24,6 @@ pub use flags::{
 };
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
+pub use pdb::{
+    Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
+};
