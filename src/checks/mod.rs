@@ -13,11 +13,13 @@
 //! run the commands (`crate::remote::kubectl` builds them) and hand the
 //! output here.
 
+mod certs;
 mod flags;
 mod metrics;
 mod model;
 mod pdb;
 
+pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
