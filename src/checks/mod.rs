@@ -15,6 +15,7 @@
 
 mod certs;
 mod flags;
+mod hub;
 mod metrics;
 mod model;
 mod pdb;
@@ -24,6 +25,7 @@ pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
 };
+pub use hub::{HubImage, check_hub, image_name};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
