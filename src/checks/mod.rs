@@ -14,6 +14,7 @@
 //! output here.
 
 mod certs;
+mod etcd;
 mod flags;
 mod hub;
 mod metrics;
@@ -21,6 +22,9 @@ mod model;
 mod pdb;
 
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
+pub use etcd::{
+    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotStatus, etcd_topology, parse_snapshot_status,
+};
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
