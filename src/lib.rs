@@ -6,6 +6,7 @@
 //! `plan`, `status`) → the layer with side effects (`ssh`, `remote`, `gather`,
 //! `steps`) → `ui`.
 
+pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod error;

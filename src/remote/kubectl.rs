@@ -448,3 +448,207 @@ mod tests {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Before each hop: what the checks in `crate::checks` read, and the etcd
+// snapshot. All read-only except `etcd_snapshot_save`, which writes one file
+// into etcd's data directory.
+
+/// The API server's metrics in the Prometheus text format, for
+/// `crate::checks::parse_deprecated_apis`. The gauge it reads is per
+/// kube-apiserver process: this asks the one admin.conf reaches.
+pub fn get_metrics() -> String {
+    kubectl(&["get", "--raw", "/metrics"])
+}
+
+/// Every PodDisruptionBudget, for `crate::checks::parse_pdbs`. Budgets are
+/// few even on big clusters, so the whole objects are fine.
+pub fn get_pdbs() -> String {
+    kubectl(&["get", "pdb", "-A", "-o", "json"])
+}
+
+/// The running pods of every namespace, for `crate::checks::parse_pods`.
+/// Only running pods count against a budget (eviction ignores the others),
+/// so the API server leaves out completed Jobs and pending pods, often most
+/// of a big cluster's pod list.
+pub fn get_running_pods() -> String {
+    kubectl(&[
+        "get",
+        "pods",
+        "-A",
+        "--field-selector=status.phase=Running",
+        "-o",
+        "json",
+    ])
+}
+
+/// The running pods on one node: for a hop that drains few nodes of a big
+/// cluster, one call per drained node returns far less than
+/// [`get_running_pods`] (a field selector cannot OR several nodes).
+pub fn get_running_pods_on(node: &str) -> String {
+    let selector = format!("--field-selector=spec.nodeName={node},status.phase=Running");
+    kubectl(&["get", "pods", "-A", &selector, "-o", "json"])
+}
+
+/// kubeadm's ClusterConfiguration, for `crate::checks::etcd_topology`.
+pub fn get_kubeadm_config() -> String {
+    kubectl(&[
+        "-n",
+        "kube-system",
+        "get",
+        "configmap",
+        "kubeadm-config",
+        "-o",
+        "json",
+    ])
+}
+
+/// Where kubeadm keeps etcd's certificates; its etcd static pod mounts this
+/// directory at the same path (`etcd-certs`).
+pub const ETCD_PKI: &str = "/etc/kubernetes/pki/etcd";
+
+/// etcdctl's connection to the local member, with the certificates
+/// kubeadm's etcd static pod is started with (`--trusted-ca-file`,
+/// `--cert-file`, `--key-file` in `cmd/kubeadm/app/phases/etcd/local.go`).
+/// The server certificate also works as a client one: kubeadm issues it
+/// for both server and client auth.
+fn etcdctl_connection() -> Vec<String> {
+    vec![
+        "--endpoints=https://127.0.0.1:2379".to_string(),
+        format!("--cacert={ETCD_PKI}/ca.crt"),
+        format!("--cert={ETCD_PKI}/server.crt"),
+        format!("--key={ETCD_PKI}/server.key"),
+    ]
+}
+
+/// `kubectl -n kube-system exec etcd-<node> -- ARGS…`: runs in kubeadm's etcd
+/// static pod, whose image carries etcdctl (and, in the images that ship it,
+/// etcdutl).
+fn etcd_exec(node: &str, args: Vec<String>) -> String {
+    let pod = format!("etcd-{node}");
+    let mut all: Vec<String> = words(&["-n", "kube-system", "exec", &pod, "--"]);
+    all.extend(args);
+    kubectl(&all)
+}
+
+/// Saves a snapshot of etcd to `<data_dir>/<file>` inside the etcd pod of
+/// `node`, which is the same path on the host (kubeadm mounts the data
+/// directory at its own path), so it can be copied off over SSH. `data_dir`
+/// comes from `crate::checks::etcd_topology`.
+pub fn etcd_snapshot_save(node: &str, data_dir: &str, file: &str) -> String {
+    let mut args = vec!["etcdctl".to_string()];
+    args.extend(etcdctl_connection());
+    args.extend(words(&["snapshot", "save"]));
+    args.push(format!("{}/{file}", data_dir.trim_end_matches('/')));
+    etcd_exec(node, args)
+}
+
+/// `etcdutl snapshot status PATH -w json`, for
+/// `crate::checks::parse_snapshot_status`. etcdutl is the tool for it: etcd
+/// v3.5 deprecated `etcdctl snapshot status` and v3.6 removed it
+/// (etcd-io/etcd#13809). It reads the file, so it needs no connection.
+pub fn etcdutl_snapshot_status(node: &str, path: &str) -> String {
+    etcd_exec(
+        node,
+        words(&["etcdutl", "snapshot", "status", path, "-w", "json"]),
+    )
+}
+
+/// The same with etcdctl, for etcd v3.5 images built without etcdutl
+/// (registry.k8s.io/etcd images have copied only etcd and etcdctl,
+/// etcd-io/etcd#13764); prints the same JSON.
+pub fn etcdctl_snapshot_status(node: &str, path: &str) -> String {
+    etcd_exec(
+        node,
+        words(&["etcdctl", "snapshot", "status", path, "-w", "json"]),
+    )
+}
+
+#[cfg(test)]
+mod check_command_tests {
+    use super::*;
+
+    const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s";
+
+    /// The words kubectl receives when `cmd` runs in a real shell.
+    fn argv(cmd: &str) -> Vec<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("kubectl");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", cmd])
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .skip(2)
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn the_checks_read_commands() {
+        assert_eq!(get_metrics(), format!("{KUBECTL} get --raw /metrics"));
+        assert_eq!(get_pdbs(), format!("{KUBECTL} get pdb -A -o json"));
+        assert_eq!(
+            get_running_pods(),
+            format!("{KUBECTL} get pods -A --field-selector=status.phase=Running -o json")
+        );
+        assert_eq!(
+            get_running_pods_on("w-1"),
+            format!(
+                "{KUBECTL} get pods -A --field-selector=spec.nodeName=w-1,status.phase=Running -o json"
+            )
+        );
+        assert_eq!(
+            get_kubeadm_config(),
+            format!("{KUBECTL} -n kube-system get configmap kubeadm-config -o json")
+        );
+    }
+
+    #[test]
+    fn the_etcd_snapshot_runs_etcdctl_in_the_static_pod_with_kubeadms_certificates() {
+        let save = etcd_snapshot_save("cp-1", "/var/lib/etcd/", "fleetctl-v1.35.db");
+        assert_eq!(
+            save,
+            format!(
+                "{KUBECTL} -n kube-system exec etcd-cp-1 -- etcdctl \
+                 --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt \
+                 --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key \
+                 snapshot save /var/lib/etcd/fleetctl-v1.35.db"
+            )
+        );
+        assert_eq!(
+            etcdutl_snapshot_status("cp-1", "/var/lib/etcd/fleetctl-v1.35.db"),
+            format!(
+                "{KUBECTL} -n kube-system exec etcd-cp-1 -- etcdutl snapshot status \
+                 /var/lib/etcd/fleetctl-v1.35.db -w json"
+            )
+        );
+        assert!(
+            etcdctl_snapshot_status("cp-1", "/x.db")
+                .contains("-- etcdctl snapshot status /x.db -w json")
+        );
+    }
+
+    #[test]
+    fn odd_names_reach_kubectl_as_single_words() {
+        let seen = argv(&etcd_snapshot_save("cp 1", "/var/lib/etcd", "a b;$(id).db"));
+        assert_eq!(seen[3], "etcd-cp 1");
+        assert_eq!(seen.last().unwrap(), "/var/lib/etcd/a b;$(id).db");
+        let seen = argv(&get_running_pods_on("w'1"));
+        assert_eq!(
+            seen[3],
+            "--field-selector=spec.nodeName=w'1,status.phase=Running"
+        );
+    }
+}

@@ -1,0 +1,557 @@
+//! kubelet flags a minor removes. A kubelet given a flag it no longer knows
+//! exits at once (`failed to parse kubelet flag: unknown flag: …`), so the
+//! node comes back from its reboot NotReady and the hop stops half-way.
+//!
+//! kubeadm sometimes cleans up after itself: for one release its `upgrade`
+//! removes the flag from `/var/lib/kubelet/kubeadm-flags.env`, the file it
+//! owns. It never touches `KUBELET_EXTRA_ARGS` (`/etc/sysconfig/kubelet`,
+//! `/etc/default/kubelet`) or a drop-in, where operators and image builders
+//! put flags of their own. So the same flag warns in one file and blocks in
+//! another.
+
+use std::collections::BTreeMap;
+
+use super::model::{Check, CheckName, Verdict};
+use crate::version::Minor;
+
+/// The file kubeadm writes at init/join and edits during `upgrade`.
+pub const KUBEADM_FLAGS_ENV: &str = "/var/lib/kubelet/kubeadm-flags.env";
+
+/// The variable kubeadm writes into [`KUBEADM_FLAGS_ENV`].
+const KUBEADM_VARIABLE: &str = "KUBELET_KUBEADM_ARGS";
+
+/// A kubelet flag that a minor removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemovedFlag {
+    /// With its dashes: `--pod-infra-container-image`.
+    pub flag: &'static str,
+    /// The first kubelet minor that refuses it.
+    pub removed_in: Minor,
+    /// The kubeadm minors whose `upgrade apply`/`upgrade node` remove it from
+    /// [`KUBEADM_FLAGS_ENV`] (and nowhere else).
+    pub stripped_by: &'static [Minor],
+    /// Where this is established.
+    pub source: &'static str,
+}
+
+impl RemovedFlag {
+    pub fn stripped_by(&self, kubeadm: Minor) -> bool {
+        self.stripped_by.contains(&kubeadm)
+    }
+}
+
+/// Every kubelet flag removal fleetctl knows, oldest first. To add one: the
+/// kubelet PR that removed it, and the kubeadm PRs (if any) that add and
+/// drop its cleanup in `upgrade`; `stripped_by` lists the kubeadm minors that
+/// have the cleanup. Researched for v1.27–v1.37; only removals that can be
+/// cited are listed.
+pub const REMOVED_KUBELET_FLAGS: &[RemovedFlag] = &[
+    RemovedFlag {
+        flag: "--container-runtime",
+        removed_in: Minor::new(1, 27),
+        stripped_by: &[Minor::new(1, 26)],
+        source: "removed from the kubelet in v1.27 (kubernetes/kubernetes#114017); kubeadm \
+                 v1.26's upgrade drops it from kubeadm-flags.env (kubernetes/kubernetes#112000, \
+                 CleanupKubeletDynamicEnvFileContainerRuntime, \"Remove in 1.27\"), and v1.27 \
+                 removed that cleanup (kubernetes/kubernetes#114409)",
+    },
+    RemovedFlag {
+        flag: "--keep-terminated-pod-volumes",
+        removed_in: Minor::new(1, 31),
+        stripped_by: &[],
+        source: "removed from the kubelet in v1.31 (kubernetes/kubernetes#122082, ACTION \
+                 REQUIRED); kubeadm never wrote it, so no kubeadm strips it",
+    },
+    RemovedFlag {
+        flag: "--pod-infra-container-image",
+        removed_in: Minor::new(1, 35),
+        stripped_by: &[Minor::new(1, 35)],
+        source: "removed from the kubelet in v1.35 (kubernetes/kubernetes#133779, ACTION \
+                 REQUIRED); kubeadm v1.35 stops writing it and its upgrade removes it from \
+                 kubeadm-flags.env (kubernetes/kubernetes#133778); kubeadm v1.36 no longer does \
+                 (kubernetes/kubernetes#135807, in CHANGELOG-1.36)",
+    },
+];
+
+/// Where a flag was found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FlagOrigin {
+    pub path: String,
+    /// `KUBELET_KUBEADM_ARGS`, `KUBELET_EXTRA_ARGS`, … or `ExecStart` for a
+    /// flag written straight into a unit's command line.
+    pub variable: String,
+}
+
+impl FlagOrigin {
+    /// kubeadm's upgrade edits exactly this variable of exactly this file.
+    pub fn kubeadm_owned(&self) -> bool {
+        self.path == KUBEADM_FLAGS_ENV && self.variable == KUBEADM_VARIABLE
+    }
+}
+
+/// One flag as a node passes it to the kubelet.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KubeletFlag {
+    /// With its dashes, without the value: `--node-ip`.
+    pub flag: String,
+    /// `--flag=value` or `--flag value`; `None` for a bare `--flag`.
+    pub value: Option<String>,
+    pub origin: FlagOrigin,
+}
+
+/// The kubelet's flags in one file the kubelet unit reads: an environment
+/// file (`kubeadm-flags.env`, `/etc/sysconfig/kubelet`, `/etc/default/kubelet`:
+/// `KUBELET_…ARGS="…"`) or a unit drop-in (`Environment="KUBELET_…ARGS=…"`,
+/// or flags straight in an `ExecStart=` that runs the kubelet). Comments and
+/// variables that are not `KUBELET_*ARGS` are skipped; backslash
+/// continuations are joined, as systemd joins them.
+pub fn kubelet_flags(path: &str, content: &str) -> Vec<KubeletFlag> {
+    let mut flags = Vec::new();
+    for line in logical_lines(content) {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(assignments) = line.strip_prefix("Environment=") {
+            for word in words(assignments) {
+                if let Some((key, value)) = word.split_once('=') {
+                    collect(&mut flags, path, key, value);
+                }
+            }
+        } else if let Some(command) = line.strip_prefix("ExecStart=") {
+            let tokens = words(command);
+            let runs_kubelet = tokens
+                .first()
+                .is_some_and(|t| t.rsplit('/').next() == Some("kubelet"));
+            if runs_kubelet {
+                collect(&mut flags, path, "ExecStart", &tokens[1..].join(" "));
+            }
+        } else if let Some((key, value)) = line.split_once('=') {
+            let value = words(value).join(" ");
+            collect(&mut flags, path, key.trim(), &value);
+        }
+    }
+    flags
+}
+
+/// The files of one node's kubelet unit, path → content.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeKubeletFiles {
+    pub node: String,
+    pub files: BTreeMap<String, String>,
+}
+
+/// The verdict for a hop to `hop`. `kubeadm` says whether the hop runs that
+/// minor's `kubeadm upgrade` on the nodes it reboots (a converge hop may
+/// not). For every flag removed at or before `hop`: warn when kubeadm will
+/// strip it during the hop, block otherwise, naming the node and the file.
+/// Flags removed before `hop` count too: a node whose kubelet lags the
+/// cluster still starts with them today, and would not after this reboot.
+pub fn check_kubelet_flags(nodes: &[NodeKubeletFiles], hop: Minor, kubeadm: bool) -> Check {
+    let mut stripped = Vec::new();
+    let mut blocking = Vec::new();
+    for node in nodes {
+        for (path, content) in &node.files {
+            for found in kubelet_flags(path, content) {
+                let Some(removed) = REMOVED_KUBELET_FLAGS
+                    .iter()
+                    .find(|r| r.flag == found.flag && r.removed_in <= hop)
+                else {
+                    continue;
+                };
+                let will_strip =
+                    kubeadm && found.origin.kubeadm_owned() && removed.stripped_by(hop);
+                let line = format!(
+                    "{}: {} in {} ({}), removed in {}",
+                    node.node,
+                    found.flag,
+                    found.origin.path,
+                    found.origin.variable,
+                    removed.removed_in
+                );
+                if will_strip {
+                    stripped.push(format!(
+                        "{line}; kubeadm {hop} removes it during the upgrade"
+                    ));
+                } else {
+                    blocking.push(format!(
+                        "{line}; nothing removes it before the kubelet restarts"
+                    ));
+                }
+            }
+        }
+    }
+    if !blocking.is_empty() {
+        let mut details = blocking;
+        details.extend(stripped);
+        return Check {
+            name: CheckName::KubeletFlags,
+            verdict: Verdict::Block,
+            summary: format!(
+                "the {hop} kubelet would refuse to start: a flag it no longer knows is still set"
+            ),
+            details,
+            remedy: Some(
+                "remove the flag from that file on that node (for KUBELET_EXTRA_ARGS, also from \
+                 nodeRegistration.kubeletExtraArgs in your kubeadm configuration so a re-join does \
+                 not bring it back), then plan again"
+                    .to_string(),
+            ),
+        };
+    }
+    if !stripped.is_empty() {
+        return Check {
+            name: CheckName::KubeletFlags,
+            verdict: Verdict::Warn,
+            summary: format!("flags the {hop} kubelet refuses, which kubeadm {hop} strips"),
+            details: stripped,
+            remedy: Some(format!(
+                "nothing to do for this hop; a node you upgrade by hand must run kubeadm {hop}'s \
+                 upgrade before its kubelet restarts"
+            )),
+        };
+    }
+    Check::pass(
+        CheckName::KubeletFlags,
+        format!("no node passes a kubelet flag that {hop} removed"),
+    )
+}
+
+fn collect(flags: &mut Vec<KubeletFlag>, path: &str, variable: &str, value: &str) {
+    let is_args =
+        variable == "ExecStart" || (variable.starts_with("KUBELET_") && variable.ends_with("ARGS"));
+    if !is_args {
+        return;
+    }
+    let origin = FlagOrigin {
+        path: path.to_string(),
+        variable: variable.to_string(),
+    };
+    let tokens: Vec<&str> = value.split_whitespace().collect();
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = tokens[i];
+        i += 1;
+        if !token.starts_with("--") || token.len() == 2 {
+            continue;
+        }
+        let (flag, value) = match token.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_string())),
+            None => match tokens.get(i) {
+                Some(next) if !next.starts_with('-') && !next.starts_with('$') => {
+                    i += 1;
+                    (token, Some(next.to_string()))
+                }
+                _ => (token, None),
+            },
+        };
+        flags.push(KubeletFlag {
+            flag: flag.to_string(),
+            value,
+            origin: origin.clone(),
+        });
+    }
+}
+
+/// Lines with systemd's backslash continuations joined.
+fn logical_lines(content: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for raw in content.lines() {
+        let raw = raw.trim_end_matches('\r');
+        match raw.strip_suffix('\\') {
+            Some(head) => {
+                current.push_str(head);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(raw);
+                lines.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        lines.push(current);
+    }
+    lines
+}
+
+/// Whitespace-separated words with `"…"` and `'…'` quoting removed, as
+/// systemd reads `Environment=` and `ExecStart=` and environment files.
+fn words(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+            }
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/checks/fixtures/");
+        std::fs::read_to_string(format!("{path}{name}")).expect("fixture exists")
+    }
+
+    fn m(s: &str) -> Minor {
+        s.parse().unwrap()
+    }
+
+    fn names(flags: &[KubeletFlag]) -> Vec<(&str, Option<&str>, &str)> {
+        flags
+            .iter()
+            .map(|f| {
+                (
+                    f.flag.as_str(),
+                    f.value.as_deref(),
+                    f.origin.variable.as_str(),
+                )
+            })
+            .collect()
+    }
+
+    fn node(name: &str, files: &[(&str, &str)]) -> NodeKubeletFiles {
+        NodeKubeletFiles {
+            node: name.into(),
+            files: files
+                .iter()
+                .map(|(p, c)| (p.to_string(), c.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_table_is_ordered_and_each_entry_cites_its_source() {
+        for pair in REMOVED_KUBELET_FLAGS.windows(2) {
+            assert!(pair[0].removed_in <= pair[1].removed_in);
+        }
+        for r in REMOVED_KUBELET_FLAGS {
+            assert!(r.flag.starts_with("--"));
+            assert!(r.source.contains("kubernetes/kubernetes#"), "{}", r.flag);
+            assert!(
+                r.stripped_by.iter().all(|m| *m <= r.removed_in),
+                "{}",
+                r.flag
+            );
+        }
+        let pause = REMOVED_KUBELET_FLAGS
+            .iter()
+            .find(|r| r.flag == "--pod-infra-container-image")
+            .unwrap();
+        assert!(pause.stripped_by(m("v1.35")));
+        assert!(
+            !pause.stripped_by(m("v1.36")),
+            "kubernetes/kubernetes#135807"
+        );
+    }
+
+    #[test]
+    fn reads_kubeadm_flags_env_as_kubeadm_writes_it() {
+        let flags = kubelet_flags(KUBEADM_FLAGS_ENV, &fixture("kubeadm-flags.env"));
+        assert_eq!(
+            names(&flags),
+            [
+                (
+                    "--container-runtime-endpoint",
+                    Some("unix:///var/run/containerd/containerd.sock"),
+                    "KUBELET_KUBEADM_ARGS"
+                ),
+                ("--node-ip", Some("10.0.0.11"), "KUBELET_KUBEADM_ARGS"),
+                (
+                    "--pod-infra-container-image",
+                    Some("registry.k8s.io/pause:3.10"),
+                    "KUBELET_KUBEADM_ARGS"
+                ),
+            ]
+        );
+        assert!(flags.iter().all(|f| f.origin.kubeadm_owned()));
+    }
+
+    #[test]
+    fn reads_extra_args_in_both_flag_forms() {
+        let flags = kubelet_flags("/etc/sysconfig/kubelet", &fixture("sysconfig-kubelet"));
+        assert_eq!(
+            names(&flags),
+            [
+                ("--cgroup-driver", Some("systemd"), "KUBELET_CGROUP_ARGS"),
+                (
+                    "--pod-infra-container-image",
+                    Some("registry.cn-hangzhou.aliyuncs.com/google_containers/pause-amd64:3.1"),
+                    "KUBELET_EXTRA_ARGS"
+                ),
+            ]
+        );
+        assert!(!flags[1].origin.kubeadm_owned());
+        let spaced = "KUBELET_EXTRA_ARGS='--max-pods 250 --keep-terminated-pod-volumes --v=2'\nNOT_KUBELET=--x\n";
+        assert_eq!(
+            names(&kubelet_flags("/etc/default/kubelet", spaced)),
+            [
+                ("--max-pods", Some("250"), "KUBELET_EXTRA_ARGS"),
+                ("--keep-terminated-pod-volumes", None, "KUBELET_EXTRA_ARGS"),
+                ("--v", Some("2"), "KUBELET_EXTRA_ARGS"),
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_drop_ins_environment_and_exec_start() {
+        let sysext = kubelet_flags(
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
+            &fixture("10-kubeadm.conf"),
+        );
+        assert_eq!(
+            names(&sysext),
+            [
+                (
+                    "--bootstrap-kubeconfig",
+                    Some("/etc/kubernetes/bootstrap-kubelet.conf"),
+                    "KUBELET_KUBECONFIG_ARGS"
+                ),
+                (
+                    "--kubeconfig",
+                    Some("/etc/kubernetes/kubelet.conf"),
+                    "KUBELET_KUBECONFIG_ARGS"
+                ),
+                (
+                    "--config",
+                    Some("/var/lib/kubelet/config.yaml"),
+                    "KUBELET_CONFIG_ARGS"
+                ),
+            ],
+            "the ExecStart only expands variables; other ExecStartPre lines are not the kubelet"
+        );
+        let custom = "[Service]\n# Environment=\"KUBELET_EXTRA_ARGS=--commented-out\"\n\
+            Environment=\"KUBELET_EXTRA_ARGS=--v=2 --pod-infra-container-image=pause:3.9\" OTHER=--not-kubelet\n\
+            ExecStart=\nExecStart=/opt/bin/kubelet $KUBELET_KUBEADM_ARGS \\\n  --pod-infra-container-image registry.k8s.io/pause:3.9\n";
+        assert_eq!(
+            names(&kubelet_flags(
+                "/etc/systemd/system/kubelet.service.d/20-extra.conf",
+                custom
+            )),
+            [
+                ("--v", Some("2"), "KUBELET_EXTRA_ARGS"),
+                (
+                    "--pod-infra-container-image",
+                    Some("pause:3.9"),
+                    "KUBELET_EXTRA_ARGS"
+                ),
+                (
+                    "--pod-infra-container-image",
+                    Some("registry.k8s.io/pause:3.9"),
+                    "ExecStart"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flag_kubeadm_strips_warns() {
+        let nodes = [node(
+            "cp-1",
+            &[(KUBEADM_FLAGS_ENV, &fixture("kubeadm-flags.env"))],
+        )];
+        let check = check_kubelet_flags(&nodes, m("v1.35"), true);
+        assert_eq!(check.verdict, Verdict::Warn);
+        assert_eq!(
+            check.details,
+            [
+                "cp-1: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env \
+              (KUBELET_KUBEADM_ARGS), removed in v1.35; kubeadm v1.35 removes it during the upgrade"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_same_flag_blocks_where_kubeadm_does_not_look_or_run() {
+        let env = fixture("kubeadm-flags.env");
+        let extra = fixture("sysconfig-kubelet");
+        let nodes = [
+            node("cp-1", &[(KUBEADM_FLAGS_ENV, &env)]),
+            node(
+                "w-1",
+                &[
+                    (
+                        KUBEADM_FLAGS_ENV,
+                        "KUBELET_KUBEADM_ARGS=\"--node-ip=10.0.0.21\"\n",
+                    ),
+                    ("/etc/sysconfig/kubelet", &extra),
+                ],
+            ),
+        ];
+        let check = check_kubelet_flags(&nodes, m("v1.35"), true);
+        assert_eq!(check.verdict, Verdict::Block);
+        assert_eq!(
+            check.details,
+            [
+                "w-1: --pod-infra-container-image in /etc/sysconfig/kubelet (KUBELET_EXTRA_ARGS), \
+                 removed in v1.35; nothing removes it before the kubelet restarts",
+                "cp-1: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env \
+                 (KUBELET_KUBEADM_ARGS), removed in v1.35; kubeadm v1.35 removes it during the upgrade",
+            ],
+            "the block comes first; cp-1's stripped flag stays a note"
+        );
+
+        let no_kubeadm = check_kubelet_flags(&nodes[..1], m("v1.35"), false);
+        assert_eq!(
+            no_kubeadm.verdict,
+            Verdict::Block,
+            "a hop without kubeadm strips nothing"
+        );
+        let next = check_kubelet_flags(&nodes[..1], m("v1.36"), true);
+        assert_eq!(
+            next.verdict,
+            Verdict::Block,
+            "kubeadm v1.36 dropped the cleanup"
+        );
+    }
+
+    #[test]
+    fn flags_removed_after_the_hop_pass() {
+        let extra = "KUBELET_EXTRA_ARGS=\"--keep-terminated-pod-volumes=false\"\n";
+        let nodes = [node("w-1", &[("/etc/sysconfig/kubelet", extra)])];
+        assert_eq!(
+            check_kubelet_flags(&nodes, m("v1.30"), true).verdict,
+            Verdict::Pass
+        );
+        assert_eq!(
+            check_kubelet_flags(&nodes, m("v1.31"), true).verdict,
+            Verdict::Block,
+            "--keep-terminated-pod-volumes goes in v1.31"
+        );
+        assert_eq!(
+            check_kubelet_flags(&[], m("v1.35"), true).verdict,
+            Verdict::Pass
+        );
+    }
+}

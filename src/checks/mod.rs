@@ -1,0 +1,37 @@
+//! The checks fleetctl runs before every minor hop, as pure functions over
+//! what the cluster and the nodes already say: no I/O here, so every rule is
+//! a unit test fed with real command output kept under `fixtures/`.
+//!
+//! kubeadm lets several things through that break a cluster on the new
+//! minor: clients still calling an API version the minor removes, kubelet
+//! flags the new kubelet refuses, drains that a PodDisruptionBudget holds
+//! forever, certificates about to expire, and images missing from the hub.
+//! `plan` shows each check's verdict with what to do, and `apply` runs them
+//! again right before the hop. docs/checks.md describes the JSON they carry.
+//!
+//! Each module parses one tool's output and judges one hop; the steps
+//! run the commands (`crate::remote::kubectl` builds them) and hand the
+//! output here.
+
+mod certs;
+mod etcd;
+mod flags;
+mod hub;
+mod metrics;
+mod model;
+mod pdb;
+
+pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
+pub use etcd::{
+    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotStatus, etcd_topology, parse_snapshot_status,
+};
+pub use flags::{
+    FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
+    RemovedFlag, check_kubelet_flags, kubelet_flags,
+};
+pub use hub::{HubImage, check_hub, image_name};
+pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
+pub use model::{Check, CheckName, Verdict, apply_ignores};
+pub use pdb::{
+    Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
+};
