@@ -43,11 +43,6 @@ fn words(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// Reads a DaemonSet (Kured's) with its args, annotations and resourceVersion.
-pub fn get_daemonset(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "get", "daemonset", name, "-o", "json"])
-}
-
 /// One line per DaemonSet, then one per container of its pod template:
 ///
 /// ```text
@@ -133,25 +128,22 @@ fn jsonpath_field(key: &str) -> String {
 }
 
 /// Sets annotation `key` on a DaemonSet only if it is still at
-/// `resource_version`: a concurrent change (Kured taking its lock) makes the
-/// API answer Conflict instead of being overwritten. Without `overwrite`,
-/// kubectl also refuses when the key already has a value; `overwrite` is for
-/// replacing a value already judged free (an expired or emptied lock) at
-/// that same resource version.
+/// `resource_version`: kubectl puts the version into its merge patch and
+/// the API server answers Conflict when the object moved on (kubectl
+/// `annotate --resource-version`). `--overwrite` because the caller has
+/// already judged the current value, at that very version: absent, free,
+/// or its own lock being refreshed.
 pub fn annotate_daemonset(
     namespace: &str,
     name: &str,
     key: &str,
     value: &str,
     resource_version: &str,
-    overwrite: bool,
 ) -> Vec<String> {
     let mut args = words(&["-n", namespace, "annotate", "daemonset", name]);
     args.push(format!("{key}={value}"));
     args.push(format!("--resource-version={resource_version}"));
-    if overwrite {
-        args.push("--overwrite".into());
-    }
+    args.push("--overwrite".into());
     args
 }
 
@@ -258,16 +250,6 @@ pub fn delete_configmap_if_unchanged(
     }
 }
 
-/// Reads a configmap as JSON.
-pub fn get_configmap(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "get", "configmap", name, "-o", "json"])
-}
-
-/// Deletes a configmap (NotFound if it is already gone).
-pub fn delete_configmap(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "delete", "configmap", name])
-}
-
 /// The API server's own readiness, etcd included: prints `ok`.
 pub fn readyz() -> String {
     kubectl(&["get", "--raw", "/readyz"])
@@ -339,10 +321,6 @@ pub enum ApiError {
     /// for a delete with preconditions, `… the ResourceVersion in the
     /// precondition (…) does not match …`.
     Conflict,
-    /// kubectl's own refusal without `--overwrite`: `error: --overwrite is
-    /// false but found the following declared annotation(s): 'KEY' already
-    /// has a value (…)`. It means the annotation appeared since we read it.
-    AnnotationExists,
 }
 
 /// Reads kubectl's stderr for the failures the lock handles; `None` for
@@ -356,8 +334,6 @@ pub fn api_error(stderr: &str) -> Option<ApiError> {
         Some(ApiError::AlreadyExists)
     } else if stderr.contains("(Conflict)") {
         Some(ApiError::Conflict)
-    } else if stderr.contains("--overwrite is false") && stderr.contains("already has a value") {
-        Some(ApiError::AnnotationExists)
     } else {
         None
     }
@@ -415,7 +391,6 @@ mod tests {
             "weave.works/kured-node-lock",
             value,
             "4711",
-            true,
         );
         let seen = argv_seen_by_kubectl(&kubectl(&args));
         assert_eq!(

@@ -1,5 +1,6 @@
-//! The lock's messages, its identity, and what acquire does when the API
-//! itself fails.
+//! What both locks share: who we are, naming Kured, judging a holder alive
+//! or dead, the messages an operator reads, and what acquire does when the
+//! API itself fails.
 
 use super::testkit::*;
 use super::*;
@@ -13,75 +14,212 @@ fn the_holder_id_is_never_a_node_name() {
 }
 
 #[test]
-fn held_by_a_dead_fleetctl_says_who_since_when_and_how_to_unlock() {
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Held(vec![holder("fleetctl/bob@ops-1", "2026-11-29T17:18:07Z")]),
-        now: at(NOW),
-    };
+fn a_kured_daemonset_is_named_namespace_slash_name() {
     assert_eq!(
-        held.to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 since \
-         2026-11-29T17:18:07Z (2h 12m 5s ago). If that holder is dead (e.g. a fleetctl that was killed), \
-         run `fleetctl apply --force-unlock`."
+        "kured/kured".parse::<KuredRef>(),
+        Ok(KuredRef {
+            namespace: "kured".into(),
+            name: "kured".into()
+        })
+    );
+    let named: KuredRef = " ops/reboots.kured-1 ".parse().unwrap();
+    assert_eq!(named.to_string(), "ops/reboots.kured-1");
+    for bad in [
+        "kured",
+        "/kured",
+        "kured/",
+        "Kube-System/kured",
+        "a/b/c",
+        "ns/-x",
+    ] {
+        let err = bad.parse::<KuredRef>().unwrap_err();
+        assert!(err.contains("write NAMESPACE/NAME"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn liveness_comes_from_the_heartbeat_and_kured_nodes_are_never_judged_dead() {
+    let now = at(NOW);
+    let five = Duration::from_secs(300);
+    let live = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:29:50Z",
+    );
+    assert_eq!(
+        live.liveness(now, five),
+        Liveness::Alive {
+            age: Duration::from_secs(22)
+        }
+    );
+    let dead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:25:12Z",
+    );
+    assert_eq!(
+        dead.liveness(now, five),
+        Liveness::Dead {
+            age: Duration::from_secs(300)
+        }
+    );
+    let ahead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:31:00Z",
+    );
+    assert_eq!(
+        ahead.liveness(now, five),
+        Liveness::Alive {
+            age: Duration::ZERO
+        },
+        "a clock ahead of ours is not a dead holder"
+    );
+    let no_beat = Holder {
+        heartbeat: None,
+        ..live.clone()
+    };
+    assert_eq!(no_beat.liveness(now, five), Liveness::Unknown);
+    let garbled = Holder {
+        heartbeat: Some("yesterday".into()),
+        ..live
+    };
+    assert_eq!(garbled.liveness(now, five), Liveness::Unknown);
+    let node = kured_node("w-2", "2026-11-28T08:00:00Z");
+    assert_eq!(node.liveness(now, five), Liveness::KuredNode);
+    assert_eq!(kured_node("", "").liveness(now, five), Liveness::Unknown);
+}
+
+fn held_by(holders: Vec<Holder>, refused_force: bool) -> String {
+    LockHeld {
+        lock: "Kured's reboot lock on daemonset kured/kured".into(),
+        state: LockState::Held(holders),
+        now: at(NOW),
+        dead_after: DEFAULT_DEAD_AFTER,
+        refused_force,
+    }
+    .to_string()
+}
+
+#[test]
+fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
+    let live = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:30:12Z",
+        "2026-11-29T19:29:50Z",
+    );
+    assert_eq!(
+        held_by(vec![live.clone()], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
+         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. If you are sure it is \
+         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+    assert_eq!(
+        held_by(vec![live], true),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
+         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. --force-unlock alone \
+         does not remove a lock whose holder may be alive. If you are sure it is not (its machine is \
+         gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
     );
 }
 
 #[test]
-fn held_by_kured_nodes_says_kured_is_rebooting() {
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Held(vec![
-            holder("w-1", "2026-11-29T19:29:12.5Z"),
-            holder("w-2", "yesterday"),
-            holder("", ""),
-        ]),
-        now: at(NOW),
-    };
+fn a_dead_holder_needs_one_force_unlock() {
+    let dead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T17:18:07Z",
+        "2026-11-29T19:10:12Z",
+    );
     assert_eq!(
-        held.to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is held by w-1 since 2026-11-29T19:29:12.5Z \
-         (59s ago), w-2 since yesterday and an entry with no nodeID. Kured is rebooting node w-1: wait \
-         until it is back and Kured releases the lock, then retry. If the lock is stale (the node is gone, \
-         Kured was removed mid-reboot), run `fleetctl apply --force-unlock`."
+        held_by(vec![dead], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T17:18:07Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl \
+         looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. Run \
+         `fleetctl apply --force-unlock` to remove its lock."
     );
 }
 
 #[test]
-fn held_configmap_names_the_pid_and_unreadable_values_are_quoted() {
-    let held = LockHeld {
-        lock: "fleetctl's lock (configmap kube-system/fleetctl-lock)".into(),
-        state: LockState::Held(vec![Holder {
-            pid: Some("77".into()),
-            host: Some("ops-1".into()),
-            ..holder("fleetctl/bob@ops-1", "2026-11-29T19:30:00Z")
-        }]),
-        now: at(NOW),
-    };
+fn a_kured_node_is_rebooting_and_entries_without_heartbeat_cannot_be_judged() {
     assert_eq!(
-        held.to_string(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77) \
-         since 2026-11-29T19:30:00Z (12s ago). If that holder is dead (e.g. a fleetctl that was killed), \
-         run `fleetctl apply --force-unlock`."
-    );
-    let LockState::Unreadable { value, why } = kured_lock_state(Some("locked"), at(NOW)) else {
-        panic!("unreadable")
-    };
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Unreadable { value, why },
-        now: at(NOW),
-    };
-    let text = held.to_string();
-    assert!(
-        text.starts_with("Kured's reboot lock on daemonset kube-system/kured holds a value fleetctl cannot read as a lock (not JSON: "),
-        "{text}"
-    );
-    assert!(
-        text.ends_with(
-            "): locked. If nothing uses it, run `fleetctl apply --force-unlock` to remove it."
+        held_by(
+            vec![
+                kured_node("w-1", "2026-11-29T19:29:12.5Z"),
+                kured_node("w-2", "yesterday"),
+                kured_node("", ""),
+            ],
+            false
         ),
-        "{text}"
+        "Kured's reboot lock on daemonset kured/kured is held by node w-1 since 2026-11-29T19:29:12.5Z \
+         (59s ago), node w-2 since yesterday and an entry with no nodeID. Kured is rebooting node w-1: \
+         wait until it is back and Kured releases the lock, then retry. If you are sure it is not (its \
+         machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+    let older = Holder {
+        id: "fleetctl/bob@ops-1".into(),
+        host: None,
+        pid: None,
+        started: Some("2026-11-29T17:18:07Z".into()),
+        heartbeat: None,
+    };
+    assert_eq!(
+        held_by(vec![older], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 since \
+         2026-11-29T17:18:07Z (2h 12m 5s ago). It records no heartbeat (an older fleetctl), so fleetctl \
+         cannot tell whether it still runs. If you are sure it is not (its machine is gone, Kured was \
+         removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+}
+
+#[test]
+fn an_unreadable_value_is_quoted_and_needs_yes() {
+    let held = LockHeld {
+        lock: "Kured's reboot lock on daemonset kured/kured".into(),
+        state: LockState::Unreadable {
+            value: "locked".into(),
+            why: "not JSON: expected value at line 1 column 1".into(),
+        },
+        now: at(NOW),
+        dead_after: DEFAULT_DEAD_AFTER,
+        refused_force: true,
+    };
+    assert_eq!(
+        held.to_string(),
+        "Kured's reboot lock on daemonset kured/kured holds a value fleetctl cannot read as a lock \
+         (not JSON: expected value at line 1 column 1): locked. fleetctl cannot tell whether whatever \
+         wrote it still relies on it. --force-unlock alone does not remove it: if nothing uses it, run \
+         `fleetctl apply --force-unlock --yes`."
+    );
+}
+
+#[test]
+fn a_lost_lock_says_who_took_it_and_to_stop() {
+    let taken = LockLost {
+        lock: "fleetctl's lock (configmap kube-system/fleetctl-lock)".into(),
+        held_by: Some("fleetctl/bob@ops-1 (pid 77 on ops-1)".into()),
+    };
+    assert_eq!(
+        taken.to_string(),
+        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this apply: it is \
+         now held by fleetctl/bob@ops-1 (pid 77 on ops-1). Stopping before anything else changes: find \
+         out who is working on this cluster before running `fleetctl apply` again"
+    );
+    let gone = LockLost {
+        held_by: None,
+        ..taken
+    };
+    assert!(
+        gone.to_string()
+            .contains("it was removed (a `fleetctl apply --force-unlock` elsewhere, or by hand)"),
+        "{gone}"
+    );
+    // The caller finds it through any context added on the way up.
+    let err = anyhow::Error::new(gone.clone()).context("cp-1: lock heartbeat");
+    assert_eq!(
+        err.chain().find_map(|e| e.downcast_ref::<LockLost>()),
+        Some(&gone)
     );
 }
 
@@ -89,7 +227,12 @@ fn held_configmap_names_the_pid_and_unreadable_values_are_quoted() {
 async fn an_api_failure_names_the_node_the_step_and_kubectls_words() {
     struct Unauthorized;
     impl Kubectl for Unauthorized {
-        async fn kubectl(&self, _label: &str, _args: &[String]) -> anyhow::Result<Output> {
+        async fn kubectl(
+            &self,
+            _label: &str,
+            _args: &[String],
+            _stdin: Option<&str>,
+        ) -> anyhow::Result<Output> {
             Ok(fail(
                 "error: You must be logged in to the server (Unauthorized)",
             ))
@@ -104,7 +247,7 @@ async fn an_api_failure_names_the_node_the_step_and_kubectls_words() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cp-1: lock: read daemonset kube-system/kured failed (exit status 1); last lines of its stderr:\n    \
-         error: You must be logged in to the server (Unauthorized)"
+        "cp-1: lock: find Kured (the containers of every DaemonSet) failed (exit status 1); last lines \
+         of its stderr:\n    error: You must be logged in to the server (Unauthorized)"
     );
 }
