@@ -637,12 +637,13 @@ pub async fn acquire<K: Kubectl>(
     api.note(
         "lock-acquired",
         &format!(
-            "{} taken by {} (pid {} on {}), TTL {}",
-            lock.describe(),
+            "{} taken by {} (pid {} on {}), TTL {}; {}",
+            lock.what(),
             lock.mine.holder,
             lock.mine.pid,
             lock.mine.host,
-            human(lock.ttl)
+            human(lock.ttl),
+            lock.chosen
         ),
     );
     Ok(lock)

@@ -476,9 +476,10 @@ async fn kured_is_found_in_the_namespace_its_helm_release_put_it_in() {
         "never fleetctl's own lock"
     );
     assert!(lock.warnings().is_empty(), "{:?}", lock.warnings());
-    assert!(
-        api.note_detail("lock-acquired")
-            .ends_with("taken by fleetctl/alice@laptop (pid 4242 on laptop), TTL 15m")
+    assert_eq!(
+        api.note_detail("lock-acquired"),
+        "Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock) taken \
+         by fleetctl/alice@laptop (pid 4242 on laptop), TTL 15m; Kured runs as daemonset kured/kured"
     );
 }
 
