@@ -107,14 +107,14 @@ pub fn parse_daemonsets(text: &str) -> anyhow::Result<Vec<DaemonSetInfo>> {
 
 /// A pod as [`k::list_pods`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodInfo {
-    pub namespace: String,
-    pub name: String,
-    pub containers: Vec<ContainerInfo>,
+struct PodInfo {
+    namespace: String,
+    name: String,
+    containers: Vec<ContainerInfo>,
 }
 
 /// Parses [`k::list_pods`]'s output.
-pub fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
+fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
     let mut pods: Vec<PodInfo> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split('\t').collect();

@@ -53,8 +53,8 @@ use crate::ssh::Output;
 
 pub use configmap::{LockConfigMap, parse_lock_configmap};
 pub use kured::{
-    DaemonSetInfo, KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, KuredConfig, KuredInfo,
-    kured_lock_state, kured_lock_value, parse_daemonsets,
+    ContainerInfo, DaemonSetInfo, KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, KuredConfig,
+    KuredInfo, kured_lock_state, kured_lock_value, parse_daemonsets,
 };
 
 /// How long a lock fleetctl holds stays valid without a heartbeat. Kured
