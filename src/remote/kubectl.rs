@@ -43,31 +43,107 @@ fn words(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// Reads a DaemonSet (Kured's) with its args, annotations and resourceVersion.
-pub fn get_daemonset(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "get", "daemonset", name, "-o", "json"])
+/// One line per DaemonSet, then one per container of its pod template:
+///
+/// ```text
+/// daemonset<TAB>NAMESPACE<TAB>NAME
+/// container<TAB>NAME<TAB>IMAGE<TAB>COMMAND<TAB>ARGS<TAB>ENV<TAB>ENVFROM
+/// ```
+///
+/// COMMAND, ARGS, ENV and ENVFROM are the fields as JSON (empty when
+/// unset): kubectl's jsonpath prints lists and maps as JSON since
+/// Kubernetes 1.19 (kubernetes/kubernetes#89660), and JSON escapes tabs and
+/// newlines, so each record stays on its line. Only what finding Kured and
+/// reading its flags needs: no annotations (`last-applied-configuration`
+/// repeats every argument), no status.
+const DAEMONSET_RECORD: &str = concat!(
+    r#"daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+    r#"{range .spec.template.spec.containers[*]}"#,
+    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}"#,
+    r#"{end}"#,
+);
+
+/// Every DaemonSet in every namespace, as [`DAEMONSET_RECORD`]s: where Kured
+/// runs, whatever namespace its manifest or Helm release put it in.
+pub fn list_daemonsets() -> Vec<String> {
+    let template = format!("jsonpath={{range .items[*]}}{DAEMONSET_RECORD}{{end}}");
+    vec![
+        "get".into(),
+        "daemonsets".into(),
+        "--all-namespaces".into(),
+        "-o".into(),
+        template,
+    ]
+}
+
+/// Every pod in every namespace with its containers' images and commands,
+/// one line per pod, then one per container:
+///
+/// ```text
+/// pod<TAB>NAMESPACE<TAB>NAME
+/// container<TAB>NAME<TAB>IMAGE<TAB>COMMAND
+/// ```
+///
+/// Asked only when no DaemonSet runs Kured, to tell "no Kured" from "Kured
+/// run some other way" before falling back to fleetctl's own lock.
+pub fn list_pods() -> Vec<String> {
+    let template = concat!(
+        r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+        r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+    );
+    vec![
+        "get".into(),
+        "pods".into(),
+        "--all-namespaces".into(),
+        "-o".into(),
+        template.into(),
+    ]
+}
+
+/// The DaemonSet that holds Kured's lock, reduced to
+/// `RESOURCEVERSION<TAB>VALUE` (VALUE empty when the annotation is absent
+/// or empty): the one annotation, not the others.
+pub fn get_lock_annotation(namespace: &str, name: &str, key: &str) -> Vec<String> {
+    let template = format!(
+        r#"jsonpath={{.metadata.resourceVersion}}{{"\t"}}{{.metadata.annotations.{}}}"#,
+        jsonpath_field(key)
+    );
+    let mut args = words(&["-n", namespace, "get", "daemonset", name, "-o"]);
+    args.push(template);
+    args
+}
+
+/// `key` as one jsonpath field name: kubectl's parser ends a field at `.`
+/// (and `,[]{}$@`, blanks) unless a backslash escapes it, and drops the
+/// backslashes (client-go util/jsonpath/parser.go, `parseField`/`advance`).
+fn jsonpath_field(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if ".,[]{}$@ \t\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Sets annotation `key` on a DaemonSet only if it is still at
-/// `resource_version`: a concurrent change (Kured taking its lock) makes the
-/// API answer Conflict instead of being overwritten. Without `overwrite`,
-/// kubectl also refuses when the key already has a value; `overwrite` is for
-/// replacing a value already judged free (an expired or emptied lock) at
-/// that same resource version.
+/// `resource_version`: kubectl puts the version into its merge patch and
+/// the API server answers Conflict when the object moved on (kubectl
+/// `annotate --resource-version`). `--overwrite` because the caller has
+/// already judged the current value, at that very version: absent, free,
+/// or its own lock being refreshed.
 pub fn annotate_daemonset(
     namespace: &str,
     name: &str,
     key: &str,
     value: &str,
     resource_version: &str,
-    overwrite: bool,
 ) -> Vec<String> {
     let mut args = words(&["-n", namespace, "annotate", "daemonset", name]);
     args.push(format!("{key}={value}"));
     args.push(format!("--resource-version={resource_version}"));
-    if overwrite {
-        args.push("--overwrite".into());
-    }
+    args.push("--overwrite".into());
     args
 }
 
@@ -97,14 +173,81 @@ pub fn create_configmap(namespace: &str, name: &str, literals: &[(&str, &str)]) 
     args
 }
 
-/// Reads a configmap as JSON.
-pub fn get_configmap(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "get", "configmap", name, "-o", "json"])
+/// fleetctl's lock configmap as `RESOURCEVERSION<TAB>UID<TAB>DATA`, DATA
+/// its `data` as JSON: the version and uid are the preconditions of any
+/// later change.
+pub fn get_lock_configmap(namespace: &str, name: &str) -> Vec<String> {
+    let mut args = words(&["-n", namespace, "get", "configmap", name, "-o"]);
+    args.push(r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.uid}{"\t"}{.data}"#.into());
+    args
 }
 
-/// Deletes a configmap (NotFound if it is already gone).
-pub fn delete_configmap(namespace: &str, name: &str) -> Vec<String> {
-    words(&["-n", namespace, "delete", "configmap", name])
+/// Sets `data` keys of a configmap only if it is still at
+/// `resource_version`: a merge patch that carries `metadata.resourceVersion`
+/// is applied to the stored object and the update refused with Conflict
+/// when the versions differ (the same mechanism `annotate
+/// --resource-version` relies on).
+pub fn patch_configmap_data(
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+    data: &[(&str, &str)],
+) -> Vec<String> {
+    let data: serde_json::Map<String, serde_json::Value> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": resource_version},
+        "data": data,
+    });
+    let mut args = words(&[
+        "-n",
+        namespace,
+        "patch",
+        "configmap",
+        name,
+        "--type=merge",
+        "-p",
+    ]);
+    args.push(patch.to_string());
+    args
+}
+
+/// A kubectl call whose request body comes on its stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithStdin {
+    pub args: Vec<String>,
+    pub stdin: String,
+}
+
+/// Deletes a configmap only if it is still the object fleetctl read: same
+/// uid (not deleted and recreated since) and same resourceVersion (not
+/// changed since). `kubectl delete NAME` cannot send preconditions; `delete
+/// --raw PATH -f -` sends stdin as the DELETE body (kubectl rawhttp), and
+/// the API server refuses with 409 Conflict when a precondition does not
+/// hold (apiserver registry/rest `BeforeDelete`).
+pub fn delete_configmap_if_unchanged(
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+    uid: &str,
+) -> WithStdin {
+    let body = serde_json::json!({
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "preconditions": {"uid": uid, "resourceVersion": resource_version},
+    });
+    WithStdin {
+        args: vec![
+            "delete".into(),
+            "--raw".into(),
+            format!("/api/v1/namespaces/{namespace}/configmaps/{name}"),
+            "-f".into(),
+            "-".into(),
+        ],
+        stdin: body.to_string(),
+    }
 }
 
 /// The API server's own readiness, etcd included: prints `ok`.
@@ -174,12 +317,10 @@ pub enum ApiError {
     /// (AlreadyExists): …` (older kubectl, other verbs).
     AlreadyExists,
     /// `Error from server (Conflict): Operation cannot be fulfilled on …: the
-    /// object has been modified; …` — the resourceVersion moved on.
+    /// object has been modified; …` — the resourceVersion moved on — or,
+    /// for a delete with preconditions, `… the ResourceVersion in the
+    /// precondition (…) does not match …`.
     Conflict,
-    /// kubectl's own refusal without `--overwrite`: `error: --overwrite is
-    /// false but found the following declared annotation(s): 'KEY' already
-    /// has a value (…)`. It means the annotation appeared since we read it.
-    AnnotationExists,
 }
 
 /// Reads kubectl's stderr for the failures the lock handles; `None` for
@@ -193,8 +334,6 @@ pub fn api_error(stderr: &str) -> Option<ApiError> {
         Some(ApiError::AlreadyExists)
     } else if stderr.contains("(Conflict)") {
         Some(ApiError::Conflict)
-    } else if stderr.contains("--overwrite is false") && stderr.contains("already has a value") {
-        Some(ApiError::AnnotationExists)
     } else {
         None
     }
@@ -205,41 +344,53 @@ mod tests {
     use super::*;
 
     /// Runs `sh -c "<cmd>"` with a `kubectl` on PATH that prints one
-    /// argument per line, so we see what kubectl would receive.
-    fn argv_seen_by_kubectl(cmd: &str) -> Vec<String> {
+    /// argument per line, then what it read on stdin after a `--stdin--`
+    /// line, so we see exactly what kubectl would receive.
+    fn seen_by_kubectl(cmd: &str, stdin: &str) -> (Vec<String>, String) {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("kubectl");
         std::fs::write(
             &fake,
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\necho --stdin--\ncat\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let out = std::process::Command::new("sh")
+        let mut child = std::process::Command::new("sh")
             .arg("-c")
             .arg(cmd)
             .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
-            .output()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout)
+        use std::io::Write;
+        child
+            .stdin
+            .take()
             .unwrap()
-            .lines()
-            .map(String::from)
-            .collect()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (args, input) = text.split_once("--stdin--\n").unwrap();
+        (args.lines().map(String::from).collect(), input.to_string())
+    }
+
+    fn argv_seen_by_kubectl(cmd: &str) -> Vec<String> {
+        seen_by_kubectl(cmd, "").0
     }
 
     #[test]
     fn a_json_annotation_reaches_kubectl_as_one_exact_word() {
-        let value = r#"{"nodeID":"fleetctl/o'brien@lap top","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#;
+        let value = r#"{"nodeID":"fleetctl/o'brien@lap top","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#;
         let args = annotate_daemonset(
             "kube-system",
             "kured",
             "weave.works/kured-node-lock",
             value,
             "4711",
-            false,
         );
         let seen = argv_seen_by_kubectl(&kubectl(&args));
         assert_eq!(
@@ -254,6 +405,7 @@ mod tests {
                 "kured",
                 &format!("weave.works/kured-node-lock={value}"),
                 "--resource-version=4711",
+                "--overwrite",
             ]
         );
     }
@@ -285,19 +437,11 @@ mod tests {
 
     #[test]
     fn plain_words_stay_bare_and_everything_else_is_quoted() {
-        let args = [
-            "-n",
-            "kube-system",
-            "get",
-            "daemonset",
-            "kured",
-            "-o",
-            "json",
-        ];
+        let args = ["-n", "kube-system", "get", "configmap", "fleetctl-lock"];
         assert_eq!(
             kubectl(&args),
             "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s \
-             -n kube-system get daemonset kured -o json"
+             -n kube-system get configmap fleetctl-lock"
         );
         let odd = ["", "a b", "$(id)", "x;y", "*", "~root", "k=v w"];
         let seen = argv_seen_by_kubectl(&kubectl(&odd));
@@ -305,9 +449,86 @@ mod tests {
     }
 
     #[test]
-    fn overwrite_and_removal_forms() {
-        let args = annotate_daemonset("ns", "ds", "k", "v", "9", true);
-        assert_eq!(args.last().map(String::as_str), Some("--overwrite"));
+    fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
+        for args in [
+            list_daemonsets(),
+            list_pods(),
+            get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
+            get_lock_configmap(LOCK_NAMESPACE, LOCK_CONFIGMAP),
+        ] {
+            let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&args));
+            let inner = wrapped.strip_prefix("sudo -n ").unwrap();
+            assert_eq!(argv_seen_by_kubectl(inner)[2..], args);
+        }
+    }
+
+    #[test]
+    fn the_reads_name_only_the_fields_the_lock_uses() {
+        assert_eq!(
+            list_daemonsets(),
+            [
+                "get",
+                "daemonsets",
+                "--all-namespaces",
+                "-o",
+                concat!(
+                    r#"jsonpath={range .items[*]}daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+                    r#"{range .spec.template.spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}"#,
+                    r#"{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}{end}{end}"#,
+                ),
+            ]
+        );
+        assert_eq!(
+            list_pods(),
+            [
+                "get",
+                "pods",
+                "--all-namespaces",
+                "-o",
+                concat!(
+                    r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+                    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+                ),
+            ]
+        );
+        assert_eq!(
+            get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
+            [
+                "-n",
+                "kured",
+                "get",
+                "daemonset",
+                "kured",
+                "-o",
+                r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.annotations.weave\.works/kured-node-lock}"#,
+            ]
+        );
+        assert_eq!(
+            get_lock_configmap("kube-system", "fleetctl-lock"),
+            [
+                "-n",
+                "kube-system",
+                "get",
+                "configmap",
+                "fleetctl-lock",
+                "-o",
+                r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.uid}{"\t"}{.data}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn an_annotation_key_is_one_jsonpath_field() {
+        assert_eq!(
+            jsonpath_field("weave.works/kured-node-lock"),
+            r"weave\.works/kured-node-lock"
+        );
+        assert_eq!(jsonpath_field("a.b.c/x_y-z"), r"a\.b\.c/x_y-z");
+        assert_eq!(jsonpath_field("odd[key]"), r"odd\[key\]");
+    }
+
+    #[test]
+    fn removal_and_patch_forms() {
         assert_eq!(
             remove_daemonset_annotation("ns", "ds", "k", "9"),
             [
@@ -320,10 +541,63 @@ mod tests {
                 "--resource-version=9"
             ]
         );
-        assert_eq!(
-            delete_configmap("kube-system", "fleetctl-lock"),
-            ["-n", "kube-system", "delete", "configmap", "fleetctl-lock"]
+        let args = patch_configmap_data(
+            "kube-system",
+            "fleetctl-lock",
+            "77",
+            &[("heartbeat", "2026-11-29T19:31:12Z")],
         );
+        assert_eq!(
+            args,
+            [
+                "-n",
+                "kube-system",
+                "patch",
+                "configmap",
+                "fleetctl-lock",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"heartbeat":"2026-11-29T19:31:12Z"},"metadata":{"resourceVersion":"77"}}"#,
+            ]
+        );
+        assert_eq!(argv_seen_by_kubectl(&kubectl(&args))[2..], args);
+    }
+
+    #[test]
+    fn the_preconditioned_delete_sends_its_body_on_stdin() {
+        let call = delete_configmap_if_unchanged(
+            "kube-system",
+            "fleetctl-lock",
+            "41",
+            "6f1d8f2e-0c1a-4a56-9d8e-2b7f0c3a9e11",
+        );
+        assert_eq!(
+            call.args,
+            [
+                "delete",
+                "--raw",
+                "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock",
+                "-f",
+                "-"
+            ]
+        );
+        let body: serde_json::Value = serde_json::from_str(&call.stdin).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "preconditions": {
+                    "uid": "6f1d8f2e-0c1a-4a56-9d8e-2b7f0c3a9e11",
+                    "resourceVersion": "41",
+                },
+            })
+        );
+        let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&call.args));
+        let inner = wrapped.strip_prefix("sudo -n ").unwrap();
+        let (seen, stdin) = seen_by_kubectl(inner, &call.stdin);
+        assert_eq!(seen[2..], call.args);
+        assert_eq!(stdin, call.stdin, "the body reaches kubectl's stdin whole");
     }
 
     #[test]
@@ -346,8 +620,8 @@ mod tests {
                 Some(ApiError::Conflict),
             ),
             (
-                "error: --overwrite is false but found the following declared annotation(s): 'weave.works/kured-node-lock' already has a value ({})",
-                Some(ApiError::AnnotationExists),
+                r#"Error from server (Conflict): Operation cannot be fulfilled on ConfigMap "fleetctl-lock": the ResourceVersion in the precondition (41) does not match the ResourceVersion in record (42). The object might have been modified"#,
+                Some(ApiError::Conflict),
             ),
             (
                 "error: You must be logged in to the server (Unauthorized)",

@@ -1,359 +1,9 @@
-//! The lock's pure parts against Kured's real formats, and its acquire and
-//! release logic against a small in-memory API server that answers kubectl
-//! as the real one does (resourceVersion preconditions, kubectl's own
-//! `--overwrite` check, NotFound / AlreadyExists / Conflict in kubectl's
-//! wording), with hooks that play a concurrent writer.
+//! What both locks share: who we are, naming Kured, judging a holder alive
+//! or dead, the messages an operator reads, and what acquire does when the
+//! API itself fails.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
-use serde_json::json;
-
+use super::testkit::*;
 use super::*;
-
-const NOW: &str = "2026-11-29T19:30:12Z";
-
-fn at(rfc: &str) -> SystemTime {
-    humantime::parse_rfc3339(rfc).unwrap()
-}
-
-fn me() -> Identity {
-    Identity {
-        user: "alice".into(),
-        host: "laptop".into(),
-        pid: 4242,
-    }
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-fn info(argv: &[&str], env: &[(&str, &str)]) -> KuredInfo {
-    KuredInfo {
-        namespace: "kube-system".into(),
-        name: "kured".into(),
-        resource_version: "1".into(),
-        annotations: BTreeMap::new(),
-        argv: strings(argv),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Kured's flags
-
-#[test]
-fn kured_defaults_without_flags() {
-    let config = info(&["/usr/bin/kured"], &[]).config().unwrap();
-    assert_eq!(
-        config,
-        KuredConfig {
-            ds_namespace: "kube-system".into(),
-            ds_name: "kured".into(),
-            annotation: "weave.works/kured-node-lock".into(),
-            concurrency: 1,
-            lock_ttl: None,
-        }
-    );
-}
-
-#[test]
-fn kured_flags_in_both_forms_last_one_wins_and_dash_dash_ends_them() {
-    let argv = [
-        "/usr/bin/kured",
-        "--ds-name=first",
-        "--period",
-        "1h",
-        "--ds-namespace",
-        "kured",
-        "--force-reboot",
-        "--lock-annotation=example.com/lock",
-        "--concurrency",
-        "3",
-        "--ds-name",
-        "kured-lock",
-        "--lock-ttl=30m",
-        "--",
-        "--ds-name=ignored",
-    ];
-    let config = info(&argv, &[]).config().unwrap();
-    assert_eq!(config.ds_name, "kured-lock");
-    assert_eq!(config.ds_namespace, "kured");
-    assert_eq!(config.annotation, "example.com/lock");
-    assert_eq!(config.concurrency, 3);
-    assert_eq!(config.lock_ttl.as_deref(), Some("30m"));
-}
-
-#[test]
-fn kured_env_vars_override_flags_as_newer_kured_does() {
-    let config = info(
-        &["/usr/bin/kured", "--ds-name=from-flag", "--concurrency=2"],
-        &[("KURED_DS_NAME", "from-env"), ("KURED_LOCK_TTL", "0")],
-    )
-    .config()
-    .unwrap();
-    assert_eq!(config.ds_name, "from-env");
-    assert_eq!(config.concurrency, 2);
-    assert_eq!(config.lock_ttl, None, "a zero TTL is no TTL");
-}
-
-#[test]
-fn a_non_numeric_concurrency_is_reported_and_zero_means_one() {
-    let err = info(&["--concurrency=two"], &[]).config().unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "Kured's daemonset kube-system/kured sets --concurrency to `two`, which is not a number; fix Kured's configuration"
-    );
-    assert_eq!(
-        info(&["--concurrency=0"], &[])
-            .config()
-            .unwrap()
-            .concurrency,
-        1
-    );
-}
-
-/// The shape `kubectl get daemonset kured -o json` prints for Kured's
-/// upstream manifest (trimmed to what matters plus some noise).
-fn kured_ds_json(
-    command: &[&str],
-    args: Option<&[&str]>,
-    annotations: serde_json::Value,
-) -> String {
-    let mut container = json!({
-        "name": "kured",
-        "image": "ghcr.io/kubereboot/kured:1.17.1",
-        "command": command,
-        "env": [
-            {"name": "KURED_NODE_ID", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}
-        ],
-        "securityContext": {"privileged": true},
-    });
-    if let Some(args) = args {
-        container["args"] = json!(args);
-    }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {
-            "name": "kured",
-            "namespace": "kube-system",
-            "resourceVersion": "48213",
-            "generation": 1,
-            "annotations": annotations,
-        },
-        "spec": {
-            "selector": {"matchLabels": {"name": "kured"}},
-            "template": {"spec": {
-                "serviceAccountName": "kured",
-                "hostPID": true,
-                "containers": [container],
-            }},
-        },
-        "status": {"numberReady": 3},
-    })
-    .to_string()
-}
-
-#[test]
-fn parses_kured_daemonset_json_with_args_split_between_command_and_args() {
-    let text = kured_ds_json(
-        &["/usr/bin/kured", "--ds-name=kured"],
-        Some(&["--ds-namespace=kube-system", "--concurrency", "2"]),
-        json!({"deprecated.daemonset.template.generation": "1", KURED_ANNOTATION: ""}),
-    );
-    let ds = parse_daemonset(&text).unwrap();
-    assert_eq!(ds.namespace, "kube-system");
-    assert_eq!(ds.name, "kured");
-    assert_eq!(ds.resource_version, "48213");
-    assert_eq!(
-        ds.annotations.get(KURED_ANNOTATION).map(String::as_str),
-        Some("")
-    );
-    assert_eq!(
-        ds.argv,
-        [
-            "/usr/bin/kured",
-            "--ds-name=kured",
-            "--ds-namespace=kube-system",
-            "--concurrency",
-            "2"
-        ]
-    );
-    assert!(
-        ds.env.is_empty(),
-        "valueFrom env vars have no literal value"
-    );
-    assert_eq!(ds.config().unwrap().concurrency, 2);
-}
-
-#[test]
-fn a_daemonset_without_annotations_or_args_parses() {
-    let text = json!({
-        "metadata": {"name": "kured", "namespace": "kube-system", "resourceVersion": "7"},
-        "spec": {"template": {"spec": {"containers": [{"name": "kured", "image": "kured"}]}}},
-    })
-    .to_string();
-    let ds = parse_daemonset(&text).unwrap();
-    assert!(ds.annotations.is_empty() && ds.argv.is_empty());
-    assert_eq!(ds.config().unwrap().ds_name, "kured");
-}
-
-#[test]
-fn the_kured_container_is_found_by_name_among_sidecars() {
-    let text = json!({
-        "metadata": {"name": "kured", "namespace": "kube-system", "resourceVersion": "7"},
-        "spec": {"template": {"spec": {"containers": [
-            {"name": "proxy", "args": ["--ds-name=wrong"]},
-            {"name": "kured", "command": ["/usr/bin/kured"], "args": ["--ds-name=right"],
-             "env": [{"name": "KURED_CONCURRENCY", "value": "4"}]},
-        ]}}},
-    })
-    .to_string();
-    let config = parse_daemonset(&text).unwrap().config().unwrap();
-    assert_eq!(config.ds_name, "right");
-    assert_eq!(config.concurrency, 4);
-}
-
-#[test]
-fn not_a_daemonset_or_no_resource_version_is_an_error() {
-    let err = parse_daemonset("daemonset.apps/kured").unwrap_err();
-    assert!(err.to_string().contains("not a DaemonSet in JSON"), "{err}");
-    let no_rv = json!({"metadata": {"name": "kured", "namespace": "kube-system"}}).to_string();
-    assert_eq!(
-        parse_daemonset(&no_rv).unwrap_err().to_string(),
-        "daemonset kube-system/kured has no metadata.resourceVersion, so it cannot be updated safely"
-    );
-}
-
-// ---------------------------------------------------------------------------
-// Kured's annotation, both forms
-
-#[test]
-fn single_form_is_byte_for_byte_what_kured_writes() {
-    let value = kured_lock_value("fleetctl/alice@laptop", NOW, 1).unwrap();
-    assert_eq!(
-        value,
-        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#
-    );
-}
-
-#[test]
-fn multi_form_takes_every_slot() {
-    let value = kured_lock_value("fleetctl/alice@laptop", NOW, 2).unwrap();
-    let entry = r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#;
-    assert_eq!(
-        value,
-        format!(r#"{{"maxOwners":2,"locks":[{entry},{entry}]}}"#)
-    );
-}
-
-/// Kured's own decision (pkg/daemonsetlock): may a Kured pod configured
-/// with `concurrency` take the lock whose annotation is `value`?
-fn kured_would_acquire(value: Option<&str>, concurrency: usize, now: SystemTime) -> bool {
-    let Some(value) = value else { return true };
-    let entries = kured_entries(value).unwrap();
-    if concurrency > 1 {
-        entries.len() < concurrency || entries.iter().any(|e| expired(e, now))
-    } else {
-        entries.iter().all(|e| expired(e, now))
-    }
-}
-
-#[test]
-fn kured_cannot_take_a_lock_fleetctl_holds_in_either_form() {
-    for concurrency in [1, 2, 5] {
-        let value = kured_lock_value("fleetctl/alice@laptop", NOW, concurrency).unwrap();
-        // A year later still: TTL 0 never expires.
-        assert!(!kured_would_acquire(
-            Some(&value),
-            concurrency,
-            at("2027-11-29T19:30:12Z")
-        ));
-        assert!(kured_would_acquire(None, concurrency, at(NOW)));
-    }
-}
-
-#[test]
-fn reads_what_kured_writes_with_nanoseconds_and_a_ttl() {
-    // Go's time.Time marshals as RFC 3339 with nanoseconds; TTL is nanoseconds.
-    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":true},"created":"2026-11-29T19:00:00.123456789Z","TTL":3600000000000}"#;
-    let held = kured_lock_state(Some(kured), at(NOW));
-    assert_eq!(
-        held,
-        LockState::Held(vec![Holder {
-            id: "w-2".into(),
-            since: "2026-11-29T19:00:00.123456789Z".into(),
-            pid: None,
-            host: None,
-        }])
-    );
-    // One hour after `created` the TTL has run out: Kured itself would take it.
-    assert_eq!(
-        kured_lock_state(Some(kured), at("2026-11-29T20:00:01Z")),
-        LockState::Free
-    );
-}
-
-#[test]
-fn reads_the_multi_form_skipping_expired_entries() {
-    let value = r#"{"maxOwners":2,"locks":[
-        {"nodeID":"w-1","metadata":{"unschedulable":false},"created":"2026-11-29T10:00:00Z","TTL":60000000000},
-        {"nodeID":"w-3","metadata":{"unschedulable":false},"created":"2026-11-29T19:29:00Z","TTL":0}]}"#;
-    let LockState::Held(holders) = kured_lock_state(Some(value), at(NOW)) else {
-        panic!("held")
-    };
-    let ids: Vec<&str> = holders.iter().map(|h| h.id.as_str()).collect();
-    assert_eq!(ids, ["w-3"]);
-}
-
-#[test]
-fn absent_empty_and_released_annotations_are_free() {
-    for value in [
-        None,
-        Some(""),
-        Some("  "),
-        Some(r#"{"maxOwners":2,"locks":[]}"#),
-        Some(r#"{"maxOwners":2,"locks":null}"#),
-    ] {
-        assert_eq!(
-            kured_lock_state(value, at(NOW)),
-            LockState::Free,
-            "{value:?}"
-        );
-    }
-}
-
-#[test]
-fn values_in_neither_form_are_unreadable_not_free() {
-    for value in ["locked", "{}", r#"{"nodeID":5}"#, "[1,2]"] {
-        assert!(
-            matches!(
-                kured_lock_state(Some(value), at(NOW)),
-                LockState::Unreadable { .. }
-            ),
-            "{value}"
-        );
-    }
-}
-
-#[test]
-fn our_own_value_reads_back_as_held_by_us() {
-    let value = kured_lock_value(&me().holder(), NOW, 3).unwrap();
-    let LockState::Held(holders) = kured_lock_state(Some(&value), at(NOW)) else {
-        panic!("held")
-    };
-    assert_eq!(holders.len(), 3);
-    assert!(
-        holders
-            .iter()
-            .all(|h| h.id == "fleetctl/alice@laptop" && h.since == NOW)
-    );
-}
 
 #[test]
 fn the_holder_id_is_never_a_node_name() {
@@ -363,865 +13,226 @@ fn the_holder_id_is_never_a_node_name() {
     assert_eq!(local.pid, std::process::id());
 }
 
-// ---------------------------------------------------------------------------
-// fleetctl's configmap and the messages
-
 #[test]
-fn parses_the_lock_configmap() {
-    let text = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "fleetctl-lock", "namespace": "kube-system", "resourceVersion": "9"},
-        "data": {"holder": "fleetctl/bob@ops-1", "host": "ops-1", "pid": "77", "started": "2026-11-29T18:00:00Z"},
-    })
-    .to_string();
+fn a_kured_daemonset_is_named_namespace_slash_name() {
     assert_eq!(
-        parse_lock_configmap(&text).unwrap(),
-        Holder {
-            id: "fleetctl/bob@ops-1".into(),
-            since: "2026-11-29T18:00:00Z".into(),
-            pid: Some("77".into()),
-            host: Some("ops-1".into()),
-        }
+        "kured/kured".parse::<KuredRef>(),
+        Ok(KuredRef {
+            namespace: "kured".into(),
+            name: "kured".into()
+        })
     );
-    let empty = parse_lock_configmap(r#"{"metadata":{"name":"fleetctl-lock"}}"#).unwrap();
-    assert_eq!(empty.id, "an unknown holder");
-}
-
-fn holder(id: &str, since: &str) -> Holder {
-    Holder {
-        id: id.into(),
-        since: since.into(),
-        pid: None,
-        host: None,
-    }
-}
-
-#[test]
-fn held_by_a_dead_fleetctl_says_who_since_when_and_how_to_unlock() {
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Held(vec![holder("fleetctl/bob@ops-1", "2026-11-29T17:18:07Z")]),
-        now: at(NOW),
-    };
-    assert_eq!(
-        held.to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 since \
-         2026-11-29T17:18:07Z (2h 12m 5s ago). If that holder is dead (e.g. a fleetctl that was killed), \
-         run `fleetctl apply --force-unlock`."
-    );
-}
-
-#[test]
-fn held_by_kured_nodes_says_kured_is_rebooting() {
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Held(vec![
-            holder("w-1", "2026-11-29T19:29:12.5Z"),
-            holder("w-2", "yesterday"),
-            holder("", ""),
-        ]),
-        now: at(NOW),
-    };
-    assert_eq!(
-        held.to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is held by w-1 since 2026-11-29T19:29:12.5Z \
-         (59s ago), w-2 since yesterday and an entry with no nodeID. Kured is rebooting node w-1: wait \
-         until it is back and Kured releases the lock, then retry. If the lock is stale (the node is gone, \
-         Kured was removed mid-reboot), run `fleetctl apply --force-unlock`."
-    );
-}
-
-#[test]
-fn held_configmap_names_the_pid_and_unreadable_values_are_quoted() {
-    let held = LockHeld {
-        lock: "fleetctl's lock (configmap kube-system/fleetctl-lock)".into(),
-        state: LockState::Held(vec![Holder {
-            pid: Some("77".into()),
-            host: Some("ops-1".into()),
-            ..holder("fleetctl/bob@ops-1", "2026-11-29T19:30:00Z")
-        }]),
-        now: at(NOW),
-    };
-    assert_eq!(
-        held.to_string(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77) \
-         since 2026-11-29T19:30:00Z (12s ago). If that holder is dead (e.g. a fleetctl that was killed), \
-         run `fleetctl apply --force-unlock`."
-    );
-    let LockState::Unreadable { value, why } = kured_lock_state(Some("locked"), at(NOW)) else {
-        panic!("unreadable")
-    };
-    let held = LockHeld {
-        lock: "Kured's reboot lock on daemonset kube-system/kured".into(),
-        state: LockState::Unreadable { value, why },
-        now: at(NOW),
-    };
-    let text = held.to_string();
-    assert!(
-        text.starts_with("Kured's reboot lock on daemonset kube-system/kured holds a value fleetctl cannot read as a lock (not JSON: "),
-        "{text}"
-    );
-    assert!(
-        text.ends_with(
-            "): locked. If nothing uses it, run `fleetctl apply --force-unlock` to remove it."
-        ),
-        "{text}"
-    );
-}
-
-// ---------------------------------------------------------------------------
-// The fake API server
-
-#[derive(Debug, Clone, Default)]
-struct Ds {
-    rv: u64,
-    annotations: BTreeMap<String, String>,
-    args: Vec<String>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    next_rv: u64,
-    daemonsets: BTreeMap<(String, String), Ds>,
-    configmaps: BTreeMap<(String, String), (u64, BTreeMap<String, String>)>,
-}
-
-impl State {
-    fn bump(&mut self) -> u64 {
-        self.next_rv += 1;
-        self.next_rv
-    }
-
-    fn ds(&mut self, ns: &str, name: &str) -> &mut Ds {
-        self.daemonsets.get_mut(&(ns.into(), name.into())).unwrap()
-    }
-
-    /// Kured (or anyone) writing an annotation, through the API.
-    fn annotate(&mut self, ns: &str, name: &str, key: &str, value: &str) {
-        let rv = self.bump();
-        let ds = self.ds(ns, name);
-        ds.annotations.insert(key.into(), value.into());
-        ds.rv = rv;
-    }
-
-    fn annotation(&self, ns: &str, name: &str, key: &str) -> Option<String> {
-        self.daemonsets[&(ns.to_string(), name.to_string())]
-            .annotations
-            .get(key)
-            .cloned()
-    }
-}
-
-type Hook = Box<dyn FnOnce(&mut State) + Send>;
-
-/// Answers the kubectl calls the lock makes, as a real API server and
-/// kubectl would, and records every call and journal note.
-#[derive(Default)]
-struct Api {
-    state: Mutex<State>,
-    calls: Mutex<Vec<Vec<String>>>,
-    notes: Mutex<Vec<(String, String)>>,
-    /// One runs just before each write reaches the "server": a concurrent writer.
-    before_write: Mutex<Vec<Hook>>,
-    /// One runs just after each write: someone acting right behind us.
-    after_write: Mutex<Vec<Hook>>,
-}
-
-fn ok(stdout: impl Into<String>) -> Output {
-    Output {
-        exit: Some(0),
-        signal: None,
-        stdout: stdout.into(),
-        stderr: String::new(),
-    }
-}
-
-fn fail(stderr: impl Into<String>) -> Output {
-    Output {
-        exit: Some(1),
-        signal: None,
-        stdout: String::new(),
-        stderr: format!("{}\n", stderr.into()),
-    }
-}
-
-impl Api {
-    fn with_kured(args: &[&str]) -> Api {
-        let api = Api::default();
-        api.add_ds("kube-system", "kured", args);
-        api
-    }
-
-    fn add_ds(&self, ns: &str, name: &str, args: &[&str]) {
-        let mut state = self.state.lock().unwrap();
-        let rv = state.bump();
-        state.daemonsets.insert(
-            (ns.into(), name.into()),
-            Ds {
-                rv,
-                annotations: BTreeMap::new(),
-                args: strings(args),
-            },
-        );
-    }
-
-    fn before_next_write(&self, hook: impl FnOnce(&mut State) + Send + 'static) {
-        self.before_write.lock().unwrap().push(Box::new(hook));
-    }
-
-    fn after_next_write(&self, hook: impl FnOnce(&mut State) + Send + 'static) {
-        self.after_write.lock().unwrap().push(Box::new(hook));
-    }
-
-    /// Runs the first queued hook, if any.
-    fn run_hook(&self, queue: &Mutex<Vec<Hook>>) {
-        let hook = {
-            let mut queue = queue.lock().unwrap();
-            (!queue.is_empty()).then(|| queue.remove(0))
-        };
-        if let Some(hook) = hook {
-            hook(&mut self.state());
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap()
-    }
-
-    fn verbs(&self) -> Vec<String> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|c| format!("{} {}", c[2], c[3]))
-            .collect()
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.notes
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    fn answer(&self, args: &[String]) -> Output {
-        let [dash_n, ns, verb, kind, name, rest @ ..] = args else {
-            panic!("unexpected kubectl call {args:?}")
-        };
-        assert_eq!(dash_n, "-n");
-        let is_write = matches!(verb.as_str(), "annotate" | "create" | "delete");
-        if is_write {
-            self.run_hook(&self.before_write);
-        }
-        let out = self.serve(ns, verb, kind, name, rest);
-        if is_write {
-            self.run_hook(&self.after_write);
-        }
-        out
-    }
-
-    fn serve(&self, ns: &String, verb: &str, kind: &str, name: &String, rest: &[String]) -> Output {
-        let mut state = self.state();
-        let key = (ns.clone(), name.clone());
-        match (verb, kind) {
-            ("get", "daemonset") => match state.daemonsets.get(&key) {
-                None => fail(format!(r#"Error from server (NotFound): daemonsets.apps "{name}" not found"#)),
-                Some(ds) => ok(json!({
-                    "kind": "DaemonSet",
-                    "metadata": {"name": name, "namespace": ns, "resourceVersion": ds.rv.to_string(),
-                                 "annotations": ds.annotations},
-                    "spec": {"template": {"spec": {"containers": [
-                        {"name": "kured", "command": ["/usr/bin/kured"], "args": ds.args}
-                    ]}}},
-                })
-                .to_string()),
-            },
-            ("annotate", "daemonset") => annotate(&mut state, &key, rest),
-            ("create", "configmap") => {
-                if state.configmaps.contains_key(&key) {
-                    return fail(format!(
-                        r#"error: failed to create configmap: configmaps "{name}" already exists"#
-                    ));
-                }
-                let data = rest
-                    .iter()
-                    .map(|a| {
-                        let (k, v) = a.strip_prefix("--from-literal=").unwrap().split_once('=').unwrap();
-                        (k.to_string(), v.to_string())
-                    })
-                    .collect();
-                let rv = state.bump();
-                state.configmaps.insert(key, (rv, data));
-                ok(format!("configmap/{name} created\n"))
-            }
-            ("get", "configmap") => match state.configmaps.get(&key) {
-                None => fail(format!(r#"Error from server (NotFound): configmaps "{name}" not found"#)),
-                Some((rv, data)) => ok(json!({
-                    "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": ns, "resourceVersion": rv.to_string()},
-                    "data": data,
-                })
-                .to_string()),
-            },
-            ("delete", "configmap") => match state.configmaps.remove(&key) {
-                None => fail(format!(r#"Error from server (NotFound): configmaps "{name}" not found"#)),
-                Some(_) => ok(format!("configmap \"{name}\" deleted\n")),
-            },
-            _ => panic!("unexpected kubectl call {verb} {kind}"),
-        }
-    }
-}
-
-/// `kubectl annotate daemonset NAME (KEY=VALUE|KEY-) --resource-version=RV [--overwrite]`:
-/// kubectl fetches the object and refuses to replace a value without
-/// `--overwrite`; the API server refuses a stale resourceVersion.
-fn annotate(state: &mut State, key: &(String, String), rest: &[String]) -> Output {
-    let rv = state.bump();
-    let Some(ds) = state.daemonsets.get_mut(key) else {
-        return fail(format!(
-            r#"Error from server (NotFound): daemonsets.apps "{}" not found"#,
-            key.1
-        ));
-    };
-    let change = &rest[0];
-    let want_rv = rest
-        .iter()
-        .find_map(|a| a.strip_prefix("--resource-version="))
-        .expect("the lock always names a resource version");
-    let overwrite = rest.iter().any(|a| a == "--overwrite");
-    let conflict = || {
-        fail(format!(
-            r#"Error from server (Conflict): Operation cannot be fulfilled on daemonsets.apps "{}": the object has been modified; please apply your changes to the latest version and try again"#,
-            key.1
-        ))
-    };
-    if let Some(k) = change.strip_suffix('-') {
-        if want_rv != ds.rv.to_string() {
-            return conflict();
-        }
-        ds.annotations.remove(k);
-    } else {
-        let (k, v) = change.split_once('=').unwrap();
-        if let Some(current) = ds.annotations.get(k).filter(|c| *c != v && !overwrite) {
-            return fail(format!(
-                "error: --overwrite is false but found the following declared annotation(s): '{k}' already has a value ({current})"
-            ));
-        }
-        if want_rv != ds.rv.to_string() {
-            return conflict();
-        }
-        ds.annotations.insert(k.into(), v.into());
-    }
-    ds.rv = rv;
-    ok(format!("daemonset.apps/{} annotated\n", key.1))
-}
-
-impl Kubectl for Api {
-    async fn kubectl(&self, _label: &str, args: &[String]) -> anyhow::Result<Output> {
-        self.calls.lock().unwrap().push(args.to_vec());
-        Ok(self.answer(args))
-    }
-
-    fn note(&self, kind: &str, detail: &str) {
-        self.notes
-            .lock()
-            .unwrap()
-            .push((kind.into(), detail.into()));
-    }
-
-    fn node(&self) -> &str {
-        "cp-1"
-    }
-}
-
-fn force() -> LockOptions {
-    LockOptions {
-        force_unlock: true,
-        ..LockOptions::default()
-    }
-}
-
-fn held(err: &anyhow::Error) -> &LockHeld {
-    err.downcast_ref::<LockHeld>()
-        .unwrap_or_else(|| panic!("not LockHeld: {err:#}"))
-}
-
-// ---------------------------------------------------------------------------
-// Acquire and release against the fake
-
-#[tokio::test]
-async fn a_free_kured_lock_is_taken_in_kureds_format_and_released() {
-    let api = Api::with_kured(&["--period=1h"]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    let value = api
-        .state()
-        .annotation("kube-system", "kured", KURED_ANNOTATION)
-        .unwrap();
-    assert_eq!(
-        value,
-        kured_lock_value("fleetctl/alice@laptop", NOW, 1).unwrap()
-    );
-    assert!(!kured_would_acquire(Some(&value), 1, at(NOW)));
-    assert_eq!(lock.holder(), "fleetctl/alice@laptop");
-    assert_eq!(
-        lock.describe(),
-        "Kured's reboot lock on daemonset kube-system/kured (annotation weave.works/kured-node-lock)"
-    );
-    assert!(lock.forced().is_none() && lock.warnings().is_empty());
-    // The write names the resourceVersion it read and does not overwrite.
-    let calls = api.calls.lock().unwrap().clone();
-    let annotate = calls.iter().find(|c| c[2] == "annotate").unwrap();
-    assert!(
-        annotate
-            .iter()
-            .any(|a| a.starts_with("--resource-version="))
-    );
-    assert!(!annotate.iter().any(|a| a == "--overwrite"));
-
-    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION),
-        None
-    );
-    assert_eq!(lock.release(&api).await.unwrap(), Released::AlreadyGone);
-    assert_eq!(
-        api.notes(),
-        ["lock-acquired", "lock-released", "lock-released"]
-    );
-}
-
-#[tokio::test]
-async fn with_concurrency_every_slot_is_taken() {
-    let api = Api::with_kured(&["--concurrency=3"]);
-    acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    let value = api
-        .state()
-        .annotation("kube-system", "kured", KURED_ANNOTATION)
-        .unwrap();
-    let parsed: serde_json::Value = serde_json::from_str(&value).unwrap();
-    assert_eq!(parsed["maxOwners"], 3);
-    assert_eq!(parsed["locks"].as_array().unwrap().len(), 3);
-    assert!(!kured_would_acquire(Some(&value), 3, at(NOW)));
-}
-
-#[tokio::test]
-async fn a_lock_kured_released_in_multi_form_is_replaced_with_overwrite() {
-    let api = Api::with_kured(&["--concurrency=2"]);
-    api.state().annotate(
-        "kube-system",
+    let named: KuredRef = " ops/reboots.kured-1 ".parse().unwrap();
+    assert_eq!(named.to_string(), "ops/reboots.kured-1");
+    for bad in [
         "kured",
-        KURED_ANNOTATION,
-        r#"{"maxOwners":2,"locks":[]}"#,
-    );
-    acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    let calls = api.calls.lock().unwrap().clone();
-    let annotate = calls.iter().find(|c| c[2] == "annotate").unwrap();
-    assert!(annotate.iter().any(|a| a == "--overwrite"));
-    let value = api
-        .state()
-        .annotation("kube-system", "kured", KURED_ANNOTATION)
-        .unwrap();
-    assert!(value.contains("fleetctl/alice@laptop"));
-}
-
-#[tokio::test]
-async fn a_lock_held_by_a_kured_node_stops_apply_and_changes_nothing() {
-    let api = Api::with_kured(&[]);
-    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-29T19:25:00Z","TTL":0}"#;
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, kured);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        held(&err).to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is held by w-2 since 2026-11-29T19:25:00Z \
-         (5m 12s ago). Kured is rebooting node w-2: wait until it is back and Kured releases the lock, \
-         then retry. If the lock is stale (the node is gone, Kured was removed mid-reboot), run \
-         `fleetctl apply --force-unlock`."
-    );
-    assert_eq!(api.verbs(), ["get daemonset"]);
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION)
-            .as_deref(),
-        Some(kured)
-    );
-}
-
-#[tokio::test]
-async fn force_unlock_removes_any_holder_journals_it_and_warns_about_its_node() {
-    let api = Api::with_kured(&[]);
-    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-29T19:25:00Z","TTL":0}"#;
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, kured);
-    let lock = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
-    assert!(
-        lock.forced()
-            .unwrap()
-            .contains("held by w-2 since 2026-11-29T19:25:00Z")
-    );
-    assert_eq!(lock.warnings().len(), 1);
-    assert!(
-        lock.warnings()[0].contains("for w-2: if Kured was rebooting it"),
-        "{:?}",
-        lock.warnings()
-    );
-    assert_eq!(api.notes(), ["lock-force-unlocked", "lock-acquired"]);
-    assert_eq!(
-        api.verbs(),
-        [
-            "get daemonset",
-            "annotate daemonset",
-            "get daemonset",
-            "annotate daemonset"
-        ]
-    );
-    let value = api
-        .state()
-        .annotation("kube-system", "kured", KURED_ANNOTATION)
-        .unwrap();
-    assert!(value.contains("fleetctl/alice@laptop"));
-}
-
-#[tokio::test]
-async fn force_unlock_removes_once_and_never_fights_kured_for_the_lock() {
-    let api = Api::with_kured(&[]);
-    let stale = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-28T08:00:00Z","TTL":0}"#;
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, stale);
-    let fresh = r#"{"nodeID":"w-4","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#;
-    // The removal goes through; Kured on w-4 takes the lock before our write.
-    api.before_next_write(|_| {});
-    api.before_next_write(move |state| {
-        state.annotate("kube-system", "kured", KURED_ANNOTATION, fresh)
-    });
-    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
-    assert!(held(&err).to_string().contains("held by w-4"), "{err}");
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION)
-            .as_deref(),
-        Some(fresh)
-    );
-    assert_eq!(api.notes(), ["lock-force-unlocked"]);
-}
-
-#[tokio::test]
-async fn force_unlock_also_clears_an_unreadable_value() {
-    let api = Api::with_kured(&[]);
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, "locked-by-hand");
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert!(matches!(held(&err).state, LockState::Unreadable { .. }));
-    let lock = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
-    assert!(lock.warnings().is_empty());
-    assert!(lock.forced().unwrap().contains("locked-by-hand"));
-}
-
-#[tokio::test]
-async fn kured_taking_the_lock_between_read_and_write_conflicts_and_is_reported() {
-    let api = Api::with_kured(&[]);
-    let kured = r#"{"nodeID":"w-3","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:11Z","TTL":0}"#;
-    api.before_next_write(move |state| {
-        state.annotate("kube-system", "kured", KURED_ANNOTATION, kured)
-    });
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert!(
-        held(&err)
-            .to_string()
-            .contains("held by w-3 since 2026-11-29T19:30:11Z (1s ago)")
-    );
-    // Kured's value survived: nothing was overwritten.
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION)
-            .as_deref(),
-        Some(kured)
-    );
-    assert_eq!(
-        api.verbs(),
-        ["get daemonset", "annotate daemonset", "get daemonset"]
-    );
-}
-
-#[tokio::test]
-async fn a_status_update_between_read_and_write_is_retried() {
-    let api = Api::with_kured(&[]);
-    api.before_next_write(|state| {
-        let rv = state.bump();
-        state.ds("kube-system", "kured").rv = rv;
-    });
-    acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    assert_eq!(
-        api.verbs(),
-        [
-            "get daemonset",
-            "annotate daemonset",
-            "get daemonset",
-            "annotate daemonset"
-        ]
-    );
-}
-
-#[tokio::test]
-async fn a_daemonset_that_never_stops_changing_gives_up_with_a_clear_error() {
-    let api = Api::with_kured(&[]);
-    for _ in 0..ATTEMPTS {
-        api.before_next_write(|state| {
-            let rv = state.bump();
-            state.ds("kube-system", "kured").rv = rv;
-        });
+        "/kured",
+        "kured/",
+        "Kube-System/kured",
+        "a/b/c",
+        "ns/-x",
+    ] {
+        let err = bad.parse::<KuredRef>().unwrap_err();
+        assert!(err.contains("write NAMESPACE/NAME"), "{bad}: {err}");
     }
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: daemonset kube-system/kured changed 3 times while fleetctl was taking Kured's lock \
-         (Kured or a controller keeps writing to it); retry in a moment"
-    );
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION),
-        None
-    );
 }
 
-#[tokio::test]
-async fn the_lock_goes_where_kureds_flags_say() {
-    let api = Api::with_kured(&[
-        "--ds-namespace=ops",
-        "--ds-name=kured-lock",
-        "--lock-annotation=example.com/reboot-lock",
-        "--lock-ttl=30m",
-    ]);
-    api.add_ds("ops", "kured-lock", &[]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    assert!(
-        api.state()
-            .annotation("ops", "kured-lock", "example.com/reboot-lock")
-            .is_some()
-    );
-    assert!(
-        api.state().daemonsets[&("kube-system".into(), "kured".into())]
-            .annotations
-            .is_empty()
+#[test]
+fn liveness_comes_from_the_heartbeat_and_kured_nodes_are_never_judged_dead() {
+    let now = at(NOW);
+    let five = Duration::from_secs(300);
+    let live = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:29:50Z",
     );
     assert_eq!(
-        lock.describe(),
-        "Kured's reboot lock on daemonset ops/kured-lock (annotation example.com/reboot-lock)"
-    );
-    assert!(
-        lock.warnings()[0].starts_with("Kured runs with --lock-ttl=30m:"),
-        "{:?}",
-        lock.warnings()
-    );
-    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
-    assert!(
-        api.state()
-            .annotation("ops", "kured-lock", "example.com/reboot-lock")
-            .is_none()
-    );
-}
-
-#[tokio::test]
-async fn kured_flags_naming_a_missing_daemonset_stop_apply() {
-    let api = Api::with_kured(&["--ds-name=gone"]);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: Kured (daemonset kube-system/kured) keeps its reboot lock on daemonset kube-system/gone \
-         (--ds-namespace/--ds-name), which does not exist, so Kured cannot lock either; fix Kured's flags before applying"
-    );
-}
-
-#[tokio::test]
-async fn a_lock_someone_else_took_over_is_not_released() {
-    let api = Api::with_kured(&[]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    let other = kured_lock_value("fleetctl/bob@ops-1", "2026-11-29T20:00:00Z", 1).unwrap();
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, &other);
-    assert_eq!(
-        lock.release(&api).await.unwrap(),
-        Released::TakenOver {
-            by: "fleetctl/bob@ops-1".into()
+        live.liveness(now, five),
+        Liveness::Alive {
+            age: Duration::from_secs(22)
         }
     );
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION),
-        Some(other)
-    );
-}
-
-#[tokio::test]
-async fn same_user_same_host_but_another_run_is_not_ours_to_release() {
-    let api = Api::with_kured(&[]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    // A forced unlock from a second terminal of the same user re-took it later.
-    let later = kured_lock_value("fleetctl/alice@laptop", "2026-11-29T20:00:00Z", 1).unwrap();
-    api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, &later);
-    assert!(matches!(
-        lock.release(&api).await.unwrap(),
-        Released::TakenOver { .. }
-    ));
-}
-
-#[tokio::test]
-async fn release_retries_after_a_conflict() {
-    let api = Api::with_kured(&[]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    api.before_next_write(|state| {
-        let rv = state.bump();
-        state.ds("kube-system", "kured").rv = rv;
-    });
-    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
-    assert_eq!(
-        api.state()
-            .annotation("kube-system", "kured", KURED_ANNOTATION),
-        None
-    );
-}
-
-#[tokio::test]
-async fn without_kured_the_lock_is_a_configmap_with_holder_host_pid_and_start() {
-    let api = Api::default();
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    assert_eq!(api.verbs(), ["get daemonset", "create configmap"]);
-    let data = api.state().configmaps[&("kube-system".into(), "fleetctl-lock".into())]
-        .1
-        .clone();
-    assert_eq!(
-        data,
-        BTreeMap::from([
-            ("holder".to_string(), "fleetctl/alice@laptop".to_string()),
-            ("host".to_string(), "laptop".to_string()),
-            ("pid".to_string(), "4242".to_string()),
-            ("started".to_string(), NOW.to_string()),
-        ])
+    let dead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:25:12Z",
     );
     assert_eq!(
-        lock.describe(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock)"
+        dead.liveness(now, five),
+        Liveness::Dead {
+            age: Duration::from_secs(300)
+        }
     );
-    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
-    assert!(api.state().configmaps.is_empty());
-    assert_eq!(lock.release(&api).await.unwrap(), Released::AlreadyGone);
-}
-
-#[tokio::test]
-async fn a_configmap_lock_held_by_another_fleetctl_says_who_and_force_replaces_it() {
-    let api = Api::default();
-    let bob = Identity {
-        user: "bob".into(),
-        host: "ops-1".into(),
-        pid: 77,
+    let ahead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:31:00Z",
+    );
+    assert_eq!(
+        ahead.liveness(now, five),
+        Liveness::Alive {
+            age: Duration::ZERO
+        },
+        "a clock ahead of ours is not a dead holder"
+    );
+    let no_beat = Holder {
+        heartbeat: None,
+        ..live.clone()
     };
-    let bobs = acquire(
-        &api,
-        &LockOptions::default(),
-        &bob,
-        at("2026-11-29T18:30:12Z"),
-    )
-    .await
-    .unwrap();
+    assert_eq!(no_beat.liveness(now, five), Liveness::Unknown);
+    let garbled = Holder {
+        heartbeat: Some("yesterday".into()),
+        ..live
+    };
+    assert_eq!(garbled.liveness(now, five), Liveness::Unknown);
+    let node = kured_node("w-2", "2026-11-28T08:00:00Z");
+    assert_eq!(node.liveness(now, five), Liveness::KuredNode);
+    assert_eq!(kured_node("", "").liveness(now, five), Liveness::Unknown);
+}
 
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        held(&err).to_string(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77) \
-         since 2026-11-29T18:30:12Z (1h ago). If that holder is dead (e.g. a fleetctl that was killed), \
-         run `fleetctl apply --force-unlock`."
+fn held_by(holders: Vec<Holder>, refused_force: bool) -> String {
+    LockHeld {
+        lock: "Kured's reboot lock on daemonset kured/kured".into(),
+        state: LockState::Held(holders),
+        now: at(NOW),
+        dead_after: DEFAULT_DEAD_AFTER,
+        refused_force,
+    }
+    .to_string()
+}
+
+#[test]
+fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
+    let live = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:30:12Z",
+        "2026-11-29T19:29:50Z",
     );
+    assert_eq!(
+        held_by(vec![live.clone()], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
+         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. If you are sure it is \
+         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+    assert_eq!(
+        held_by(vec![live], true),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
+         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. --force-unlock alone \
+         does not remove a lock whose holder may be alive. If you are sure it is not (its machine is \
+         gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+}
 
-    let mine = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
+#[test]
+fn a_dead_holder_needs_one_force_unlock() {
+    let dead = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T17:18:07Z",
+        "2026-11-29T19:10:12Z",
+    );
+    assert_eq!(
+        held_by(vec![dead], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
+         started 2026-11-29T17:18:07Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl \
+         looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. Run \
+         `fleetctl apply --force-unlock` to remove its lock."
+    );
+}
+
+#[test]
+fn a_kured_node_is_rebooting_and_entries_without_heartbeat_cannot_be_judged() {
+    assert_eq!(
+        held_by(
+            vec![
+                kured_node("w-1", "2026-11-29T19:29:12.5Z"),
+                kured_node("w-2", "yesterday"),
+                kured_node("", ""),
+            ],
+            false
+        ),
+        "Kured's reboot lock on daemonset kured/kured is held by node w-1 since 2026-11-29T19:29:12.5Z \
+         (59s ago), node w-2 since yesterday and an entry with no nodeID. Kured is rebooting node w-1: \
+         wait until it is back and Kured releases the lock, then retry. If you are sure it is not (its \
+         machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+    let older = Holder {
+        id: "fleetctl/bob@ops-1".into(),
+        host: None,
+        pid: None,
+        started: Some("2026-11-29T17:18:07Z".into()),
+        heartbeat: None,
+    };
+    assert_eq!(
+        held_by(vec![older], false),
+        "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 since \
+         2026-11-29T17:18:07Z (2h 12m 5s ago). It records no heartbeat (an older fleetctl), so fleetctl \
+         cannot tell whether it still runs. If you are sure it is not (its machine is gone, Kured was \
+         removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+}
+
+#[test]
+fn an_unreadable_value_is_quoted_and_needs_yes() {
+    let held = LockHeld {
+        lock: "Kured's reboot lock on daemonset kured/kured".into(),
+        state: LockState::Unreadable {
+            value: "locked".into(),
+            why: "not JSON: expected value at line 1 column 1".into(),
+        },
+        now: at(NOW),
+        dead_after: DEFAULT_DEAD_AFTER,
+        refused_force: true,
+    };
+    assert_eq!(
+        held.to_string(),
+        "Kured's reboot lock on daemonset kured/kured holds a value fleetctl cannot read as a lock \
+         (not JSON: expected value at line 1 column 1): locked. fleetctl cannot tell whether whatever \
+         wrote it still relies on it. --force-unlock alone does not remove it: if nothing uses it, run \
+         `fleetctl apply --force-unlock --yes`."
+    );
+}
+
+#[test]
+fn a_lost_lock_says_who_took_it_and_to_stop() {
+    let taken = LockLost {
+        lock: "fleetctl's lock (configmap kube-system/fleetctl-lock)".into(),
+        held_by: Some("fleetctl/bob@ops-1 (pid 77 on ops-1)".into()),
+    };
+    assert_eq!(
+        taken.to_string(),
+        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this apply: it is \
+         now held by fleetctl/bob@ops-1 (pid 77 on ops-1). Stopping before anything else changes: find \
+         out who is working on this cluster before running `fleetctl apply` again"
+    );
+    let gone = LockLost {
+        held_by: None,
+        ..taken
+    };
     assert!(
-        mine.forced()
-            .unwrap()
-            .contains("fleetctl/bob@ops-1 (pid 77)")
+        gone.to_string()
+            .contains("it was removed (a `fleetctl apply --force-unlock` elsewhere, or by hand)"),
+        "{gone}"
     );
-    let data = api.state().configmaps[&("kube-system".into(), "fleetctl-lock".into())]
-        .1
-        .clone();
-    assert_eq!(data["holder"], "fleetctl/alice@laptop");
-    // Bob's late release must not remove Alice's lock.
-    assert!(matches!(
-        bobs.release(&api).await.unwrap(),
-        Released::TakenOver { .. }
-    ));
-    assert_eq!(api.state().configmaps.len(), 1);
-}
-
-#[tokio::test]
-async fn a_configmap_released_between_create_and_read_is_retried() {
-    let api = Api::default();
-    let bob = Identity {
-        user: "bob".into(),
-        host: "ops-1".into(),
-        pid: 77,
-    };
-    acquire(&api, &LockOptions::default(), &bob, at(NOW))
-        .await
-        .unwrap();
-    api.calls.lock().unwrap().clear();
-    // Bob releases right after our create failed: our read finds nothing.
-    api.after_next_write(|state| state.configmaps.clear());
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
+    // The caller finds it through any context added on the way up.
+    let err = anyhow::Error::new(gone.clone()).context("cp-1: lock heartbeat");
     assert_eq!(
-        api.verbs(),
-        [
-            "get daemonset",
-            "create configmap",
-            "get configmap",
-            "create configmap"
-        ]
+        err.chain().find_map(|e| e.downcast_ref::<LockLost>()),
+        Some(&gone)
     );
-    assert_eq!(lock.holder(), "fleetctl/alice@laptop");
-    let data = api.state().configmaps[&("kube-system".into(), "fleetctl-lock".into())]
-        .1
-        .clone();
-    assert_eq!(data["holder"], "fleetctl/alice@laptop");
 }
 
 #[tokio::test]
 async fn an_api_failure_names_the_node_the_step_and_kubectls_words() {
     struct Unauthorized;
     impl Kubectl for Unauthorized {
-        async fn kubectl(&self, _label: &str, _args: &[String]) -> anyhow::Result<Output> {
+        async fn kubectl(
+            &self,
+            _label: &str,
+            _args: &[String],
+            _stdin: Option<&str>,
+        ) -> anyhow::Result<Output> {
             Ok(fail(
                 "error: You must be logged in to the server (Unauthorized)",
             ))
@@ -1236,7 +247,7 @@ async fn an_api_failure_names_the_node_the_step_and_kubectls_words() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cp-1: lock: read daemonset kube-system/kured failed (exit status 1); last lines of its stderr:\n    \
-         error: You must be logged in to the server (Unauthorized)"
+        "cp-1: lock: find Kured (the containers of every DaemonSet) failed (exit status 1); last lines \
+         of its stderr:\n    error: You must be logged in to the server (Unauthorized)"
     );
 }

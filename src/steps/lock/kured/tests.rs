@@ -1,0 +1,1238 @@
+//! Kured's lock against Kured's real formats, manifests and flag rules, and
+//! finding, taking, refreshing and releasing it against the fake API server.
+
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::steps::lock::testkit::*;
+use crate::steps::lock::{LockLost, LockOptions, acquire};
+
+fn container(command: &[&str], args: &[&str], image: &str) -> ContainerInfo {
+    ContainerInfo {
+        name: "kured".into(),
+        image: image.into(),
+        command: strings(command),
+        args: strings(args),
+        ..ContainerInfo::default()
+    }
+}
+
+fn info(argv: &[&str], env: &[(&str, &str)], image: &str) -> KuredInfo {
+    KuredInfo {
+        namespace: "kured".into(),
+        name: "kured".into(),
+        container: "kured".into(),
+        image: image.into(),
+        argv: strings(argv),
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect(),
+        env_from: false,
+    }
+}
+
+const IMAGE: &str = "ghcr.io/kubereboot/kured:1.23.0";
+
+// ---------------------------------------------------------------------------
+// What kubectl shows, and which containers run Kured
+
+/// `kubectl get daemonsets -A -o jsonpath=…` on a cluster with Kured from
+/// its Helm chart (release `kured` in namespace `kured`), Cilium, and
+/// nothing unusual. Lists are JSON as kubectl ≥ 1.19 prints them.
+const LISTING: &str = concat!(
+    "daemonset\tkube-system\tcilium\n",
+    "container\tcilium-agent\tquay.io/cilium/cilium:v1.18.1@sha256:0b4f\t[\"cilium-agent\"]\t[\"--config-dir=/tmp/cilium/config-map\"]\t[{\"name\":\"K8S_NODE_NAME\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}]\t\n",
+    "daemonset\tkured\tkured\n",
+    "container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t[\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--notify-url=slack://T0/B0/secret\"]\t[{\"name\":\"KURED_NODE_ID\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"KURED_CONCURRENCY\",\"value\":\"2\"}]\t[{\"secretRef\":{\"name\":\"kured-notify\"}}]\n",
+    "daemonset\tmonitoring\tnode-exporter\n",
+    "container\tnode-exporter\tquay.io/prometheus/node-exporter:v1.9.1\t\t[\"--path.rootfs=/host\"]\t\t\n",
+);
+
+#[test]
+fn parses_the_daemonset_listing() {
+    let sets = parse_daemonsets(LISTING).unwrap();
+    let names: Vec<String> = sets
+        .iter()
+        .map(|d| format!("{}/{}", d.namespace, d.name))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "kube-system/cilium",
+            "kured/kured",
+            "monitoring/node-exporter"
+        ]
+    );
+    let kured = &sets[1].containers[0];
+    assert_eq!(kured.image, IMAGE);
+    assert_eq!(kured.command, ["/usr/bin/kured"]);
+    assert_eq!(kured.args[1], "--ds-namespace=kured");
+    assert_eq!(kured.env["KURED_NODE_ID"], None, "valueFrom has no literal");
+    assert_eq!(kured.env["KURED_CONCURRENCY"].as_deref(), Some("2"));
+    assert!(kured.env_from);
+    let exporter = &sets[2].containers[0];
+    assert!(exporter.command.is_empty() && exporter.env.is_empty() && !exporter.env_from);
+    assert!(parse_daemonsets("").unwrap().is_empty());
+}
+
+#[test]
+fn output_fleetctl_does_not_understand_is_an_error_not_a_guess() {
+    let err = parse_daemonsets("container\tkured\tkured\n").unwrap_err();
+    assert_eq!(err.to_string(), "line 1: a container before any daemonset");
+    // What kubectl older than 1.19 prints for a list.
+    let old = "daemonset\tkured\tkured\ncontainer\tkured\tkured\t[/usr/bin/kured]\t\t\t\n";
+    let err = format!("{:#}", parse_daemonsets(old).unwrap_err());
+    assert!(err.contains("fleetctl needs a newer kubectl"), "{err}");
+    let err = parse_daemonsets("NAME\tREADY\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 1: not a daemonset or container record: NAME\tREADY"
+    );
+}
+
+#[test]
+fn kured_is_recognised_by_its_command_or_its_image() {
+    let cases = [
+        (
+            container(&["/usr/bin/kured"], &[], "registry.local/mirror/reboots:7"),
+            true,
+        ),
+        (container(&[], &["--period=1h"], IMAGE), true),
+        (container(&[], &[], "docker.io/weaveworks/kured"), true),
+        (
+            container(&[], &[], "ghcr.io/kubereboot/kured@sha256:4f2a"),
+            true,
+        ),
+        (container(&[], &[], "localhost:5000/kured:dev"), true),
+        (container(&["kured"], &[], "busybox"), true),
+        (
+            container(&[], &[], "ghcr.io/kubereboot/kured-exporter:1"),
+            false,
+        ),
+        (
+            container(&["/bin/sh", "-c", "/usr/bin/kured"], &[], "busybox"),
+            false,
+        ),
+        (container(&[], &[], "quay.io/cilium/cilium:v1.18.1"), false),
+    ];
+    for (c, want) in cases {
+        assert_eq!(runs_kured(&c), want, "{c:?}");
+    }
+    assert_eq!(kured_version(IMAGE), Some(semver::Version::new(1, 23, 0)));
+    assert_eq!(
+        kured_version("docker.io/weaveworks/kured:v1.9.2"),
+        Some(semver::Version::new(1, 9, 2))
+    );
+    assert_eq!(kured_version("localhost:5000/kured"), None);
+    assert_eq!(kured_version("ghcr.io/kubereboot/kured@sha256:4f2a"), None);
+    assert_eq!(kured_version("ghcr.io/kubereboot/kured:main"), None);
+}
+
+// ---------------------------------------------------------------------------
+// Kured's flags and env vars, as each release reads them
+
+#[test]
+fn kured_defaults_without_flags() {
+    let config = info(&["/usr/bin/kured"], &[], IMAGE).config().unwrap();
+    assert_eq!(
+        config,
+        KuredConfig {
+            ds_namespace: "kube-system".into(),
+            ds_name: "kured".into(),
+            annotation: "weave.works/kured-node-lock".into(),
+            concurrency: 1,
+            warnings: Vec::new(),
+        }
+    );
+}
+
+#[test]
+fn kured_flags_in_both_forms_last_one_wins_and_dash_dash_ends_them() {
+    let argv = [
+        "/usr/bin/kured",
+        "--ds-name=first",
+        "--period",
+        "1h",
+        "--ds-namespace",
+        "kured",
+        "--force-reboot",
+        "--lock-annotation=example.com/lock",
+        "--concurrency",
+        "3",
+        "--ds-name",
+        "kured-lock",
+        "--",
+        "--ds-name=ignored",
+    ];
+    let config = info(&argv, &[], IMAGE).config().unwrap();
+    assert_eq!(config.ds_name, "kured-lock");
+    assert_eq!(config.ds_namespace, "kured");
+    assert_eq!(config.annotation, "example.com/lock");
+    assert_eq!(config.concurrency, 3);
+}
+
+#[test]
+fn env_vars_count_as_the_kured_release_in_the_image_tag_counts_them() {
+    let argv = ["/usr/bin/kured", "--ds-name=from-flag"];
+    let env = [("KURED_DS_NAME", "from-env"), ("KURED_CONCURRENCY", "2")];
+    let ds_name = |image: &str| info(&argv, &env, image).config().map(|c| c.ds_name);
+    let concurrency = |image: &str| info(&argv, &env, image).config().unwrap().concurrency;
+    // 1.17 and later: env vars after the flags.
+    assert_eq!(ds_name(IMAGE).unwrap(), "from-env");
+    assert_eq!(concurrency(IMAGE), 2);
+    // 1.9 to 1.16: only for flags not given.
+    assert_eq!(
+        ds_name("ghcr.io/kubereboot/kured:1.16.2").unwrap(),
+        "from-flag"
+    );
+    assert_eq!(concurrency("ghcr.io/kubereboot/kured:1.16.2"), 2);
+    // Before 1.9: never.
+    assert_eq!(
+        ds_name("docker.io/weaveworks/kured:1.8.2").unwrap(),
+        "from-flag"
+    );
+    assert_eq!(concurrency("docker.io/weaveworks/kured:1.8.2"), 1);
+    // No release in the tag: fine while they agree, refused when they do not.
+    let err = ds_name("ghcr.io/kubereboot/kured@sha256:4f2a").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Kured's daemonset kured/kured sets --ds-name=from-flag and KURED_DS_NAME=from-env; Kured 1.9 \
+         to 1.16 uses the flag, 1.17 and later the variable, and the image \
+         ghcr.io/kubereboot/kured@sha256:4f2a does not say which release this is. Make them agree"
+    );
+    let agree = info(
+        &argv,
+        &[("KURED_DS_NAME", "from-flag")],
+        "ghcr.io/kubereboot/kured@sha256:4f2a",
+    );
+    assert_eq!(agree.config().unwrap().ds_name, "from-flag");
+}
+
+#[test]
+fn a_setting_kured_takes_from_a_secret_cannot_be_read_and_is_refused() {
+    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
+    kured.env.insert("KURED_LOCK_ANNOTATION".into(), None);
+    let err = kured.config().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Kured's daemonset kured/kured sets KURED_LOCK_ANNOTATION from a configmap or secret \
+         (valueFrom), which fleetctl cannot read, and Kured ghcr.io/kubereboot/kured:1.23.0 uses it \
+         for --lock-annotation: set it as a literal value or pass --lock-annotation on Kured's command line"
+    );
+    // Kured 1.9–1.16 ignores it when the flag is given.
+    kured.argv.push("--lock-annotation=example.com/lock".into());
+    kured.image = "ghcr.io/kubereboot/kured:1.14.0".into();
+    assert_eq!(kured.config().unwrap().annotation, "example.com/lock");
+    // An unrelated secret (the node id, a webhook) is none of the lock's business.
+    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
+    kured.env.insert("KURED_NOTIFY_URL".into(), None);
+    kured.env.insert("KURED_NODE_ID".into(), None);
+    assert!(kured.config().is_ok());
+}
+
+#[test]
+fn env_from_and_pre_ttl_releases_are_warned_about() {
+    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
+    kured.env_from = true;
+    let warnings = kured.config().unwrap().warnings;
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].contains("(envFrom), which fleetctl cannot see"),
+        "{warnings:?}"
+    );
+    let old = info(&["/usr/bin/kured"], &[], "docker.io/weaveworks/kured:1.4.5");
+    let warnings = old.config().unwrap().warnings;
+    assert_eq!(
+        warnings,
+        [
+            "Kured docker.io/weaveworks/kured:1.4.5 predates lock TTLs (1.5.0): if this apply dies \
+          holding its lock, Kured stays blocked until `fleetctl apply --force-unlock`"
+        ]
+    );
+}
+
+#[test]
+fn a_non_numeric_concurrency_is_reported_and_zero_means_one() {
+    let err = info(&["--concurrency=two"], &[], IMAGE)
+        .config()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Kured's daemonset kured/kured sets --concurrency to `two`, which is not a number; fix Kured's \
+         configuration"
+    );
+    assert_eq!(
+        info(&["--concurrency=0"], &[], IMAGE)
+            .config()
+            .unwrap()
+            .concurrency,
+        1
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Kured's annotation, both forms
+
+const TTL: Duration = Duration::from_secs(15 * 60);
+
+#[test]
+fn single_form_is_kureds_with_fleetctls_details_under_metadata() {
+    let value = kured_lock_value(&me(), at("2026-11-29T19:00:00Z"), at(NOW), TTL, 1).unwrap();
+    assert_eq!(
+        value,
+        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false,"fleetctl":{"host":"laptop","pid":4242,"started":"2026-11-29T19:00:00Z"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#
+    );
+    // Kured's LockAnnotationValue has exactly these four fields; everything
+    // of fleetctl's is inside `metadata`, which Kured decodes into NodeMeta
+    // (only `unschedulable`), ignoring the rest as encoding/json does.
+    let json: serde_json::Value = serde_json::from_str(&value).unwrap();
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["TTL", "created", "metadata", "nodeID"]);
+    assert_eq!(json["metadata"]["unschedulable"], false);
+}
+
+#[test]
+fn multi_form_takes_every_slot() {
+    let value = kured_lock_value(&me(), at(NOW), at(NOW), TTL, 2).unwrap();
+    let entry = kured_lock_value(&me(), at(NOW), at(NOW), TTL, 1).unwrap();
+    assert_eq!(
+        value,
+        format!(r#"{{"maxOwners":2,"locks":[{entry},{entry}]}}"#)
+    );
+}
+
+/// Kured's own decision (pkg/daemonsetlock `Acquire`, `canAcquireMultiple`):
+/// may a Kured pod configured with `concurrency` take the lock whose
+/// annotation is `value`?
+fn kured_would_acquire(value: Option<&str>, concurrency: usize, now: SystemTime) -> bool {
+    let Some(value) = value else { return true };
+    let entries = kured_entries(value).unwrap();
+    if concurrency > 1 {
+        entries.len() < concurrency || entries.iter().any(|e| e.expired(now))
+    } else {
+        entries.iter().all(|e| e.expired(now))
+    }
+}
+
+#[test]
+fn kured_waits_for_fleetctls_lock_until_its_ttl_runs_out_after_the_last_heartbeat() {
+    for concurrency in [1, 2, 5] {
+        let beat = at(NOW);
+        let value = kured_lock_value(&me(), at(NOW), beat, TTL, concurrency).unwrap();
+        assert!(!kured_would_acquire(Some(&value), concurrency, beat));
+        let just_before = beat + TTL - Duration::from_secs(1);
+        assert!(!kured_would_acquire(Some(&value), concurrency, just_before));
+        // Kured's ttlExpired: time.Since(created) >= ttl.
+        assert!(kured_would_acquire(Some(&value), concurrency, beat + TTL));
+        assert!(kured_would_acquire(None, concurrency, beat));
+    }
+}
+
+#[test]
+fn reads_what_kured_writes_with_nanoseconds_and_a_ttl() {
+    // Go's time.Time marshals as RFC 3339 with nanoseconds; TTL is nanoseconds.
+    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":true},"created":"2026-11-29T19:00:00.123456789Z","TTL":3600000000000}"#;
+    assert_eq!(
+        kured_lock_state(Some(kured), at(NOW)),
+        LockState::Held(vec![kured_node("w-2", "2026-11-29T19:00:00.123456789Z")])
+    );
+    // One hour after `created` the TTL has run out: Kured itself would take it.
+    assert_eq!(
+        kured_lock_state(Some(kured), at("2026-11-29T20:00:01Z")),
+        LockState::Free
+    );
+    // Kured 1.4 and older: no created, no TTL, metadata any JSON.
+    let old = r#"{"nodeID":"w-3","metadata":null}"#;
+    let LockState::Held(holders) = kured_lock_state(Some(old), at(NOW)) else {
+        panic!("held")
+    };
+    assert_eq!(holders[0].id, "w-3");
+}
+
+#[test]
+fn reads_the_multi_form_skipping_expired_entries() {
+    let value = r#"{"maxOwners":2,"locks":[
+        {"nodeID":"w-1","metadata":{"unschedulable":false},"created":"2026-11-29T10:00:00Z","TTL":60000000000},
+        {"nodeID":"w-3","metadata":{"unschedulable":false},"created":"2026-11-29T19:29:00Z","TTL":0}]}"#;
+    let LockState::Held(holders) = kured_lock_state(Some(value), at(NOW)) else {
+        panic!("held")
+    };
+    let ids: Vec<&str> = holders.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["w-3"]);
+}
+
+#[test]
+fn absent_empty_and_released_annotations_are_free() {
+    for value in [
+        None,
+        Some(""),
+        Some("  "),
+        Some(r#"{"maxOwners":2,"locks":[]}"#),
+        Some(r#"{"maxOwners":2,"locks":null}"#),
+    ] {
+        assert_eq!(
+            kured_lock_state(value, at(NOW)),
+            LockState::Free,
+            "{value:?}"
+        );
+    }
+}
+
+#[test]
+fn values_in_neither_form_are_unreadable_not_free() {
+    for value in ["locked", "{}", r#"{"nodeID":5}"#, "[1,2]"] {
+        assert!(
+            matches!(
+                kured_lock_state(Some(value), at(NOW)),
+                LockState::Unreadable { .. }
+            ),
+            "{value}"
+        );
+    }
+}
+
+#[test]
+fn our_own_value_reads_back_with_host_pid_start_and_heartbeat() {
+    let value = kured_lock_value(&me(), at("2026-11-29T19:00:00Z"), at(NOW), TTL, 3).unwrap();
+    let LockState::Held(holders) = kured_lock_state(Some(&value), at(NOW)) else {
+        panic!("held")
+    };
+    assert_eq!(holders.len(), 3);
+    assert_eq!(
+        holders[0],
+        Holder {
+            id: "fleetctl/alice@laptop".into(),
+            host: Some("laptop".into()),
+            pid: Some("4242".into()),
+            started: Some("2026-11-29T19:00:00Z".into()),
+            heartbeat: Some(NOW.into()),
+        }
+    );
+}
+
+#[test]
+fn an_entry_from_a_fleetctl_before_heartbeats_has_no_heartbeat() {
+    let old = r#"{"nodeID":"fleetctl/bob@ops-1","metadata":{"unschedulable":false},"created":"2026-11-29T17:18:07Z","TTL":0}"#;
+    let LockState::Held(holders) = kured_lock_state(Some(old), at(NOW)) else {
+        panic!("held")
+    };
+    assert_eq!(holders[0].heartbeat, None);
+    assert_eq!(holders[0].started.as_deref(), Some("2026-11-29T17:18:07Z"));
+}
+
+// ---------------------------------------------------------------------------
+// Finding Kured
+
+/// Kured as its Helm chart installs it: release `kured` in namespace
+/// `kured` (`--ds-name`/`--ds-namespace` from the release).
+fn helm_kured() -> Api {
+    let api = Api::default();
+    api.add_ds(
+        "kube-system",
+        "cilium",
+        vec![Container::other(
+            "cilium-agent",
+            "quay.io/cilium/cilium:v1.18.1",
+        )],
+    );
+    api.add_ds(
+        "kured",
+        "kured",
+        vec![Container::kured(&[
+            "--ds-name=kured",
+            "--ds-namespace=kured",
+            "--notify-url=slack://T0/B0/secret",
+        ])],
+    );
+    api
+}
+
+#[tokio::test]
+async fn kured_is_found_in_the_namespace_its_helm_release_put_it_in() {
+    let api = helm_kured();
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert_eq!(
+        lock.describe(),
+        "Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock); \
+         Kured runs as daemonset kured/kured"
+    );
+    assert_eq!(
+        api.verbs(),
+        ["get daemonsets", "get daemonset", "annotate daemonset"]
+    );
+    let value = api
+        .state()
+        .annotation("kured", "kured", KURED_ANNOTATION)
+        .unwrap();
+    assert_eq!(
+        value,
+        kured_lock_value(&me(), at(NOW), at(NOW), TTL, 1).unwrap()
+    );
+    assert!(
+        api.state().configmaps.is_empty(),
+        "never fleetctl's own lock"
+    );
+    assert!(lock.warnings().is_empty(), "{:?}", lock.warnings());
+    assert_eq!(
+        api.note_detail("lock-acquired"),
+        "Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock) taken \
+         by fleetctl/alice@laptop (pid 4242 on laptop), TTL 15m; Kured runs as daemonset kured/kured"
+    );
+}
+
+#[tokio::test]
+async fn a_helm_release_with_another_name_and_an_image_only_container_is_found_too() {
+    let api = Api::default();
+    let mut kured = Container::kured(&["--ds-name=night-kured", "--ds-namespace=ops"]);
+    kured.name = "kured".into();
+    kured.command.clear(); // the image's entrypoint is /usr/bin/kured
+    api.add_ds("ops", "night-kured", vec![kured]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(
+        api.state()
+            .annotation("ops", "night-kured", KURED_ANNOTATION)
+            .is_some()
+    );
+    assert!(
+        lock.describe()
+            .ends_with("Kured runs as daemonset ops/night-kured")
+    );
+}
+
+#[tokio::test]
+async fn several_kured_daemonsets_are_refused_unless_one_is_named() {
+    let api = helm_kured();
+    api.add_ds(
+        "kube-system",
+        "kured",
+        vec![Container::kured(&["--lock-annotation=example.com/lock"])],
+    );
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: Kured runs as 2 DaemonSets: kube-system/kured (lock on kube-system/kured (annotation \
+         example.com/lock)), kured/kured (lock on kured/kured (annotation weave.works/kured-node-lock)). \
+         fleetctl will not guess which one's lock keeps Kured away: name it with `--kured NAMESPACE/NAME` \
+         (or `kured: NAMESPACE/NAME` in the inventory)"
+    );
+    assert_eq!(api.verbs(), ["get daemonsets"], "nothing written");
+
+    let named = LockOptions {
+        kured: Some("kured/kured".parse().unwrap()),
+        ..LockOptions::default()
+    };
+    let lock = acquire(&api, &named, &me(), at(NOW)).await.unwrap();
+    assert!(
+        lock.describe()
+            .ends_with("Kured named as daemonset kured/kured")
+    );
+    assert!(
+        api.state()
+            .annotation("kured", "kured", KURED_ANNOTATION)
+            .is_some()
+    );
+    assert_eq!(
+        lock.warnings(),
+        [
+            "Kured also runs as daemonset kube-system/kured, which does not keep its lock on kured/kured \
+          (annotation weave.works/kured-node-lock): that Kured is not held back and may reboot nodes \
+          while apply runs"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_named_kured_that_is_not_there_or_runs_no_kured_is_refused() {
+    let api = helm_kured();
+    let named = |r: &str| LockOptions {
+        kured: Some(r.parse().unwrap()),
+        ..LockOptions::default()
+    };
+    let err = acquire(&api, &named("kube-system/kured"), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: there is no daemonset kube-system/kured, named as Kured's (inventory `kured:` or \
+         --kured); Kured runs as kured/kured. Fix the name, or leave it out to let fleetctl find Kured"
+    );
+    let err = acquire(&api, &named("kube-system/cilium"), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: daemonset kube-system/cilium (named as Kured's) runs no Kured: none of its containers \
+         (cilium-agent) runs /usr/bin/kured or a kured image, or is named kured. Name the DaemonSet \
+         Kured runs in"
+    );
+    assert!(api.state().configmaps.is_empty());
+}
+
+#[tokio::test]
+async fn a_named_kured_in_a_wrapper_container_called_kured_is_used() {
+    let api = Api::default();
+    let mut wrapped = Container::kured(&["--ds-namespace=ops"]);
+    wrapped.command = strings(&["/bin/sh", "-c", "exec /opt/kured \"$@\"", "--"]);
+    wrapped.image = "registry.local/tools:4".into();
+    api.add_ds("ops", "reboots", vec![wrapped]);
+    api.add_ds("kube-system", "kured", Vec::new());
+    let named = LockOptions {
+        kured: Some("ops/reboots".parse().unwrap()),
+        ..LockOptions::default()
+    };
+    let lock = acquire(&api, &named, &me(), at(NOW)).await.unwrap();
+    // Kured's flags put the lock on kube-system/kured (default --ds-name).
+    assert!(lock.describe().starts_with(
+        "Kured's reboot lock on daemonset kube-system/kured (annotation weave.works/kured-node-lock)"
+    ));
+}
+
+#[tokio::test]
+async fn kured_pods_without_a_daemonset_are_refused_rather_than_ignored() {
+    let api = Api::default();
+    api.state().pods.push((
+        "reboots".into(),
+        "kured-5d8c7b-q2x9z".into(),
+        vec![Container::kured(&[])],
+    ));
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: Kured runs in pod reboots/kured-5d8c7b-q2x9z but in no DaemonSet, so fleetctl cannot \
+         tell where it keeps its reboot lock, and its own lock would not stop it. Name the DaemonSet \
+         Kured locks with `--kured NAMESPACE/NAME`, or stop that Kured while applying"
+    );
+    assert_eq!(api.verbs(), ["get daemonsets", "get pods"]);
+    assert!(api.state().configmaps.is_empty());
+}
+
+#[tokio::test]
+async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
+    // Kured's flags name a lock DaemonSet that does not exist.
+    let api = Api::with_kured(&["--ds-name=gone"]);
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: Kured (daemonset kube-system/kured) keeps its reboot lock on daemonset kube-system/gone \
+         (--ds-namespace/--ds-name), which does not exist, so Kured cannot lock either; fix Kured's \
+         flags before applying"
+    );
+    // Kured's settings cannot be read.
+    let api = Api::with_kured(&["--concurrency=two"]);
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "cp-1: reading Kured's lock settings in daemonset kube-system/kured; fleetctl does not take its \
+         own lock while Kured runs, as Kured would not see it: Kured's daemonset kube-system/kured sets \
+         --concurrency to `two`, which is not a number; fix Kured's configuration"
+    );
+    assert_eq!(api.verbs(), ["get daemonsets"]);
+    // kubectl may not read the lock.
+    struct Forbidden(Api);
+    impl Kubectl for Forbidden {
+        async fn kubectl(
+            &self,
+            label: &str,
+            args: &[String],
+            stdin: Option<&str>,
+        ) -> anyhow::Result<crate::ssh::Output> {
+            if args.iter().any(|a| a == "daemonset") {
+                return Ok(fail(
+                    r#"Error from server (Forbidden): daemonsets.apps "kured" is forbidden: User "kubernetes-admin" cannot get resource "daemonsets""#,
+                ));
+            }
+            self.0.kubectl(label, args, stdin).await
+        }
+        fn note(&self, kind: &str, detail: &str) {
+            self.0.note(kind, detail)
+        }
+        fn node(&self) -> &str {
+            "cp-1"
+        }
+    }
+    let api = Forbidden(Api::with_kured(&[]));
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "cp-1: lock: read annotation weave.works/kured-node-lock of daemonset kube-system/kured failed"
+        ),
+        "{err}"
+    );
+    assert!(api.0.state().configmaps.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Taking Kured's lock
+
+#[tokio::test]
+async fn a_free_lock_is_taken_at_the_version_read_and_released() {
+    let api = Api::with_kured(&["--period=1h"]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert_eq!(lock.holder(), "fleetctl/alice@laptop");
+    assert_eq!(lock.ttl(), TTL);
+    assert!(lock.forced().is_none());
+    let [(annotate, _)] = api.calls_of("annotate daemonset").try_into().unwrap();
+    assert!(
+        annotate.contains(&"--resource-version=1".to_string()),
+        "{annotate:?}"
+    );
+    assert!(annotate.contains(&"--overwrite".to_string()));
+
+    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION),
+        None
+    );
+    assert_eq!(lock.release(&api).await.unwrap(), Released::AlreadyGone);
+    assert_eq!(
+        api.notes(),
+        ["lock-acquired", "lock-released", "lock-released"]
+    );
+}
+
+#[tokio::test]
+async fn with_concurrency_every_slot_is_taken() {
+    let api = Api::with_kured(&["--concurrency=3"]);
+    acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    let value = api
+        .state()
+        .annotation("kube-system", "kured", KURED_ANNOTATION)
+        .unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&value).unwrap();
+    assert_eq!(parsed["maxOwners"], 3);
+    assert_eq!(parsed["locks"].as_array().unwrap().len(), 3);
+    assert!(!kured_would_acquire(Some(&value), 3, at(NOW)));
+}
+
+#[tokio::test]
+async fn a_lock_kured_released_in_multi_form_or_one_expired_is_replaced() {
+    let api = Api::with_kured(&["--concurrency=2"]);
+    api.state().annotate(
+        "kube-system",
+        "kured",
+        KURED_ANNOTATION,
+        r#"{"maxOwners":2,"locks":[]}"#,
+    );
+    acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION)
+            .unwrap()
+            .contains("fleetctl/alice@laptop")
+    );
+    // A dead fleetctl's entry whose TTL ran out is free, for Kured and for us.
+    let api = Api::with_kured(&[]);
+    let stale = kured_lock_value(
+        &bob(),
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:10:00Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &stale);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(lock.forced().is_none(), "no --force-unlock needed");
+}
+
+#[tokio::test]
+async fn a_lock_held_by_a_kured_node_stops_apply_and_changes_nothing() {
+    let api = Api::with_kured(&[]);
+    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-29T19:25:00Z","TTL":0}"#;
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, kured);
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        held(&err).to_string(),
+        "Kured's reboot lock on daemonset kube-system/kured is held by node w-2 since \
+         2026-11-29T19:25:00Z (5m 12s ago). Kured is rebooting node w-2: wait until it is back and \
+         Kured releases the lock, then retry. If you are sure it is not (its machine is gone, Kured was \
+         removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+    );
+    assert_eq!(api.verbs(), ["get daemonsets", "get daemonset"]);
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION)
+            .as_deref(),
+        Some(kured)
+    );
+}
+
+#[tokio::test]
+async fn force_unlock_refuses_a_kured_node_mid_reboot_unless_asked_twice() {
+    let api = Api::with_kured(&[]);
+    let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-29T19:25:00Z","TTL":0}"#;
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, kured);
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
+    assert!(held(&err).refused_force);
+    assert!(
+        err.to_string()
+            .contains("--force-unlock alone does not remove a lock whose holder may be alive."),
+        "{err}"
+    );
+    assert!(api.calls_of("annotate daemonset").is_empty());
+
+    let lock = acquire(&api, &force_yes(), &me(), at(NOW)).await.unwrap();
+    assert!(
+        lock.forced()
+            .unwrap()
+            .contains("held by node w-2 since 2026-11-29T19:25:00Z")
+    );
+    assert!(
+        lock.warnings()[0].contains("for w-2: if Kured was rebooting it"),
+        "{:?}",
+        lock.warnings()
+    );
+    assert_eq!(api.notes(), ["lock-force-unlocked", "lock-acquired"]);
+    // The removal named the version it judged.
+    let calls = api.calls_of("annotate daemonset");
+    let removal = &calls[0].0;
+    assert_eq!(removal[5], format!("{KURED_ANNOTATION}-"));
+    assert!(removal[6].starts_with("--resource-version="));
+}
+
+#[tokio::test]
+async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_with_yes() {
+    // Bob's heartbeat stopped 20 minutes ago; his TTL (1h) has not run out.
+    let api = Api::with_kured(&[]);
+    let hour = Duration::from_secs(3600);
+    let dead = kured_lock_value(
+        &bob(),
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:10:12Z"),
+        hour,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &dead);
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 (pid 77 on \
+         ops-1), started 2026-11-29T18:00:00Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That \
+         fleetctl looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. \
+         Run `fleetctl apply --force-unlock` to remove its lock."
+    );
+    let lock = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
+    assert!(
+        lock.forced()
+            .unwrap()
+            .contains("fleetctl/bob@ops-1 (pid 77 on ops-1)")
+    );
+
+    // A live one: heartbeat 12 s ago.
+    let api = Api::with_kured(&[]);
+    let live = kured_lock_value(
+        &bob(),
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:30:00Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &live);
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "That apply is alive (its last heartbeat is 12s old, under 5m): wait for it to finish. \
+             --force-unlock alone does not remove"
+        ),
+        "{err}"
+    );
+    assert!(api.calls_of("annotate daemonset").is_empty());
+    acquire(&api, &force_yes(), &me(), at(NOW)).await.unwrap();
+}
+
+#[tokio::test]
+async fn force_unlock_removes_once_and_never_fights_kured_for_the_lock() {
+    let api = Api::with_kured(&[]);
+    let stale = r#"{"nodeID":"w-2","metadata":{"unschedulable":false},"created":"2026-11-28T08:00:00Z","TTL":0}"#;
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, stale);
+    let fresh = r#"{"nodeID":"w-4","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":0}"#;
+    // The removal goes through; Kured on w-4 takes the lock before our write.
+    api.after_next_write(move |state| {
+        state.annotate("kube-system", "kured", KURED_ANNOTATION, fresh)
+    });
+    let err = acquire(&api, &force_yes(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert!(held(&err).to_string().contains("held by node w-4"), "{err}");
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION)
+            .as_deref(),
+        Some(fresh)
+    );
+    assert_eq!(api.notes(), ["lock-force-unlocked"]);
+}
+
+#[tokio::test]
+async fn a_holder_that_changes_between_judging_and_removing_is_judged_again() {
+    // Bob looks dead; his apply wakes up and beats just before our removal.
+    let api = Api::with_kured(&[]);
+    let dead = kured_lock_value(
+        &bob(),
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:10:12Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &dead);
+    let alive = kured_lock_value(
+        &bob(),
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:30:11Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    let beat = alive.clone();
+    api.before_next_write(move |state| {
+        state.annotate("kube-system", "kured", KURED_ANNOTATION, &beat)
+    });
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
+    assert!(held(&err).refused_force, "{err}");
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION),
+        Some(alive),
+        "the removal's resourceVersion no longer matched: nothing removed"
+    );
+    assert!(api.notes().is_empty());
+}
+
+#[tokio::test]
+async fn force_unlock_yes_also_clears_an_unreadable_value() {
+    let api = Api::with_kured(&[]);
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, "locked-by-hand");
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
+    assert!(matches!(held(&err).state, LockState::Unreadable { .. }));
+    let lock = acquire(&api, &force_yes(), &me(), at(NOW)).await.unwrap();
+    assert!(lock.warnings().is_empty());
+    assert!(lock.forced().unwrap().contains("locked-by-hand"));
+}
+
+#[tokio::test]
+async fn kured_taking_the_lock_between_read_and_write_conflicts_and_is_reported() {
+    let api = Api::with_kured(&[]);
+    let kured = r#"{"nodeID":"w-3","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:11Z","TTL":0}"#;
+    api.before_next_write(move |state| {
+        state.annotate("kube-system", "kured", KURED_ANNOTATION, kured)
+    });
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert!(
+        held(&err)
+            .to_string()
+            .contains("held by node w-3 since 2026-11-29T19:30:11Z (1s ago)")
+    );
+    // Kured's value survived: nothing was overwritten.
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION)
+            .as_deref(),
+        Some(kured)
+    );
+    assert_eq!(
+        api.verbs(),
+        [
+            "get daemonsets",
+            "get daemonset",
+            "annotate daemonset",
+            "get daemonset"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_status_update_between_read_and_write_is_retried() {
+    let api = Api::with_kured(&[]);
+    api.before_next_write(|state| state.touch("kube-system", "kured"));
+    acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.verbs(),
+        [
+            "get daemonsets",
+            "get daemonset",
+            "annotate daemonset",
+            "get daemonset",
+            "annotate daemonset"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_daemonset_that_never_stops_changing_gives_up_with_a_clear_error() {
+    let api = Api::with_kured(&[]);
+    for _ in 0..ATTEMPTS {
+        api.before_next_write(|state| state.touch("kube-system", "kured"));
+    }
+    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cp-1: daemonset kube-system/kured changed 3 times while fleetctl was taking Kured's lock \
+         (Kured or a controller keeps writing to it); retry in a moment"
+    );
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION),
+        None
+    );
+}
+
+#[tokio::test]
+async fn the_lock_goes_where_kureds_flags_say() {
+    let api = Api::with_kured(&[
+        "--ds-namespace=ops",
+        "--ds-name=kured-lock",
+        "--lock-annotation=example.com/reboot-lock",
+    ]);
+    api.add_ds("ops", "kured-lock", Vec::new());
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(
+        api.state()
+            .annotation("ops", "kured-lock", "example.com/reboot-lock")
+            .is_some()
+    );
+    assert!(
+        api.state().daemonsets[&("kube-system".into(), "kured".into())]
+            .annotations
+            .is_empty()
+    );
+    assert_eq!(
+        lock.describe(),
+        "Kured's reboot lock on daemonset ops/kured-lock (annotation example.com/reboot-lock); Kured \
+         runs as daemonset kube-system/kured"
+    );
+    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
+    assert!(
+        api.state()
+            .annotation("ops", "kured-lock", "example.com/reboot-lock")
+            .is_none()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeat
+
+#[tokio::test]
+async fn a_heartbeat_moves_created_keeps_the_rest_and_names_the_version_it_read() {
+    let api = Api::with_kured(&[]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    let later = at("2026-11-29T19:31:12Z");
+    lock.heartbeat(&api, later).await.unwrap();
+    let value = api
+        .state()
+        .annotation("kube-system", "kured", KURED_ANNOTATION)
+        .unwrap();
+    assert_eq!(
+        value,
+        kured_lock_value(&me(), at(NOW), later, TTL, 1).unwrap()
+    );
+    let calls = api.calls_of("annotate daemonset");
+    let beat = &calls[1].0;
+    let rv_read = api.state().daemonsets[&("kube-system".into(), "kured".into())].rv - 1;
+    assert!(
+        beat.contains(&format!("--resource-version={rv_read}")),
+        "{beat:?}"
+    );
+    // Kured still waits a full TTL after this beat.
+    assert!(!kured_would_acquire(
+        Some(&value),
+        1,
+        later + TTL - Duration::from_secs(1)
+    ));
+    // A status update in between is retried, not mistaken for a lost lock.
+    api.before_next_write(|state| state.touch("kube-system", "kured"));
+    lock.heartbeat(&api, at("2026-11-29T19:31:42Z"))
+        .await
+        .unwrap();
+    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
+}
+
+#[tokio::test]
+async fn a_heartbeat_finds_the_lock_lost_when_removed_or_taken() {
+    let api = Api::with_kured(&[]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    // Someone ran --force-unlock --yes elsewhere.
+    {
+        let mut state = api.state();
+        let rv = state.bump();
+        let ds = state.ds("kube-system", "kured");
+        ds.annotations.clear();
+        ds.rv = rv;
+    }
+    let err = lock
+        .heartbeat(&api, at("2026-11-29T19:31:12Z"))
+        .await
+        .unwrap_err();
+    let lost = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<LockLost>())
+        .unwrap();
+    assert_eq!(lost.held_by, None);
+    assert_eq!(api.notes(), ["lock-acquired", "lock-lost"]);
+
+    // Our heartbeat stalled past the TTL and Kured on w-3 took the lock.
+    let kured = r#"{"nodeID":"w-3","metadata":{"unschedulable":false},"created":"2026-11-29T19:50:00Z","TTL":0}"#;
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, kured);
+    let err = lock
+        .heartbeat(&api, at("2026-11-29T19:50:30Z"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Kured's reboot lock on daemonset kube-system/kured is no longer held by this apply: it is now \
+         held by node w-3 since 2026-11-29T19:50:00Z (30s ago). Stopping before anything else \
+         changes: find out who is working on this cluster before running `fleetctl apply` again"
+    );
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION)
+            .as_deref(),
+        Some(kured),
+        "Kured's lock is left alone"
+    );
+    // Release leaves it alone too.
+    assert!(matches!(
+        lock.release(&api).await.unwrap(),
+        Released::TakenOver { .. }
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// Release
+
+#[tokio::test]
+async fn a_lock_someone_else_took_over_is_not_released() {
+    let api = Api::with_kured(&[]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    let other = kured_lock_value(
+        &bob(),
+        at("2026-11-29T20:00:00Z"),
+        at("2026-11-29T20:00:00Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &other);
+    let Released::TakenOver { by } = lock.release(&api).await.unwrap() else {
+        panic!("taken over")
+    };
+    assert!(
+        by.starts_with(
+            "fleetctl/bob@ops-1 (pid 77 on ops-1), started 2026-11-29T20:00:00Z, last heartbeat \
+             2026-11-29T20:00:00Z"
+        ),
+        "{by}"
+    );
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION),
+        Some(other)
+    );
+}
+
+#[tokio::test]
+async fn same_user_same_host_but_another_run_is_not_ours_to_release() {
+    let api = Api::with_kured(&[]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    // A forced unlock from a second terminal of the same user re-took it later.
+    let again = Identity { pid: 5151, ..me() };
+    let later = kured_lock_value(
+        &again,
+        at("2026-11-29T20:00:00Z"),
+        at("2026-11-29T20:00:00Z"),
+        TTL,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &later);
+    assert!(matches!(
+        lock.release(&api).await.unwrap(),
+        Released::TakenOver { .. }
+    ));
+}
+
+#[tokio::test]
+async fn release_retries_after_a_conflict() {
+    let api = Api::with_kured(&[]);
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    api.before_next_write(|state| state.touch("kube-system", "kured"));
+    assert_eq!(lock.release(&api).await.unwrap(), Released::Removed);
+    assert_eq!(
+        api.state()
+            .annotation("kube-system", "kured", KURED_ANNOTATION),
+        None
+    );
+}
+
+#[tokio::test]
+async fn the_fake_api_prints_listings_the_parser_reads() {
+    let api = helm_kured();
+    let out = api
+        .kubectl("", &crate::remote::kubectl::list_daemonsets(), None)
+        .await
+        .unwrap();
+    let sets = parse_daemonsets(&out.stdout).unwrap();
+    assert_eq!(sets.len(), 2);
+    let kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
+    assert_eq!(kured.argv[1], "--ds-name=kured");
+    assert_eq!(kured.env.get("KURED_NODE_ID"), Some(&None));
+}
