@@ -158,9 +158,16 @@ pub struct RollArgs {
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
 
-    /// Remove a lock left behind by a dead fleetctl, then proceed
+    /// Remove a lock left behind by a dead fleetctl, then proceed; with
+    /// --yes also a holder that may still be alive
     #[arg(long)]
     pub force_unlock: bool,
+
+    /// Kured's DaemonSet, when fleetctl should not look for it
+    /// [default: the inventory's `kured:`, else the DaemonSet running kured
+    /// in any namespace]
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub kured: Option<crate::inventory::KuredRef>,
 
     /// How many workers may be down at once: a count (2) or a percentage of
     /// the workers (10%); a batch never spans two zones. Control planes are

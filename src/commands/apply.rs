@@ -12,9 +12,12 @@
 //! `--dry-run` stops after 3 and prints every command instead, without the lock.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+
+use futures_util::FutureExt;
 
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
@@ -27,7 +30,7 @@ use crate::steps::runner::Remote;
 use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, hop};
 
 use super::locked::{
-    confirm, failure_report, fleet_now, open_journal, release, spawn_interrupt_handler,
+    LockRequest, confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler,
     stopped_at_once, take_lock,
 };
 use crate::ui::{Printer, Progress};
@@ -52,11 +55,11 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
 
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
-    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(&inv, printer)?;
 
-    let (lock_api, held) =
-        take_lock(&inv, global, args.roll.force_unlock, &journal, printer).await?;
+    let request = LockRequest::new(&inv, &args.roll);
+    let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
     let run = Run {
         inv: &inv,
         global,
@@ -65,12 +68,15 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         journal: &journal,
         plan_path: &plan_path,
     };
-    let (result, api_now) = run.locked(&saved, stop, second).await;
-    release(&held, api_now.as_ref().unwrap_or(&lock_api), printer).await;
+    // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
+    let outcome = AssertUnwindSafe(run.locked(&saved, stop, second))
+        .catch_unwind()
+        .await;
+    held.release(printer).await;
     if let Err(e) = journal.check() {
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
-    result
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The saved plan, or exit 2 saying to plan first.
@@ -115,41 +121,31 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Everything between taking the lock and giving it back. Returns the
-    /// outcome and the first control plane's current session (a new one
-    /// after its reboot), for the release.
+    /// Everything between taking the lock and giving it back.
     async fn locked(
         &self,
         saved: &Plan,
         stop: Stop,
         second: Arc<tokio::sync::Notify>,
-    ) -> (anyhow::Result<ExitCode>, Option<Remote>) {
-        let (fresh, gathered) = match recheck(self.inv, self.global, self.printer, saved).await {
-            Ok(x) => x,
-            Err(e) => return (Err(e), None),
-        };
+    ) -> anyhow::Result<ExitCode> {
+        let (fresh, gathered) = recheck(self.inv, self.global, self.printer, saved).await?;
         if fresh.hops.is_empty() {
             self.printer.out(&plan::summary(&fresh));
             self.printer
                 .note("nothing to do: the fleet already matches the plan's target");
-            return (
-                plan::save(&fresh, self.plan_path).map(|()| ExitCode::SUCCESS),
-                None,
-            );
+            plan::save(&fresh, self.plan_path)?;
+            return Ok(ExitCode::SUCCESS);
         }
         self.printer
             .out(&plan::render(&fresh, console::colors_enabled()));
-        if let Err(e) = confirm(
+        confirm(
             self.args.roll.yes,
             "Apply this plan? Nodes will be drained and rebooted one at a time.",
-        ) {
-            return (Err(e), None);
-        }
+        )?;
         if stop.requested() {
-            let e = anyhow::Error::new(Interrupted(
-                "stopped by Ctrl-C before anything was changed".into(),
-            ));
-            return (Err(e), None);
+            return Err(anyhow::Error::new(Interrupted(
+                "stopped before anything was changed".into(),
+            )));
         }
         self.hops(fresh, &gathered, stop, second).await
     }
@@ -160,7 +156,7 @@ impl Run<'_> {
         gathered: &Gathered,
         stop: Stop,
         second: Arc<tokio::sync::Notify>,
-    ) -> (anyhow::Result<ExitCode>, Option<Remote>) {
+    ) -> anyhow::Result<ExitCode> {
         let mut remotes = BTreeMap::new();
         for r in &gathered.nodes {
             if let Some(s) = &r.session {
@@ -170,10 +166,11 @@ impl Run<'_> {
                 );
             }
         }
-        let targets = match ssh::resolve_all(self.inv) {
-            Ok(t) => t.into_iter().map(|t| (t.node.clone(), t)).collect(),
-            Err(e) => return (Err(usage!("{e:#}")), None),
-        };
+        let targets = ssh::resolve_all(self.inv)
+            .map_err(|e| usage!("{e:#}"))?
+            .into_iter()
+            .map(|t| (t.node.clone(), t))
+            .collect();
         let settings = Settings {
             node_timeout: self.args.roll.node_timeout,
             drain_timeout: self.args.roll.drain_timeout,
@@ -188,9 +185,7 @@ impl Run<'_> {
             self.printer.interactive && self.printer.verbose() == 0,
             total as u64,
         );
-        if let Err(e) = plan::save(&fresh, self.plan_path) {
-            return (Err(e), None);
-        }
+        plan::save(&fresh, self.plan_path)?;
         let mut apply = Apply::new(
             self.inv,
             settings,
@@ -210,8 +205,7 @@ impl Run<'_> {
             }
         };
         progress.finish();
-        let api = apply.api().ok();
-        let outcome = match result {
+        match result {
             Ok(()) => {
                 self.printer.note(&format!(
                     "done: {} nodes upgraded; journal {}",
@@ -235,8 +229,7 @@ impl Run<'_> {
                 self.printer.note(&report);
                 Err(e)
             }
-        };
-        (outcome, api)
+        }
     }
 }
 

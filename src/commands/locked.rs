@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
@@ -15,7 +15,7 @@ use crate::inventory::Inventory;
 use crate::ssh;
 use crate::status;
 use crate::steps::journal::Journal;
-use crate::steps::lock::{self, Identity, Lock, LockOptions};
+use crate::steps::lock::{self, Identity, KuredRef, Lock, LockLost, LockOptions};
 use crate::steps::runner::Remote;
 use crate::steps::{Interrupted, Ledger, Stop};
 use crate::ui::Printer;
@@ -29,17 +29,74 @@ pub fn open_journal(inv: &Inventory, printer: &Printer) -> anyhow::Result<Arc<Jo
     Ok(journal)
 }
 
-/// Connects to the first control-plane node and takes the lock there.
+impl LockRequest {
+    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs) -> LockRequest {
+        LockRequest {
+            kured: roll.kured.clone().or_else(|| inv.kured.clone()),
+            force_unlock: roll.force_unlock,
+            yes: roll.yes,
+            node_timeout: roll.node_timeout,
+        }
+    }
+}
+
+/// What the operator asked about the lock.
+pub struct LockRequest {
+    /// `--kured`, else the inventory's `kured:`; `None`: find Kured.
+    pub kured: Option<KuredRef>,
+    pub force_unlock: bool,
+    /// `--force-unlock --yes`: also a holder that may be alive.
+    pub yes: bool,
+    /// `--node-timeout`: the lock's TTL outlasts the longest stretch apply
+    /// cannot refresh it (while the node kubectl runs on reboots).
+    pub node_timeout: Duration,
+}
+
+/// The lock while apply (or reboot) holds it: refreshed in the background
+/// every [`lock::HEARTBEAT_EVERY`], and given back by [`HeldLock::release`]
+/// on every path (the caller runs its work under `catch_unwind` so that a
+/// panic releases it too).
+pub struct HeldLock {
+    lock: Arc<Lock>,
+    session: Arc<tokio::sync::Mutex<LockSession>>,
+    beating: tokio::task::JoinHandle<()>,
+    quit: Arc<tokio::sync::Notify>,
+}
+
+/// The session the lock is kept through: the first control-plane node's,
+/// reconnected when that node rebooted.
+struct LockSession {
+    remote: Remote,
+    target: ssh::Target,
+    opts: ssh::Options,
+    journal: Arc<Journal>,
+}
+
+impl LockSession {
+    async fn reconnect(&mut self) -> anyhow::Result<()> {
+        let mut quick = self.opts.clone();
+        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
+        let session = ssh::connect(&self.target, &quick).await?;
+        self.remote = Remote::new(Arc::new(session), self.journal.clone());
+        Ok(())
+    }
+}
+
+/// Connects to the first control-plane node, takes the lock there and
+/// starts its heartbeat; a lost lock makes `stop` stop the run at its next
+/// safe point.
 pub async fn take_lock(
     inv: &Inventory,
     global: &Global,
-    force_unlock: bool,
+    request: &LockRequest,
     journal: &Arc<Journal>,
     printer: &Printer,
-) -> anyhow::Result<(Remote, Lock)> {
+    stop: &Stop,
+) -> anyhow::Result<HeldLock> {
     let first = inv.first_control_plane();
     let target = ssh::resolve(inv, first).map_err(|e| usage!("{e:#}"))?;
-    let session = ssh::connect(&target, &super::ssh_options(inv, global))
+    let opts = super::ssh_options(inv, global);
+    let session = ssh::connect(&target, &opts)
         .await
         .with_context(|| format!("{}: connecting to take the lock", first.name))?;
     for w in session.warnings() {
@@ -47,10 +104,14 @@ pub async fn take_lock(
     }
     let api = Remote::new(Arc::new(session), journal.clone());
     let lock_opts = LockOptions {
-        force_unlock,
+        kured: request.kured.clone(),
+        force_unlock: request.force_unlock,
+        force_yes: request.force_unlock && request.yes,
+        ttl: lock::DEFAULT_TTL.max(request.node_timeout + Duration::from_secs(60)),
         ..LockOptions::default()
     };
-    let held = lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?;
+    let held =
+        Arc::new(lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?);
     if let Some(prev) = held.forced() {
         printer.warn(&format!("--force-unlock removed a lock held by {prev}"));
     }
@@ -58,15 +119,98 @@ pub async fn take_lock(
         printer.warn(w);
     }
     printer.note(&format!("holding {}", held.describe()));
-    Ok((api, held))
+    let session = Arc::new(tokio::sync::Mutex::new(LockSession {
+        remote: api,
+        target,
+        opts,
+        journal: journal.clone(),
+    }));
+    let quit = Arc::new(tokio::sync::Notify::new());
+    let beating = tokio::spawn(heartbeat(
+        held.clone(),
+        session.clone(),
+        quit.clone(),
+        stop.clone(),
+        printer.clone(),
+    ));
+    Ok(HeldLock {
+        lock: held,
+        session,
+        beating,
+        quit,
+    })
 }
 
-pub async fn release(held: &Lock, api: &Remote, printer: &Printer) {
-    if let Err(e) = held.release(api).await {
-        printer.warn(&format!(
-            "could not release {}: {e:#}. Remove it with `fleetctl apply --force-unlock` on the next run",
-            held.describe()
-        ));
+/// Refreshes the lock until told to quit. A lost lock stops the run; an
+/// API that does not answer (the node kubectl runs on is rebooting) is
+/// retried, over a new connection when the old one dropped, and stops the
+/// run only when the lock would otherwise expire.
+async fn heartbeat(
+    lock: Arc<Lock>,
+    session: Arc<tokio::sync::Mutex<LockSession>>,
+    quit: Arc<tokio::sync::Notify>,
+    stop: Stop,
+    printer: Printer,
+) {
+    let mut last_ok = Instant::now();
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            _ = quit.notified() => return,
+            _ = tokio::time::sleep(lock::HEARTBEAT_EVERY) => {}
+        }
+        let mut s = session.lock().await;
+        let beat = s.remote.clone();
+        match lock.heartbeat(&beat, SystemTime::now()).await {
+            Ok(()) => {
+                last_ok = Instant::now();
+                warned = false;
+            }
+            Err(e) if e.chain().any(|c| c.is::<LockLost>()) => {
+                stop.abort(format!("{e:#}"));
+                return;
+            }
+            Err(e) => {
+                if ssh::is_disconnected(&e) || !warned {
+                    let _ = s.reconnect().await;
+                }
+                let silent = last_ok.elapsed();
+                // Two beats of margin before the TTL runs out.
+                if silent + 2 * lock::HEARTBEAT_EVERY >= lock.ttl() {
+                    stop.abort(format!(
+                        "the lock could not be refreshed for {} ({e:#}) and would expire",
+                        humantime::format_duration(Duration::from_secs(silent.as_secs()))
+                    ));
+                    return;
+                }
+                if !warned {
+                    printer.debug(&format!("lock heartbeat failed, retrying: {e:#}"));
+                    warned = true;
+                }
+            }
+        }
+    }
+}
+
+impl HeldLock {
+    /// Stops the heartbeat, then gives the lock back (over a new connection
+    /// if the old one dropped); a failure is a warning with what to do.
+    pub async fn release(self, printer: &Printer) {
+        self.quit.notify_one();
+        let _ = self.beating.await;
+        let mut s = self.session.lock().await;
+        let mut result = self.lock.release(&s.remote).await;
+        if result.is_err() && s.reconnect().await.is_ok() {
+            result = self.lock.release(&s.remote).await;
+        }
+        if let Err(e) = result {
+            printer.warn(&format!(
+                "could not release {}: {e:#}. It expires by itself after {} (Kured then goes on); \
+                 or remove it with `fleetctl apply --force-unlock` on the next run",
+                self.lock.describe(),
+                humantime::format_duration(self.lock.ttl())
+            ));
+        }
     }
 }
 
@@ -157,18 +301,37 @@ pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
     }
 }
 
-pub fn spawn_interrupt_handler(stop: Stop, second: Arc<tokio::sync::Notify>, printer: Printer) {
+/// SIGINT (Ctrl-C), SIGTERM (a supervisor, `kill`) and SIGHUP (the
+/// terminal went away) all mean "stop": the first at the next safe point,
+/// the second at once. Installed before the lock is taken, so no signal
+/// can leave it held.
+pub fn spawn_interrupt_handler(
+    stop: Stop,
+    second: Arc<tokio::sync::Notify>,
+    printer: Printer,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     tokio::spawn(async move {
         loop {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
+            let name = tokio::select! {
+                Some(()) = int.recv() => "Ctrl-C",
+                Some(()) = term.recv() => "SIGTERM",
+                Some(()) = hup.recv() => "SIGHUP",
+                else => return,
+            };
             if stop.press() == 1 {
-                printer.warn("Ctrl-C: finishing the step in progress, then stopping at a safe point (Ctrl-C again to stop now)");
+                printer.warn(&format!(
+                    "{name}: finishing the step in progress, then stopping at a safe point \
+                     (Ctrl-C again to stop now)"
+                ));
             } else {
                 second.notify_one();
                 return;
             }
         }
     });
+    Ok(())
 }

@@ -6,8 +6,11 @@
 //! workers in batches of `--max-unavailable` within one zone.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 use std::sync::Arc;
+
+use futures_util::FutureExt;
 
 use crate::cli::{Global, RebootArgs};
 use crate::inventory::{Inventory, Role};
@@ -20,7 +23,7 @@ use crate::usage;
 use crate::version::{Minor, Target};
 
 use super::locked::{
-    confirm, failure_report, fleet_now, open_journal, release, spawn_interrupt_handler,
+    LockRequest, confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler,
     stopped_at_once, take_lock,
 };
 
@@ -50,18 +53,45 @@ pub async fn run(
 
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
-    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(&inv, printer)?;
-    let (lock_api, held) =
-        take_lock(&inv, global, args.roll.force_unlock, &journal, printer).await?;
+    let request = LockRequest::new(&inv, &args.roll);
+    let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
 
+    let outcome = AssertUnwindSafe(rolling(
+        &inv, global, args, printer, &journal, &gathered, &state, &chosen, &batches, stop, second,
+    ))
+    .catch_unwind()
+    .await;
+    held.release(printer).await;
+    if let Err(e) = journal.check() {
+        printer.warn(&format!("the journal is incomplete: {e:#}"));
+    }
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The reboots, under the lock.
+#[allow(clippy::too_many_arguments)]
+async fn rolling(
+    inv: &Inventory,
+    global: &Global,
+    args: &RebootArgs,
+    printer: &Printer,
+    journal: &Arc<crate::steps::journal::Journal>,
+    gathered: &crate::gather::Gathered,
+    state: &plan::FleetState,
+    chosen: &[Reboot],
+    batches: &[(Vec<String>, Minor)],
+    stop: Stop,
+    second: Arc<tokio::sync::Notify>,
+) -> anyhow::Result<ExitCode> {
     let mut remotes = BTreeMap::new();
     for r in &gathered.nodes {
         if let Some(s) = &r.session {
             remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
         }
     }
-    let targets = ssh::resolve_all(&inv)
+    let targets = ssh::resolve_all(inv)
         .map_err(|e| usage!("{e:#}"))?
         .into_iter()
         .map(|t| (t.node.clone(), t))
@@ -69,7 +99,7 @@ pub async fn run(
     let settings = Settings {
         node_timeout: args.roll.node_timeout,
         drain_timeout: args.roll.drain_timeout,
-        ssh: super::ssh_options(&inv, global),
+        ssh: super::ssh_options(inv, global),
         targets,
         parallel: global.parallel.into(),
         max_unavailable: args.roll.max_unavailable,
@@ -79,29 +109,24 @@ pub async fn run(
         chosen.len() as u64,
     );
     let mut apply = Apply::new(
-        &inv,
+        inv,
         settings,
         remotes,
         &progress,
         stop,
         None,
-        no_plan(&inv, &state),
+        no_plan(inv, state),
     );
     let ledger = apply.ledger.clone();
     let mut twice = false;
     let result = tokio::select! {
-        r = hop::rolls(&mut apply, &batches) => r,
+        r = hop::rolls(&mut apply, batches) => r,
         _ = second.notified() => {
             twice = true;
             Err(stopped_at_once(&ledger))
         }
     };
     progress.finish();
-    let api_now = apply.api().ok();
-    release(&held, api_now.as_ref().unwrap_or(&lock_api), printer).await;
-    if let Err(e) = journal.check() {
-        printer.warn(&format!("the journal is incomplete: {e:#}"));
-    }
     match result {
         Ok(()) => {
             printer.note(&format!(
@@ -117,7 +142,7 @@ pub async fn run(
             if !twice {
                 report.insert_str(
                     0,
-                    &format!("the fleet now:\n{}\n", fleet_now(&inv, global).await),
+                    &format!("the fleet now:\n{}\n", fleet_now(inv, global).await),
                 );
             }
             printer.note(&report);

@@ -202,6 +202,18 @@ impl Builder {
         let default_port = raw_ssh.port.as_ref().map_or(SSH_PORT, |p| p.value);
         let ssh = self.ssh(raw_ssh);
         let health_checks = self.health_checks(raw.health_checks.unwrap_or_default());
+        let kured = match &raw.kured {
+            Some(k) => self
+                .problems
+                .check(
+                    k.referenced,
+                    k.value
+                        .parse::<crate::inventory::KuredRef>()
+                        .map_err(|e| format!("kured: {e}")),
+                )
+                .map(Some),
+            None => Some(None),
+        };
         let nodes = self.nodes(raw.nodes, default_port);
         Some(Inventory {
             path: path.to_path_buf(),
@@ -210,6 +222,7 @@ impl Builder {
             hub: hub?,
             ssh: ssh?,
             health_checks: health_checks?,
+            kured: kured?,
             nodes: nodes?,
         })
     }

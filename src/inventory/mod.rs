@@ -6,7 +6,9 @@ mod load;
 mod raw;
 mod validate;
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +32,9 @@ pub struct Inventory {
     pub ssh: SshDefaults,
     /// Operator gates run on the first control-plane node before every reboot.
     pub health_checks: Vec<HealthCheck>,
+    /// Kured's DaemonSet, when the operator names it rather than letting
+    /// fleetctl find it.
+    pub kured: Option<KuredRef>,
     /// In file order; the first control-plane node is the one `upgrade apply` runs on.
     pub nodes: Vec<Node>,
 }
@@ -87,6 +92,51 @@ pub struct Node {
     /// The failure domain the node is in (`topology.kubernetes.io/zone`, a
     /// rack, a room): a batch of workers taken down together never spans two.
     pub zone: Option<String>,
+}
+
+/// A Kured DaemonSet named by the operator, `NAMESPACE/NAME` (the
+/// inventory's `kured:` key, `--kured`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KuredRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl FromStr for KuredRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<KuredRef, String> {
+        let usage = || {
+            format!(
+                "`{text}` does not name a DaemonSet: write NAMESPACE/NAME, e.g. `kured/kured` \
+                 (`kubectl get daemonsets -A` lists them)"
+            )
+        };
+        let (namespace, name) = text.trim().split_once('/').ok_or_else(usage)?;
+        // Namespaces are DNS labels, DaemonSet names DNS subdomains.
+        let label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !s.starts_with('-')
+                && !s.ends_with('-')
+        };
+        let subdomain = |s: &str| s.len() <= 253 && s.split('.').all(label);
+        if !label(namespace) || !subdomain(name) {
+            return Err(usage());
+        }
+        Ok(KuredRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+}
+
+impl fmt::Display for KuredRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,8 @@ pub(super) struct RawInventory {
     pub ssh: Option<RawSsh>,
     #[serde(default)]
     pub health_checks: Option<Vec<RawHealthCheck>>,
+    #[serde(default)]
+    pub kured: Option<Spanned<String>>,
     pub nodes: Spanned<Vec<RawNode>>,
 }
 

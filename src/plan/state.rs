@@ -113,6 +113,7 @@ mod tests {
                 jump: None,
             },
             health_checks: Vec::new(),
+            kured: None,
             nodes: names
                 .iter()
                 .map(|(name, role)| Node {

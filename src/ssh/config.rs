@@ -356,6 +356,7 @@ mod tests {
                 jump: None,
             },
             health_checks: vec![],
+            kured: None,
             nodes,
         }
     }

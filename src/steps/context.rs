@@ -19,18 +19,37 @@ use crate::remote;
 use crate::ssh;
 use crate::ui::Progress;
 
-/// Ctrl-C presses so far, shared with the signal handler.
+/// Why to stop at the next safe point: Ctrl-C (or SIGTERM, SIGHUP) presses
+/// so far, shared with the signal handler, or a reason of fleetctl's own
+/// (the lock was lost).
 #[derive(Debug, Clone, Default)]
-pub struct Stop(Arc<AtomicU8>);
+pub struct Stop {
+    presses: Arc<AtomicU8>,
+    reason: Arc<Mutex<Option<String>>>,
+}
 
 impl Stop {
     /// Counts a press; returns how many there have been.
     pub fn press(&self) -> u8 {
-        self.0.fetch_add(1, Ordering::SeqCst).saturating_add(1)
+        self.presses
+            .fetch_add(1, Ordering::SeqCst)
+            .saturating_add(1)
+    }
+
+    /// Stops at the next safe point for `reason` (said in the report).
+    pub fn abort(&self, reason: String) {
+        if let Ok(mut r) = self.reason.lock() {
+            r.get_or_insert(reason);
+        }
     }
 
     pub fn requested(&self) -> bool {
-        self.0.load(Ordering::SeqCst) > 0
+        self.presses.load(Ordering::SeqCst) > 0 || self.reason().is_some()
+    }
+
+    /// The reason given to [`Stop::abort`], if any.
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().ok().and_then(|r| r.clone())
     }
 }
 
@@ -179,7 +198,10 @@ impl<'a> Apply<'a> {
             .lock()
             .map(|l| l.done.clone())
             .unwrap_or_default();
-        let mut msg = String::from("stopped by Ctrl-C at a safe point");
+        let mut msg = match self.stop.reason() {
+            Some(reason) => format!("stopped at a safe point: {reason}"),
+            None => String::from("stopped by Ctrl-C at a safe point"),
+        };
         if let Some(n) = drained {
             msg.push_str(&format!(
                 " ({n} was drained but not rebooted, and was uncordoned again)"

@@ -157,7 +157,7 @@ fn terminal_escapes_in_the_file_are_not_replayed() {
     assert_eq!(
         parse_err(&text),
         "inventory.yaml:4:1: unknown field `evil\\u{1b}[31m`, expected one of \
-         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, nodes"
+         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, nodes"
     );
 }
 
@@ -186,7 +186,7 @@ fn unknown_top_level_key_is_refused() {
     assert_eq!(
         parse_err(&text),
         "inventory.yaml:4:1: unknown field `kubernetes_versoin`, expected one of \
-         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, nodes"
+         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, nodes"
     );
 }
 
@@ -302,6 +302,17 @@ nodes:
         parse_err(text),
         "inventory.yaml:4:57: node `w-1`: zone `rack 7` is not a label value: \
          1 to 63 letters, digits, '-', '_' or '.'"
+    );
+}
+
+#[test]
+fn kured_is_a_namespace_and_a_daemonset_name() {
+    let inv = parse_ok(&format!("{MINIMAL}kured: kured/kured\n"));
+    assert_eq!(inv.kured.map(|k| k.to_string()).as_deref(), Some("kured/kured"));
+    let err = parse_err(&format!("{MINIMAL}kured: kured\n"));
+    assert!(
+        err.starts_with("inventory.yaml:4:8: kured: `kured` does not name a DaemonSet"),
+        "{err}"
     );
 }
 

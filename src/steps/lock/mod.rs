@@ -44,7 +44,6 @@ mod kured;
 
 use std::fmt;
 use std::future::Future;
-use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use super::runner::{CommandFailed, Remote};
@@ -165,50 +164,7 @@ fn local_host() -> String {
         .unwrap_or_else(|| "unknown-host".into())
 }
 
-/// A Kured DaemonSet named by the operator, `NAMESPACE/NAME` (the
-/// inventory's `kured:` key, `--kured`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KuredRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl FromStr for KuredRef {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<KuredRef, String> {
-        let usage = || {
-            format!(
-                "`{text}` does not name a DaemonSet: write NAMESPACE/NAME, e.g. `kured/kured` \
-                 (`kubectl get daemonsets -A` lists them)"
-            )
-        };
-        let (namespace, name) = text.trim().split_once('/').ok_or_else(usage)?;
-        // Namespaces are DNS labels, DaemonSet names DNS subdomains.
-        let label = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 63
-                && s.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !s.starts_with('-')
-                && !s.ends_with('-')
-        };
-        let subdomain = |s: &str| s.len() <= 253 && s.split('.').all(label);
-        if !label(namespace) || !subdomain(name) {
-            return Err(usage());
-        }
-        Ok(KuredRef {
-            namespace: namespace.into(),
-            name: name.into(),
-        })
-    }
-}
-
-impl fmt::Display for KuredRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
+pub use crate::inventory::KuredRef;
 
 /// Where Kured is, how long the lock lives, and whether to remove a lock
 /// someone else holds.
