@@ -2,6 +2,7 @@
 //! Every node is a real OpenSSH `sshd` in its own mount, PID and UTS
 //! namespace; see docs/simulator.md.
 
+pub mod accounts;
 pub mod boot;
 pub mod ctl;
 pub mod harness;

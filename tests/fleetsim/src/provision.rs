@@ -12,6 +12,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::accounts::{self, AccountFile, Displaced};
 use crate::hub;
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
@@ -19,7 +20,7 @@ use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
 use crate::version::{Minor, Version};
 
 /// Flatcar's admin user.
-pub const CORE_UID: u32 = 500;
+pub const CORE_UID: u32 = accounts::CORE_ID;
 /// Where sysupdate keeps kubernetes images on a node.
 pub const IMAGES_DIR: &str = "/opt/extensions/kubernetes";
 /// The symlink systemd-sysext merges at boot.
@@ -176,15 +177,7 @@ fn write_identity(disk: &Disk, plan: &NodePlan) -> Result<()> {
 /// root and core (uid 500, passwordless sudo), both with the operator's key.
 fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
     let core = (CORE_UID, CORE_UID);
-    add_line(
-        "/etc/passwd",
-        disk,
-        "core:",
-        "core:x:500:500:Flatcar Admin:/home/core:/bin/bash",
-    )?;
-    add_line("/etc/group", disk, "core:", "core:x:500:")?;
-    add_line("/etc/gshadow", disk, "core:", "core:!::")?;
-    add_line("/etc/shadow", disk, "core:", "core:*:20000:0:99999:7:::")?;
+    write_accounts(disk)?;
     unlock_root(disk)?;
     disk.file(
         "/etc/sudoers.d/core",
@@ -206,6 +199,27 @@ fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
         0o600,
         core,
     )
+}
+
+/// The host's account files with Flatcar's `core` (uid/gid 500) in place of
+/// whatever the host calls core or gives id 500; each keeps the host file's
+/// mode and owner.
+fn write_accounts(disk: &Disk) -> Result<()> {
+    let read =
+        |path: &str| fs::read_to_string(path).with_context(|| format!("reading the host's {path}"));
+    let displaced = Displaced::from_host(&read("/etc/passwd")?, &read("/etc/group")?);
+    for file in AccountFile::ALL {
+        let path = file.path();
+        let meta = fs::metadata(path).with_context(|| format!("reading the host's {path}"))?;
+        let text = accounts::node_file(file, &read(path)?, &displaced);
+        disk.file(
+            path,
+            text.as_bytes(),
+            meta.mode() & 0o7777,
+            (meta.uid(), meta.gid()),
+        )?;
+    }
+    Ok(())
 }
 
 /// root's own shell startup files, as a Flatcar node has them: /root is
@@ -231,28 +245,6 @@ fn write_root_dotfiles(disk: &Disk) -> Result<()> {
         b"# fleetsim: the node's own.\n",
         0o644,
         (0, 0),
-    )
-}
-
-/// Copies a host account file into the node with `line` appended unless an
-/// entry starting with `prefix` exists; keeps the host file's mode and owner.
-fn add_line(node_path: &str, disk: &Disk, prefix: &str, line: &str) -> Result<()> {
-    let meta =
-        fs::metadata(node_path).with_context(|| format!("reading the host's {node_path}"))?;
-    let mut text =
-        fs::read_to_string(node_path).with_context(|| format!("reading the host's {node_path}"))?;
-    if !text.lines().any(|l| l.starts_with(prefix)) {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(line);
-        text.push('\n');
-    }
-    disk.file(
-        node_path,
-        text.as_bytes(),
-        meta.mode() & 0o7777,
-        (meta.uid(), meta.gid()),
     )
 }
 
