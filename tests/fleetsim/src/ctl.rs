@@ -70,7 +70,8 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
     }
     let message = match ctl {
         Ctl::Publish(v) => {
-            if crate::hub::publish(&fleet.hub(), v)? {
+            let cache = crate::image::Cache::default_location()?;
+            if crate::hub::publish(&fleet.hub(), &cache, v)? {
                 format!("published {}", v.image_name())
             } else {
                 format!("the hub already serves {}", v.image_name())

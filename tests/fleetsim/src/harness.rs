@@ -256,7 +256,8 @@ impl Fleet {
 
     /// Adds an image to the hub, as `fleetsim ctl publish` does.
     pub fn publish(&self, version: &str) -> Result<()> {
-        crate::hub::publish(&self.fleet.hub(), &Version::parse(version)?)?;
+        let cache = crate::image::Cache::default_location()?;
+        crate::hub::publish(&self.fleet.hub(), &cache, &Version::parse(version)?)?;
         Ok(())
     }
 

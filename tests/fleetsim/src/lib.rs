@@ -7,6 +7,7 @@ pub mod boot;
 pub mod ctl;
 pub mod harness;
 pub mod hub;
+pub mod image;
 pub mod inventory;
 pub mod layout;
 pub mod net;

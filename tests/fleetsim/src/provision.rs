@@ -13,7 +13,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::accounts::{self, AccountFile, Displaced};
-use crate::hub;
+use crate::image::{self, Cache};
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
 use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
@@ -112,6 +112,7 @@ pub fn provision(
     plan: &NodePlan,
     hub_url: &str,
     authorized_key: &str,
+    cache: &Cache,
 ) -> Result<()> {
     let name = plan.spec.name.as_str();
     create_layers(fleet, name)?;
@@ -120,7 +121,7 @@ pub fn provision(
     write_users(&disk, authorized_key)?;
     write_sshd_config(&disk, plan)?;
     write_os(&disk, scenario, &plan.spec)?;
-    write_kubernetes(&disk, scenario, plan, hub_url)?;
+    write_kubernetes(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
     write_mount_points(&disk)
 }
@@ -379,13 +380,16 @@ fn write_kubernetes(
     scenario: &Scenario,
     plan: &NodePlan,
     hub_url: &str,
+    cache: &Cache,
 ) -> Result<()> {
     let spec = &plan.spec;
     let running = scenario.running(spec)?;
     let staged = scenario.staged(spec)?;
+    disk.dir(IMAGES_DIR)?;
     for v in std::iter::once(running).chain(staged) {
-        let path = format!("{IMAGES_DIR}/{}", v.image_name());
-        disk.file(&path, &hub::image_bytes(&v), 0o644, (0, 0))?;
+        let path = disk.path(&format!("{IMAGES_DIR}/{}", v.image_name()))?;
+        image::copy_to(&cache.image(&v)?, &path)?;
+        set_attrs(&path, 0o644, 0, 0)?;
     }
     let current = staged.unwrap_or(running);
     // Provisioning (Butane) writes an absolute link; sysupdate later writes relative ones.

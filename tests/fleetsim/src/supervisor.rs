@@ -25,12 +25,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::boot::{first_boot, next_boot, write_boot};
 use crate::hub::{self, Hub};
+use crate::image::Cache;
 use crate::layout::{FleetDir, OVERLAID};
 use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
 use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
 use crate::scenario::Scenario;
 use crate::state::{Cluster, ClusterNode, DaemonSet, Event, NodeBoot, Role, Shared, now};
+use crate::version::Version;
 
 /// How long sshd may take to listen after node-init starts.
 const SSHD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -132,13 +134,49 @@ fn preflight() -> Result<()> {
         ("/usr/sbin/sshd", "openssh-server"),
         ("/usr/bin/ssh-keygen", "openssh-client"),
         ("/usr/bin/unshare", "util-linux"),
+        ("/usr/bin/mount", "mount"),
         ("/usr/bin/sudo", "sudo"),
+        ("/usr/bin/mksquashfs", "squashfs-tools"),
+        ("/usr/bin/unsquashfs", "squashfs-tools"),
     ] {
         if !Path::new(path).exists() {
             bail!("{path} is missing: apt-get install -y {package}");
         }
     }
+    // Nodes loop-mount their sysext images; there is no fake to fall back
+    // on, so a machine that cannot must say so before anything starts.
+    if let Err(e) = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+    {
+        bail!(
+            "loop devices are not available here: opening /dev/loop-control: {e} \
+             (every node loop-mounts its kubernetes sysext image; a container needs them passed in)"
+        );
+    }
+    if !kernel_has("squashfs") {
+        // Built as a module and not loaded yet: mount would load it, but say
+        // so now if it cannot be loaded at all.
+        let _ = Command::new("modprobe").args(["-q", "squashfs"]).status();
+        if !kernel_has("squashfs") {
+            bail!(
+                "this kernel cannot mount squashfs (not in /proc/filesystems, and modprobe squashfs failed): \
+                 the nodes' sysext images are squashfs"
+            );
+        }
+    }
     Ok(())
+}
+
+/// A file system type the running kernel supports now.
+fn kernel_has(fs_type: &str) -> bool {
+    fs::read_to_string("/proc/filesystems")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.split_whitespace().last() == Some(fs_type))
+        })
+        .unwrap_or(false)
 }
 
 /// Creates the state directory and refuses places overlayfs cannot use.
@@ -178,8 +216,10 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
     let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
     init_cluster(fleet, scenario)?;
+    let cache = Cache::default_location()?;
     let versions = scenario.hub.versions()?;
-    hub::populate(&fleet.hub(), &versions)?;
+    cache.images(&node_versions(scenario)?)?;
+    hub::populate(&fleet.hub(), &cache, &versions)?;
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
     let plans: Vec<NodePlan> = scenario
         .nodes
@@ -191,7 +231,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
             port: scenario.port,
         })
         .collect();
-    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key)?;
+    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key, &cache)?;
     fs::write(fleet.known_hosts(), known_hosts.concat()).context("writing known_hosts")?;
     let minor = scenario.cluster_version()?.minor_series();
     let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
@@ -280,6 +320,7 @@ fn provision_all(
     plans: &[NodePlan],
     hub_url: &str,
     operator_key: &str,
+    cache: &Cache,
 ) -> Result<Vec<String>> {
     let workers = plans.len().clamp(1, 8);
     let chunk = plans.len().div_ceil(workers);
@@ -289,7 +330,7 @@ fn provision_all(
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key))
+                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key, cache))
                         .collect::<Result<Vec<String>>>()
                 })
             })
@@ -311,9 +352,10 @@ fn provision_one(
     plan: &NodePlan,
     hub_url: &str,
     operator_key: &str,
+    cache: &Cache,
 ) -> Result<String> {
     let name = &plan.spec.name;
-    provision(fleet, scenario, plan, hub_url, operator_key)
+    provision(fleet, scenario, plan, hub_url, operator_key, cache)
         .with_context(|| format!("provisioning node {name}"))?;
     let presented = host_key(&Disk { fleet, node: name })?;
     let recorded = if plan.spec.wrong_host_key {
@@ -322,6 +364,17 @@ fn provision_one(
         presented
     };
     Ok(known_hosts_line(plan, &recorded))
+}
+
+/// The versions nodes start with (running and staged), which the hub may
+/// not serve: built once, before the node threads copy them.
+fn node_versions(scenario: &Scenario) -> Result<Vec<Version>> {
+    let mut out = std::collections::BTreeSet::new();
+    for spec in &scenario.nodes {
+        out.insert(scenario.running(spec)?);
+        out.extend(scenario.staged(spec)?);
+    }
+    Ok(out.into_iter().collect())
 }
 
 fn known_hosts_line(plan: &NodePlan, public_key: &str) -> String {

@@ -25,6 +25,22 @@ fn a_control_plane_has_flatcar_paths_and_a_pinned_config() {
         run(&fleet, "cp-1", "root", "ls /opt/extensions/kubernetes").trim(),
         "kubernetes-v1.34.2-x86-64.raw"
     );
+    // The image is the hub's, byte for byte (the same reproducible build).
+    let on_node = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "sha256sum /opt/extensions/kubernetes/kubernetes-v1.34.2-x86-64.raw",
+    );
+    let (_, sums) =
+        fleetsim::hub::get(&format!("{}/kubernetes/SHA256SUMS", fleet.hub_url())).unwrap();
+    let sums = String::from_utf8(sums).unwrap();
+    let hub_sum = sums
+        .lines()
+        .find(|l| l.ends_with("  kubernetes-v1.34.2-x86-64.raw"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap();
+    assert_eq!(on_node.split_whitespace().next(), Some(hub_sum));
     let conf = run(
         &fleet,
         "cp-1",
