@@ -90,6 +90,7 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
         argv: full,
         result: "ok".into(),
         pins: Vec::new(),
+        version: None,
     })?;
     Ok(message)
 }

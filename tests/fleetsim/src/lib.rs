@@ -10,6 +10,7 @@ pub mod hub;
 pub mod image;
 pub mod inventory;
 pub mod layout;
+pub mod merge;
 pub mod net;
 pub mod node_init;
 pub mod pins;

@@ -17,7 +17,7 @@ use crate::image::{self, Cache};
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
 use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
-use crate::version::{Minor, Version};
+use crate::version::Minor;
 
 /// Flatcar's admin user.
 pub const CORE_UID: u32 = accounts::CORE_ID;
@@ -123,6 +123,7 @@ pub fn provision(
     write_os(&disk, scenario, &plan.spec)?;
     write_kubernetes(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
+    hide_host_tools(&disk)?;
     write_mount_points(&disk)
 }
 
@@ -445,57 +446,36 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Hides a host's own kubelet, kubeadm or kubectl from the node's /usr (an
+/// overlayfs whiteout: a 0/0 character device in the upper layer), so that
+/// they exist only through the merged sysext, as on Flatcar.
+fn hide_host_tools(disk: &Disk) -> Result<()> {
+    for tool in crate::image::IMAGE_TOOLS {
+        let host = format!("/usr/bin/{tool}");
+        if fs::symlink_metadata(&host).is_err() {
+            continue;
+        }
+        disk.dir("/usr/bin")?;
+        let path = disk.path(&host)?;
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .with_context(|| format!("{} contains a NUL byte", path.display()))?;
+        // SAFETY: a valid NUL-terminated path; mknod has no other preconditions.
+        if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) } != 0 {
+            bail!(
+                "creating a whiteout for {host} at {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Empty mount points for the bind mounts node-init makes, created here so
 /// node-init never writes to a layer whose directory it is about to cover.
 fn write_mount_points(disk: &Disk) -> Result<()> {
     disk.dir(crate::state::CLUSTER_DIR)?;
     disk.file(crate::state::NODE_FILE, b"", 0o644, (0, 0))
-}
-
-/// The running version a boot merges: the file the current symlink points
-/// at, if it names a kubernetes image and exists on the node's disk.
-pub fn staged_version(disk: &Disk) -> Result<Version> {
-    let link = disk.path(CURRENT_SYMLINK)?;
-    let target = fs::read_link(&link)
-        .with_context(|| format!("{CURRENT_SYMLINK} is not a symlink on node {}", disk.node))?;
-    let target_text = target.to_string_lossy().to_string();
-    let node_target = if target.is_absolute() {
-        PathBuf::from(&target)
-    } else {
-        Path::new("/etc/extensions").join(&target)
-    };
-    let node_target = normalize(&node_target);
-    let file_name = node_target
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let version = Version::from_image_name(&file_name).with_context(|| {
-        format!("{CURRENT_SYMLINK} → {target_text}: not a kubernetes-vX.Y.Z-x86-64.raw image")
-    })?;
-    let on_disk = disk
-        .path(&node_target.to_string_lossy())
-        .map(|p| p.is_file())
-        .unwrap_or(false);
-    if !on_disk && !node_target.is_file() {
-        bail!("{CURRENT_SYMLINK} → {target_text}: the image does not exist");
-    }
-    Ok(version)
-}
-
-/// Resolves `.` and `..` lexically (symlinks inside the node cannot be
-/// followed from the host).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(p) => out.push(p),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -511,15 +491,6 @@ mod tests {
         assert_eq!(
             conf,
             "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\nPath=http://127.0.0.1:8080/kubernetes/\nMatchPattern=kubernetes-v1.37.@v-%a.raw\n\n[Target]\nInstancesMax=3\nType=regular-file\nPath=/opt/extensions/kubernetes\nCurrentSymlink=/etc/extensions/kubernetes.raw\n"
-        );
-    }
-
-    #[test]
-    fn normalizes_relative_symlink_targets() {
-        let p = Path::new("/etc/extensions").join("../../opt/extensions/kubernetes/x.raw");
-        assert_eq!(
-            normalize(&p),
-            PathBuf::from("/opt/extensions/kubernetes/x.raw")
         );
     }
 

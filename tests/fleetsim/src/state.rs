@@ -143,8 +143,10 @@ pub struct Faults {
     pub slow_boot: BTreeMap<String, f64>,
 }
 
-/// One mutating call, or a supervisor action (boot, shutdown).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One mutating call, or a node's own action (boot, shutdown, kubelet start).
+/// Fields after `pins` are optional and absent from the JSON when unset, so
+/// older readers and older logs keep working.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub t: f64,
     pub node: String,
@@ -155,6 +157,10 @@ pub struct Event {
     /// so tests can see who was given which pin when.
     #[serde(default)]
     pub pins: Vec<String>,
+    /// The Kubernetes version involved: of the binary that ran (kubeadm,
+    /// kubectl, kubelet), of the kubelet a boot merged, of the static pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// The shared directory, seen from wherever the caller runs.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::boot::{first_boot, next_boot, write_boot};
+use crate::boot::{first_boot, first_image, next_boot, write_boot};
 use crate::hub::{self, Hub};
 use crate::image::Cache;
 use crate::layout::{FleetDir, OVERLAID};
@@ -92,6 +92,7 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             shared: Shared::new(fleet.cluster()),
             boot_delay: scenario.boot_delay,
             pending_reboot: pending_reboot(scenario, plan)?,
+            first_image: first_image(scenario, &plan.spec)?,
             stop: stop.clone(),
         };
         let tx = tx.clone();
@@ -466,6 +467,8 @@ struct NodeRunner {
     shared: Shared,
     boot_delay: f64,
     pending_reboot: bool,
+    /// What the first boot merges (the scenario's running image).
+    first_image: String,
     stop: Arc<AtomicBool>,
 }
 
@@ -482,10 +485,14 @@ impl NodeRunner {
     fn run(self, first: NodeBoot, started: Sender<Result<String>>) {
         let mut started = Some(started);
         let mut boot = first;
-        let mut notes = Vec::new();
-        let mut reboot_required = self.pending_reboot;
+        let mut init = InitConfig {
+            name: self.name().to_string(),
+            reboot_required: self.pending_reboot,
+            sysext_image: Some(self.first_image.clone()),
+            notes: Vec::new(),
+        };
         loop {
-            let child = match self.boot_once(&boot, reboot_required, &notes) {
+            let child = match self.boot_once(&boot, init.clone()) {
                 Ok(child) => child,
                 Err(e) => {
                     let e = e.context(format!("node {} did not boot", self.name()));
@@ -505,7 +512,6 @@ impl NodeRunner {
             if let Some(tx) = started.take() {
                 let _ = tx.send(Ok(self.name().to_string()));
             }
-            reboot_required = false;
             match self.wait_exit(child) {
                 Exit::Stopped => return,
                 Exit::Down(status) => self.went_down(status),
@@ -514,9 +520,14 @@ impl NodeRunner {
                 return;
             }
             match next_boot(&self.fleet, &boot) {
-                Ok((next, n)) => {
+                Ok((next, notes)) => {
                     boot = next;
-                    notes = n;
+                    init = InitConfig {
+                        name: self.name().to_string(),
+                        reboot_required: false,
+                        sysext_image: None,
+                        notes,
+                    };
                 }
                 Err(e) => {
                     eprintln!(
@@ -531,12 +542,10 @@ impl NodeRunner {
     }
 
     /// Writes the boot record, starts node-init and waits for sshd.
-    fn boot_once(&self, boot: &NodeBoot, reboot_required: bool, notes: &[String]) -> Result<Child> {
+    /// node-init records the `(boot)` (it knows what it merged) before sshd
+    /// starts, so whoever waits for `up` finds the event in the log.
+    fn boot_once(&self, boot: &NodeBoot, init: InitConfig) -> Result<Child> {
         write_boot(&self.fleet, boot)?;
-        let init = InitConfig {
-            name: self.name().to_string(),
-            reboot_required,
-        };
         let path = self.fleet.init_json(self.name());
         fs::write(&path, serde_json::to_vec_pretty(&init)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -545,20 +554,18 @@ impl NodeRunner {
             kill_node(&mut child);
             return Err(e.context(self.console_tail()));
         }
-        // The boot is in the log before the node counts as up, so whoever
-        // waits for `up` (the harness, tests) finds the event there.
-        let result = if notes.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("warning: {}", notes.join("; "))
-        };
-        self.record("(boot)", &result);
+        // What node-init merged; nothing merged keeps what the API knew.
+        let merged = crate::harness::read_boot(&self.fleet, self.name())
+            .map(|b| b.kubernetes)
+            .unwrap_or_default();
         self.shared.update_cluster(|c| {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
                 n.up = true;
                 n.booted_at = now();
-                n.kubelet_version = boot.kubernetes.clone();
+                if !merged.is_empty() {
+                    n.kubelet_version = merged;
+                }
                 n.os = boot.os.clone();
                 n.boot_id = boot.boot_id.clone();
             }
@@ -730,6 +737,7 @@ impl NodeRunner {
             pins: conf_dir
                 .map(|d| crate::pins::kubernetes_pins(&d))
                 .unwrap_or_default(),
+            version: None,
         };
         if let Err(e) = self.shared.record(&event) {
             eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());

@@ -1,6 +1,7 @@
 //! `kubeadm version|upgrade plan|upgrade apply|upgrade node`, with the rules
 //! that make a Kubernetes minor upgrade hard to get right: one minor at a
-//! time, never past the kubeadm binary (the sysext merged at the last boot),
+//! time, never past the kubeadm binary (the version of the image it came
+//! from: the merged one as /usr/bin/kubeadm, a staged one mounted by hand),
 //! control-plane nodes only, an interactive confirmation unless `--yes`, and
 //! — the trap fleetctl exists to avoid — kube-proxy redeployed by the addon
 //! phase unless `--skip-phases addon/kube-proxy`, because the stored
@@ -73,13 +74,7 @@ fn version(env: &mut Env, args: &[String], rest: &[&str]) -> Result<i32> {
         ["--output", o] => o,
         _ => return Ok(env.unsupported(NAME, args)),
     };
-    let boot = env.boot()?;
-    let Some(v) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let v = env.binary_version(NAME)?;
     match output {
         "short" => say!(env, "{v}"),
         "json" => {
@@ -319,12 +314,7 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
     if boot.role != Role::ControlPlane || !env.path(ADMIN_CONF).is_file() {
         return Ok(fail(env, args, &admin_conf_error()));
     }
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     reading_config(env);
     let cluster = match cluster_via_api(env, ADMIN_CONF)? {
         Ok(c) => c,
@@ -505,12 +495,7 @@ fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
 
 fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> {
     let boot = env.boot()?;
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
     let mut known = NODE_PHASES.to_vec();
     if with_addons {
@@ -665,12 +650,7 @@ fn plan(env: &mut Env) -> Result<i32> {
         complain!(env, "{STACK_HINT}");
         return Ok(1);
     }
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     say!(env, "[preflight] Running pre-flight checks.");
     reading_config(env);
     let cluster = match cluster_via_api(env, ADMIN_CONF)? {

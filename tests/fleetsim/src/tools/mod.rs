@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::state::{self, Event, NodeBoot, Shared};
+use util::KubeVersion;
 
 mod http;
 mod kubeadm;
@@ -120,6 +121,9 @@ pub fn dispatch(name: &str, args: &[String]) -> Option<i32> {
         kubeconfig_env: std::env::var("KUBECONFIG").ok(),
         home: std::env::var("HOME").ok(),
         utf8: locale_is_utf8(),
+        tool_version: std::env::var(crate::image::TOOL_VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty()),
     };
     let code = run(&mut env, tool, args);
     let _ = env.out.flush();
@@ -177,6 +181,9 @@ pub(crate) struct Env<'a> {
     pub home: Option<String>,
     /// Whether systemd-style glyphs may be drawn in UTF-8.
     pub utf8: bool,
+    /// The version of the kubelet/kubeadm/kubectl binary being run: set by
+    /// the sysext image's wrapper (`crate::image`), absent otherwise.
+    pub tool_version: Option<String>,
 }
 
 impl Env<'_> {
@@ -203,6 +210,25 @@ impl Env<'_> {
             .with_context(|| format!("parsing this node's boot record {}", path.display()))
     }
 
+    /// The version of this kubelet, kubeadm or kubectl binary: the image it
+    /// came from, not what the node booted (a staged image's kubeadm,
+    /// mounted by hand, is the new one).
+    pub fn binary_version(&self, tool: &str) -> Result<KubeVersion> {
+        let Some(text) = &self.tool_version else {
+            anyhow::bail!(
+                "this is fleetsim's internal {tool}; run the one a kubernetes sysext image \
+                 provides (/usr/bin/{tool}), whose wrapper sets {}",
+                crate::image::TOOL_VERSION_ENV
+            );
+        };
+        KubeVersion::parse(text).with_context(|| {
+            format!(
+                "{} is not a Kubernetes version: {text:?}",
+                crate::image::TOOL_VERSION_ENV
+            )
+        })
+    }
+
     /// This node's name: from the boot record, else the kernel hostname.
     pub fn node_name(&self) -> String {
         if let Ok(boot) = self.boot() {
@@ -225,6 +251,7 @@ impl Env<'_> {
             argv,
             result: result.to_string(),
             pins: self.pins(),
+            version: self.tool_version.clone(),
         };
         let shared = self.shared();
         if let Err(e) = shared.record(&event) {

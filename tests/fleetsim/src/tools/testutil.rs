@@ -171,6 +171,25 @@ impl Node {
     }
 
     pub fn run_with_stdin(&self, tool: &str, args: &[&str], stdin: &str) -> Output {
+        // /usr/bin/kubelet|kubeadm|kubectl are the merged image's.
+        let booted = (crate::image::IMAGE_TOOLS.contains(&tool))
+            .then(|| self.booted())
+            .filter(|v| !v.is_empty());
+        self.run_as(tool, booted.as_deref(), args, stdin)
+    }
+
+    /// Runs another image's binary (a staged image mounted by hand).
+    pub fn run_image(&self, version: &str, tool: &str, args: &[&str]) -> Output {
+        self.run_as(tool, Some(version), args, "")
+    }
+
+    /// The version this node's boot merged ("" for none).
+    pub fn booted(&self) -> String {
+        let boot: NodeBoot = serde_json::from_str(&self.read(state::NODE_FILE)).unwrap();
+        boot.kubernetes
+    }
+
+    fn run_as(&self, tool: &str, version: Option<&str>, args: &[&str], stdin: &str) -> Output {
         let tool = Tool::from_name(tool).expect("a tool name");
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut input = Cursor::new(stdin.as_bytes().to_vec());
@@ -184,6 +203,7 @@ impl Node {
                 kubeconfig_env: None,
                 home: None,
                 utf8: false,
+                tool_version: version.map(str::to_string),
             };
             super::run(&mut env, tool, &args)
         };

@@ -125,7 +125,7 @@ fn staged_is_not_running_until_reboot() {
 }
 
 #[test]
-fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
+fn a_dangling_sysext_link_merges_nothing_and_says_so() {
     let fleet = start(small(1));
     run(
         &fleet,
@@ -135,9 +135,51 @@ fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
     );
     let id = boot_id(&fleet, "w-1");
     let _ = fleet.ssh("w-1", "root", "reboot");
+    assert_eq!(fleet.wait_rebooted("w-1", &id).unwrap().kubernetes, "");
+    let boot = fleet
+        .events()
+        .unwrap()
+        .into_iter()
+        .rfind(|e| e.node == "w-1" && e.argv == ["(boot)"])
+        .unwrap();
+    assert!(
+        boot.result
+            .starts_with("warning: no kubernetes sysext merged: /etc/extensions/kubernetes.raw → "),
+        "{}",
+        boot.result
+    );
+    assert!(
+        boot.result.contains("No such file or directory"),
+        "{}",
+        boot.result
+    );
+    assert_eq!(boot.version, None);
+    // No image, no kubelet: the shell cannot find one.
+    let out = fleet.ssh("w-1", "root", "kubelet --version").unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    run(&fleet, "w-1", "root", "test ! -e /usr/bin/kubeadm");
+}
+
+#[test]
+fn the_running_version_is_the_images_content_not_its_name() {
+    let fleet = start(small(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
+    // A v1.34.3 image under a v1.35.0 name: the boot reads what is inside.
+    run(
+        &fleet,
+        "w-1",
+        "root",
+        "cd /opt/extensions/kubernetes && mv kubernetes-v1.34.3-x86-64.raw kubernetes-v1.35.0-x86-64.raw \
+         && ln -sfn ../../opt/extensions/kubernetes/kubernetes-v1.35.0-x86-64.raw /etc/extensions/kubernetes.raw",
+    );
+    let id = boot_id(&fleet, "w-1");
+    let _ = fleet.ssh("w-1", "root", "reboot");
     assert_eq!(
         fleet.wait_rebooted("w-1", &id).unwrap().kubernetes,
-        "v1.34.2"
+        "v1.34.3"
+    );
+    assert_eq!(
+        run(&fleet, "w-1", "root", "kubelet --version"),
+        "Kubernetes v1.34.3\n"
     );
     let boot = fleet
         .events()
@@ -145,7 +187,10 @@ fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
         .into_iter()
         .rfind(|e| e.node == "w-1" && e.argv == ["(boot)"])
         .unwrap();
-    assert!(boot.result.contains("does not exist"), "{}", boot.result);
+    assert_eq!(
+        (boot.result.as_str(), boot.version.as_deref()),
+        ("ok", Some("v1.34.3"))
+    );
 }
 
 #[test]

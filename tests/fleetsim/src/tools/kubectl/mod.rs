@@ -355,13 +355,7 @@ fn version(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     if cli.words.len() != 1 || !matches!(cli.output(), None | Some("json")) {
         return Ok(Res::unsupported(env, args));
     }
-    let boot = env.boot()?;
-    let Some(client) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let client = env.binary_version(NAME)?;
     let server = if cli.switch("client") {
         None
     } else {
