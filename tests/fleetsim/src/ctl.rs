@@ -90,7 +90,7 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
         argv: full,
         result: "ok".into(),
         pins: Vec::new(),
-        version: None,
+        ..Default::default()
     })?;
     Ok(message)
 }

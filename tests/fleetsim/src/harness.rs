@@ -80,7 +80,7 @@ impl Scenario {
                 nodes: Vec::new(),
             },
         };
-        started.wait_ready(self.nodes.len())?;
+        started.wait_fleet_ready(self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
     }
@@ -118,7 +118,7 @@ fn make_temp_dir() -> Result<PathBuf> {
 }
 
 impl Fleet {
-    fn wait_ready(&mut self, nodes: usize) -> Result<()> {
+    fn wait_fleet_ready(&mut self, nodes: usize) -> Result<()> {
         let timeout = Duration::from_secs(30) + Duration::from_millis(200 * nodes as u64);
         let deadline = Instant::now() + timeout;
         loop {
@@ -290,6 +290,15 @@ impl Fleet {
     pub fn wait_up(&self, node: &str) -> Result<()> {
         self.wait_for(&format!("{node} is up"), |c| {
             c.nodes.get(node).is_some_and(|n| n.up)
+        })?;
+        Ok(())
+    }
+
+    /// Waits until `node` is Ready: up, its kubelet started this boot and
+    /// `kubelet_delay` passed.
+    pub fn wait_ready(&self, node: &str) -> Result<()> {
+        self.wait_for(&format!("{node} is Ready"), |c| {
+            c.node_ready(node, crate::state::now())
         })?;
         Ok(())
     }

@@ -12,12 +12,13 @@ pub const OVERLAID: [&str; 6] = ["usr", "etc", "opt", "var", "root", "home"];
 /// `/`. kubelet, kubeadm and kubectl are not here: they come from the
 /// kubernetes sysext merged at boot, whose wrappers run the
 /// `usr/lib/fleetsim/` links.
-pub const TOOL_LINKS: [&str; 9] = [
+pub const TOOL_LINKS: [&str; 10] = [
     "usr/lib/fleetsim/kubelet",
     "usr/lib/fleetsim/kubeadm",
     "usr/lib/fleetsim/kubectl",
     "usr/bin/update_engine_client",
     "usr/bin/systemctl",
+    "usr/bin/journalctl",
     "usr/bin/systemd-sysext",
     "usr/lib/systemd/systemd-sysupdate",
     "usr/sbin/reboot",

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::layout::{FleetDir, OVERLAID, SSHD_CONFIG};
 use crate::merge::Merged;
 use crate::provision::SYSUPDATE_DIR;
+use crate::service::Kubelet;
 use crate::state::{CLUSTER_DIR, Event, NODE_FILE, Shared};
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
@@ -42,6 +43,13 @@ pub struct InitConfig {
     /// staged OS update), for the `(boot)` event.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Seconds between a failed kubelet and its next start (RestartSec).
+    #[serde(default = "default_restart")]
+    pub kubelet_restart: f64,
+}
+
+fn default_restart() -> f64 {
+    10.0
 }
 
 pub fn run(dir: &Path, name: &str) -> Result<()> {
@@ -60,7 +68,12 @@ pub fn run(dir: &Path, name: &str) -> Result<()> {
     record_boot(&config, &merged);
     let sshd = start_sshd()?;
     eprintln!("node-init {name}: up, sshd pid {sshd}");
-    supervise(name, sshd);
+    let boot_id = fs::read_to_string(BOOT_ID)
+        .map(|s| s.trim().to_string())
+        .with_context(|| format!("reading {BOOT_ID}"))?;
+    let restart = Duration::from_secs_f64(config.kubelet_restart.max(0.0));
+    let kubelet = Kubelet::boot(name, &boot_id, restart);
+    supervise(name, sshd, kubelet);
     eprintln!("node-init {name}: going down");
     Ok(())
 }
@@ -176,6 +189,7 @@ fn record_boot(config: &InitConfig, merged: &Merged) {
         result,
         pins: crate::pins::kubernetes_pins(Path::new(SYSUPDATE_DIR)),
         version: merged.version.map(|v| v.to_string()),
+        ..Default::default()
     };
     if let Err(e) = Shared::in_node().record(&event) {
         eprintln!("node-init {}: recording (boot): {e:#}", config.name);
@@ -204,24 +218,30 @@ fn start_sshd() -> Result<i32> {
     Ok(child.id() as i32)
 }
 
-/// Reaps children until asked to stop. Returns on SIGTERM, SIGINT or SIGHUP.
-fn supervise(name: &str, sshd: i32) {
+/// Reaps children and restarts a failed kubelet when due, until asked to
+/// stop. Returns on SIGTERM, SIGINT or SIGHUP.
+fn supervise(name: &str, sshd: i32, mut kubelet: Kubelet) {
     loop {
-        match crate::sig::wait(true, Duration::from_secs(3600)) {
-            Some(libc::SIGCHLD) => reap(name, sshd),
+        let timeout = kubelet.next_timeout().unwrap_or(Duration::from_secs(3600));
+        match crate::sig::wait(true, timeout) {
+            Some(libc::SIGCHLD) => reap(name, sshd, &mut kubelet),
             Some(_) => return,
             None => {}
         }
+        kubelet.tick();
     }
 }
 
-fn reap(name: &str, sshd: i32) {
+fn reap(name: &str, sshd: i32, kubelet: &mut Kubelet) {
     loop {
         let mut status = 0;
         // SAFETY: WNOHANG poll of any child; `status` is a valid out pointer.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return;
+        }
+        if kubelet.reaped(pid, status) {
+            continue;
         }
         if pid == sshd {
             eprintln!(

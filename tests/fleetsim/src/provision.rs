@@ -14,10 +14,11 @@ use anyhow::{Context, Result, bail};
 
 use crate::accounts::{self, AccountFile, Displaced};
 use crate::image::{self, Cache};
+use crate::kubelet_files;
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
 use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
-use crate::version::Minor;
+use crate::version::{Minor, Version};
 
 /// Flatcar's admin user.
 pub const CORE_UID: u32 = accounts::CORE_ID;
@@ -419,7 +420,17 @@ fn write_kubernetes(
         let conf = admin_conf(&plan.address.to_string());
         disk.file("/etc/kubernetes/admin.conf", conf.as_bytes(), 0o600, (0, 0))?;
     }
-    Ok(())
+    write_kubelet_files(disk, &running)
+}
+
+/// What `kubeadm init`/`join` left for the kubelet, by the kubeadm of the
+/// node's first kubelet: up to v1.34 the flags carry
+/// `--pod-infra-container-image`.
+fn write_kubelet_files(disk: &Disk, kubeadm: &Version) -> Result<()> {
+    let flags = kubelet_files::initial_flags(kubeadm);
+    disk.file(kubelet_files::FLAGS_FILE, flags.as_bytes(), 0o644, (0, 0))?;
+    let config = kubelet_files::config_yaml(&kubeadm.to_string());
+    disk.file(kubelet_files::CONFIG_FILE, config.as_bytes(), 0o644, (0, 0))
 }
 
 /// A kubeconfig shaped like kubeadm's admin.conf (the credentials are

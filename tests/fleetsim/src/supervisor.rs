@@ -93,6 +93,7 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             boot_delay: scenario.boot_delay,
             pending_reboot: pending_reboot(scenario, plan)?,
             first_image: first_image(scenario, &plan.spec)?,
+            kubelet_restart: scenario.kubelet_restart,
             stop: stop.clone(),
         };
         let tx = tx.clone();
@@ -270,6 +271,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
                 control_plane_version: cp.then(|| version.clone()),
                 os: String::new(),
                 boot_id: String::new(),
+                kubelet: None,
             },
         );
     }
@@ -469,6 +471,7 @@ struct NodeRunner {
     pending_reboot: bool,
     /// What the first boot merges (the scenario's running image).
     first_image: String,
+    kubelet_restart: f64,
     stop: Arc<AtomicBool>,
 }
 
@@ -490,6 +493,7 @@ impl NodeRunner {
             reboot_required: self.pending_reboot,
             sysext_image: Some(self.first_image.clone()),
             notes: Vec::new(),
+            kubelet_restart: self.kubelet_restart,
         };
         loop {
             let child = match self.boot_once(&boot, init.clone()) {
@@ -527,6 +531,7 @@ impl NodeRunner {
                         reboot_required: false,
                         sysext_image: None,
                         notes,
+                        kubelet_restart: self.kubelet_restart,
                     };
                 }
                 Err(e) => {
@@ -554,18 +559,13 @@ impl NodeRunner {
             kill_node(&mut child);
             return Err(e.context(self.console_tail()));
         }
-        // What node-init merged; nothing merged keeps what the API knew.
-        let merged = crate::harness::read_boot(&self.fleet, self.name())
-            .map(|b| b.kubernetes)
-            .unwrap_or_default();
+        // The kubelet reports its own version when it starts (it may
+        // already have); until then the API shows the last one it knew.
         self.shared.update_cluster(|c| {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
                 n.up = true;
                 n.booted_at = now();
-                if !merged.is_empty() {
-                    n.kubelet_version = merged;
-                }
                 n.os = boot.os.clone();
                 n.boot_id = boot.boot_id.clone();
             }
@@ -683,6 +683,7 @@ impl NodeRunner {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
                 n.up = false;
+                n.kubelet = None;
             }
             Ok(())
         });
@@ -737,7 +738,7 @@ impl NodeRunner {
             pins: conf_dir
                 .map(|d| crate::pins::kubernetes_pins(&d))
                 .unwrap_or_default(),
-            version: None,
+            ..Default::default()
         };
         if let Err(e) = self.shared.record(&event) {
             eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());

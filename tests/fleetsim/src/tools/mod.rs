@@ -1,6 +1,6 @@
 //! The node's emulated tools: one multi-call binary answers as
-//! `systemd-sysupdate`, `systemctl`, `update_engine_client`, `kubelet`,
-//! `kubeadm`, `kubectl` and `systemd-sysext`, chosen by argv[0].
+//! `systemd-sysupdate`, `systemctl`, `journalctl`, `update_engine_client`,
+//! `kubelet`, `kubeadm`, `kubectl` and `systemd-sysext`, chosen by argv[0].
 //!
 //! fleetctl runs unmodified commands over SSH, so every tool here prints what
 //! the real one prints (stdout vs stderr, exit codes, error wording) for the
@@ -21,9 +21,10 @@ use crate::state::{self, Event, NodeBoot, Shared};
 use util::KubeVersion;
 
 mod http;
+mod journalctl;
 mod kubeadm;
 mod kubectl;
-mod kubelet;
+pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;
 mod sysupdate;
@@ -59,6 +60,7 @@ macro_rules! complain {
     }};
 }
 
+pub(crate) use util::civil;
 pub(crate) use {complain, say};
 
 /// The tools this binary can be.
@@ -71,6 +73,7 @@ enum Tool {
     Kubeadm,
     Kubectl,
     Sysext,
+    Journalctl,
 }
 
 impl Tool {
@@ -83,6 +86,7 @@ impl Tool {
             "kubeadm" => Tool::Kubeadm,
             "kubectl" => Tool::Kubectl,
             "systemd-sysext" => Tool::Sysext,
+            "journalctl" => Tool::Journalctl,
             _ => return None,
         })
     }
@@ -96,6 +100,7 @@ impl Tool {
             Tool::Kubeadm => "kubeadm",
             Tool::Kubectl => "kubectl",
             Tool::Sysext => "systemd-sysext",
+            Tool::Journalctl => "journalctl",
         }
     }
 }
@@ -124,6 +129,8 @@ pub fn dispatch(name: &str, args: &[String]) -> Option<i32> {
         tool_version: std::env::var(crate::image::TOOL_VERSION_ENV)
             .ok()
             .filter(|v| !v.is_empty()),
+        unit: std::env::var(kubelet::UNIT_ENV).ok(),
+        daemon: true,
     };
     let code = run(&mut env, tool, args);
     let _ = env.out.flush();
@@ -153,6 +160,7 @@ fn run(env: &mut Env, tool: Tool, args: &[String]) -> i32 {
         Tool::Kubeadm => kubeadm::run(env, args),
         Tool::Kubectl => kubectl::run(env, args),
         Tool::Sysext => sysext::run(env, args),
+        Tool::Journalctl => journalctl::run(env, args),
     };
     match result {
         Ok(code) => code,
@@ -184,6 +192,11 @@ pub(crate) struct Env<'a> {
     /// The version of the kubelet/kubeadm/kubectl binary being run: set by
     /// the sysext image's wrapper (`crate::image`), absent otherwise.
     pub tool_version: Option<String>,
+    /// The systemd unit this process runs as (node-init says so).
+    pub unit: Option<String>,
+    /// A daemon that started may keep running (unit tests only want to
+    /// know how its start went).
+    pub daemon: bool,
 }
 
 impl Env<'_> {
@@ -252,6 +265,7 @@ impl Env<'_> {
             result: result.to_string(),
             pins: self.pins(),
             version: self.tool_version.clone(),
+            ..Default::default()
         };
         let shared = self.shared();
         if let Err(e) = shared.record(&event) {

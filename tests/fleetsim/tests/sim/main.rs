@@ -7,6 +7,7 @@ mod common;
 
 mod faults;
 mod hub;
+mod kubelet;
 mod leaks;
 mod login;
 mod node;

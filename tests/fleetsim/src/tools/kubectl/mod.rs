@@ -396,16 +396,14 @@ fn version(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     })
 }
 
-/// The version of the API server that answers: the first control-plane
-/// node that is up, as its static pods were last upgraded.
+/// The version of the API server that answers: the first control plane
+/// whose static pods run, as they were last upgraded.
 fn server_version(c: &Cluster) -> Option<KubeVersion> {
     let now = crate::state::now();
     c.nodes
-        .values()
-        .filter(|n| {
-            n.role == crate::state::Role::ControlPlane && n.up && now >= n.booted_at + c.api_delay
-        })
-        .find_map(|n| n.control_plane_version.as_deref())
+        .iter()
+        .filter(|(name, _)| c.static_pods_running(name, now))
+        .find_map(|(_, n)| n.control_plane_version.as_deref())
         .or(Some(c.version.as_str()))
         .and_then(KubeVersion::parse)
 }

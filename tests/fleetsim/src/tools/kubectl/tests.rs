@@ -245,7 +245,7 @@ fn cordon_uncordon_and_the_table() {
 }
 
 #[test]
-fn readiness_follows_boot_and_kubelet_delay() {
+fn readiness_follows_the_kubelet_and_kubelet_delay() {
     let (cp, w1, _) = cluster();
     w1.update_cluster(|c| c.nodes.get_mut("w1").unwrap().up = false);
     let n = get_node(&cp, "w1");
@@ -256,11 +256,21 @@ fn readiness_follows_boot_and_kubelet_delay() {
             .iter()
             .any(|t| t.key == "node.kubernetes.io/unreachable")
     );
+    // Up again, but its kubelet has not started (or failed to): no status.
+    w1.update_cluster(|c| {
+        let n = c.nodes.get_mut("w1").unwrap();
+        n.up = true;
+        n.kubelet = None;
+    });
+    assert_eq!(ready(&get_node(&cp, "w1")), "Unknown");
+    // The kubelet started, and is not Ready before kubelet_delay.
     w1.update_cluster(|c| {
         c.kubelet_delay = 3600.0;
         let n = c.nodes.get_mut("w1").unwrap();
-        n.up = true;
-        n.booted_at = crate::state::now();
+        n.kubelet = Some(crate::state::KubeletRun {
+            boot_id: n.boot_id.clone(),
+            started_at: crate::state::now(),
+        });
     });
     assert_eq!(ready(&get_node(&cp, "w1")), "False");
     assert!(
@@ -268,6 +278,12 @@ fn readiness_follows_boot_and_kubelet_delay() {
             .stdout
             .contains("\nw1     NotReady ")
     );
+    // A kubelet of an earlier boot does not count.
+    w1.update_cluster(|c| {
+        c.kubelet_delay = 0.0;
+        c.nodes.get_mut("w1").unwrap().boot_id = "a-later-boot".into();
+    });
+    assert_eq!(ready(&get_node(&cp, "w1")), "Unknown");
 }
 
 #[test]
