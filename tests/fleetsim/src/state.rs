@@ -96,6 +96,9 @@ pub struct ClusterNode {
     /// The boot id of the current boot (`status.nodeInfo.bootID`); set at each boot.
     #[serde(default)]
     pub boot_id: String,
+    /// The node's IP address (`InternalIP`, and the host IP of its pods).
+    #[serde(default)]
+    pub address: String,
     /// The kubelet running on the node, set by the kubelet when it starts
     /// and cleared when the node goes down. It counts only for the boot it
     /// names (see [`ClusterNode::kubelet_running`]).

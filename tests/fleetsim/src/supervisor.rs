@@ -217,7 +217,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
     let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
-    init_cluster(fleet, scenario)?;
+    init_cluster(fleet, scenario, &subnet)?;
     let cache = Cache::default_location()?;
     let versions = scenario.hub.versions()?;
     cache.images(&node_versions(scenario)?)?;
@@ -254,11 +254,11 @@ fn copy_binary(fleet: &FleetDir) -> Result<()> {
         .with_context(|| format!("chmod {}", target.display()))
 }
 
-fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
+fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Result<()> {
     fs::create_dir_all(fleet.cluster()).context("creating the cluster directory")?;
     let version = scenario.cluster_version()?.to_string();
     let mut nodes = std::collections::BTreeMap::new();
-    for spec in &scenario.nodes {
+    for (i, spec) in scenario.nodes.iter().enumerate() {
         let cp = spec.role == Role::ControlPlane;
         nodes.insert(
             spec.name.clone(),
@@ -272,6 +272,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
                 os: String::new(),
                 boot_id: String::new(),
                 kubelet: None,
+                address: subnet.address(i).to_string(),
             },
         );
     }

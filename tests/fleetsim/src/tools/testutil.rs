@@ -121,6 +121,7 @@ impl Fleet {
                             .then(|| version.to_string()),
                         os: "4081.2.0".to_string(),
                         boot_id: format!("boot-{name}"),
+                        address: format!("10.0.0.{}", 10 + c.nodes.len()),
                         kubelet: Some(KubeletRun {
                             boot_id: format!("boot-{name}"),
                             started_at: booted_at,

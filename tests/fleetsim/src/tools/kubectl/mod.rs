@@ -1,7 +1,8 @@
 //! `kubectl` against the simulated API server: the shared cluster state,
 //! answering only while a control-plane node is up and past its API delay.
 //!
-//! Covered: nodes (get, cordon, uncordon, drain, wait), the kubeadm-config
+//! Covered: nodes (get, cordon, uncordon, drain, wait), the control planes'
+//! static mirror pods (get, by name or as a list), the kubeadm-config
 //! and fleetctl's own ConfigMaps (get, create, delete), the kube-proxy and
 //! Kured DaemonSets (get, annotate with resource-version preconditions),
 //! `version` and `get --raw /readyz`. Output shapes follow the real API
@@ -25,6 +26,7 @@ use crate::state::Cluster;
 mod drain;
 mod nodes;
 mod objects;
+mod pods;
 #[cfg(test)]
 mod tests;
 
@@ -303,6 +305,29 @@ pub(super) fn kind_of(word: &str) -> Option<Kind> {
     })
 }
 
+fn is_pod_kind(word: &str) -> bool {
+    matches!(word, "pod" | "pods" | "po")
+}
+
+/// `pod [NAME…]` or `pod/NAME…` after the verb: the names (none: a list).
+fn pod_names(words: &[String]) -> Option<Vec<String>> {
+    let (first, rest) = words.split_first()?;
+    if is_pod_kind(first) {
+        return rest
+            .iter()
+            .map(|w| (!w.contains('/')).then(|| w.clone()))
+            .collect();
+    }
+    words
+        .iter()
+        .map(|w| {
+            w.split_once('/')
+                .filter(|(k, n)| is_pod_kind(k) && !n.is_empty())
+                .map(|(_, n)| n.to_string())
+        })
+        .collect()
+}
+
 /// `TYPE NAME`, `TYPE/NAME` or `TYPE` (list) after the verb.
 pub(super) fn resource(words: &[String]) -> Option<(Kind, Option<&str>)> {
     match words {
@@ -334,6 +359,12 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     }
     if !cli.only(&["output", "ignore-not-found"]) {
         return Ok(Res::unsupported(env, args));
+    }
+    if let Some(names) = pod_names(&cli.words[1..]) {
+        if cli.switch("ignore-not-found") {
+            return Ok(Res::unsupported(env, args));
+        }
+        return pods::get(env, args, cli, &names);
     }
     let Some((kind, name)) = resource(&cli.words[1..]) else {
         return Ok(Res::unsupported(env, args));

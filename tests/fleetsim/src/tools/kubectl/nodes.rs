@@ -199,7 +199,7 @@ pub(super) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, 
         },
         "spec": spec,
         "status": {
-            "addresses": [{"address": name, "type": "Hostname"}],
+            "addresses": addresses(name, n),
             "allocatable": resources,
             "capacity": resources,
             "conditions": conditions(&r, n, now),
@@ -218,6 +218,15 @@ pub(super) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, 
             },
         },
     })
+}
+
+fn addresses(name: &str, n: &ClusterNode) -> Value {
+    let mut list = Vec::new();
+    if !n.address.is_empty() {
+        list.push(json!({"address": n.address, "type": "InternalIP"}));
+    }
+    list.push(json!({"address": name, "type": "Hostname"}));
+    Value::Array(list)
 }
 
 fn table_row(c: &Cluster, name: &str, n: &ClusterNode, now: f64) -> Vec<String> {
