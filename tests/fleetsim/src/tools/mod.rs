@@ -302,11 +302,16 @@ impl Env<'_> {
 
 /// The `*.conf` files of a directory in name order (empty if it does not exist).
 pub(crate) fn conf_files(dir: &Path) -> Vec<PathBuf> {
+    files_with_suffix(dir, "conf")
+}
+
+/// The `*.<ext>` files of a directory in name order (empty if it does not exist).
+pub(crate) fn files_with_suffix(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = match fs::read_dir(dir) {
         Ok(entries) => entries
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "conf") && p.is_file())
+            .filter(|p| p.extension().is_some_and(|x| x == ext) && p.is_file())
             .collect(),
         Err(_) => Vec::new(),
     };

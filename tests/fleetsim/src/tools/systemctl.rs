@@ -109,7 +109,8 @@ fn start_sysupdate(env: &mut Env, args: &[String]) -> i32 {
         runs.push(None);
     }
     for component in runs {
-        let report = sysupdate::update(env, component);
+        let source = sysupdate::Source::Component(component.map(str::to_string));
+        let report = sysupdate::update(env, &source);
         if let Some(error) = report.error {
             return unit_failed(env, args, &error, report.unsupported);
         }
