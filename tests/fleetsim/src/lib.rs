@@ -8,6 +8,7 @@ pub mod ctl;
 pub mod harness;
 pub mod hub;
 pub mod image;
+pub mod invariants;
 pub mod inventory;
 pub mod journal;
 pub mod kubelet_files;
