@@ -18,6 +18,8 @@ fleetsim ctl --dir DIR COMMAND
   hub-down | hub-up      the extension hub answers 503 / serves again
   publish vX.Y.Z         add an image to the hub (SHA256SUMS follows)
   fail-upgrade-apply N   the next N `kubeadm upgrade apply` calls fail
+  fail-upgrade-node NODE the next `kubeadm upgrade node` on NODE fails
+  power-cycle NODE       NODE loses power: killed at once, then boots what is staged
   pdb-block NODE         a PodDisruptionBudget blocks draining NODE
   pdb-unblock NODE       drains of NODE succeed again
   slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)";
@@ -31,6 +33,8 @@ pub enum Ctl {
     HubUp,
     Publish(Version),
     FailUpgradeApply(u32),
+    FailUpgradeNode(String),
+    PowerCycle(String),
     PdbBlock(String),
     PdbUnblock(String),
     SlowBoot(String, f64),
@@ -48,6 +52,8 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
             n.parse()
                 .with_context(|| format!("fail-upgrade-apply: `{n}` is not a count"))?,
         ),
+        ["fail-upgrade-node", n] => Ctl::FailUpgradeNode(n.to_string()),
+        ["power-cycle", n] => Ctl::PowerCycle(n.to_string()),
         ["pdb-block", n] => Ctl::PdbBlock(n.to_string()),
         ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
         ["slow-boot", n, s] => {
@@ -69,6 +75,13 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
         check_node(&shared, node)?;
     }
     let message = match ctl {
+        Ctl::PowerCycle(node) => {
+            // The supervisor's node thread watches for this file and pulls
+            // the plug; a node that is down already ignores it.
+            let path = fleet.power_cycle_request(node);
+            std::fs::write(&path, b"").with_context(|| format!("writing {}", path.display()))?;
+            format!("{node} loses power")
+        }
         Ctl::Publish(v) => {
             let cache = crate::image::Cache::default_location()?;
             if crate::hub::publish(&fleet.hub(), &cache, v)? {
@@ -99,6 +112,8 @@ fn ctl_node(ctl: &Ctl) -> Option<&str> {
     match ctl {
         Ctl::Hang(n)
         | Ctl::Release(n)
+        | Ctl::FailUpgradeNode(n)
+        | Ctl::PowerCycle(n)
         | Ctl::PdbBlock(n)
         | Ctl::PdbUnblock(n)
         | Ctl::SlowBoot(n, _) => Some(n),
@@ -134,6 +149,7 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::HubDown => f.hub_down = true,
         Ctl::HubUp => f.hub_down = false,
         Ctl::FailUpgradeApply(k) => f.fail_upgrade_apply = *k,
+        Ctl::FailUpgradeNode(n) => add(&mut f.fail_upgrade_node, n),
         Ctl::PdbBlock(n) => add(&mut f.pdb_block, n),
         Ctl::PdbUnblock(n) => f.pdb_block.retain(|x| x != n),
         Ctl::SlowBoot(n, s) if *s == 0.0 => {
@@ -142,7 +158,7 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::SlowBoot(n, s) => {
             f.slow_boot.insert(n.clone(), *s);
         }
-        Ctl::Publish(_) => {}
+        Ctl::Publish(_) | Ctl::PowerCycle(_) => {}
     }
 }
 
@@ -184,6 +200,14 @@ mod tests {
             Ctl::FailUpgradeApply(2)
         );
         assert_eq!(
+            parse(&args("fail-upgrade-node w-1")).unwrap(),
+            Ctl::FailUpgradeNode("w-1".into())
+        );
+        assert_eq!(
+            parse(&args("power-cycle cp-1")).unwrap(),
+            Ctl::PowerCycle("cp-1".into())
+        );
+        assert_eq!(
             parse(&args("slow-boot w-2 1.5")).unwrap(),
             Ctl::SlowBoot("w-2".into(), 1.5)
         );
@@ -211,6 +235,9 @@ mod tests {
         assert_eq!(f.slow_boot.get("w-2"), Some(&2.0));
         apply(&mut f, &Ctl::SlowBoot("w-2".into(), 0.0));
         assert!(f.slow_boot.is_empty());
+        apply(&mut f, &Ctl::FailUpgradeNode("w-1".into()));
+        apply(&mut f, &Ctl::FailUpgradeNode("w-1".into()));
+        assert_eq!(f.fail_upgrade_node, ["w-1"]);
         apply(&mut f, &Ctl::HubDown);
         assert!(f.hub_down);
         apply(&mut f, &Ctl::HubUp);

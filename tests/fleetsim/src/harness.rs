@@ -261,6 +261,19 @@ impl Fleet {
         Ok(())
     }
 
+    /// Pulls `node`'s plug, as `fleetsim ctl power-cycle` does: node-init is
+    /// killed outright and the node boots again with whatever is staged.
+    /// Returns once the request is filed; `wait_rebooted` follows it.
+    pub fn power_cycle(&self, node: &str) -> Result<()> {
+        let argv = ["power-cycle".to_string(), node.to_string()];
+        crate::ctl::run(
+            &self.fleet,
+            &crate::ctl::Ctl::PowerCycle(node.into()),
+            &argv,
+        )?;
+        Ok(())
+    }
+
     /// Lets a node held by the `hang_on_reboot` fault boot.
     pub fn release(&self, node: &str) -> Result<()> {
         self.faults(|f| f.hang_on_reboot.retain(|n| n != node))

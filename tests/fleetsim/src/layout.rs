@@ -139,6 +139,12 @@ impl FleetDir {
         self.node(name).join("sysext")
     }
 
+    /// Exists while `fleetsim ctl power-cycle` waits for the supervisor to
+    /// pull the node's plug.
+    pub fn power_cycle_request(&self, name: &str) -> PathBuf {
+        self.node(name).join("power-cycle")
+    }
+
     /// node-init's and sshd's stderr, across every boot.
     pub fn console_log(&self, name: &str) -> PathBuf {
         self.node(name).join("console.log")

@@ -382,6 +382,7 @@ impl Scenario {
             .hang_on_reboot
             .iter()
             .chain(&f.pdb_block)
+            .chain(&f.fail_upgrade_node)
             .chain(f.slow_boot.keys());
         for name in named {
             if !self.nodes.iter().any(|n| &n.name == name) {

@@ -177,6 +177,9 @@ pub struct Faults {
     pub hub_down: bool,
     /// How many of the next `kubeadm upgrade apply` calls fail.
     pub fail_upgrade_apply: u32,
+    /// Nodes whose next `kubeadm upgrade node` fails (each consumed once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fail_upgrade_node: Vec<String>,
     /// Nodes whose drain is blocked by a PodDisruptionBudget.
     pub pdb_block: Vec<String>,
     /// Extra boot delay per node, in seconds.

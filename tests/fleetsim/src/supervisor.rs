@@ -479,6 +479,8 @@ struct NodeRunner {
 enum Exit {
     Stopped,
     Down(ExitStatus),
+    /// `fleetsim ctl power-cycle`: the plug was pulled.
+    PowerCycled,
 }
 
 impl NodeRunner {
@@ -519,7 +521,8 @@ impl NodeRunner {
             }
             match self.wait_exit(child) {
                 Exit::Stopped => return,
-                Exit::Down(status) => self.went_down(status),
+                Exit::Down(status) => self.went_down(Some(status)),
+                Exit::PowerCycled => self.went_down(None),
             }
             if !self.stay_down() {
                 return;
@@ -656,10 +659,16 @@ impl NodeRunner {
     }
 
     fn wait_exit(&self, mut child: Child) -> Exit {
+        let power = self.fleet.power_cycle_request(self.name());
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 kill_node(&mut child);
                 return Exit::Stopped;
+            }
+            if power.exists() {
+                let _ = fs::remove_file(&power);
+                pull_the_plug(&mut child);
+                return Exit::PowerCycled;
             }
             match child.try_wait() {
                 Ok(Some(status)) => return Exit::Down(status),
@@ -672,8 +681,9 @@ impl NodeRunner {
         }
     }
 
-    fn went_down(&self, status: ExitStatus) {
-        if !status.success() {
+    /// Marks the node down; `None` is a power cycle (no clean shutdown).
+    fn went_down(&self, status: Option<ExitStatus>) {
+        if let Some(status) = status.filter(|s| !s.success()) {
             eprintln!(
                 "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
                 self.name(),
@@ -691,7 +701,11 @@ impl NodeRunner {
         if let Err(e) = marked {
             eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
         }
-        self.record("(shutdown)", "ok");
+        let result = match status {
+            Some(_) => "ok",
+            None => "power cycle: node-init killed, no clean shutdown",
+        };
+        self.record("(shutdown)", result);
     }
 
     /// The boot delay, then as long as a hang fault holds the node. Returns
@@ -701,6 +715,8 @@ impl NodeRunner {
         let extra = faults.slow_boot.get(self.name()).copied().unwrap_or(0.0);
         let delay = Duration::from_secs_f64((self.boot_delay + extra).max(0.0));
         let until = Instant::now() + delay;
+        // A node that is off already has nothing to lose.
+        let _ = fs::remove_file(self.fleet.power_cycle_request(self.name()));
         while Instant::now() < until {
             if self.stop.load(Ordering::SeqCst) {
                 return false;
@@ -747,18 +763,40 @@ impl NodeRunner {
     }
 }
 
+/// A power loss: SIGKILL to node-init, so nothing in the node gets to run
+/// another instruction, then wait for unshare (the namespace is gone then).
+fn pull_the_plug(child: &mut Child) {
+    for init in node_inits(child) {
+        // SAFETY: plain kill(2) of a process we started (through unshare).
+        unsafe { libc::kill(init, libc::SIGKILL) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// node-init's pid(s): the children of unshare.
+fn node_inits(child: &Child) -> Vec<i32> {
+    let pid = child.id();
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 /// Stops a node: SIGTERM to its init (found through unshare's children),
 /// exactly like a reboot, so the kernel kills the whole PID namespace;
 /// unshare exits once everything in it is gone (and its mounts with it), so
 /// returning means nothing is left. SIGKILL if that takes too long.
 fn kill_node(child: &mut Child) {
-    let pid = child.id();
-    let children =
-        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    let inits: Vec<i32> = children
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect();
+    let inits = node_inits(child);
     for init in &inits {
         // SAFETY: plain kill(2) of a process we started (through unshare).
         unsafe { libc::kill(*init, libc::SIGTERM) };

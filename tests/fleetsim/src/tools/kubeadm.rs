@@ -417,6 +417,15 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
     run_apply(env, args, cli, &boot.name, kubeadm, target)
 }
 
+/// Whether the `fail_upgrade_node` fault holds `node`; consumes it.
+fn injected_node_failure(env: &Env, node: &str) -> Result<bool> {
+    env.shared().update_faults(|f| {
+        let held = f.fail_upgrade_node.iter().any(|n| n == node);
+        f.fail_upgrade_node.retain(|n| n != node);
+        held
+    })
+}
+
 /// Control-plane Nodes the API does not report Ready, by name: kubeadm's
 /// ControlPlaneNodesReady health check.
 fn not_ready_control_planes(cluster: &Cluster) -> Vec<String> {
@@ -700,6 +709,21 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
         Err(msg) => return Ok(fail(env, args, &msg)),
     };
     say!(env, "[upgrade/preflight] Running pre-flight checks");
+    if injected_node_failure(env, &boot.name)? {
+        let msg = if control_plane {
+            "error execution phase control-plane: couldn't complete the upgrade for the control plane components \
+             on this node: timed out waiting for the condition (fleetsim: injected fault fail_upgrade_node)"
+                .to_string()
+        } else {
+            let addr = api_address(env, kubeconfig);
+            format!(
+                "error execution phase kubelet-config: failed to download the kubelet configuration: Get \
+                 \"https://{addr}/api/v1/namespaces/kube-system/configmaps/kubelet-config?timeout=10s\": \
+                 context deadline exceeded (fleetsim: injected fault fail_upgrade_node)"
+            )
+        };
+        return Ok(fail(env, args, &msg));
+    }
     if control_plane {
         upgrade_control_plane_node(env, args, skip, &boot.name, kubeadm, &cluster)
     } else {

@@ -563,3 +563,40 @@ fn the_internal_entry_point_needs_an_image_version() {
         r.stderr
     );
 }
+
+#[test]
+fn an_injected_upgrade_node_failure_fails_once_and_changes_nothing() {
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.35.1");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    w1.update_cluster(|c| c.version = "v1.35.1".into());
+    w1.shared()
+        .update_faults(|f| f.fail_upgrade_node = vec!["w1".into()])
+        .unwrap();
+    let before = w1.read(CONFIG_FILE);
+    let r = w1.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with(
+            "error execution phase kubelet-config: failed to download the kubelet configuration: "
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("(fleetsim: injected fault fail_upgrade_node)")
+    );
+    assert_eq!(w1.read(FLAGS_FILE), OLD_FLAGS);
+    assert_eq!(w1.read(CONFIG_FILE), before);
+    assert!(w1.shared().faults().unwrap().fail_upgrade_node.is_empty());
+    let e = w1.events().pop().unwrap();
+    assert!(
+        e.result.starts_with("error execution phase kubelet-config"),
+        "{}",
+        e.result
+    );
+    let r = w1.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "consumed once: {}", r.stderr);
+    assert_eq!(w1.read(FLAGS_FILE), NEW_FLAGS);
+}
