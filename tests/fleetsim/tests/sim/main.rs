@@ -11,5 +11,6 @@ mod kubelet;
 mod leaks;
 mod login;
 mod node;
+mod order;
 mod reboot;
 mod scale;
