@@ -162,14 +162,21 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
     }
 }
 
-/// The event log for humans: seconds since the first event, node, argv, result.
+/// The event log for humans: seconds since the first event, node, argv,
+/// result, and the version involved (and a kubelet's config) if any.
 pub fn format_events(events: &[Event]) -> String {
     let start = events.first().map(|e| e.t).unwrap_or(0.0);
     let mut out = String::new();
     for e in events {
+        let extra = match (&e.version, &e.config) {
+            (Some(v), Some(c)) => format!("  [{v}, config by kubeadm {c}]"),
+            (Some(v), None) => format!("  [{v}]"),
+            (None, Some(c)) => format!("  [config by kubeadm {c}]"),
+            (None, None) => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:>8.3}  {:<12} {}  → {}",
+            "{:>8.3}  {:<12} {}  → {}{extra}",
             e.t - start,
             e.node,
             e.argv.join(" "),
@@ -221,6 +228,32 @@ mod tests {
         ] {
             assert!(parse(&args(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn events_read_with_their_versions() {
+        let events = [
+            Event {
+                t: 10.0,
+                node: "cp-1".into(),
+                argv: vec!["(kubelet)".into()],
+                result: "ok".into(),
+                version: Some("v1.35.3".into()),
+                config: Some("v1.35.3".into()),
+                ..Default::default()
+            },
+            Event {
+                t: 10.5,
+                node: "cp-1".into(),
+                argv: vec!["reboot".into()],
+                result: "ok".into(),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            format_events(&events),
+            "   0.000  cp-1         (kubelet)  → ok  [v1.35.3, config by kubeadm v1.35.3]\n   0.500  cp-1         reboot  → ok\n"
+        );
     }
 
     #[test]

@@ -47,17 +47,20 @@ pub fn append(path: &Path, entries: &[Entry]) -> Result<()> {
         .with_context(|| format!("appending to {}", path.display()))
 }
 
-/// Every entry, oldest first; a missing journal is an empty one.
+/// Every entry, oldest first (by time: writers may append a little out of
+/// order); a missing journal is an empty one.
 pub fn read(path: &Path) -> Result<Vec<Entry>> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    Ok(text
+    let mut entries: Vec<Entry> = text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+        .collect();
+    entries.sort_by(|a, b| a.t.total_cmp(&b.t));
+    Ok(entries)
 }
 
 /// `Dec 01 15:04:05`, the journal's short timestamp.

@@ -130,6 +130,7 @@ impl Kubelet {
         };
         let exec = unit.exec_start.clone().unwrap_or_default();
         let argv = unit::command_line(&exec, &env);
+        let unset = unit::unset_references(&exec, &env);
         self.command = argv.clone();
         let Some((program, args)) = argv.split_first() else {
             self.event("failed: kubelet.service has no ExecStart=");
@@ -137,6 +138,7 @@ impl Kubelet {
         };
         // Logged before the fork, so it comes before the kubelet's own lines.
         self.journal(&[&format!("Started {}.", self.title())]);
+        let forked_at = crate::state::now();
         let spawned = Command::new(program)
             .args(args)
             .env_clear()
@@ -150,6 +152,24 @@ impl Kubelet {
                 // Reaped by node-init's waitpid(-1), like every child of init.
                 let pid = child.id() as i32;
                 self.main_pid = Some(pid);
+                // What systemd's forked child logs before exec, under the
+                // executable's name in parentheses.
+                let entries: Vec<Entry> = unset
+                    .iter()
+                    .map(|name| Entry {
+                        t: forked_at,
+                        boot: self.boot_id.clone(),
+                        unit: UNIT.into(),
+                        ident: "(kubelet)".into(),
+                        pid,
+                        message: format!(
+                            "{UNIT}: Referenced but unset environment variable evaluates to an empty string: {name}"
+                        ),
+                    })
+                    .collect();
+                if let Err(e) = journal::append(Path::new(journal::JOURNAL_FILE), &entries) {
+                    eprintln!("node-init {}: writing the journal: {e:#}", self.node);
+                }
                 self.write_state(UnitState {
                     active: "active".into(),
                     sub: "running".into(),

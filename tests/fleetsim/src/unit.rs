@@ -209,6 +209,26 @@ pub fn command_line(exec_start: &str, env: &[(String, String)]) -> Vec<String> {
     argv
 }
 
+/// Variables `exec_start` references that `env` does not set; systemd (since
+/// v254) logs each as `Referenced but unset environment variable evaluates
+/// to an empty string: NAME`.
+pub fn unset_references(exec_start: &str, env: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in words(exec_start) {
+        let name = word
+            .strip_prefix("${")
+            .and_then(|w| w.strip_suffix('}'))
+            .or_else(|| word.strip_prefix('$'));
+        if let Some(name) = name.filter(|n| !n.is_empty())
+            && !env.iter().any(|(k, _)| k == name)
+            && !out.iter().any(|o| o == name)
+        {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
 /// A unit's state as systemd would report it (`ActiveState`, `SubState`…).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnitState {
@@ -338,6 +358,12 @@ mod tests {
             err.starts_with("Failed to load environment files: /etc/nope: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn unset_variables_are_named() {
+        let env = vec![("A".to_string(), "1".to_string())];
+        assert_eq!(unset_references("/bin/x $A $B ${C} $B", &env), ["B", "C"]);
     }
 
     #[test]

@@ -91,7 +91,6 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
         .into_iter()
         .filter(|e| cli.units.contains(&e.unit))
         .collect();
-    entries.sort_by(|a, b| a.t.total_cmp(&b.t));
     if let Some(offset) = cli.boot {
         // Boots in the order they first appear; 0 is this one.
         let mut boots: Vec<String> = Vec::new();

@@ -70,6 +70,13 @@ fn the_kubelet_runs_as_a_service_and_says_so() {
         journal.contains("\"Kubelet version\" kubeletVersion=\"v1.34.2\""),
         "{journal}"
     );
+    // No /etc/sysconfig/kubelet: systemd says what it expanded to nothing.
+    assert!(
+        journal.contains(
+            "]: kubelet.service: Referenced but unset environment variable evaluates to an empty string: KUBELET_EXTRA_ARGS\n"
+        ) && journal.contains(" w-1 (kubelet)["),
+        "{journal}"
+    );
     assert_eq!(
         kubelet_events(&fleet, "w-1"),
         [("ok".into(), Some("v1.34.2".into()), Some("v1.34.2".into()))]
