@@ -90,17 +90,20 @@ impl Kubelet {
         }
         self.main_pid = None;
         let (code, status) = describe(wait_status);
-        self.journal(&[
-            &format!("{UNIT}: Main process exited, code={code}, status={status}"),
-            &format!(
-                "{UNIT}: Failed with result '{code_result}'.",
-                code_result = result_of(code)
-            ),
-        ]);
+        let result = result_of(code, &status);
+        if result == "success" {
+            self.journal(&[&format!("{UNIT}: Deactivated successfully.")]);
+        } else {
+            self.journal(&[
+                &format!("{UNIT}: Main process exited, code={code}, status={status}"),
+                &format!("{UNIT}: Failed with result '{result}'."),
+            ]);
+        }
         self.stopped_running(&format!(
             "main process exited, code={code}, status={status}"
         ));
-        self.schedule_restart(Some(status), result_of(code));
+        // Restart=always: a clean exit is restarted too.
+        self.schedule_restart(Some(status), result);
         true
     }
 
@@ -300,11 +303,12 @@ fn describe(wait_status: i32) -> (&'static str, String) {
     }
 }
 
-fn result_of(code: &str) -> &'static str {
-    if code == "exited" {
-        "exit-code"
-    } else {
-        "signal"
+/// systemd's `Result=` for how the main process ended.
+fn result_of(code: &str, status: &str) -> &'static str {
+    match code {
+        "exited" if status.starts_with("0/") => "success",
+        "exited" => "exit-code",
+        _ => "signal",
     }
 }
 
@@ -317,5 +321,8 @@ mod tests {
         assert_eq!(describe(1 << 8), ("exited", "1/FAILURE".to_string()));
         assert_eq!(describe(0), ("exited", "0/SUCCESS".to_string()));
         assert_eq!(describe(libc::SIGKILL), ("killed", "9/KILL".to_string()));
+        assert_eq!(result_of("exited", "1/FAILURE"), "exit-code");
+        assert_eq!(result_of("exited", "0/SUCCESS"), "success");
+        assert_eq!(result_of("killed", "9/KILL"), "signal");
     }
 }

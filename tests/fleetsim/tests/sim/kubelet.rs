@@ -214,3 +214,33 @@ fn a_control_plane_whose_kubelet_cannot_start_takes_the_api_down() {
             .api_up(fleetsim::state::now() + 3600.0)
     );
 }
+
+#[test]
+fn a_killed_kubelet_is_restarted_and_the_api_notices_in_between() {
+    let fleet = start(small(1).kubelet_restart(0.5));
+    fleet.wait_ready("w-1").unwrap();
+    run(
+        &fleet,
+        "w-1",
+        "root",
+        "kill -9 $(sed -n 's/.*\"main_pid\": \\([0-9]*\\).*/\\1/p' /run/fleetsim/units/kubelet.service.json)",
+    );
+    fleet
+        .wait_for("w-1's kubelet is gone", |c| {
+            c.nodes["w-1"].kubelet_running().is_none()
+        })
+        .unwrap();
+    let events = kubelet_events(&fleet, "w-1");
+    assert_eq!(
+        events.last().map(|e| e.0.as_str()),
+        Some("failed: main process exited, code=killed, status=9/KILL")
+    );
+    // Restart=always brings it back; the node is Ready again.
+    fleet.wait_ready("w-1").unwrap();
+    assert_eq!(kubelet_events(&fleet, "w-1").last().unwrap().0, "ok");
+    let journal = run(&fleet, "w-1", "root", "journalctl -u kubelet -b --no-pager");
+    assert!(
+        journal.contains("kubelet.service: Main process exited, code=killed, status=9/KILL\n"),
+        "{journal}"
+    );
+}
