@@ -143,21 +143,15 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         "server.go:530",
         &format!("\"Kubelet version\" kubeletVersion=\"{version}\""),
     );
-    let now = crate::state::now();
-    let static_pods = env.shared().update_cluster(|c| {
-        c.resource_version += 1;
-        let Some(n) = c.nodes.get_mut(&boot.name) else {
-            return Ok(None);
-        };
-        n.kubelet = Some(KubeletRun {
-            boot_id: boot.boot_id.clone(),
-            started_at: now,
-        });
-        n.kubelet_version = version.to_string();
-        Ok((n.role == Role::ControlPlane)
-            .then(|| n.control_plane_version.clone())
-            .flatten())
-    })?;
+    // On the record before the status is posted, so whoever waits for the
+    // node (or its API server) finds the events already in the log.
+    let static_pods = env
+        .shared()
+        .cluster()?
+        .nodes
+        .get(&boot.name)
+        .filter(|n| n.role == Role::ControlPlane)
+        .and_then(|n| n.control_plane_version.clone());
     log(env, &boot, 'I', "kubelet.go:1650", "\"Started kubelet\"");
     record(env, &boot, "ok", Some(version), stamp);
     if let Some(pods) = static_pods {
@@ -172,6 +166,18 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         };
         record_event(env, &event);
     }
+    let now = crate::state::now();
+    env.shared().update_cluster(|c| {
+        if let Some(n) = c.nodes.get_mut(&boot.name) {
+            n.kubelet = Some(KubeletRun {
+                boot_id: boot.boot_id.clone(),
+                started_at: now,
+            });
+            n.kubelet_version = version.to_string();
+            c.resource_version += 1;
+        }
+        Ok(())
+    })?;
     Ok(0)
 }
 

@@ -84,10 +84,15 @@ fn the_old_order_crashes_the_kubelet_and_the_checks_say_so() {
             })
         })
         .unwrap();
-    let out = fleet
-        .ssh("cp-1", "root", "systemctl is-active kubelet")
-        .unwrap();
-    assert_ne!(stdout(&out), "active\n");
+    // Waiting for its next restart (checked in one go: each restart makes
+    // it `active` for a moment).
+    wait_output(
+        &fleet,
+        "cp-1",
+        "root",
+        "systemctl is-active kubelet; echo \"exit $?\"",
+        "activating\nexit 3\n",
+    );
     // The booted image's kubeadm is the new one, but the API it needs is gone:
     // the only control plane's static pods never started.
     let out = fleet
