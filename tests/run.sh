@@ -2,7 +2,8 @@
 # The test command (README, CI): installs what the tests need on a fresh
 # Debian 12 machine (run as root), then checks formatting and lints and runs
 # every test. The integration tests start real OpenSSH servers in namespaces,
-# so they need root, sshd, ssh, ssh-keygen, ssh-agent, sudo and unshare.
+# so they need root, sshd, ssh, ssh-keygen, ssh-agent, sudo, unshare and
+# mksquashfs (the nodes boot real sysext images).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
@@ -14,6 +15,8 @@ command -v sudo >/dev/null || missing+=(sudo)
 # fleetctl reads the extension hub's SHA256SUMS through a node with curl (Flatcar has it).
 command -v curl >/dev/null || missing+=(curl)
 command -v unshare >/dev/null || missing+=(util-linux)
+# Every simulated node loop-mounts a squashfs sysext image built with mksquashfs.
+command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"
     apt-get update -qq

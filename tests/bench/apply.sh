@@ -39,6 +39,12 @@ die() { printf 'bench/apply: %s\n' "$*" >&2; exit 1; }
 [[ $workers =~ ^[0-9]+$ ]] || die "WORKERS must be a number, not \`$workers\`"
 [[ $user =~ ^(core|root)$ ]] || die "SSH_USER must be core or root (the simulated nodes have no others)"
 
+# The simulated nodes boot squashfs sysext images (docs/simulator.md, "Images").
+if ! command -v mksquashfs >/dev/null; then
+    echo "==> installing squashfs-tools" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq squashfs-tools >/dev/null
+fi
+
 if [ -z "${NO_BUILD:-}" ]; then
     echo "==> cargo build --release --workspace --bins" >&2
     cargo build -q --release --workspace --bins || die "the release build failed"

@@ -21,6 +21,12 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1 10 50)
 [ "$runs" -ge 1 ] || { echo "status.sh: RUNS must be at least 1" >&2; exit 2; }
 
+# The simulated nodes boot squashfs sysext images (docs/simulator.md, "Images").
+if ! command -v mksquashfs >/dev/null; then
+    echo "==> installing squashfs-tools" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq squashfs-tools >/dev/null
+fi
+
 cargo build -q --release -p fleetctl --bin fleetctl
 cargo build -q -p fleetsim --bin fleetsim
 fleetctl=$PWD/target/release/fleetctl

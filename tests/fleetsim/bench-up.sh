@@ -9,6 +9,12 @@ nodes=${1:-6}
 runs=${2:-3}
 [ "$nodes" -ge 1 ] || { echo "bench-up: NODES must be at least 1" >&2; exit 2; }
 
+# The simulated nodes boot squashfs sysext images (docs/simulator.md, "Images").
+if ! command -v mksquashfs >/dev/null; then
+    echo "==> installing squashfs-tools" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq squashfs-tools >/dev/null
+fi
+
 cargo build -q -p fleetsim
 now() { date +%s.%N; }
 

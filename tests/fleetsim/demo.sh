@@ -25,8 +25,9 @@ missing=()
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v sudo >/dev/null || missing+=(sudo)
 command -v curl >/dev/null || missing+=(curl)
+command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
 if [ ${#missing[@]} -gt 0 ]; then
-    say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server)"
+    say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server and boot squashfs images)"
     apt-get update -qq || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || die "apt-get install ${missing[*]} failed"
 fi

@@ -1,8 +1,9 @@
 //! What changes between two boots of a node, applied by the supervisor while
-//! the node is down: the staged kubernetes sysext becomes the running one,
-//! a staged Flatcar update becomes the running OS, and the boot id is new.
+//! the node is down: a staged Flatcar update becomes the running OS, and the
+//! boot id is new. The kubernetes sysext is merged by node-init inside the
+//! booting node (`crate::merge`), from whatever the symlink points at then.
 //! This is the "staged is not running" rule in code: nothing inside a
-//! running node changes what it runs; only this step, at boot, does.
+//! running node changes what it runs; only a boot does.
 
 use std::fs;
 use std::path::Path;
@@ -10,38 +11,41 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::layout::FleetDir;
-use crate::provision::{Disk, staged_version, write_os_release};
+use crate::provision::{Disk, IMAGES_DIR, write_os_release};
 use crate::scenario::{NodeSpec, Scenario};
 use crate::state::{NodeBoot, OS_UPDATE_FILE, OsUpdate, now};
 
-/// The record of a node's first boot: what the scenario says it runs.
+/// The record of a node's first boot. `kubernetes` stays empty until
+/// node-init has merged the image (see [`set_kubernetes`]).
 pub fn first_boot(scenario: &Scenario, spec: &NodeSpec) -> Result<NodeBoot> {
     Ok(NodeBoot {
         name: spec.name.clone(),
         role: spec.role,
         boot_id: crate::provision::new_boot_id()?,
-        kubernetes: scenario.running(spec)?.to_string(),
+        kubernetes: String::new(),
         os: scenario.os(spec),
         booted_at: now(),
     })
 }
 
+/// The image a node's first boot merges: the scenario's running version,
+/// whatever the symlink already points at.
+pub fn first_image(scenario: &Scenario, spec: &NodeSpec) -> Result<String> {
+    Ok(format!(
+        "{IMAGES_DIR}/{}",
+        scenario.running(spec)?.image_name()
+    ))
+}
+
 /// The record of the boot after `previous`, with the disk changes it
-/// implies applied. The notes say what the boot could not do (e.g. a
-/// dangling sysext symlink keeps the previous version), for the event log.
+/// implies applied. The notes say what the boot could not do (a staged OS
+/// update that does not parse keeps the previous OS), for the event log.
 pub fn next_boot(fleet: &FleetDir, previous: &NodeBoot) -> Result<(NodeBoot, Vec<String>)> {
     let disk = Disk {
         fleet,
         node: &previous.name,
     };
     let mut notes = Vec::new();
-    let kubernetes = match staged_version(&disk) {
-        Ok(v) => v.to_string(),
-        Err(e) => {
-            notes.push(format!("kept kubernetes {}: {e:#}", previous.kubernetes));
-            previous.kubernetes.clone()
-        }
-    };
     let os = match apply_os_update(&disk) {
         Ok(Some(v)) => v,
         Ok(None) => previous.os.clone(),
@@ -54,11 +58,22 @@ pub fn next_boot(fleet: &FleetDir, previous: &NodeBoot) -> Result<(NodeBoot, Vec
         name: previous.name.clone(),
         role: previous.role,
         boot_id: crate::provision::new_boot_id()?,
-        kubernetes,
+        kubernetes: String::new(),
         os,
         booted_at: now(),
     };
     Ok((boot, notes))
+}
+
+/// Fills in the version node-init merged (empty: nothing merged). Runs
+/// inside the booting node before the record is bound read-only.
+pub fn set_kubernetes(node_json: &Path, version: &str) -> Result<()> {
+    let bytes = fs::read(node_json).with_context(|| format!("reading {}", node_json.display()))?;
+    let mut boot: NodeBoot = serde_json::from_slice(&bytes)
+        .with_context(|| format!("parsing {}", node_json.display()))?;
+    boot.kubernetes = version.to_string();
+    let json = serde_json::to_vec_pretty(&boot).context("serializing the boot record")?;
+    replace(node_json, &json)
 }
 
 /// Switches /usr to the staged Flatcar version (as the A/B partition swap

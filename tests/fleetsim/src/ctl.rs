@@ -18,6 +18,8 @@ fleetsim ctl --dir DIR COMMAND
   hub-down | hub-up      the extension hub answers 503 / serves again
   publish vX.Y.Z         add an image to the hub (SHA256SUMS follows)
   fail-upgrade-apply N   the next N `kubeadm upgrade apply` calls fail
+  fail-upgrade-node NODE the next `kubeadm upgrade node` on NODE fails
+  power-cycle NODE       NODE loses power: killed at once, then boots what is staged
   pdb-block NODE         a PodDisruptionBudget blocks draining NODE
   pdb-unblock NODE       drains of NODE succeed again
   slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)";
@@ -31,6 +33,8 @@ pub enum Ctl {
     HubUp,
     Publish(Version),
     FailUpgradeApply(u32),
+    FailUpgradeNode(String),
+    PowerCycle(String),
     PdbBlock(String),
     PdbUnblock(String),
     SlowBoot(String, f64),
@@ -48,6 +52,8 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
             n.parse()
                 .with_context(|| format!("fail-upgrade-apply: `{n}` is not a count"))?,
         ),
+        ["fail-upgrade-node", n] => Ctl::FailUpgradeNode(n.to_string()),
+        ["power-cycle", n] => Ctl::PowerCycle(n.to_string()),
         ["pdb-block", n] => Ctl::PdbBlock(n.to_string()),
         ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
         ["slow-boot", n, s] => {
@@ -69,8 +75,16 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
         check_node(&shared, node)?;
     }
     let message = match ctl {
+        Ctl::PowerCycle(node) => {
+            // The supervisor's node thread watches for this file and pulls
+            // the plug; a node that is down already ignores it.
+            let path = fleet.power_cycle_request(node);
+            std::fs::write(&path, b"").with_context(|| format!("writing {}", path.display()))?;
+            format!("{node} loses power")
+        }
         Ctl::Publish(v) => {
-            if crate::hub::publish(&fleet.hub(), v)? {
+            let cache = crate::image::Cache::default_location()?;
+            if crate::hub::publish(&fleet.hub(), &cache, v)? {
                 format!("published {}", v.image_name())
             } else {
                 format!("the hub already serves {}", v.image_name())
@@ -89,6 +103,7 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
         argv: full,
         result: "ok".into(),
         pins: Vec::new(),
+        ..Default::default()
     })?;
     Ok(message)
 }
@@ -97,6 +112,8 @@ fn ctl_node(ctl: &Ctl) -> Option<&str> {
     match ctl {
         Ctl::Hang(n)
         | Ctl::Release(n)
+        | Ctl::FailUpgradeNode(n)
+        | Ctl::PowerCycle(n)
         | Ctl::PdbBlock(n)
         | Ctl::PdbUnblock(n)
         | Ctl::SlowBoot(n, _) => Some(n),
@@ -132,6 +149,7 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::HubDown => f.hub_down = true,
         Ctl::HubUp => f.hub_down = false,
         Ctl::FailUpgradeApply(k) => f.fail_upgrade_apply = *k,
+        Ctl::FailUpgradeNode(n) => add(&mut f.fail_upgrade_node, n),
         Ctl::PdbBlock(n) => add(&mut f.pdb_block, n),
         Ctl::PdbUnblock(n) => f.pdb_block.retain(|x| x != n),
         Ctl::SlowBoot(n, s) if *s == 0.0 => {
@@ -140,18 +158,25 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::SlowBoot(n, s) => {
             f.slow_boot.insert(n.clone(), *s);
         }
-        Ctl::Publish(_) => {}
+        Ctl::Publish(_) | Ctl::PowerCycle(_) => {}
     }
 }
 
-/// The event log for humans: seconds since the first event, node, argv, result.
+/// The event log for humans: seconds since the first event, node, argv,
+/// result, and the version involved (and a kubelet's config) if any.
 pub fn format_events(events: &[Event]) -> String {
     let start = events.first().map(|e| e.t).unwrap_or(0.0);
     let mut out = String::new();
     for e in events {
+        let extra = match (&e.version, &e.config) {
+            (Some(v), Some(c)) => format!("  [{v}, config by kubeadm {c}]"),
+            (Some(v), None) => format!("  [{v}]"),
+            (None, Some(c)) => format!("  [config by kubeadm {c}]"),
+            (None, None) => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:>8.3}  {:<12} {}  → {}",
+            "{:>8.3}  {:<12} {}  → {}{extra}",
             e.t - start,
             e.node,
             e.argv.join(" "),
@@ -182,6 +207,14 @@ mod tests {
             Ctl::FailUpgradeApply(2)
         );
         assert_eq!(
+            parse(&args("fail-upgrade-node w-1")).unwrap(),
+            Ctl::FailUpgradeNode("w-1".into())
+        );
+        assert_eq!(
+            parse(&args("power-cycle cp-1")).unwrap(),
+            Ctl::PowerCycle("cp-1".into())
+        );
+        assert_eq!(
             parse(&args("slow-boot w-2 1.5")).unwrap(),
             Ctl::SlowBoot("w-2".into(), 1.5)
         );
@@ -198,6 +231,32 @@ mod tests {
     }
 
     #[test]
+    fn events_read_with_their_versions() {
+        let events = [
+            Event {
+                t: 10.0,
+                node: "cp-1".into(),
+                argv: vec!["(kubelet)".into()],
+                result: "ok".into(),
+                version: Some("v1.35.3".into()),
+                config: Some("v1.35.3".into()),
+                ..Default::default()
+            },
+            Event {
+                t: 10.5,
+                node: "cp-1".into(),
+                argv: vec!["reboot".into()],
+                result: "ok".into(),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            format_events(&events),
+            "   0.000  cp-1         (kubelet)  → ok  [v1.35.3, config by kubeadm v1.35.3]\n   0.500  cp-1         reboot  → ok\n"
+        );
+    }
+
+    #[test]
     fn faults_flip_and_reset() {
         let mut f = Faults::default();
         apply(&mut f, &Ctl::Hang("w-1".into()));
@@ -209,6 +268,9 @@ mod tests {
         assert_eq!(f.slow_boot.get("w-2"), Some(&2.0));
         apply(&mut f, &Ctl::SlowBoot("w-2".into(), 0.0));
         assert!(f.slow_boot.is_empty());
+        apply(&mut f, &Ctl::FailUpgradeNode("w-1".into()));
+        apply(&mut f, &Ctl::FailUpgradeNode("w-1".into()));
+        assert_eq!(f.fail_upgrade_node, ["w-1"]);
         apply(&mut f, &Ctl::HubDown);
         assert!(f.hub_down);
         apply(&mut f, &Ctl::HubUp);

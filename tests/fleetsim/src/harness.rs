@@ -80,7 +80,7 @@ impl Scenario {
                 nodes: Vec::new(),
             },
         };
-        started.wait_ready(self.nodes.len())?;
+        started.wait_fleet_ready(self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
     }
@@ -118,7 +118,7 @@ fn make_temp_dir() -> Result<PathBuf> {
 }
 
 impl Fleet {
-    fn wait_ready(&mut self, nodes: usize) -> Result<()> {
+    fn wait_fleet_ready(&mut self, nodes: usize) -> Result<()> {
         let timeout = Duration::from_secs(30) + Duration::from_millis(200 * nodes as u64);
         let deadline = Instant::now() + timeout;
         loop {
@@ -256,7 +256,21 @@ impl Fleet {
 
     /// Adds an image to the hub, as `fleetsim ctl publish` does.
     pub fn publish(&self, version: &str) -> Result<()> {
-        crate::hub::publish(&self.fleet.hub(), &Version::parse(version)?)?;
+        let cache = crate::image::Cache::default_location()?;
+        crate::hub::publish(&self.fleet.hub(), &cache, &Version::parse(version)?)?;
+        Ok(())
+    }
+
+    /// Pulls `node`'s plug, as `fleetsim ctl power-cycle` does: node-init is
+    /// killed outright and the node boots again with whatever is staged.
+    /// Returns once the request is filed; `wait_rebooted` follows it.
+    pub fn power_cycle(&self, node: &str) -> Result<()> {
+        let argv = ["power-cycle".to_string(), node.to_string()];
+        crate::ctl::run(
+            &self.fleet,
+            &crate::ctl::Ctl::PowerCycle(node.into()),
+            &argv,
+        )?;
         Ok(())
     }
 
@@ -267,9 +281,7 @@ impl Fleet {
 
     /// The node's current boot record, read on the host.
     pub fn boot(&self, node: &str) -> Result<NodeBoot> {
-        let path = self.fleet.node_json(node);
-        let bytes = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+        read_boot(&self.fleet, node)
     }
 
     /// Polls `check` against cluster.json until it holds or [`WAIT`] passes.
@@ -291,6 +303,15 @@ impl Fleet {
     pub fn wait_up(&self, node: &str) -> Result<()> {
         self.wait_for(&format!("{node} is up"), |c| {
             c.nodes.get(node).is_some_and(|n| n.up)
+        })?;
+        Ok(())
+    }
+
+    /// Waits until `node` is Ready: up, its kubelet started this boot and
+    /// `kubelet_delay` passed.
+    pub fn wait_ready(&self, node: &str) -> Result<()> {
+        self.wait_for(&format!("{node} is Ready"), |c| {
+            c.node_ready(node, crate::state::now())
         })?;
         Ok(())
     }
@@ -372,6 +393,13 @@ impl Drop for Fleet {
     }
 }
 
+/// A node's current boot record (`DIR/nodes/<node>/node.json`).
+pub fn read_boot(fleet: &FleetDir, node: &str) -> Result<NodeBoot> {
+    let path = fleet.node_json(node);
+    let bytes = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+}
+
 /// A process, identified so that a reused pid is not mistaken for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proc {
@@ -442,6 +470,84 @@ fn pid_namespace(pid: u32) -> Option<String> {
     fs::read_link(format!("/proc/{pid}/ns/pid"))
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// A loop device and the inode of the file behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopDevice {
+    pub name: String,
+    pub inode: u64,
+}
+
+/// Loop devices backed by an image on the node disks of the fleet in `dir`.
+/// Inside a node the backing file's path is the node's own (`/opt/…`), the
+/// same for every node and fleet, so they are told apart by inode.
+pub fn fleet_loop_devices(dir: &Path) -> Result<Vec<LoopDevice>> {
+    let mut inodes = std::collections::BTreeSet::new();
+    let nodes = dir.join("nodes");
+    for node in fs::read_dir(&nodes).with_context(|| format!("listing {}", nodes.display()))? {
+        let disk = node.context("listing the nodes")?.path().join("upper");
+        collect_images(&disk, &mut inodes);
+    }
+    Ok(loop_devices()?
+        .into_iter()
+        .filter(|d| inodes.contains(&d.inode))
+        .collect())
+}
+
+/// Those of `devices` still attached (same name, same backing inode).
+pub fn still_attached(devices: &[LoopDevice]) -> Result<Vec<LoopDevice>> {
+    let now = loop_devices()?;
+    Ok(devices
+        .iter()
+        .filter(|d| now.contains(d))
+        .cloned()
+        .collect())
+}
+
+fn collect_images(dir: &Path, inodes: &mut std::collections::BTreeSet<u64>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let Ok(meta) = fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if meta.is_dir() {
+            collect_images(&e.path(), inodes);
+        } else if meta.is_file() && e.path().extension().is_some_and(|x| x == "raw") {
+            inodes.insert(meta.ino());
+        }
+    }
+}
+
+fn loop_devices() -> Result<Vec<LoopDevice>> {
+    let out = Command::new("losetup")
+        .args(["--list", "--json", "-O", "NAME,BACK-INO"])
+        .output()
+        .context("running losetup")?;
+    if !out.status.success() {
+        bail!(
+            "losetup --list: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("parsing losetup --json")?;
+    let devices = doc["loopdevices"].as_array().cloned().unwrap_or_default();
+    Ok(devices
+        .iter()
+        .filter_map(|d| {
+            Some(LoopDevice {
+                name: d["name"].as_str()?.to_string(),
+                inode: d["back-ino"].as_u64()?,
+            })
+        })
+        .collect())
 }
 
 /// Lines of the host's mount table that mention `dir`.

@@ -1,6 +1,7 @@
 //! The extension hub: a tiny HTTP/1.1 server on loopback standing in for
-//! extensions.flatcar.org. It serves `kubernetes/SHA256SUMS` and small
-//! `kubernetes-vX.Y.Z-x86-64.raw` images straight from `DIR/hub`, so
+//! extensions.flatcar.org. It serves `kubernetes/SHA256SUMS` and the
+//! `kubernetes-vX.Y.Z-x86-64.raw` squashfs images (`crate::image`) straight
+//! from `DIR/hub`, so
 //! `fleetsim ctl publish` (another process) only has to write files. No
 //! framework: GET and HEAD of static files is all sysupdate needs, and a
 //! hand-written server makes "the hub is down" a one-line fault.
@@ -16,24 +17,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
+use crate::image::{self, Cache};
 use crate::state::Shared;
 use crate::version::Version;
 
-/// Images are this many bytes: big enough to be a real download, small
-/// enough that 50 nodes × several images cost nothing.
-const IMAGE_SIZE: usize = 4096;
+/// The longest request head the hub reads before giving up on a client.
 const MAX_HEAD: usize = 16 * 1024;
-
-/// The bytes of the image for `version`: a readable header naming the
-/// component and version, padded. Deterministic, so the copy a node starts
-/// with and the hub's copy have the same checksum.
-pub fn image_bytes(version: &Version) -> Vec<u8> {
-    let mut b =
-        format!("fleetsim sysext image\ncomponent: kubernetes\nversion: {version}\narch: x86-64\n")
-            .into_bytes();
-    b.resize(IMAGE_SIZE, 0);
-    b
-}
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -70,19 +59,20 @@ impl HubLock {
     }
 }
 
-/// Writes every image of `versions` and a matching SHA256SUMS.
-pub fn populate(root: &Path, versions: &[Version]) -> Result<()> {
+/// Writes every image of `versions` (from `cache`) and a matching SHA256SUMS.
+pub fn populate(root: &Path, cache: &Cache, versions: &[Version]) -> Result<()> {
     let dir = component_dir(root);
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let built = cache.images(versions)?;
     let _lock = HubLock::take(root)?;
-    for v in versions {
-        write_image(&dir, v)?;
+    for (v, cached) in versions.iter().zip(&built) {
+        image::copy_to(cached, &dir.join(v.image_name()))?;
     }
     write_sums(&dir)
 }
 
 /// Adds one image mid-run; returns false when the hub already had it.
-pub fn publish(root: &Path, version: &Version) -> Result<bool> {
+pub fn publish(root: &Path, cache: &Cache, version: &Version) -> Result<bool> {
     let dir = component_dir(root);
     if !dir.is_dir() {
         bail!(
@@ -90,18 +80,18 @@ pub fn publish(root: &Path, version: &Version) -> Result<bool> {
             dir.display()
         );
     }
+    let cached = cache.image(version)?;
     let _lock = HubLock::take(root)?;
-    if dir.join(version.image_name()).exists() {
+    let path = dir.join(version.image_name());
+    if path.exists() {
         return Ok(false);
     }
-    write_image(&dir, version)?;
+    // Under a hidden name first: the hub never serves half an image.
+    let tmp = dir.join(format!(".{}.tmp", version.image_name()));
+    image::copy_to(&cached, &tmp)?;
+    fs::rename(&tmp, &path).with_context(|| format!("renaming into {}", path.display()))?;
     write_sums(&dir)?;
     Ok(true)
-}
-
-fn write_image(dir: &Path, v: &Version) -> Result<()> {
-    let path = dir.join(v.image_name());
-    fs::write(&path, image_bytes(v)).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `<sha256>  <file>` per image, sorted by file name as `sha256sum *` would.
@@ -110,7 +100,7 @@ fn write_sums(dir: &Path) -> Result<()> {
         .with_context(|| format!("listing {}", dir.display()))?
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".raw"))
+        .filter(|n| n.ends_with(".raw") && !n.starts_with('.'))
         .collect();
     names.sort();
     let mut text = String::new();
@@ -346,13 +336,16 @@ mod tests {
     }
 
     #[test]
-    fn images_name_their_version_and_sums_match() {
+    fn images_carry_their_version_and_sums_match() {
         let dir = std::env::temp_dir().join(format!("fleetsim-hub-unit-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(cache_dir.path()).unwrap();
         let v = Version::parse("v1.35.1").unwrap();
-        populate(&dir, &[v]).unwrap();
-        let image = fs::read(dir.join("kubernetes/kubernetes-v1.35.1-x86-64.raw")).unwrap();
-        assert!(String::from_utf8_lossy(&image).contains("version: v1.35.1"));
+        populate(&dir, &cache, &[v]).unwrap();
+        let path = dir.join("kubernetes/kubernetes-v1.35.1-x86-64.raw");
+        assert_eq!(image::version_of(&path).unwrap(), v);
+        let image = fs::read(&path).unwrap();
         let sums = fs::read_to_string(dir.join("kubernetes/SHA256SUMS")).unwrap();
         assert_eq!(
             sums,
@@ -360,9 +353,9 @@ mod tests {
         );
 
         let newer = Version::parse("v1.35.10").unwrap();
-        assert!(publish(&dir, &newer).unwrap());
+        assert!(publish(&dir, &cache, &newer).unwrap());
         assert!(
-            !publish(&dir, &newer).unwrap(),
+            !publish(&dir, &cache, &newer).unwrap(),
             "publishing twice is a no-op"
         );
         let sums = fs::read_to_string(dir.join("kubernetes/SHA256SUMS")).unwrap();

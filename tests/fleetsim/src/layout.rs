@@ -8,13 +8,17 @@ use std::path::{Path, PathBuf};
 /// layer is the host's directory and whose upper layer is the node's "disk".
 pub const OVERLAID: [&str; 6] = ["usr", "etc", "opt", "var", "root", "home"];
 
-/// Where the multi-call binary is hard-linked inside every node, relative to `/`.
-pub const TOOL_LINKS: [&str; 9] = [
-    "usr/bin/kubelet",
-    "usr/bin/kubeadm",
-    "usr/bin/kubectl",
+/// Where the multi-call binary is hard-linked inside every node, relative to
+/// `/`. kubelet, kubeadm and kubectl are not here: they come from the
+/// kubernetes sysext merged at boot, whose wrappers run the
+/// `usr/lib/fleetsim/` links.
+pub const TOOL_LINKS: [&str; 10] = [
+    "usr/lib/fleetsim/kubelet",
+    "usr/lib/fleetsim/kubeadm",
+    "usr/lib/fleetsim/kubectl",
     "usr/bin/update_engine_client",
     "usr/bin/systemctl",
+    "usr/bin/journalctl",
     "usr/bin/systemd-sysext",
     "usr/lib/systemd/systemd-sysupdate",
     "usr/sbin/reboot",
@@ -127,6 +131,18 @@ impl FleetDir {
     /// What node-init needs to know to boot the node (see `node_init::InitConfig`).
     pub fn init_json(&self, name: &str) -> PathBuf {
         self.node(name).join("init.json")
+    }
+
+    /// Where node-init mounts the sysext image before overlaying /usr with it
+    /// (inside the node's mount namespace only; detached once merged).
+    pub fn sysext_staging(&self, name: &str) -> PathBuf {
+        self.node(name).join("sysext")
+    }
+
+    /// Exists while `fleetsim ctl power-cycle` waits for the supervisor to
+    /// pull the node's plug.
+    pub fn power_cycle_request(&self, name: &str) -> PathBuf {
+        self.node(name).join("power-cycle")
     }
 
     /// node-init's and sshd's stderr, across every boot.

@@ -2,22 +2,30 @@
 //! Every node is a real OpenSSH `sshd` in its own mount, PID and UTS
 //! namespace; see docs/simulator.md.
 
+pub mod accounts;
 pub mod boot;
 pub mod ctl;
 pub mod harness;
 pub mod hub;
+pub mod image;
+pub mod invariants;
 pub mod inventory;
+pub mod journal;
+pub mod kubelet_files;
 pub mod layout;
+pub mod merge;
 pub mod net;
 pub mod node_init;
 pub mod pins;
 pub mod power;
 pub mod provision;
 pub mod scenario;
+pub mod service;
 pub mod sig;
 pub mod state;
 pub mod supervisor;
 pub mod tools;
+pub mod unit;
 pub mod version;
 
 pub use harness::Fleet;

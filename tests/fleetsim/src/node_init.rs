@@ -3,8 +3,9 @@
 //! here exists only in the node's mount namespace and nothing can leak onto
 //! the host. It assembles the node's filesystem (one overlay per top-level
 //! directory the node changes, fresh /run and /tmp, the shared cluster dir,
-//! the boot record and boot id), starts sshd, reaps orphans, and exits on
-//! SIGTERM. Its exit *is* the reboot: when a PID namespace's init dies the
+//! the boot record and boot id), merges the kubernetes sysext into /usr
+//! (`crate::merge`), records the `(boot)`, starts sshd, reaps orphans, and
+//! exits on SIGTERM. Its exit *is* the reboot: when a PID namespace's init dies the
 //! kernel kills every process in it, so SSH sessions drop for real.
 
 use std::ffi::CString;
@@ -18,7 +19,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{FleetDir, OVERLAID, SSHD_CONFIG};
-use crate::state::{CLUSTER_DIR, NODE_FILE};
+use crate::merge::Merged;
+use crate::provision::SYSUPDATE_DIR;
+use crate::service::Kubelet;
+use crate::state::{CLUSTER_DIR, Event, NODE_FILE, Shared};
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
@@ -30,6 +34,22 @@ pub struct InitConfig {
     /// Create `/run/reboot-required` at this boot (a reboot was already
     /// pending when the scenario begins).
     pub reboot_required: bool,
+    /// The image to merge instead of what `/etc/extensions/kubernetes.raw`
+    /// points at: set for the first boot, which runs what the scenario says
+    /// runs even when the link already points at a staged image.
+    #[serde(default)]
+    pub sysext_image: Option<String>,
+    /// What the supervisor could not do before this boot (e.g. apply a
+    /// staged OS update), for the `(boot)` event.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Seconds between a failed kubelet and its next start (RestartSec).
+    #[serde(default = "default_restart")]
+    pub kubelet_restart: f64,
+}
+
+fn default_restart() -> f64 {
+    10.0
 }
 
 pub fn run(dir: &Path, name: &str) -> Result<()> {
@@ -43,11 +63,17 @@ pub fn run(dir: &Path, name: &str) -> Result<()> {
     let config = read_config(&fleet, name)?;
     crate::sig::block(true)?;
     set_hostname(&config.name)?;
-    mount_filesystems(&fleet, name)?;
+    let merged = mount_filesystems(&fleet, name, &config)?;
     prepare_run(&config)?;
+    record_boot(&config, &merged);
     let sshd = start_sshd()?;
     eprintln!("node-init {name}: up, sshd pid {sshd}");
-    supervise(name, sshd);
+    let boot_id = fs::read_to_string(BOOT_ID)
+        .map(|s| s.trim().to_string())
+        .with_context(|| format!("reading {BOOT_ID}"))?;
+    let restart = Duration::from_secs_f64(config.kubelet_restart.max(0.0));
+    let kubelet = Kubelet::boot(name, &boot_id, restart);
+    supervise(name, sshd, kubelet);
     eprintln!("node-init {name}: going down");
     Ok(())
 }
@@ -115,8 +141,9 @@ fn bind(src: &Path, target: &str, read_only: bool) -> Result<()> {
 }
 
 /// Everything that refers to the state directory is mounted before /tmp is
-/// replaced, because the state directory usually lives under /tmp.
-fn mount_filesystems(fleet: &FleetDir, name: &str) -> Result<()> {
+/// replaced, because the state directory usually lives under /tmp. /run
+/// comes first: the loop mount of the sysext image records itself there.
+fn mount_filesystems(fleet: &FleetDir, name: &str, config: &InitConfig) -> Result<Merged> {
     for top in OVERLAID {
         let options = format!(
             "lowerdir=/{top},upperdir={},workdir={}",
@@ -132,12 +159,41 @@ fn mount_filesystems(fleet: &FleetDir, name: &str) -> Result<()> {
         )?;
     }
     bind(&fleet.cluster(), CLUSTER_DIR, false)?;
-    bind(&fleet.node_json(name), NODE_FILE, true)?;
-    bind(&fleet.boot_id(name), BOOT_ID, true)?;
     let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
     mount("tmpfs", "/run", Some("tmpfs"), nosuid, Some("mode=0755"))?;
+    let merged = crate::merge::merge(&fleet.sysext_staging(name), config.sysext_image.as_deref());
+    // The boot record names what was merged; it is read-only from here on.
+    let kubernetes = merged.version.map(|v| v.to_string()).unwrap_or_default();
+    crate::boot::set_kubernetes(&fleet.node_json(name), &kubernetes)?;
+    bind(&fleet.node_json(name), NODE_FILE, true)?;
+    bind(&fleet.boot_id(name), BOOT_ID, true)?;
     mount("tmpfs", "/tmp", Some("tmpfs"), nosuid, Some("mode=1777"))?;
-    Ok(())
+    Ok(merged)
+}
+
+/// The `(boot)` event, before sshd (and, later, the kubelet) starts, so
+/// everything else this boot does comes after it in the log. Its version is
+/// the kubelet the boot merged.
+fn record_boot(config: &InitConfig, merged: &Merged) {
+    let notes: Vec<&String> = config.notes.iter().chain(&merged.notes).collect();
+    let result = if notes.is_empty() {
+        "ok".to_string()
+    } else {
+        let text: Vec<&str> = notes.iter().map(|n| n.as_str()).collect();
+        format!("warning: {}", text.join("; "))
+    };
+    let event = Event {
+        t: crate::state::now(),
+        node: config.name.clone(),
+        argv: vec!["(boot)".into()],
+        result,
+        pins: crate::pins::kubernetes_pins(Path::new(SYSUPDATE_DIR)),
+        version: merged.version.map(|v| v.to_string()),
+        ..Default::default()
+    };
+    if let Err(e) = Shared::in_node().record(&event) {
+        eprintln!("node-init {}: recording (boot): {e:#}", config.name);
+    }
 }
 
 fn prepare_run(config: &InitConfig) -> Result<()> {
@@ -162,24 +218,30 @@ fn start_sshd() -> Result<i32> {
     Ok(child.id() as i32)
 }
 
-/// Reaps children until asked to stop. Returns on SIGTERM, SIGINT or SIGHUP.
-fn supervise(name: &str, sshd: i32) {
+/// Reaps children and restarts a failed kubelet when due, until asked to
+/// stop. Returns on SIGTERM, SIGINT or SIGHUP.
+fn supervise(name: &str, sshd: i32, mut kubelet: Kubelet) {
     loop {
-        match crate::sig::wait(true, Duration::from_secs(3600)) {
-            Some(libc::SIGCHLD) => reap(name, sshd),
+        let timeout = kubelet.next_timeout().unwrap_or(Duration::from_secs(3600));
+        match crate::sig::wait(true, timeout) {
+            Some(libc::SIGCHLD) => reap(name, sshd, &mut kubelet),
             Some(_) => return,
             None => {}
         }
+        kubelet.tick();
     }
 }
 
-fn reap(name: &str, sshd: i32) {
+fn reap(name: &str, sshd: i32, kubelet: &mut Kubelet) {
     loop {
         let mut status = 0;
         // SAFETY: WNOHANG poll of any child; `status` is a valid out pointer.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return;
+        }
+        if kubelet.reaped(pid, status) {
+            continue;
         }
         if pid == sshd {
             eprintln!(

@@ -127,6 +127,7 @@ fn record(argv: &[String], result: &str) {
         argv: argv.to_vec(),
         result: result.into(),
         pins: crate::pins::kubernetes_pins(Path::new(SYSUPDATE_DIR)),
+        ..Default::default()
     };
     if let Err(e) = Shared::in_node().record(&event) {
         eprintln!("fleetsim: could not record {}: {e:#}", argv.join(" "));

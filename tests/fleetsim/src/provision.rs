@@ -12,14 +12,16 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::hub;
+use crate::accounts::{self, AccountFile, Displaced};
+use crate::image::{self, Cache};
+use crate::kubelet_files;
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
 use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
 use crate::version::{Minor, Version};
 
 /// Flatcar's admin user.
-pub const CORE_UID: u32 = 500;
+pub const CORE_UID: u32 = accounts::CORE_ID;
 /// Where sysupdate keeps kubernetes images on a node.
 pub const IMAGES_DIR: &str = "/opt/extensions/kubernetes";
 /// The symlink systemd-sysext merges at boot.
@@ -111,6 +113,7 @@ pub fn provision(
     plan: &NodePlan,
     hub_url: &str,
     authorized_key: &str,
+    cache: &Cache,
 ) -> Result<()> {
     let name = plan.spec.name.as_str();
     create_layers(fleet, name)?;
@@ -119,8 +122,9 @@ pub fn provision(
     write_users(&disk, authorized_key)?;
     write_sshd_config(&disk, plan)?;
     write_os(&disk, scenario, &plan.spec)?;
-    write_kubernetes(&disk, scenario, plan, hub_url)?;
+    write_kubernetes(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
+    hide_host_tools(&disk)?;
     write_mount_points(&disk)
 }
 
@@ -176,15 +180,7 @@ fn write_identity(disk: &Disk, plan: &NodePlan) -> Result<()> {
 /// root and core (uid 500, passwordless sudo), both with the operator's key.
 fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
     let core = (CORE_UID, CORE_UID);
-    add_line(
-        "/etc/passwd",
-        disk,
-        "core:",
-        "core:x:500:500:Flatcar Admin:/home/core:/bin/bash",
-    )?;
-    add_line("/etc/group", disk, "core:", "core:x:500:")?;
-    add_line("/etc/gshadow", disk, "core:", "core:!::")?;
-    add_line("/etc/shadow", disk, "core:", "core:*:20000:0:99999:7:::")?;
+    write_accounts(disk)?;
     unlock_root(disk)?;
     disk.file(
         "/etc/sudoers.d/core",
@@ -206,6 +202,27 @@ fn write_users(disk: &Disk, authorized_key: &str) -> Result<()> {
         0o600,
         core,
     )
+}
+
+/// The host's account files with Flatcar's `core` (uid/gid 500) in place of
+/// whatever the host calls core or gives id 500; each keeps the host file's
+/// mode and owner.
+fn write_accounts(disk: &Disk) -> Result<()> {
+    let read =
+        |path: &str| fs::read_to_string(path).with_context(|| format!("reading the host's {path}"));
+    let displaced = Displaced::from_host(&read("/etc/passwd")?, &read("/etc/group")?);
+    for file in AccountFile::ALL {
+        let path = file.path();
+        let meta = fs::metadata(path).with_context(|| format!("reading the host's {path}"))?;
+        let text = accounts::node_file(file, &read(path)?, &displaced);
+        disk.file(
+            path,
+            text.as_bytes(),
+            meta.mode() & 0o7777,
+            (meta.uid(), meta.gid()),
+        )?;
+    }
+    Ok(())
 }
 
 /// root's own shell startup files, as a Flatcar node has them: /root is
@@ -231,28 +248,6 @@ fn write_root_dotfiles(disk: &Disk) -> Result<()> {
         b"# fleetsim: the node's own.\n",
         0o644,
         (0, 0),
-    )
-}
-
-/// Copies a host account file into the node with `line` appended unless an
-/// entry starting with `prefix` exists; keeps the host file's mode and owner.
-fn add_line(node_path: &str, disk: &Disk, prefix: &str, line: &str) -> Result<()> {
-    let meta =
-        fs::metadata(node_path).with_context(|| format!("reading the host's {node_path}"))?;
-    let mut text =
-        fs::read_to_string(node_path).with_context(|| format!("reading the host's {node_path}"))?;
-    if !text.lines().any(|l| l.starts_with(prefix)) {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(line);
-        text.push('\n');
-    }
-    disk.file(
-        node_path,
-        text.as_bytes(),
-        meta.mode() & 0o7777,
-        (meta.uid(), meta.gid()),
     )
 }
 
@@ -387,13 +382,16 @@ fn write_kubernetes(
     scenario: &Scenario,
     plan: &NodePlan,
     hub_url: &str,
+    cache: &Cache,
 ) -> Result<()> {
     let spec = &plan.spec;
     let running = scenario.running(spec)?;
     let staged = scenario.staged(spec)?;
+    disk.dir(IMAGES_DIR)?;
     for v in std::iter::once(running).chain(staged) {
-        let path = format!("{IMAGES_DIR}/{}", v.image_name());
-        disk.file(&path, &hub::image_bytes(&v), 0o644, (0, 0))?;
+        let path = disk.path(&format!("{IMAGES_DIR}/{}", v.image_name()))?;
+        image::copy_to(&cache.image(&v)?, &path)?;
+        set_attrs(&path, 0o644, 0, 0)?;
     }
     let current = staged.unwrap_or(running);
     // Provisioning (Butane) writes an absolute link; sysupdate later writes relative ones.
@@ -422,7 +420,17 @@ fn write_kubernetes(
         let conf = admin_conf(&plan.address.to_string());
         disk.file("/etc/kubernetes/admin.conf", conf.as_bytes(), 0o600, (0, 0))?;
     }
-    Ok(())
+    write_kubelet_files(disk, &running)
+}
+
+/// What `kubeadm init`/`join` left for the kubelet, by the kubeadm of the
+/// node's first kubelet: up to v1.34 the flags carry
+/// `--pod-infra-container-image`.
+fn write_kubelet_files(disk: &Disk, kubeadm: &Version) -> Result<()> {
+    let flags = kubelet_files::initial_flags(kubeadm);
+    disk.file(kubelet_files::FLAGS_FILE, flags.as_bytes(), 0o644, (0, 0))?;
+    let config = kubelet_files::config_yaml(&kubeadm.to_string());
+    disk.file(kubelet_files::CONFIG_FILE, config.as_bytes(), 0o644, (0, 0))
 }
 
 /// A kubeconfig shaped like kubeadm's admin.conf (the credentials are
@@ -449,57 +457,36 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Hides a host's own kubelet, kubeadm or kubectl from the node's /usr (an
+/// overlayfs whiteout: a 0/0 character device in the upper layer), so that
+/// they exist only through the merged sysext, as on Flatcar.
+fn hide_host_tools(disk: &Disk) -> Result<()> {
+    for tool in crate::image::IMAGE_TOOLS {
+        let host = format!("/usr/bin/{tool}");
+        if fs::symlink_metadata(&host).is_err() {
+            continue;
+        }
+        disk.dir("/usr/bin")?;
+        let path = disk.path(&host)?;
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .with_context(|| format!("{} contains a NUL byte", path.display()))?;
+        // SAFETY: a valid NUL-terminated path; mknod has no other preconditions.
+        if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) } != 0 {
+            bail!(
+                "creating a whiteout for {host} at {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Empty mount points for the bind mounts node-init makes, created here so
 /// node-init never writes to a layer whose directory it is about to cover.
 fn write_mount_points(disk: &Disk) -> Result<()> {
     disk.dir(crate::state::CLUSTER_DIR)?;
     disk.file(crate::state::NODE_FILE, b"", 0o644, (0, 0))
-}
-
-/// The running version a boot merges: the file the current symlink points
-/// at, if it names a kubernetes image and exists on the node's disk.
-pub fn staged_version(disk: &Disk) -> Result<Version> {
-    let link = disk.path(CURRENT_SYMLINK)?;
-    let target = fs::read_link(&link)
-        .with_context(|| format!("{CURRENT_SYMLINK} is not a symlink on node {}", disk.node))?;
-    let target_text = target.to_string_lossy().to_string();
-    let node_target = if target.is_absolute() {
-        PathBuf::from(&target)
-    } else {
-        Path::new("/etc/extensions").join(&target)
-    };
-    let node_target = normalize(&node_target);
-    let file_name = node_target
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let version = Version::from_image_name(&file_name).with_context(|| {
-        format!("{CURRENT_SYMLINK} → {target_text}: not a kubernetes-vX.Y.Z-x86-64.raw image")
-    })?;
-    let on_disk = disk
-        .path(&node_target.to_string_lossy())
-        .map(|p| p.is_file())
-        .unwrap_or(false);
-    if !on_disk && !node_target.is_file() {
-        bail!("{CURRENT_SYMLINK} → {target_text}: the image does not exist");
-    }
-    Ok(version)
-}
-
-/// Resolves `.` and `..` lexically (symlinks inside the node cannot be
-/// followed from the host).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(p) => out.push(p),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -515,15 +502,6 @@ mod tests {
         assert_eq!(
             conf,
             "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\nPath=http://127.0.0.1:8080/kubernetes/\nMatchPattern=kubernetes-v1.37.@v-%a.raw\n\n[Target]\nInstancesMax=3\nType=regular-file\nPath=/opt/extensions/kubernetes\nCurrentSymlink=/etc/extensions/kubernetes.raw\n"
-        );
-    }
-
-    #[test]
-    fn normalizes_relative_symlink_targets() {
-        let p = Path::new("/etc/extensions").join("../../opt/extensions/kubernetes/x.raw");
-        assert_eq!(
-            normalize(&p),
-            PathBuf::from("/opt/extensions/kubernetes/x.raw")
         );
     }
 

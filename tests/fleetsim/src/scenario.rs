@@ -31,8 +31,12 @@ pub struct Scenario {
     pub boot_delay: f64,
     /// Seconds after a boot before the node's kubelet reports Ready.
     pub kubelet_delay: f64,
-    /// Seconds after a control-plane boot before its API server answers.
+    /// Seconds after a control plane's kubelet starts before its API server
+    /// (a static pod) answers.
     pub api_delay: f64,
+    /// Seconds between a failed kubelet start and the next one (the unit's
+    /// `RestartSec=10`; tests lower it).
+    pub kubelet_restart: f64,
     /// The SSH port every node listens on (on its own loopback address).
     pub port: u16,
     /// Install Kured's DaemonSet in kube-system.
@@ -109,6 +113,7 @@ impl Default for Scenario {
             boot_delay: 0.3,
             kubelet_delay: 0.3,
             api_delay: 0.2,
+            kubelet_restart: 10.0,
             port: 2222,
             kured: false,
             hub: HubSpec::default(),
@@ -210,6 +215,11 @@ impl Scenario {
 
     pub fn api_delay(mut self, seconds: f64) -> Scenario {
         self.api_delay = seconds;
+        self
+    }
+
+    pub fn kubelet_restart(mut self, seconds: f64) -> Scenario {
+        self.kubelet_restart = seconds;
         self
     }
 
@@ -353,6 +363,13 @@ impl Scenario {
                 bail!("scenario `{what}` must be a number of seconds ≥ 0, not {v}");
             }
         }
+        // Restart=always with no delay would be a node spinning on a crash.
+        if !self.kubelet_restart.is_finite() || self.kubelet_restart < 0.05 {
+            bail!(
+                "scenario `kubelet_restart` must be at least 0.05 seconds, not {}",
+                self.kubelet_restart
+            );
+        }
         if self.port == 0 {
             bail!("scenario `port` must not be 0");
         }
@@ -365,6 +382,7 @@ impl Scenario {
             .hang_on_reboot
             .iter()
             .chain(&f.pdb_block)
+            .chain(&f.fail_upgrade_node)
             .chain(f.slow_boot.keys());
         for name in named {
             if !self.nodes.iter().any(|n| &n.name == name) {
@@ -479,6 +497,7 @@ mod tests {
 kubernetes: v1.34.2
 os_version: 4081.2.0
 boot_delay: 1.5
+kubelet_restart: 2
 port: 2200
 kured: true
 hub:
@@ -502,6 +521,7 @@ faults:
 "#;
         let s = Scenario::from_yaml(text).unwrap();
         assert_eq!(s.boot_delay, 1.5);
+        assert_eq!(s.kubelet_restart, 2.0);
         assert_eq!(s.kubelet_delay, 0.3, "unset fields keep their defaults");
         assert_eq!(s.nodes[1].pin, Pin::Floating);
         assert!(s.nodes[1].wrong_host_key);
@@ -566,6 +586,10 @@ faults:
             (
                 "kubernetes: v1.34.2\nboot_delay: -1\nnodes: [{name: cp-1, role: control-plane}]",
                 "boot_delay",
+            ),
+            (
+                "kubernetes: v1.34.2\nkubelet_restart: 0\nnodes: [{name: cp-1, role: control-plane}]",
+                "kubelet_restart",
             ),
             (
                 "kubernetes: v1.34.2\nnodes: [{name: cp-1, role: control-plane, colour: red}]",

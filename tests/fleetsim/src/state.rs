@@ -83,6 +83,8 @@ pub struct ClusterNode {
     /// The node's sshd is running (false from reboot until boot completes).
     pub up: bool,
     pub booted_at: f64,
+    /// What the node's kubelet last reported (`status.nodeInfo.kubeletVersion`):
+    /// set when a kubelet starts, kept while none runs.
     pub kubelet_version: String,
     pub unschedulable: bool,
     /// Version of this node's control-plane static pods (control-plane nodes only):
@@ -94,6 +96,32 @@ pub struct ClusterNode {
     /// The boot id of the current boot (`status.nodeInfo.bootID`); set at each boot.
     #[serde(default)]
     pub boot_id: String,
+    /// The node's IP address (`InternalIP`, and the host IP of its pods).
+    #[serde(default)]
+    pub address: String,
+    /// The kubelet running on the node, set by the kubelet when it starts
+    /// and cleared when the node goes down. It counts only for the boot it
+    /// names (see [`ClusterNode::kubelet_running`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletRun>,
+}
+
+/// A kubelet that started and is running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KubeletRun {
+    /// The boot it started in.
+    pub boot_id: String,
+    pub started_at: f64,
+}
+
+impl ClusterNode {
+    /// The node is up and this boot's kubelet runs: only then does the node
+    /// post status and, on a control plane, run its static pods.
+    pub fn kubelet_running(&self) -> Option<&KubeletRun> {
+        self.kubelet
+            .as_ref()
+            .filter(|k| self.up && k.boot_id == self.boot_id)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -113,17 +141,29 @@ pub struct ConfigMap {
 }
 
 impl Cluster {
+    /// Ready once the node's kubelet has run for `kubelet_delay`.
     pub fn node_ready(&self, name: &str, at: f64) -> bool {
         self.nodes
             .get(name)
-            .is_some_and(|n| n.up && at >= n.booted_at + self.kubelet_delay)
+            .and_then(ClusterNode::kubelet_running)
+            .is_some_and(|k| at >= k.started_at + self.kubelet_delay)
     }
 
-    /// The API answers while at least one control-plane node is up and past its API delay.
+    /// `name`'s static pods (kube-apiserver and the others) run: its kubelet
+    /// started them at least `api_delay` ago.
+    pub fn static_pods_running(&self, name: &str, at: f64) -> bool {
+        self.nodes.get(name).is_some_and(|n| {
+            n.role == Role::ControlPlane
+                && n.kubelet_running()
+                    .is_some_and(|k| at >= k.started_at + self.api_delay)
+        })
+    }
+
+    /// The API answers while at least one control plane's kube-apiserver runs.
     pub fn api_up(&self, at: f64) -> bool {
         self.nodes
-            .values()
-            .any(|n| n.role == Role::ControlPlane && n.up && at >= n.booted_at + self.api_delay)
+            .keys()
+            .any(|name| self.static_pods_running(name, at))
     }
 }
 
@@ -137,14 +177,19 @@ pub struct Faults {
     pub hub_down: bool,
     /// How many of the next `kubeadm upgrade apply` calls fail.
     pub fail_upgrade_apply: u32,
+    /// Nodes whose next `kubeadm upgrade node` fails (each consumed once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fail_upgrade_node: Vec<String>,
     /// Nodes whose drain is blocked by a PodDisruptionBudget.
     pub pdb_block: Vec<String>,
     /// Extra boot delay per node, in seconds.
     pub slow_boot: BTreeMap<String, f64>,
 }
 
-/// One mutating call, or a supervisor action (boot, shutdown).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One mutating call, or a node's own action (boot, shutdown, kubelet start).
+/// Fields after `pins` are optional and absent from the JSON when unset, so
+/// older readers and older logs keep working.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub t: f64,
     pub node: String,
@@ -155,6 +200,14 @@ pub struct Event {
     /// so tests can see who was given which pin when.
     #[serde(default)]
     pub pins: Vec<String>,
+    /// The Kubernetes version involved: of the binary that ran (kubeadm,
+    /// kubectl, kubelet), of the kubelet a boot merged, of the static pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `(kubelet)` only: the kubeadm version that wrote the kubelet config
+    /// the kubelet loaded (`none` when the file carries no such stamp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 /// The shared directory, seen from wherever the caller runs.

@@ -23,14 +23,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::boot::{first_boot, next_boot, write_boot};
+use crate::boot::{first_boot, first_image, next_boot, write_boot};
 use crate::hub::{self, Hub};
+use crate::image::Cache;
 use crate::layout::{FleetDir, OVERLAID};
 use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
 use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
 use crate::scenario::Scenario;
 use crate::state::{Cluster, ClusterNode, DaemonSet, Event, NodeBoot, Role, Shared, now};
+use crate::version::Version;
 
 /// How long sshd may take to listen after node-init starts.
 const SSHD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -90,6 +92,8 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             shared: Shared::new(fleet.cluster()),
             boot_delay: scenario.boot_delay,
             pending_reboot: pending_reboot(scenario, plan)?,
+            first_image: first_image(scenario, &plan.spec)?,
+            kubelet_restart: scenario.kubelet_restart,
             stop: stop.clone(),
         };
         let tx = tx.clone();
@@ -132,13 +136,49 @@ fn preflight() -> Result<()> {
         ("/usr/sbin/sshd", "openssh-server"),
         ("/usr/bin/ssh-keygen", "openssh-client"),
         ("/usr/bin/unshare", "util-linux"),
+        ("/usr/bin/mount", "mount"),
         ("/usr/bin/sudo", "sudo"),
+        ("/usr/bin/mksquashfs", "squashfs-tools"),
+        ("/usr/bin/unsquashfs", "squashfs-tools"),
     ] {
         if !Path::new(path).exists() {
             bail!("{path} is missing: apt-get install -y {package}");
         }
     }
+    // Nodes loop-mount their sysext images; there is no fake to fall back
+    // on, so a machine that cannot must say so before anything starts.
+    if let Err(e) = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+    {
+        bail!(
+            "loop devices are not available here: opening /dev/loop-control: {e} \
+             (every node loop-mounts its kubernetes sysext image; a container needs them passed in)"
+        );
+    }
+    if !kernel_has("squashfs") {
+        // Built as a module and not loaded yet: mount would load it, but say
+        // so now if it cannot be loaded at all.
+        let _ = Command::new("modprobe").args(["-q", "squashfs"]).status();
+        if !kernel_has("squashfs") {
+            bail!(
+                "this kernel cannot mount squashfs (not in /proc/filesystems, and modprobe squashfs failed): \
+                 the nodes' sysext images are squashfs"
+            );
+        }
+    }
     Ok(())
+}
+
+/// A file system type the running kernel supports now.
+fn kernel_has(fs_type: &str) -> bool {
+    fs::read_to_string("/proc/filesystems")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.split_whitespace().last() == Some(fs_type))
+        })
+        .unwrap_or(false)
 }
 
 /// Creates the state directory and refuses places overlayfs cannot use.
@@ -177,9 +217,11 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
     let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
-    init_cluster(fleet, scenario)?;
+    init_cluster(fleet, scenario, &subnet)?;
+    let cache = Cache::default_location()?;
     let versions = scenario.hub.versions()?;
-    hub::populate(&fleet.hub(), &versions)?;
+    cache.images(&node_versions(scenario)?)?;
+    hub::populate(&fleet.hub(), &cache, &versions)?;
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
     let plans: Vec<NodePlan> = scenario
         .nodes
@@ -191,7 +233,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
             port: scenario.port,
         })
         .collect();
-    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key)?;
+    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key, &cache)?;
     fs::write(fleet.known_hosts(), known_hosts.concat()).context("writing known_hosts")?;
     let minor = scenario.cluster_version()?.minor_series();
     let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
@@ -212,11 +254,11 @@ fn copy_binary(fleet: &FleetDir) -> Result<()> {
         .with_context(|| format!("chmod {}", target.display()))
 }
 
-fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
+fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Result<()> {
     fs::create_dir_all(fleet.cluster()).context("creating the cluster directory")?;
     let version = scenario.cluster_version()?.to_string();
     let mut nodes = std::collections::BTreeMap::new();
-    for spec in &scenario.nodes {
+    for (i, spec) in scenario.nodes.iter().enumerate() {
         let cp = spec.role == Role::ControlPlane;
         nodes.insert(
             spec.name.clone(),
@@ -229,6 +271,8 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario) -> Result<()> {
                 control_plane_version: cp.then(|| version.clone()),
                 os: String::new(),
                 boot_id: String::new(),
+                kubelet: None,
+                address: subnet.address(i).to_string(),
             },
         );
     }
@@ -280,6 +324,7 @@ fn provision_all(
     plans: &[NodePlan],
     hub_url: &str,
     operator_key: &str,
+    cache: &Cache,
 ) -> Result<Vec<String>> {
     let workers = plans.len().clamp(1, 8);
     let chunk = plans.len().div_ceil(workers);
@@ -289,7 +334,7 @@ fn provision_all(
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key))
+                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key, cache))
                         .collect::<Result<Vec<String>>>()
                 })
             })
@@ -311,9 +356,10 @@ fn provision_one(
     plan: &NodePlan,
     hub_url: &str,
     operator_key: &str,
+    cache: &Cache,
 ) -> Result<String> {
     let name = &plan.spec.name;
-    provision(fleet, scenario, plan, hub_url, operator_key)
+    provision(fleet, scenario, plan, hub_url, operator_key, cache)
         .with_context(|| format!("provisioning node {name}"))?;
     let presented = host_key(&Disk { fleet, node: name })?;
     let recorded = if plan.spec.wrong_host_key {
@@ -322,6 +368,17 @@ fn provision_one(
         presented
     };
     Ok(known_hosts_line(plan, &recorded))
+}
+
+/// The versions nodes start with (running and staged), which the hub may
+/// not serve: built once, before the node threads copy them.
+fn node_versions(scenario: &Scenario) -> Result<Vec<Version>> {
+    let mut out = std::collections::BTreeSet::new();
+    for spec in &scenario.nodes {
+        out.insert(scenario.running(spec)?);
+        out.extend(scenario.staged(spec)?);
+    }
+    Ok(out.into_iter().collect())
 }
 
 fn known_hosts_line(plan: &NodePlan, public_key: &str) -> String {
@@ -413,12 +470,17 @@ struct NodeRunner {
     shared: Shared,
     boot_delay: f64,
     pending_reboot: bool,
+    /// What the first boot merges (the scenario's running image).
+    first_image: String,
+    kubelet_restart: f64,
     stop: Arc<AtomicBool>,
 }
 
 enum Exit {
     Stopped,
     Down(ExitStatus),
+    /// `fleetsim ctl power-cycle`: the plug was pulled.
+    PowerCycled,
 }
 
 impl NodeRunner {
@@ -429,10 +491,15 @@ impl NodeRunner {
     fn run(self, first: NodeBoot, started: Sender<Result<String>>) {
         let mut started = Some(started);
         let mut boot = first;
-        let mut notes = Vec::new();
-        let mut reboot_required = self.pending_reboot;
+        let mut init = InitConfig {
+            name: self.name().to_string(),
+            reboot_required: self.pending_reboot,
+            sysext_image: Some(self.first_image.clone()),
+            notes: Vec::new(),
+            kubelet_restart: self.kubelet_restart,
+        };
         loop {
-            let child = match self.boot_once(&boot, reboot_required, &notes) {
+            let child = match self.boot_once(&boot, init.clone()) {
                 Ok(child) => child,
                 Err(e) => {
                     let e = e.context(format!("node {} did not boot", self.name()));
@@ -452,18 +519,24 @@ impl NodeRunner {
             if let Some(tx) = started.take() {
                 let _ = tx.send(Ok(self.name().to_string()));
             }
-            reboot_required = false;
             match self.wait_exit(child) {
                 Exit::Stopped => return,
-                Exit::Down(status) => self.went_down(status),
+                Exit::Down(status) => self.went_down(Some(status)),
+                Exit::PowerCycled => self.went_down(None),
             }
             if !self.stay_down() {
                 return;
             }
             match next_boot(&self.fleet, &boot) {
-                Ok((next, n)) => {
+                Ok((next, notes)) => {
                     boot = next;
-                    notes = n;
+                    init = InitConfig {
+                        name: self.name().to_string(),
+                        reboot_required: false,
+                        sysext_image: None,
+                        notes,
+                        kubelet_restart: self.kubelet_restart,
+                    };
                 }
                 Err(e) => {
                     eprintln!(
@@ -478,12 +551,10 @@ impl NodeRunner {
     }
 
     /// Writes the boot record, starts node-init and waits for sshd.
-    fn boot_once(&self, boot: &NodeBoot, reboot_required: bool, notes: &[String]) -> Result<Child> {
+    /// node-init records the `(boot)` (it knows what it merged) before sshd
+    /// starts, so whoever waits for `up` finds the event in the log.
+    fn boot_once(&self, boot: &NodeBoot, init: InitConfig) -> Result<Child> {
         write_boot(&self.fleet, boot)?;
-        let init = InitConfig {
-            name: self.name().to_string(),
-            reboot_required,
-        };
         let path = self.fleet.init_json(self.name());
         fs::write(&path, serde_json::to_vec_pretty(&init)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -492,20 +563,13 @@ impl NodeRunner {
             kill_node(&mut child);
             return Err(e.context(self.console_tail()));
         }
-        // The boot is in the log before the node counts as up, so whoever
-        // waits for `up` (the harness, tests) finds the event there.
-        let result = if notes.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("warning: {}", notes.join("; "))
-        };
-        self.record("(boot)", &result);
+        // The kubelet reports its own version when it starts (it may
+        // already have); until then the API shows the last one it knew.
         self.shared.update_cluster(|c| {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
                 n.up = true;
                 n.booted_at = now();
-                n.kubelet_version = boot.kubernetes.clone();
                 n.os = boot.os.clone();
                 n.boot_id = boot.boot_id.clone();
             }
@@ -595,10 +659,16 @@ impl NodeRunner {
     }
 
     fn wait_exit(&self, mut child: Child) -> Exit {
+        let power = self.fleet.power_cycle_request(self.name());
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 kill_node(&mut child);
                 return Exit::Stopped;
+            }
+            if power.exists() {
+                let _ = fs::remove_file(&power);
+                pull_the_plug(&mut child);
+                return Exit::PowerCycled;
             }
             match child.try_wait() {
                 Ok(Some(status)) => return Exit::Down(status),
@@ -611,8 +681,9 @@ impl NodeRunner {
         }
     }
 
-    fn went_down(&self, status: ExitStatus) {
-        if !status.success() {
+    /// Marks the node down; `None` is a power cycle (no clean shutdown).
+    fn went_down(&self, status: Option<ExitStatus>) {
+        if let Some(status) = status.filter(|s| !s.success()) {
             eprintln!(
                 "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
                 self.name(),
@@ -623,13 +694,18 @@ impl NodeRunner {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
                 n.up = false;
+                n.kubelet = None;
             }
             Ok(())
         });
         if let Err(e) = marked {
             eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
         }
-        self.record("(shutdown)", "ok");
+        let result = match status {
+            Some(_) => "ok",
+            None => "power cycle: node-init killed, no clean shutdown",
+        };
+        self.record("(shutdown)", result);
     }
 
     /// The boot delay, then as long as a hang fault holds the node. Returns
@@ -639,6 +715,8 @@ impl NodeRunner {
         let extra = faults.slow_boot.get(self.name()).copied().unwrap_or(0.0);
         let delay = Duration::from_secs_f64((self.boot_delay + extra).max(0.0));
         let until = Instant::now() + delay;
+        // A node that is off already has nothing to lose.
+        let _ = fs::remove_file(self.fleet.power_cycle_request(self.name()));
         while Instant::now() < until {
             if self.stop.load(Ordering::SeqCst) {
                 return false;
@@ -677,6 +755,7 @@ impl NodeRunner {
             pins: conf_dir
                 .map(|d| crate::pins::kubernetes_pins(&d))
                 .unwrap_or_default(),
+            ..Default::default()
         };
         if let Err(e) = self.shared.record(&event) {
             eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());
@@ -684,18 +763,40 @@ impl NodeRunner {
     }
 }
 
+/// A power loss: SIGKILL to node-init, so nothing in the node gets to run
+/// another instruction, then wait for unshare (the namespace is gone then).
+fn pull_the_plug(child: &mut Child) {
+    for init in node_inits(child) {
+        // SAFETY: plain kill(2) of a process we started (through unshare).
+        unsafe { libc::kill(init, libc::SIGKILL) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// node-init's pid(s): the children of unshare.
+fn node_inits(child: &Child) -> Vec<i32> {
+    let pid = child.id();
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 /// Stops a node: SIGTERM to its init (found through unshare's children),
 /// exactly like a reboot, so the kernel kills the whole PID namespace;
 /// unshare exits once everything in it is gone (and its mounts with it), so
 /// returning means nothing is left. SIGKILL if that takes too long.
 fn kill_node(child: &mut Child) {
-    let pid = child.id();
-    let children =
-        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    let inits: Vec<i32> = children
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect();
+    let inits = node_inits(child);
     for init in &inits {
         // SAFETY: plain kill(2) of a process we started (through unshare).
         unsafe { libc::kill(*init, libc::SIGTERM) };

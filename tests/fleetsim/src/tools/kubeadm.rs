@@ -1,11 +1,21 @@
 //! `kubeadm version|upgrade plan|upgrade apply|upgrade node`, with the rules
 //! that make a Kubernetes minor upgrade hard to get right: one minor at a
-//! time, never past the kubeadm binary (the sysext merged at the last boot),
+//! time, never past the kubeadm binary (the version of the image it came
+//! from: the merged one as /usr/bin/kubeadm, a staged one mounted by hand),
 //! control-plane nodes only, an interactive confirmation unless `--yes`, and
 //! — the trap fleetctl exists to avoid — kube-proxy redeployed by the addon
 //! phase unless `--skip-phases addon/kube-proxy`, because the stored
 //! kubeadm-config still has `proxy: {}`. Since kubeadm v1.32 `upgrade node`
 //! runs the addon phases too, on the last control-plane node to upgrade.
+//!
+//! `upgrade apply` refuses while a control-plane Node is NotReady (the
+//! ControlPlaneNodesReady health check). Moving a node's static pods needs
+//! its kubelet running (the real kubeadm waits for the kubelet to restart
+//! them, then rolls back). Every successful upgrade writes the kubelet's
+//! config (the kubelet-config phase), and kubeadm v1.35's post-upgrade phase
+//! removes `--pod-infra-container-image` from the kubelet's flags file,
+//! which kubelet v1.35 refuses: so the new kubeadm must run before the node
+//! boots the new kubelet.
 //!
 //! The version rules and messages follow kubeadm's EnforceVersionPolicies;
 //! a patch-level downgrade is allowed, as in real kubeadm.
@@ -14,6 +24,7 @@ use anyhow::Result;
 
 use super::util::{KubeVersion, go_duration, server_address};
 use super::{Env, complain, say};
+use crate::kubelet_files;
 use crate::state::{Cluster, Role};
 
 const NAME: &str = "kubeadm";
@@ -73,13 +84,7 @@ fn version(env: &mut Env, args: &[String], rest: &[&str]) -> Result<i32> {
         ["--output", o] => o,
         _ => return Ok(env.unsupported(NAME, args)),
     };
-    let boot = env.boot()?;
-    let Some(v) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let v = env.binary_version(NAME)?;
     match output {
         "short" => say!(env, "{v}"),
         "json" => {
@@ -110,6 +115,7 @@ struct ApplyCli {
     yes: bool,
     force: bool,
     skip: Vec<String>,
+    ignore: Vec<String>,
 }
 
 impl ApplyCli {
@@ -119,6 +125,7 @@ impl ApplyCli {
             yes: false,
             force: false,
             skip: Vec::new(),
+            ignore: Vec::new(),
         };
         let mut it = rest.iter();
         while let Some(a) = it.next() {
@@ -128,6 +135,11 @@ impl ApplyCli {
                 "--skip-phases" => cli.skip.extend(split_phases(it.next()?)),
                 s if s.starts_with("--skip-phases=") => {
                     cli.skip.extend(split_phases(&s["--skip-phases=".len()..]));
+                }
+                "--ignore-preflight-errors" => cli.ignore.extend(split_phases(it.next()?)),
+                s if s.starts_with("--ignore-preflight-errors=") => {
+                    cli.ignore
+                        .extend(split_phases(&s["--ignore-preflight-errors=".len()..]));
                 }
                 s if s.starts_with("--v=") => {}
                 s if s.starts_with('-') => return None,
@@ -140,6 +152,13 @@ impl ApplyCli {
 
     fn skips(&self, phase: &str) -> bool {
         skipped(&self.skip, phase)
+    }
+
+    /// kubeadm compares check names case-insensitively; `all` ignores every one.
+    fn ignores(&self, check: &str) -> bool {
+        self.ignore
+            .iter()
+            .any(|i| i.eq_ignore_ascii_case(check) || i.eq_ignore_ascii_case("all"))
     }
 }
 
@@ -319,12 +338,7 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
     if boot.role != Role::ControlPlane || !env.path(ADMIN_CONF).is_file() {
         return Ok(fail(env, args, &admin_conf_error()));
     }
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     reading_config(env);
     let cluster = match cluster_via_api(env, ADMIN_CONF)? {
         Ok(c) => c,
@@ -332,6 +346,22 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
     };
     say!(env, "[upgrade/preflight] Running preflight checks");
     say!(env, "[upgrade] Running cluster health checks");
+    let not_ready = not_ready_control_planes(&cluster);
+    if !not_ready.is_empty() {
+        let finding = format!(
+            "ControlPlaneNodesReady]: there are NotReady control-planes in the cluster: [{}]",
+            not_ready.join(" ")
+        );
+        if !cli.ignores("ControlPlaneNodesReady") {
+            let msg = format!(
+                "[upgrade/health] FATAL: [preflight] Some fatal errors occurred:\n\t[ERROR {finding}\n\
+                 [preflight] If you know what you are doing, you can make a check non-fatal with \
+                 `--ignore-preflight-errors=...`"
+            );
+            return Ok(fail(env, args, &msg));
+        }
+        say!(env, "\t[WARNING {finding}");
+    }
     let Some(target) = KubeVersion::parse(&cli.version) else {
         let msg = format!(
             "[upgrade/version] FATAL: unable to parse normalized version {:?} as a semantic version",
@@ -384,7 +414,137 @@ fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
             "won't proceed; the user didn't answer (Y|y) in order to continue",
         ));
     }
-    run_apply(env, args, cli, &boot.name, target)
+    run_apply(env, args, cli, &boot.name, kubeadm, target)
+}
+
+/// Whether the `fail_upgrade_node` fault holds `node`; consumes it.
+fn injected_node_failure(env: &Env, node: &str) -> Result<bool> {
+    env.shared().update_faults(|f| {
+        let held = f.fail_upgrade_node.iter().any(|n| n == node);
+        f.fail_upgrade_node.retain(|n| n != node);
+        held
+    })
+}
+
+/// Control-plane Nodes the API does not report Ready, by name: kubeadm's
+/// ControlPlaneNodesReady health check.
+fn not_ready_control_planes(cluster: &Cluster) -> Vec<String> {
+    let now = crate::state::now();
+    cluster
+        .nodes
+        .iter()
+        .filter(|(name, n)| n.role == Role::ControlPlane && !cluster.node_ready(name, now))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Why the static pods of `node` could not be moved to a new version.
+enum StaticPods {
+    Upgraded,
+    Skipped,
+    ApiGone,
+    /// The kubelet that would restart them does not run.
+    NoKubelet,
+}
+
+/// The control-plane phase's change to `node`'s static pods. Real kubeadm
+/// writes the new manifests and waits (5 minutes) for the kubelet to restart
+/// each component; with no kubelet running it times out and rolls back. The
+/// sim fails at once with the same words.
+fn upgrade_static_pods(env: &Env, node: &str, to: &str, phase_runs: bool) -> Result<StaticPods> {
+    if !phase_runs {
+        return Ok(StaticPods::Skipped);
+    }
+    env.shared().update_cluster(|c| {
+        let now = crate::state::now();
+        if !c.api_up(now) {
+            return Ok(StaticPods::ApiGone);
+        }
+        let Some(n) = c.nodes.get_mut(node) else {
+            return Ok(StaticPods::ApiGone);
+        };
+        if n.kubelet_running().is_none() {
+            return Ok(StaticPods::NoKubelet);
+        }
+        n.control_plane_version = Some(to.to_string());
+        c.resource_version += 1;
+        Ok(StaticPods::Upgraded)
+    })
+}
+
+fn no_kubelet_error(node: &str) -> String {
+    format!(
+        "error execution phase control-plane: couldn't complete the upgrade for the control plane components on this \
+         node: [upgrade/apply] FATAL: couldn't upgrade control plane. kubeadm has tried to recover everything into the \
+         earlier state. Errors faced: static Pod hash for component kube-apiserver on Node {node} did not change after \
+         {}: timed out waiting for the condition",
+        go_duration(300.0)
+    )
+}
+
+/// The static pods of `node` now run `version`: on the record.
+fn record_static_pods(env: &mut Env, node: &str, version: &str) {
+    let event = crate::state::Event {
+        t: crate::state::now(),
+        node: node.to_string(),
+        argv: vec!["(static-pods)".into()],
+        result: "ok".into(),
+        pins: env.pins(),
+        version: Some(version.to_string()),
+        ..Default::default()
+    };
+    if let Err(e) = env.shared().record(&event) {
+        complain!(
+            env,
+            "fleetsim: warning: could not record (static-pods): {e:#}"
+        );
+    }
+}
+
+/// The kubelet-config phase: the kubelet's config, written by this kubeadm.
+fn write_kubelet_config(env: &Env, kubeadm: KubeVersion) -> Result<(), String> {
+    let path = env.path(kubelet_files::CONFIG_FILE);
+    let text = kubelet_files::config_yaml(&kubeadm.to_string());
+    path.parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| std::fs::write(&path, text))
+        .map_err(|e| {
+            format!(
+                "error execution phase kubelet-config: failed to write kubelet configuration to file \"{}\": {e}",
+                kubelet_files::CONFIG_FILE
+            )
+        })
+}
+
+/// The post-upgrade phase. Only kubeadm v1.35 removes
+/// `--pod-infra-container-image` from the kubelet's flags
+/// (kubernetes/kubernetes#133778); earlier ones wrote it, later ones no
+/// longer look for it.
+fn post_upgrade(env: &Env, kubeadm: KubeVersion) -> Result<(), String> {
+    if kubeadm.minor != u64::from(kubelet_files::POD_INFRA_REMOVED_MINOR) {
+        return Ok(());
+    }
+    let path = env.path(kubelet_files::FLAGS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "error execution phase post-upgrade: failed to read {}: {e}",
+                kubelet_files::FLAGS_FILE
+            ));
+        }
+    };
+    match kubelet_files::without_pod_infra_flag(&text) {
+        None => Ok(()),
+        Some(fixed) => std::fs::write(&path, fixed).map_err(|e| {
+            format!(
+                "error execution phase post-upgrade: failed to write {}: {e}",
+                kubelet_files::FLAGS_FILE
+            )
+        }),
+    }
 }
 
 fn run_apply(
@@ -392,6 +552,7 @@ fn run_apply(
     args: &[String],
     cli: &ApplyCli,
     node: &str,
+    kubeadm: KubeVersion,
     target: KubeVersion,
 ) -> Result<i32> {
     if !cli.skips("preflight") {
@@ -426,15 +587,20 @@ fn run_apply(
             return Ok(fail(env, args, msg));
         }
     }
+    let pods = upgrade_static_pods(env, node, &target.to_string(), !cli.skips("control-plane"))?;
+    match pods {
+        StaticPods::ApiGone => {
+            let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
+            return Ok(fail(env, args, msg));
+        }
+        StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
+        StaticPods::Upgraded => record_static_pods(env, node, &target.to_string()),
+        StaticPods::Skipped => {}
+    }
     let skips_proxy = cli.skips("addon/kube-proxy");
     let applied = env.shared().update_cluster(|c| {
         if !c.api_up(crate::state::now()) {
             return Ok(false);
-        }
-        if !cli.skips("control-plane")
-            && let Some(n) = c.nodes.get_mut(node)
-        {
-            n.control_plane_version = Some(target.to_string());
         }
         if !cli.skips("upload-config/kubeadm") {
             c.version = target.to_string();
@@ -446,8 +612,18 @@ fn run_apply(
         Ok(true)
     })?;
     if !applied {
-        let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
+        let msg = "error execution phase upload-config: the API server went away";
         return Ok(fail(env, args, msg));
+    }
+    if !cli.skips("kubelet-config")
+        && let Err(msg) = write_kubelet_config(env, kubeadm)
+    {
+        return Ok(fail(env, args, &msg));
+    }
+    if !cli.skips("post-upgrade")
+        && let Err(msg) = post_upgrade(env, kubeadm)
+    {
+        return Ok(fail(env, args, &msg));
     }
     print_apply_phases(env, cli, target);
     env.record(NAME, args, "ok");
@@ -474,6 +650,10 @@ fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
         );
     }
     if !cli.skips("kubelet-config") {
+        say!(
+            env,
+            "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
+        );
         say!(
             env,
             "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
@@ -505,12 +685,7 @@ fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
 
 fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> {
     let boot = env.boot()?;
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
     let mut known = NODE_PHASES.to_vec();
     if with_addons {
@@ -534,6 +709,21 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
         Err(msg) => return Ok(fail(env, args, &msg)),
     };
     say!(env, "[upgrade/preflight] Running pre-flight checks");
+    if injected_node_failure(env, &boot.name)? {
+        let msg = if control_plane {
+            "error execution phase control-plane: couldn't complete the upgrade for the control plane components \
+             on this node: timed out waiting for the condition (fleetsim: injected fault fail_upgrade_node)"
+                .to_string()
+        } else {
+            let addr = api_address(env, kubeconfig);
+            format!(
+                "error execution phase kubelet-config: failed to download the kubelet configuration: Get \
+                 \"https://{addr}/api/v1/namespaces/kube-system/configmaps/kubelet-config?timeout=10s\": \
+                 context deadline exceeded (fleetsim: injected fault fail_upgrade_node)"
+            )
+        };
+        return Ok(fail(env, args, &msg));
+    }
     if control_plane {
         upgrade_control_plane_node(env, args, skip, &boot.name, kubeadm, &cluster)
     } else {
@@ -550,6 +740,9 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
                 env,
                 "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
             );
+            if let Err(msg) = write_kubelet_config(env, kubeadm) {
+                return Ok(fail(env, args, &msg));
+            }
             say!(
                 env,
                 "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
@@ -564,6 +757,11 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
                 env,
                 "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node."
             );
+        }
+        if !skipped(skip, "post-upgrade")
+            && let Err(msg) = post_upgrade(env, kubeadm)
+        {
+            return Ok(fail(env, args, &msg));
         }
         say!(
             env,
@@ -599,32 +797,47 @@ fn upgrade_control_plane_node(
     let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
     let upgrade_cp = !skipped(skip, "control-plane");
     let proxy = with_addons && !skipped(skip, "addon/kube-proxy");
-    let outcome = env.shared().update_cluster(|c| {
-        if upgrade_cp && let Some(n) = c.nodes.get_mut(node) {
-            n.control_plane_version = Some(target.to_string());
-        }
-        let last = c
-            .nodes
-            .values()
-            .filter(|n| n.role == Role::ControlPlane)
-            .all(|n| n.control_plane_version.as_deref() == Some(c.version.as_str()));
-        if last && proxy {
-            c.kube_proxy = true;
-        }
-        c.resource_version += 1;
-        Ok(last)
-    })?;
     if upgrade_cp {
         say!(
             env,
             "[upgrade/control-plane] Upgrading the control plane instance to version \"{target}\"..."
         );
+    }
+    match upgrade_static_pods(env, node, &target.to_string(), upgrade_cp)? {
+        StaticPods::ApiGone => {
+            let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
+            return Ok(fail(env, args, msg));
+        }
+        StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
+        StaticPods::Upgraded => {
+            record_static_pods(env, node, &target.to_string());
+            say!(
+                env,
+                "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+            );
+        }
+        StaticPods::Skipped => {}
+    }
+    let outcome = env.shared().update_cluster(|c| {
+        let last = c
+            .nodes
+            .values()
+            .filter(|n| n.role == Role::ControlPlane)
+            .all(|n| n.control_plane_version.as_deref() == Some(c.version.as_str()));
+        if last && proxy && !c.kube_proxy {
+            c.kube_proxy = true;
+            c.resource_version += 1;
+        }
+        Ok(last)
+    })?;
+    if !skipped(skip, "kubelet-config") {
         say!(
             env,
-            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+            "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
         );
-    }
-    if !skipped(skip, "kubelet-config") {
+        if let Err(msg) = write_kubelet_config(env, kubeadm) {
+            return Ok(fail(env, args, &msg));
+        }
         say!(
             env,
             "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
@@ -648,6 +861,11 @@ fn upgrade_control_plane_node(
             }
         }
     }
+    if !skipped(skip, "post-upgrade")
+        && let Err(msg) = post_upgrade(env, kubeadm)
+    {
+        return Ok(fail(env, args, &msg));
+    }
     say!(
         env,
         "[upgrade] The upgrade for this node was successfully completed!"
@@ -665,12 +883,7 @@ fn plan(env: &mut Env) -> Result<i32> {
         complain!(env, "{STACK_HINT}");
         return Ok(1);
     }
-    let Some(kubeadm) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let kubeadm = env.binary_version(NAME)?;
     say!(env, "[preflight] Running pre-flight checks.");
     reading_config(env);
     let cluster = match cluster_via_api(env, ADMIN_CONF)? {

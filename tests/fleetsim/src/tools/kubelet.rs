@@ -1,33 +1,382 @@
-//! `kubelet --version`: the kubelet binary comes from the sysext merged at
-//! the last boot, so it reports that version — not the staged one — which
-//! is how "staged is not running" shows up to fleetctl.
+//! The kubelet: `kubelet --version`, and the daemon node-init starts as
+//! `kubelet.service` at every boot (and again every `kubelet_restart`
+//! seconds after it failed, as `Restart=always` would).
+//!
+//! Its version is the binary's, i.e. the sysext image's it came from:
+//! `/usr/bin/kubelet` exists only through the image merged at the last boot,
+//! which is how "staged is not running" shows up to fleetctl.
+//!
+//! Starting, it parses its flags as its version does — a v1.35+ kubelet no
+//! longer knows `--pod-infra-container-image` and refuses to start with it
+//! (kubernetes/kubernetes#133779) — then loads `--config`. On success it
+//! posts its status (cluster.json: this boot's kubelet runs, its version),
+//! which makes the Node Ready after `kubelet_delay` and, on a control plane,
+//! starts the static pods; then it stays running until the node goes down.
+//! Every start is a `(kubelet)` event carrying the version and the kubeadm
+//! version that wrote the config it loaded; a control plane's static pods
+//! starting are a `(static-pods)` event with their version.
 
 use anyhow::Result;
 
-use super::{Env, say};
+use super::util::{KubeVersion, glog_prefix};
+use super::{Env, complain, say};
+use crate::journal::{self, Entry};
+use crate::kubelet_files::{POD_INFRA_FLAG, POD_INFRA_REMOVED_MINOR, config_stamp};
+use crate::state::{Event, KubeletRun, NodeBoot, Role};
 
 const NAME: &str = "kubelet";
+/// The unit node-init runs the kubelet as (it tells the kubelet so).
+pub const UNIT: &str = "kubelet.service";
+/// Set by node-init in the service's environment.
+pub const UNIT_ENV: &str = "FLEETSIM_UNIT";
+
+/// Flags that take a value, for every version the sim serves.
+const VALUE_FLAGS: &[&str] = &[
+    "bootstrap-kubeconfig",
+    "kubeconfig",
+    "config",
+    "container-runtime-endpoint",
+    "node-ip",
+    "hostname-override",
+    "node-labels",
+    "register-with-taints",
+    "root-dir",
+    "cert-dir",
+    "cloud-provider",
+    "provider-id",
+    "v",
+];
 
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     match args {
         [a] if a == "--version" || a == "--version=true" => {
-            let boot = env.boot()?;
-            say!(env, "Kubernetes {}", boot.kubernetes);
+            let version = env.binary_version(NAME)?;
+            say!(env, "Kubernetes {version}");
             Ok(0)
         }
+        _ if env.unit.as_deref() == Some(UNIT) => {
+            let code = start(env, args)?;
+            if code == 0 && env.daemon {
+                serve();
+            }
+            Ok(code)
+        }
+        // A second kubelet by hand would fight the service for its ports.
         _ => Ok(env.unsupported(NAME, args)),
+    }
+}
+
+/// What a running kubelet does until the node goes down: nothing the sim
+/// needs, so it waits to be killed with the node.
+fn serve() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+/// Parsed flags: the ones that matter here.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Flags {
+    pub config: Option<String>,
+}
+
+/// pflag's parsing, with the flag set of `version`.
+pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags, String> {
+    let knows = |name: &str| {
+        VALUE_FLAGS.contains(&name)
+            || (name == &POD_INFRA_FLAG[2..] && version.minor < u64::from(POD_INFRA_REMOVED_MINOR))
+    };
+    let mut flags = Flags::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(body) = a.strip_prefix("--") else {
+            continue;
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        if !knows(name) {
+            return Err(format!(
+                "failed to parse kubelet flag: unknown flag: --{name}"
+            ));
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => it.next().cloned().ok_or_else(|| {
+                format!("failed to parse kubelet flag: flag needs an argument: --{name}")
+            })?,
+        };
+        if name == "config" {
+            flags.config = Some(value);
+        }
+    }
+    Ok(flags)
+}
+
+/// One start of the service's main process; the exit code if it failed.
+fn start(env: &mut Env, args: &[String]) -> Result<i32> {
+    let version = env.binary_version(NAME)?;
+    let boot = env.boot()?;
+    let flags = match parse_flags(version, args) {
+        Ok(f) => f,
+        Err(msg) => return fail(env, &boot, version, &msg),
+    };
+    let stamp = match &flags.config {
+        None => None,
+        Some(path) => match std::fs::read_to_string(env.path(path)) {
+            Ok(text) => Some(config_stamp(&text).unwrap_or_else(|| "none".into())),
+            Err(e) => {
+                let msg = format!(
+                    "failed to load kubelet config file, path: {path}, error: failed to load Kubelet config file {path}, \
+                     error failed to read kubelet config file \\\"{path}\\\", error: open {path}: {}",
+                    io_text(&e)
+                );
+                return fail(env, &boot, version, &msg);
+            }
+        },
+    };
+    log(
+        env,
+        &boot,
+        'I',
+        "server.go:530",
+        &format!("\"Kubelet version\" kubeletVersion=\"{version}\""),
+    );
+    // On the record before the status is posted, so whoever waits for the
+    // node (or its API server) finds the events already in the log.
+    let static_pods = env
+        .shared()
+        .cluster()?
+        .nodes
+        .get(&boot.name)
+        .filter(|n| n.role == Role::ControlPlane)
+        .and_then(|n| n.control_plane_version.clone());
+    log(env, &boot, 'I', "kubelet.go:1650", "\"Started kubelet\"");
+    record(env, &boot, "ok", Some(version), stamp);
+    if let Some(pods) = static_pods {
+        let event = Event {
+            t: crate::state::now(),
+            node: boot.name.clone(),
+            argv: vec!["(static-pods)".into()],
+            result: "ok".into(),
+            pins: env.pins(),
+            version: Some(pods),
+            ..Default::default()
+        };
+        record_event(env, &event);
+    }
+    let now = crate::state::now();
+    env.shared().update_cluster(|c| {
+        if let Some(n) = c.nodes.get_mut(&boot.name) {
+            n.kubelet = Some(KubeletRun {
+                boot_id: boot.boot_id.clone(),
+                started_at: now,
+            });
+            n.kubelet_version = version.to_string();
+            c.resource_version += 1;
+        }
+        Ok(())
+    })?;
+    Ok(0)
+}
+
+/// The Go error text of an I/O error (`no such file or directory`).
+fn io_text(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// The kubelet's last words (klog's `command failed`), exit 1.
+fn fail(env: &mut Env, boot: &NodeBoot, version: KubeVersion, msg: &str) -> Result<i32> {
+    log(
+        env,
+        boot,
+        'E',
+        "run.go:72",
+        &format!("\"command failed\" err=\"{msg}\""),
+    );
+    record(env, boot, &format!("failed: {msg}"), Some(version), None);
+    Ok(1)
+}
+
+/// A klog line on stderr and in the journal, as journald would get it.
+fn log(env: &mut Env, boot: &NodeBoot, level: char, at: &str, text: &str) {
+    let now = crate::state::now();
+    let pid = std::process::id();
+    let line = format!("{} {pid:>7} {at}] {text}", glog_prefix(level, now));
+    complain!(env, "{line}");
+    let entry = Entry {
+        t: now,
+        boot: boot.boot_id.clone(),
+        unit: UNIT.into(),
+        ident: NAME.into(),
+        pid: pid as i32,
+        message: line,
+    };
+    if let Err(e) = journal::append(&env.path(journal::JOURNAL_FILE), &[entry]) {
+        complain!(env, "fleetsim: kubelet: writing the journal: {e:#}");
+    }
+}
+
+fn record(
+    env: &mut Env,
+    boot: &NodeBoot,
+    result: &str,
+    version: Option<KubeVersion>,
+    config: Option<String>,
+) {
+    let event = Event {
+        t: crate::state::now(),
+        node: boot.name.clone(),
+        argv: vec!["(kubelet)".into()],
+        result: result.to_string(),
+        pins: env.pins(),
+        version: version.map(|v| v.to_string()),
+        config,
+    };
+    record_event(env, &event);
+}
+
+fn record_event(env: &mut Env, event: &Event) {
+    if let Err(e) = env.shared().record(event) {
+        complain!(env, "fleetsim: kubelet: recording {:?}: {e:#}", event.argv);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::Node;
+    use super::*;
+    use crate::kubelet_files::{CONFIG_FILE, config_yaml};
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    const UNIT_ARGS: &str = "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+                             --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml \
+                             --container-runtime-endpoint=unix:///run/containerd/containerd.sock";
+    const POD_INFRA: &str = " --pod-infra-container-image=registry.k8s.io/pause:3.10";
 
     #[test]
-    fn reports_the_version_merged_at_boot() {
+    fn reports_the_version_of_its_image() {
         let node = Node::worker("w1", "v1.34.2");
         let r = node.run("kubelet", &["--version"]);
         assert_eq!((r.code, r.stdout.as_str()), (0, "Kubernetes v1.34.2\n"));
-        assert_eq!(node.run("kubelet", &["--config=/x"]).code, 1);
+        // A staged image's kubelet, run from where it is mounted.
+        let r = node.run_image("v1.35.1", "kubelet", &["--version"]);
+        assert_eq!((r.code, r.stdout.as_str()), (0, "Kubernetes v1.35.1\n"));
+        assert_eq!(node.run("kubelet", &["--config=/x"]).code, 1, "not by hand");
+    }
+
+    #[test]
+    fn only_1_35_and_later_refuse_the_pod_infra_flag() {
+        let v = |s| KubeVersion::parse(s).unwrap();
+        let with = args(&format!("{UNIT_ARGS}{POD_INFRA}"));
+        assert!(parse_flags(v("v1.34.2"), &with).is_ok());
+        assert_eq!(
+            parse_flags(v("v1.35.0"), &with),
+            Err("failed to parse kubelet flag: unknown flag: --pod-infra-container-image".into())
+        );
+        assert_eq!(
+            parse_flags(v("v1.36.1"), &args(UNIT_ARGS))
+                .unwrap()
+                .config
+                .as_deref(),
+            Some("/var/lib/kubelet/config.yaml")
+        );
+        assert!(parse_flags(v("v1.34.2"), &args("--config")).is_err());
+    }
+
+    #[test]
+    fn a_1_35_kubelet_with_the_old_flags_fails_like_the_real_one() {
+        let node = Node::worker("w1", "v1.35.0");
+        node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
+        node.write(CONFIG_FILE, &config_yaml("v1.34.2"));
+        let a = args(&format!("{UNIT_ARGS}{POD_INFRA}"));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.trim_end().ends_with(
+                "run.go:72] \"command failed\" err=\"failed to parse kubelet flag: unknown flag: --pod-infra-container-image\""
+            ),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.starts_with('E'), "{}", r.stderr);
+        let events = node.events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].argv, ["(kubelet)"]);
+        assert_eq!(
+            events[0].result,
+            "failed: failed to parse kubelet flag: unknown flag: --pod-infra-container-image"
+        );
+        assert_eq!(events[0].version.as_deref(), Some("v1.35.0"));
+        assert!(node.cluster().nodes["w1"].kubelet.is_none(), "not running");
+        let journal = journal::read(&node.path(journal::JOURNAL_FILE)).unwrap();
+        assert_eq!(journal.len(), 1);
+        assert!(
+            journal[0]
+                .message
+                .contains("unknown flag: --pod-infra-container-image")
+        );
+    }
+
+    #[test]
+    fn a_start_posts_status_and_a_control_plane_starts_its_static_pods() {
+        let node = Node::control_plane("cp1", "v1.35.1");
+        node.update_cluster(|c| {
+            let n = c.nodes.get_mut("cp1").unwrap();
+            n.kubelet = None;
+            n.kubelet_version = "v1.34.2".into();
+        });
+        node.write(CONFIG_FILE, &config_yaml("v1.35.1"));
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let c = node.cluster();
+        let n = &c.nodes["cp1"];
+        assert_eq!(n.kubelet_version, "v1.35.1");
+        assert!(n.kubelet_running().is_some());
+        let events = node.events();
+        let seen: Vec<(&str, Option<&str>, Option<&str>)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.argv[0].as_str(),
+                    e.version.as_deref(),
+                    e.config.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("(kubelet)", Some("v1.35.1"), Some("v1.35.1")),
+                ("(static-pods)", Some("v1.35.1"), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_config_fails_the_start() {
+        let node = Node::worker("w1", "v1.34.2");
+        std::fs::remove_file(node.path(CONFIG_FILE)).unwrap();
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr
+                .contains("open /var/lib/kubelet/config.yaml: no such file or directory"),
+            "{}",
+            r.stderr
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The node's emulated tools: one multi-call binary answers as
-//! `systemd-sysupdate`, `systemctl`, `update_engine_client`, `kubelet`,
-//! `kubeadm`, `kubectl` and `systemd-sysext`, chosen by argv[0].
+//! `systemd-sysupdate`, `systemctl`, `journalctl`, `update_engine_client`,
+//! `kubelet`, `kubeadm`, `kubectl` and `systemd-sysext`, chosen by argv[0].
 //!
 //! fleetctl runs unmodified commands over SSH, so every tool here prints what
 //! the real one prints (stdout vs stderr, exit codes, error wording) for the
@@ -18,11 +18,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::state::{self, Event, NodeBoot, Shared};
+use util::KubeVersion;
 
 mod http;
+mod journalctl;
 mod kubeadm;
 mod kubectl;
-mod kubelet;
+pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;
 mod sysupdate;
@@ -58,6 +60,7 @@ macro_rules! complain {
     }};
 }
 
+pub(crate) use util::civil;
 pub(crate) use {complain, say};
 
 /// The tools this binary can be.
@@ -70,6 +73,7 @@ enum Tool {
     Kubeadm,
     Kubectl,
     Sysext,
+    Journalctl,
 }
 
 impl Tool {
@@ -82,6 +86,7 @@ impl Tool {
             "kubeadm" => Tool::Kubeadm,
             "kubectl" => Tool::Kubectl,
             "systemd-sysext" => Tool::Sysext,
+            "journalctl" => Tool::Journalctl,
             _ => return None,
         })
     }
@@ -95,6 +100,7 @@ impl Tool {
             Tool::Kubeadm => "kubeadm",
             Tool::Kubectl => "kubectl",
             Tool::Sysext => "systemd-sysext",
+            Tool::Journalctl => "journalctl",
         }
     }
 }
@@ -120,6 +126,11 @@ pub fn dispatch(name: &str, args: &[String]) -> Option<i32> {
         kubeconfig_env: std::env::var("KUBECONFIG").ok(),
         home: std::env::var("HOME").ok(),
         utf8: locale_is_utf8(),
+        tool_version: std::env::var(crate::image::TOOL_VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty()),
+        unit: std::env::var(kubelet::UNIT_ENV).ok(),
+        daemon: true,
     };
     let code = run(&mut env, tool, args);
     let _ = env.out.flush();
@@ -149,6 +160,7 @@ fn run(env: &mut Env, tool: Tool, args: &[String]) -> i32 {
         Tool::Kubeadm => kubeadm::run(env, args),
         Tool::Kubectl => kubectl::run(env, args),
         Tool::Sysext => sysext::run(env, args),
+        Tool::Journalctl => journalctl::run(env, args),
     };
     match result {
         Ok(code) => code,
@@ -177,6 +189,14 @@ pub(crate) struct Env<'a> {
     pub home: Option<String>,
     /// Whether systemd-style glyphs may be drawn in UTF-8.
     pub utf8: bool,
+    /// The version of the kubelet/kubeadm/kubectl binary being run: set by
+    /// the sysext image's wrapper (`crate::image`), absent otherwise.
+    pub tool_version: Option<String>,
+    /// The systemd unit this process runs as (node-init says so).
+    pub unit: Option<String>,
+    /// A daemon that started may keep running (unit tests only want to
+    /// know how its start went).
+    pub daemon: bool,
 }
 
 impl Env<'_> {
@@ -203,6 +223,25 @@ impl Env<'_> {
             .with_context(|| format!("parsing this node's boot record {}", path.display()))
     }
 
+    /// The version of this kubelet, kubeadm or kubectl binary: the image it
+    /// came from, not what the node booted (a staged image's kubeadm,
+    /// mounted by hand, is the new one).
+    pub fn binary_version(&self, tool: &str) -> Result<KubeVersion> {
+        let Some(text) = &self.tool_version else {
+            anyhow::bail!(
+                "this is fleetsim's internal {tool}; run the one a kubernetes sysext image \
+                 provides (/usr/bin/{tool}), whose wrapper sets {}",
+                crate::image::TOOL_VERSION_ENV
+            );
+        };
+        KubeVersion::parse(text).with_context(|| {
+            format!(
+                "{} is not a Kubernetes version: {text:?}",
+                crate::image::TOOL_VERSION_ENV
+            )
+        })
+    }
+
     /// This node's name: from the boot record, else the kernel hostname.
     pub fn node_name(&self) -> String {
         if let Ok(boot) = self.boot() {
@@ -225,6 +264,8 @@ impl Env<'_> {
             argv,
             result: result.to_string(),
             pins: self.pins(),
+            version: self.tool_version.clone(),
+            ..Default::default()
         };
         let shared = self.shared();
         if let Err(e) = shared.record(&event) {
@@ -261,11 +302,16 @@ impl Env<'_> {
 
 /// The `*.conf` files of a directory in name order (empty if it does not exist).
 pub(crate) fn conf_files(dir: &Path) -> Vec<PathBuf> {
+    files_with_suffix(dir, "conf")
+}
+
+/// The `*.<ext>` files of a directory in name order (empty if it does not exist).
+pub(crate) fn files_with_suffix(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = match fs::read_dir(dir) {
         Ok(entries) => entries
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "conf") && p.is_file())
+            .filter(|p| p.extension().is_some_and(|x| x == ext) && p.is_file())
             .collect(),
         Err(_) => Vec::new(),
     };

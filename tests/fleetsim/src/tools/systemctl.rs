@@ -1,6 +1,8 @@
 //! `systemctl`, for the verbs a Flatcar operator (and fleetctl) uses on a
 //! node: `start systemd-sysupdate`, `reboot`, `is-active`, and `status
-//! update-engine`. Starting systemd-sysupdate runs the component updates
+//! update-engine|kubelet`. The kubelet's state is the one node-init keeps
+//! for `kubelet.service` (`crate::service`): `active`, `activating` while
+//! waiting to restart after a failure, or no such unit without a sysext. Starting systemd-sysupdate runs the component updates
 //! the way sysext-bakery's drop-in does — canonicalize the extension
 //! symlink, update, compare — and touches /run/reboot-required only when a
 //! symlink actually moved, so a node is never marked for a pointless reboot.
@@ -14,13 +16,15 @@ use anyhow::Result;
 
 use super::util::{glog_prefix, systemd_ago, systemd_timestamp};
 use super::{Env, OS_UPDATE_FILE, complain, conf_files, say, sysupdate};
+use crate::{journal, unit};
 
 const NAME: &str = "systemctl";
+const KUBELET: &str = super::kubelet::UNIT;
 
-/// Units that run on every simulated node (what `is-active` calls active).
+/// Units that run on every simulated node (what `is-active` calls active);
+/// the kubelet is not among them: it runs only when it could start.
 const ACTIVE_UNITS: &[&str] = &[
     "containerd.service",
-    "kubelet.service",
     "sshd.service",
     "systemd-networkd.service",
     "systemd-resolved.service",
@@ -74,8 +78,9 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     match (cli.verb, units.as_slice()) {
         ("start", [u]) if u == "systemd-sysupdate.service" => Ok(start_sysupdate(env, args)),
         ("reboot", []) => Ok(reboot(env, args)),
-        ("is-active", [_, ..]) => Ok(is_active(env, &units, cli.quiet)),
+        ("is-active", [_, ..]) => is_active(env, &units, cli.quiet),
         ("status", [u]) if u == "update-engine.service" => status_update_engine(env),
+        ("status", [u]) if u == KUBELET => status_kubelet(env),
         _ => Ok(env.unsupported(NAME, args)),
     }
 }
@@ -104,7 +109,8 @@ fn start_sysupdate(env: &mut Env, args: &[String]) -> i32 {
         runs.push(None);
     }
     for component in runs {
-        let report = sysupdate::update(env, component);
+        let source = sysupdate::Source::Component(component.map(str::to_string));
+        let report = sysupdate::update(env, &source);
         if let Some(error) = report.error {
             return unit_failed(env, args, &error, report.unsupported);
         }
@@ -168,16 +174,120 @@ fn reboot(env: &mut Env, args: &[String]) -> i32 {
     1
 }
 
-fn is_active(env: &mut Env, units: &[String], quiet: bool) -> i32 {
-    let mut all = true;
+/// One line per unit; exit 0 when at least one is active, as the man page
+/// says, else 3 (also for units that do not exist).
+fn is_active(env: &mut Env, units: &[String], quiet: bool) -> Result<i32> {
+    let mut any = false;
     for u in units {
-        let active = ACTIVE_UNITS.contains(&u.as_str());
-        all &= active;
+        let state = if u == KUBELET {
+            unit::read_state(&env.root, KUBELET)?.map_or("inactive".to_string(), |s| s.active)
+        } else if ACTIVE_UNITS.contains(&u.as_str()) {
+            "active".to_string()
+        } else {
+            "inactive".to_string()
+        };
+        any |= state == "active";
         if !quiet {
-            say!(env, "{}", if active { "active" } else { "inactive" });
+            say!(env, "{state}");
         }
     }
-    if all { 0 } else { 3 }
+    Ok(if any { 0 } else { 3 })
+}
+
+/// `systemctl status kubelet`: systemd's header for the unit, then its
+/// last journal lines of this boot. Exit 0 running, 3 not, 4 no such unit.
+fn status_kubelet(env: &mut Env) -> Result<i32> {
+    let Some(u) = unit::load(&env.root, KUBELET)? else {
+        complain!(env, "Unit {KUBELET} could not be found.");
+        return Ok(4);
+    };
+    let boot = env.boot()?;
+    let state = unit::read_state(&env.root, KUBELET)?;
+    let now = crate::state::now();
+    let (dot, branch) = if env.utf8 {
+        ("●", "└─")
+    } else {
+        ("*", "`-")
+    };
+    say!(env, "{dot} {KUBELET} - {}", u.description);
+    say!(
+        env,
+        "     Loaded: loaded ({}; enabled; preset: enabled)",
+        u.fragment
+    );
+    if let Some((first, rest)) = u.drop_ins.split_first() {
+        say!(env, "    Drop-In: {}.d", u.fragment);
+        say!(env, "             {branch}{first}");
+        for d in rest {
+            say!(env, "               {d}");
+        }
+    }
+    let running = match &state {
+        Some(s) if s.active == "active" => {
+            say!(
+                env,
+                "     Active: active (running) since {}; {}",
+                systemd_timestamp(s.since),
+                systemd_ago(now - s.since)
+            );
+            true
+        }
+        Some(s) => {
+            let result = s.result.as_deref().unwrap_or("exit-code");
+            say!(
+                env,
+                "     Active: {} ({}) (Result: {result}) since {}; {}",
+                s.active,
+                s.sub,
+                systemd_timestamp(s.since),
+                systemd_ago(now - s.since)
+            );
+            false
+        }
+        None => {
+            say!(env, "     Active: inactive (dead)");
+            false
+        }
+    };
+    if !u.documentation.is_empty() {
+        say!(env, "       Docs: {}", u.documentation.join(" "));
+    }
+    if let Some(s) = &state {
+        if running {
+            say!(env, "   Main PID: {} (kubelet)", s.main_pid);
+            say!(env, "     CGroup: /system.slice/{KUBELET}");
+            say!(
+                env,
+                "             {branch}{} {}",
+                s.main_pid,
+                s.command.join(" ")
+            );
+        } else if let Some(exit) = &s.exit {
+            let exec = u.exec_start.as_deref().unwrap_or("");
+            say!(
+                env,
+                "    Process: {} ExecStart={exec} (code=exited, status={exit})",
+                s.main_pid
+            );
+            say!(
+                env,
+                "   Main PID: {} (code=exited, status={exit})",
+                s.main_pid
+            );
+        }
+    }
+    let lines: Vec<String> = journal::read(&env.path(journal::JOURNAL_FILE))?
+        .into_iter()
+        .filter(|e| e.unit == KUBELET && e.boot == boot.boot_id)
+        .map(|e| journal::short_line(&e, &boot.name))
+        .collect();
+    if !lines.is_empty() {
+        say!(env, "");
+        for l in &lines[lines.len().saturating_sub(10)..] {
+            say!(env, "{l}");
+        }
+    }
+    Ok(if running { 0 } else { 3 })
 }
 
 /// The few lines of `systemctl status update-engine` an operator reads: is it
@@ -206,7 +316,7 @@ fn status_update_engine(env: &mut Env) -> Result<i32> {
     );
     say!(env, "");
     let at = boot.booted_at + 30.0;
-    let stamp = journal_stamp(at);
+    let stamp = journal::short_time(at);
     let prefix = format!("{stamp} {} update_engine[{pid}]:", boot.name);
     match staged {
         Some(v) => {
@@ -233,22 +343,6 @@ fn status_update_engine(env: &mut Env) -> Result<i32> {
         ),
     }
     Ok(0)
-}
-
-/// `Jul 28 09:05:20`, the journal's short timestamp.
-fn journal_stamp(ts: f64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let c = super::util::civil(ts);
-    format!(
-        "{} {:02} {:02}:{:02}:{:02}",
-        MONTHS[(c.month as usize + 11) % 12],
-        c.day,
-        c.hour,
-        c.minute,
-        c.second
-    )
 }
 
 /// The staged Flatcar version, if the scenario staged one.
@@ -359,7 +453,9 @@ mod tests {
     fn is_active_and_unknown_verbs() {
         let node = Node::worker("w1", "v1.37.1");
         let r = node.run("systemctl", &["is-active", "kubelet", "locksmithd"]);
-        assert_eq!((r.code, r.stdout.as_str()), (3, "active\ninactive\n"));
+        assert_eq!((r.code, r.stdout.as_str()), (0, "active\ninactive\n"));
+        let r = node.run("systemctl", &["is-active", "locksmithd"]);
+        assert_eq!((r.code, r.stdout.as_str()), (3, "inactive\n"));
         let r = node.run("systemctl", &["is-active", "--quiet", "update-engine"]);
         assert_eq!((r.code, r.stdout.as_str()), (0, ""));
         assert!(node.events().is_empty(), "queries are not events");
@@ -369,6 +465,68 @@ mod tests {
             r.stderr.trim(),
             "fleetsim: unsupported: systemctl restart kubelet"
         );
+    }
+
+    #[test]
+    fn status_kubelet_waiting_to_restart_after_a_failure() {
+        let node = Node::worker("w1", "v1.35.0");
+        crate::unit::write_state(
+            &node.root,
+            "kubelet.service",
+            &crate::unit::UnitState {
+                active: "activating".into(),
+                sub: "auto-restart".into(),
+                since: crate::state::now() - 3.0,
+                main_pid: 42,
+                command: vec!["/usr/bin/kubelet".into()],
+                exit: Some("1/FAILURE".into()),
+                result: Some("exit-code".into()),
+                restarts: 2,
+            },
+        )
+        .unwrap();
+        let r = node.run("systemctl", &["is-active", "kubelet"]);
+        assert_eq!((r.code, r.stdout.as_str()), (3, "activating\n"));
+        let r = node.run("systemctl", &["status", "kubelet", "--no-pager"]);
+        assert_eq!(r.code, 3);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(
+            lines[0],
+            "* kubelet.service - kubelet: The Kubernetes Node Agent"
+        );
+        assert_eq!(
+            lines[1],
+            "     Loaded: loaded (/usr/lib/systemd/system/kubelet.service; enabled; preset: enabled)"
+        );
+        assert_eq!(
+            lines[2],
+            "    Drop-In: /usr/lib/systemd/system/kubelet.service.d"
+        );
+        assert_eq!(lines[3], "             `-10-kubeadm.conf");
+        assert!(
+            lines[4]
+                .starts_with("     Active: activating (auto-restart) (Result: exit-code) since "),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout
+                .contains("   Main PID: 42 (code=exited, status=1/FAILURE)\n")
+        );
+    }
+
+    #[test]
+    fn without_a_sysext_there_is_no_kubelet_unit() {
+        let node = Node::worker("w1", "v1.35.0");
+        std::fs::remove_dir_all(node.path("/usr/lib/systemd")).unwrap();
+        std::fs::remove_dir_all(node.path("/run/fleetsim")).unwrap();
+        let r = node.run("systemctl", &["status", "kubelet"]);
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (4, "Unit kubelet.service could not be found.\n")
+        );
+        let r = node.run("systemctl", &["is-active", "kubelet"]);
+        assert_eq!((r.code, r.stdout.as_str()), (3, "inactive\n"));
     }
 
     #[test]

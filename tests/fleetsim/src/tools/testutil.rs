@@ -15,7 +15,7 @@ use std::thread;
 use sha2::{Digest, Sha256};
 
 use super::{Env, Tool};
-use crate::state::{self, Cluster, ClusterNode, Event, NodeBoot, Role, Shared};
+use crate::state::{self, Cluster, ClusterNode, Event, KubeletRun, NodeBoot, Role, Shared};
 
 /// What a tool run printed and returned.
 #[derive(Debug)]
@@ -66,6 +66,38 @@ impl Fleet {
             "/etc/os-release",
             "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=4081.2.0\nVERSION_ID=4081.2.0\n",
         );
+        // What the boot merged (the kubelet unit; the tools themselves run
+        // in-process) and what kubeadm init/join left, as on a node.
+        let v = crate::version::Version::parse(version).unwrap();
+        for e in crate::image::tree(&v)
+            .into_iter()
+            .filter(|e| e.path.contains("/kubelet.service"))
+        {
+            node.write(&format!("/{}", e.path), &e.content);
+        }
+        node.write(
+            crate::kubelet_files::FLAGS_FILE,
+            &crate::kubelet_files::initial_flags(&v),
+        );
+        node.write(
+            crate::kubelet_files::CONFIG_FILE,
+            &crate::kubelet_files::config_yaml(version),
+        );
+        crate::unit::write_state(
+            &node.root,
+            super::kubelet::UNIT,
+            &crate::unit::UnitState {
+                active: "active".into(),
+                sub: "running".into(),
+                since: booted_at,
+                main_pid: 812,
+                command: vec!["/usr/bin/kubelet".into()],
+                exit: None,
+                result: None,
+                restarts: 0,
+            },
+        )
+        .unwrap();
         if role == Role::ControlPlane {
             node.write(
                 "/etc/kubernetes/admin.conf",
@@ -89,6 +121,11 @@ impl Fleet {
                             .then(|| version.to_string()),
                         os: "4081.2.0".to_string(),
                         boot_id: format!("boot-{name}"),
+                        address: format!("10.0.0.{}", 10 + c.nodes.len()),
+                        kubelet: Some(KubeletRun {
+                            boot_id: format!("boot-{name}"),
+                            started_at: booted_at,
+                        }),
                     },
                 );
                 Ok(())
@@ -171,6 +208,38 @@ impl Node {
     }
 
     pub fn run_with_stdin(&self, tool: &str, args: &[&str], stdin: &str) -> Output {
+        // /usr/bin/kubelet|kubeadm|kubectl are the merged image's.
+        let booted = (crate::image::IMAGE_TOOLS.contains(&tool))
+            .then(|| self.booted())
+            .filter(|v| !v.is_empty());
+        self.run_as(tool, booted.as_deref(), args, stdin, None)
+    }
+
+    /// Runs the merged image's `tool` as node-init starts a service.
+    pub fn run_service(&self, tool: &str, args: &[&str]) -> Output {
+        let booted = self.booted();
+        self.run_as(tool, Some(&booted), args, "", Some(super::kubelet::UNIT))
+    }
+
+    /// Runs another image's binary (a staged image mounted by hand).
+    pub fn run_image(&self, version: &str, tool: &str, args: &[&str]) -> Output {
+        self.run_as(tool, Some(version), args, "", None)
+    }
+
+    /// The version this node's boot merged ("" for none).
+    pub fn booted(&self) -> String {
+        let boot: NodeBoot = serde_json::from_str(&self.read(state::NODE_FILE)).unwrap();
+        boot.kubernetes
+    }
+
+    fn run_as(
+        &self,
+        tool: &str,
+        version: Option<&str>,
+        args: &[&str],
+        stdin: &str,
+        unit: Option<&str>,
+    ) -> Output {
         let tool = Tool::from_name(tool).expect("a tool name");
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut input = Cursor::new(stdin.as_bytes().to_vec());
@@ -184,6 +253,9 @@ impl Node {
                 kubeconfig_env: None,
                 home: None,
                 utf8: false,
+                tool_version: version.map(str::to_string),
+                unit: unit.map(str::to_string),
+                daemon: false,
             };
             super::run(&mut env, tool, &args)
         };

@@ -61,6 +61,7 @@ fn ctl_flips_faults_and_records_them() {
         &["hang", "w-1"][..],
         &["pdb-block", "w-1"],
         &["fail-upgrade-apply", "2"],
+        &["fail-upgrade-node", "w-1"],
         &["slow-boot", "cp-1", "2.5"],
         &["hub-down"],
     ] {
@@ -71,6 +72,7 @@ fn ctl_flips_faults_and_records_them() {
     assert_eq!(f.hang_on_reboot, ["w-1"]);
     assert_eq!(f.pdb_block, ["w-1"]);
     assert_eq!(f.fail_upgrade_apply, 2);
+    assert_eq!(f.fail_upgrade_node, ["w-1"]);
     assert_eq!(f.slow_boot.get("cp-1"), Some(&2.5));
     assert!(f.hub_down);
 
@@ -105,4 +107,57 @@ fn ctl_flips_faults_and_records_them() {
         "{text}"
     );
     assert!(text.contains("cp-1         (boot)  → ok"), "{text}");
+}
+
+#[test]
+fn a_power_cycle_kills_the_node_and_boots_what_is_staged() {
+    let fleet = start(small(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
+    fleet.wait_ready("w-1").unwrap();
+    let id = boot_id(&fleet, "w-1");
+    let mut idle = fleet
+        .ssh_command("w-1", "root")
+        .unwrap()
+        .arg("sleep 600")
+        .spawn()
+        .unwrap();
+    let out = ctl(&fleet, &["power-cycle", "w-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let boot = fleet.wait_rebooted("w-1", &id).unwrap();
+    assert_eq!(boot.kubernetes, "v1.34.3", "what was staged runs now");
+    let dropped = crate::common::wait_child(&mut idle, Duration::from_secs(20));
+    assert_eq!(
+        dropped.and_then(|s| s.code()),
+        Some(255),
+        "the session died with the node"
+    );
+    fleet.wait_ready("w-1").unwrap();
+    let events = crate::common::node_events(&fleet, "w-1");
+    assert_eq!(
+        events,
+        ["(boot)", "(kubelet)", "(shutdown)", "(boot)", "(kubelet)"],
+        "no reboot command, no clean shutdown"
+    );
+    let shutdown = fleet
+        .events()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.node == "w-1" && e.argv == ["(shutdown)"])
+        .unwrap();
+    assert_eq!(
+        shutdown.result,
+        "power cycle: node-init killed, no clean shutdown"
+    );
+    let text = stdout(
+        &Command::new(env!("CARGO_BIN_EXE_fleetsim"))
+            .args(["events", "--dir"])
+            .arg(fleet.dir())
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("fleetsim ctl power-cycle w-1"), "{text}");
+
+    // The harness does the same.
+    let id = boot_id(&fleet, "w-1");
+    fleet.power_cycle("w-1").unwrap();
+    fleet.wait_rebooted("w-1", &id).unwrap();
 }

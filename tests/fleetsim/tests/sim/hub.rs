@@ -65,5 +65,11 @@ fn publish_adds_a_newer_patch_mid_run() {
     let (status, body) = get(&format!("{url}/kubernetes/{image}")).unwrap();
     assert_eq!(status, 200);
     assert_eq!(sha256_hex(&body), sum);
-    assert!(String::from_utf8_lossy(&body).contains("version: v1.34.9"));
+    // A squashfs image whose content names its version.
+    let file = fleet.dir().join("downloaded.raw");
+    std::fs::write(&file, &body).unwrap();
+    assert_eq!(
+        fleetsim::image::version_of(&file).unwrap().to_string(),
+        "v1.34.9"
+    );
 }

@@ -8,6 +8,11 @@ fn root_and_core_with_sudo_both_work() {
     let fleet = start(small(0));
     assert_eq!(run(&fleet, "cp-1", "root", "id -u").trim(), "0");
     assert_eq!(run(&fleet, "cp-1", "core", "id -un").trim(), "core");
+    // uid 500 on every host, as on Flatcar, and it owns its ~/.ssh.
+    assert_eq!(
+        run(&fleet, "cp-1", "core", "id -u; id -g; stat -c %u ~/.ssh").trim(),
+        "500\n500\n500"
+    );
     assert_eq!(
         run(&fleet, "cp-1", "core", "echo $HOME").trim(),
         "/home/core"

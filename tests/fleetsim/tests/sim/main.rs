@@ -7,8 +7,10 @@ mod common;
 
 mod faults;
 mod hub;
+mod kubelet;
 mod leaks;
 mod login;
 mod node;
+mod order;
 mod reboot;
 mod scale;

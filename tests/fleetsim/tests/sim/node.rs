@@ -1,7 +1,7 @@
 //! A node looks like a Flatcar node: paths, files and tools where fleetctl
 //! expects them.
 
-use crate::common::{run, small, start};
+use crate::common::{run, small, start, stderr};
 use fleetsim::Pin;
 
 #[test]
@@ -25,6 +25,22 @@ fn a_control_plane_has_flatcar_paths_and_a_pinned_config() {
         run(&fleet, "cp-1", "root", "ls /opt/extensions/kubernetes").trim(),
         "kubernetes-v1.34.2-x86-64.raw"
     );
+    // The image is the hub's, byte for byte (the same reproducible build).
+    let on_node = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "sha256sum /opt/extensions/kubernetes/kubernetes-v1.34.2-x86-64.raw",
+    );
+    let (_, sums) =
+        fleetsim::hub::get(&format!("{}/kubernetes/SHA256SUMS", fleet.hub_url())).unwrap();
+    let sums = String::from_utf8(sums).unwrap();
+    let hub_sum = sums
+        .lines()
+        .find(|l| l.ends_with("  kubernetes-v1.34.2-x86-64.raw"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap();
+    assert_eq!(on_node.split_whitespace().next(), Some(hub_sum));
     let conf = run(
         &fleet,
         "cp-1",
@@ -61,10 +77,72 @@ fn the_tools_are_at_their_real_paths() {
         &fleet,
         "cp-1",
         "root",
-        "stat -c %i /usr/bin/kubelet /usr/sbin/reboot /usr/lib/systemd/systemd-sysupdate",
+        "stat -c %i /usr/lib/fleetsim/kubelet /usr/sbin/reboot /usr/lib/systemd/systemd-sysupdate",
     );
     let distinct: std::collections::BTreeSet<&str> = inodes.lines().collect();
     assert_eq!(distinct.len(), 1, "{inodes}");
+}
+
+#[test]
+fn kubelet_kubeadm_and_kubectl_come_from_the_merged_sysext() {
+    let fleet = start(small(0));
+    // /usr is the image's usr over the node's, read-only, as systemd-sysext merges it.
+    let mounts = run(&fleet, "cp-1", "root", "grep ' /usr ' /proc/self/mountinfo");
+    let top = mounts.lines().last().unwrap();
+    assert!(top.contains(" ro,"), "{mounts}");
+    assert!(
+        top.contains("lowerdir=") && top.contains("/sysext/usr:/usr"),
+        "{mounts}"
+    );
+    let out = fleet.ssh("cp-1", "root", "touch /usr/bin/x").unwrap();
+    assert!(
+        stderr(&out).contains("Read-only file system"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        run(
+            &fleet,
+            "cp-1",
+            "root",
+            "cat /usr/local/share/kubernetes-version"
+        ),
+        "v1.34.2\n"
+    );
+    // The image's wrapper, not a link to fleetsim, and its version is the image's.
+    let wrapper = run(&fleet, "cp-1", "root", "cat /usr/bin/kubeadm");
+    assert!(
+        wrapper.contains("FLEETSIM_TOOL_VERSION=v1.34.2"),
+        "{wrapper}"
+    );
+    assert_eq!(
+        run(&fleet, "cp-1", "root", "kubelet --version"),
+        "Kubernetes v1.34.2\n"
+    );
+    // The loop device is the image's, read-only and cleared with the node.
+    let loops = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "losetup -l -n -O RO,AUTOCLEAR,BACK-FILE",
+    );
+    assert!(
+        loops
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [
+                    "1",
+                    "1",
+                    "/opt/extensions/kubernetes/kubernetes-v1.34.2-x86-64.raw"
+                ]),
+        "{loops}"
+    );
+    // The internal entry point refuses to guess a version.
+    let out = fleet
+        .ssh("cp-1", "root", "/usr/lib/fleetsim/kubeadm version")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("run the one a kubernetes sysext image provides"));
 }
 
 #[test]

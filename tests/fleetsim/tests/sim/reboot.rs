@@ -44,9 +44,17 @@ fn reboot_drops_every_session_and_boots_fresh() {
     assert_eq!(fleet.boot("w-1").unwrap().boot_id, after);
     run(&fleet, "w-1", "root", "test ! -e /run/marker");
     run(&fleet, "w-1", "root", "test -e /var/tmp/disk-marker");
+    fleet.wait_ready("w-1").unwrap();
     assert_eq!(
         node_events(&fleet, "w-1"),
-        ["(boot)", "reboot", "(shutdown)", "(boot)"]
+        [
+            "(boot)",
+            "(kubelet)",
+            "reboot",
+            "(shutdown)",
+            "(boot)",
+            "(kubelet)"
+        ]
     );
 }
 
@@ -101,6 +109,8 @@ fn staged_is_not_running_until_reboot() {
     let _ = fleet.ssh("w-1", "root", "reboot");
     let boot = fleet.wait_rebooted("w-1", &id).unwrap();
     assert_eq!(boot.kubernetes, "v1.34.3");
+    // The API learns the new version from the kubelet, once it started.
+    fleet.wait_ready("w-1").unwrap();
     assert_eq!(
         fleet.cluster().unwrap().nodes["w-1"].kubelet_version,
         "v1.34.3"
@@ -125,7 +135,7 @@ fn staged_is_not_running_until_reboot() {
 }
 
 #[test]
-fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
+fn a_dangling_sysext_link_merges_nothing_and_says_so() {
     let fleet = start(small(1));
     run(
         &fleet,
@@ -135,9 +145,70 @@ fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
     );
     let id = boot_id(&fleet, "w-1");
     let _ = fleet.ssh("w-1", "root", "reboot");
+    assert_eq!(fleet.wait_rebooted("w-1", &id).unwrap().kubernetes, "");
+    let boot = fleet
+        .events()
+        .unwrap()
+        .into_iter()
+        .rfind(|e| e.node == "w-1" && e.argv == ["(boot)"])
+        .unwrap();
+    assert!(
+        boot.result
+            .starts_with("warning: no kubernetes sysext merged: /etc/extensions/kubernetes.raw → "),
+        "{}",
+        boot.result
+    );
+    assert!(
+        boot.result.contains("No such file or directory"),
+        "{}",
+        boot.result
+    );
+    assert_eq!(boot.version, None);
+    // No image, no kubelet: the shell cannot find one, systemd has no unit,
+    // and the Node posts no status.
+    let out = fleet.ssh("w-1", "root", "kubelet --version").unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    run(&fleet, "w-1", "root", "test ! -e /usr/bin/kubeadm");
+    let out = fleet
+        .ssh("w-1", "root", "systemctl status kubelet")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stderr(&out), "Unit kubelet.service could not be found.\n");
+    let kubelet = fleet
+        .events()
+        .unwrap()
+        .into_iter()
+        .rfind(|e| e.node == "w-1" && e.argv == ["(kubelet)"])
+        .unwrap();
+    assert_eq!(kubelet.result, "failed: Unit kubelet.service not found.");
+    assert!(
+        !fleet
+            .cluster()
+            .unwrap()
+            .node_ready("w-1", fleetsim::state::now() + 3600.0)
+    );
+}
+
+#[test]
+fn the_running_version_is_the_images_content_not_its_name() {
+    let fleet = start(small(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
+    // A v1.34.3 image under a v1.35.0 name: the boot reads what is inside.
+    run(
+        &fleet,
+        "w-1",
+        "root",
+        "cd /opt/extensions/kubernetes && mv kubernetes-v1.34.3-x86-64.raw kubernetes-v1.35.0-x86-64.raw \
+         && ln -sfn ../../opt/extensions/kubernetes/kubernetes-v1.35.0-x86-64.raw /etc/extensions/kubernetes.raw",
+    );
+    let id = boot_id(&fleet, "w-1");
+    let _ = fleet.ssh("w-1", "root", "reboot");
     assert_eq!(
         fleet.wait_rebooted("w-1", &id).unwrap().kubernetes,
-        "v1.34.2"
+        "v1.34.3"
+    );
+    assert_eq!(
+        run(&fleet, "w-1", "root", "kubelet --version"),
+        "Kubernetes v1.34.3\n"
     );
     let boot = fleet
         .events()
@@ -145,7 +216,10 @@ fn a_dangling_sysext_link_keeps_the_running_version_and_says_so() {
         .into_iter()
         .rfind(|e| e.node == "w-1" && e.argv == ["(boot)"])
         .unwrap();
-    assert!(boot.result.contains("does not exist"), "{}", boot.result);
+    assert_eq!(
+        (boot.result.as_str(), boot.version.as_deref()),
+        ("ok", Some("v1.34.3"))
+    );
 }
 
 #[test]
@@ -183,11 +257,17 @@ fn ssh_answers_before_the_kubelet_is_ready_and_the_api_answers() {
     let _ = fleet.ssh("cp-1", "root", "reboot");
     fleet.wait_rebooted("cp-1", &id).unwrap();
     run(&fleet, "cp-1", "root", "true");
-    let c = fleet.cluster().unwrap();
+    let c = fleet
+        .wait_for("cp-1's kubelet runs", |c| {
+            c.nodes["cp-1"].kubelet_running().is_some()
+        })
+        .unwrap();
     let now = fleetsim::state::now();
     assert!(!c.node_ready("cp-1", now));
     assert!(!c.api_up(now));
-    let booted = c.nodes["cp-1"].booted_at;
-    assert!(c.node_ready("cp-1", booted + 600.0));
-    assert!(c.api_up(booted + 600.0));
+    // Both delays count from the kubelet's start.
+    let started = c.nodes["cp-1"].kubelet_running().unwrap().started_at;
+    assert!(!c.node_ready("cp-1", started + 599.0));
+    assert!(c.node_ready("cp-1", started + 600.0));
+    assert!(c.api_up(started + 600.0));
 }

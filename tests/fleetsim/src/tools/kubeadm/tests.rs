@@ -357,3 +357,246 @@ fn version_and_plan() {
     assert!(r.stdout.contains("\tkubeadm upgrade apply v1.35.1\n"));
     assert!(node.events().is_empty(), "plan and version do not mutate");
 }
+
+// ------------------------------------------------- the v1.35 kubelet flags
+
+use crate::kubelet_files::{CONFIG_FILE, FLAGS_FILE, config_stamp};
+
+const OLD_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
+const NEW_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n";
+
+#[test]
+fn the_staged_kubeadm_upgrades_before_the_reboot() {
+    // Booted v1.34.2; the v1.35.1 image mounted by hand brings its kubeadm.
+    let node = Node::control_plane("cp1", "v1.34.2");
+    assert_eq!(node.read(FLAGS_FILE), OLD_FLAGS);
+    let r = node.run_image(
+        "v1.35.1",
+        "kubeadm",
+        &[
+            "upgrade",
+            "apply",
+            "v1.35.1",
+            "--skip-phases",
+            "addon/kube-proxy",
+            "--yes",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("[upgrade/versions] kubeadm version: v1.35.1\n")
+    );
+    let c = node.cluster();
+    assert_eq!(c.version, "v1.35.1");
+    assert_eq!(
+        c.nodes["cp1"].control_plane_version.as_deref(),
+        Some("v1.35.1")
+    );
+    // Its post-upgrade phase removed the flag kubelet v1.35 refuses, and its
+    // kubelet-config phase wrote the config the next kubelet will load.
+    assert_eq!(node.read(FLAGS_FILE), NEW_FLAGS);
+    assert_eq!(
+        config_stamp(&node.read(CONFIG_FILE)).as_deref(),
+        Some("v1.35.1")
+    );
+    let events = node.events();
+    let seen: Vec<(String, Option<String>)> = events
+        .iter()
+        .map(|e| (e.argv[..e.argv.len().min(3)].join(" "), e.version.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("(static-pods)".to_string(), Some("v1.35.1".to_string())),
+            (
+                "kubeadm upgrade apply".to_string(),
+                Some("v1.35.1".to_string())
+            ),
+        ]
+    );
+    assert_eq!(
+        events[1].argv,
+        [
+            "kubeadm",
+            "upgrade",
+            "apply",
+            "v1.35.1",
+            "--skip-phases",
+            "addon/kube-proxy",
+            "--yes"
+        ],
+        "argv as typed, no internal version argument"
+    );
+}
+
+#[test]
+fn upgrade_node_runs_with_a_kubeadm_newer_than_the_kubelet() {
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.35.1");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    cp.update_cluster(|c| c.version = "v1.35.1".into());
+    let r = w1.run_image(
+        "v1.35.1",
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(
+        "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\"\n"
+    ));
+    assert_eq!(w1.read(FLAGS_FILE), NEW_FLAGS);
+    assert_eq!(
+        config_stamp(&w1.read(CONFIG_FILE)).as_deref(),
+        Some("v1.35.1")
+    );
+    let e = w1.events().pop().unwrap();
+    assert_eq!(
+        (e.node.as_str(), e.version.as_deref()),
+        ("w1", Some("v1.35.1"))
+    );
+}
+
+#[test]
+fn only_kubeadm_1_35_removes_the_flag() {
+    // A patch upgrade by v1.34 and a v1.36 kubeadm leave the file alone.
+    for kubeadm in ["v1.34.3", "v1.36.0"] {
+        let fleet = Fleet::new();
+        let _cp = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+        let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+        let r = w1.run_image(kubeadm, "kubeadm", &["upgrade", "node"]);
+        assert_eq!(r.code, 0, "{kubeadm}: {}", r.stderr);
+        assert_eq!(w1.read(FLAGS_FILE), OLD_FLAGS, "{kubeadm}");
+        assert_eq!(
+            config_stamp(&w1.read(CONFIG_FILE)).as_deref(),
+            Some(kubeadm)
+        );
+    }
+    // Nor does v1.35 when told to skip the phase that does it.
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.35.0");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    let r = w1.run_image(
+        "v1.35.0",
+        "kubeadm",
+        &["upgrade", "node", "--skip-phases", "post-upgrade"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(w1.read(FLAGS_FILE), OLD_FLAGS);
+}
+
+#[test]
+fn apply_refuses_while_a_control_plane_is_not_ready() {
+    let fleet = Fleet::new();
+    let cp1 = fleet.node("cp-1", Role::ControlPlane, "v1.34.2");
+    let _cp2 = fleet.node("cp-2", Role::ControlPlane, "v1.34.2");
+    // cp-2 rebooted into a kubelet that cannot start.
+    cp1.update_cluster(|c| c.nodes.get_mut("cp-2").unwrap().kubelet = None);
+    let r = cp1.run_image(
+        "v1.35.1",
+        "kubeadm",
+        &["upgrade", "apply", "v1.35.1", "--yes"],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "[upgrade/health] FATAL: [preflight] Some fatal errors occurred:\n\
+         \t[ERROR ControlPlaneNodesReady]: there are NotReady control-planes in the cluster: [cp-2]\n\
+         [preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`\n\
+         To see the stack trace of this error execute with --v=5 or higher\n"
+    );
+    assert_eq!(cp1.cluster().version, "v1.34.2");
+    assert_eq!(cp1.read(FLAGS_FILE), OLD_FLAGS, "nothing ran");
+    let r = cp1.run_image(
+        "v1.35.1",
+        "kubeadm",
+        &[
+            "upgrade",
+            "apply",
+            "v1.35.1",
+            "--yes",
+            "--ignore-preflight-errors=ControlPlaneNodesReady",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(
+        "\t[WARNING ControlPlaneNodesReady]: there are NotReady control-planes in the cluster: [cp-2]\n"
+    ));
+}
+
+#[test]
+fn static_pods_move_only_with_a_running_kubelet() {
+    let fleet = Fleet::new();
+    let cp1 = fleet.node("cp-1", Role::ControlPlane, "v1.35.1");
+    let cp2 = fleet.node("cp-2", Role::ControlPlane, "v1.34.2");
+    cp1.update_cluster(|c| {
+        c.version = "v1.35.1".into();
+        c.nodes.get_mut("cp-2").unwrap().kubelet = None;
+    });
+    let r = cp2.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "static Pod hash for component kube-apiserver on Node cp-2 did not change after 5m0s: timed out waiting for the condition"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        cp2.cluster().nodes["cp-2"].control_plane_version.as_deref(),
+        Some("v1.34.2")
+    );
+    assert!(cp2.events().iter().all(|e| e.argv[0] != "(static-pods)"));
+}
+
+#[test]
+fn the_internal_entry_point_needs_an_image_version() {
+    let node = Node::control_plane("cp1", "v1.34.2");
+    std::fs::write(node.path(crate::state::NODE_FILE), "{\"name\":\"cp1\",\"role\":\"control-plane\",\"boot_id\":\"b\",\"kubernetes\":\"\",\"os\":\"4081.2.0\",\"booted_at\":0}").unwrap();
+    // What running /usr/lib/fleetsim/kubeadm directly amounts to.
+    let r = node.run("kubeadm", &["version"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("run the one a kubernetes sysext image provides (/usr/bin/kubeadm)"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn an_injected_upgrade_node_failure_fails_once_and_changes_nothing() {
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.35.1");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    w1.update_cluster(|c| c.version = "v1.35.1".into());
+    w1.shared()
+        .update_faults(|f| f.fail_upgrade_node = vec!["w1".into()])
+        .unwrap();
+    let before = w1.read(CONFIG_FILE);
+    let r = w1.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with(
+            "error execution phase kubelet-config: failed to download the kubelet configuration: "
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("(fleetsim: injected fault fail_upgrade_node)")
+    );
+    assert_eq!(w1.read(FLAGS_FILE), OLD_FLAGS);
+    assert_eq!(w1.read(CONFIG_FILE), before);
+    assert!(w1.shared().faults().unwrap().fail_upgrade_node.is_empty());
+    let e = w1.events().pop().unwrap();
+    assert!(
+        e.result.starts_with("error execution phase kubelet-config"),
+        "{}",
+        e.result
+    );
+    let r = w1.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "consumed once: {}", r.stderr);
+    assert_eq!(w1.read(FLAGS_FILE), NEW_FLAGS);
+}

@@ -1,7 +1,8 @@
 //! `kubectl` against the simulated API server: the shared cluster state,
 //! answering only while a control-plane node is up and past its API delay.
 //!
-//! Covered: nodes (get, cordon, uncordon, drain, wait), the kubeadm-config
+//! Covered: nodes (get, cordon, uncordon, drain, wait), the control planes'
+//! static mirror pods (get, by name or as a list), the kubeadm-config
 //! and fleetctl's own ConfigMaps (get, create, delete), the kube-proxy and
 //! Kured DaemonSets (get, annotate with resource-version preconditions),
 //! `version` and `get --raw /readyz`. Output shapes follow the real API
@@ -25,6 +26,7 @@ use crate::state::Cluster;
 mod drain;
 mod nodes;
 mod objects;
+mod pods;
 #[cfg(test)]
 mod tests;
 
@@ -303,6 +305,29 @@ pub(super) fn kind_of(word: &str) -> Option<Kind> {
     })
 }
 
+fn is_pod_kind(word: &str) -> bool {
+    matches!(word, "pod" | "pods" | "po")
+}
+
+/// `pod [NAME…]` or `pod/NAME…` after the verb: the names (none: a list).
+fn pod_names(words: &[String]) -> Option<Vec<String>> {
+    let (first, rest) = words.split_first()?;
+    if is_pod_kind(first) {
+        return rest
+            .iter()
+            .map(|w| (!w.contains('/')).then(|| w.clone()))
+            .collect();
+    }
+    words
+        .iter()
+        .map(|w| {
+            w.split_once('/')
+                .filter(|(k, n)| is_pod_kind(k) && !n.is_empty())
+                .map(|(_, n)| n.to_string())
+        })
+        .collect()
+}
+
 /// `TYPE NAME`, `TYPE/NAME` or `TYPE` (list) after the verb.
 pub(super) fn resource(words: &[String]) -> Option<(Kind, Option<&str>)> {
     match words {
@@ -335,6 +360,12 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     if !cli.only(&["output", "ignore-not-found"]) {
         return Ok(Res::unsupported(env, args));
     }
+    if let Some(names) = pod_names(&cli.words[1..]) {
+        if cli.switch("ignore-not-found") {
+            return Ok(Res::unsupported(env, args));
+        }
+        return pods::get(env, args, cli, &names);
+    }
     let Some((kind, name)) = resource(&cli.words[1..]) else {
         return Ok(Res::unsupported(env, args));
     };
@@ -355,13 +386,7 @@ fn version(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     if cli.words.len() != 1 || !matches!(cli.output(), None | Some("json")) {
         return Ok(Res::unsupported(env, args));
     }
-    let boot = env.boot()?;
-    let Some(client) = KubeVersion::parse(&boot.kubernetes) else {
-        anyhow::bail!(
-            "the node's boot record has no valid kubernetes version: {:?}",
-            boot.kubernetes
-        );
-    };
+    let client = env.binary_version(NAME)?;
     let server = if cli.switch("client") {
         None
     } else {
@@ -402,16 +427,14 @@ fn version(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     })
 }
 
-/// The version of the API server that answers: the first control-plane
-/// node that is up, as its static pods were last upgraded.
+/// The version of the API server that answers: the first control plane
+/// whose static pods run, as they were last upgraded.
 fn server_version(c: &Cluster) -> Option<KubeVersion> {
     let now = crate::state::now();
     c.nodes
-        .values()
-        .filter(|n| {
-            n.role == crate::state::Role::ControlPlane && n.up && now >= n.booted_at + c.api_delay
-        })
-        .find_map(|n| n.control_plane_version.as_deref())
+        .iter()
+        .filter(|(name, _)| c.static_pods_running(name, now))
+        .find_map(|(_, n)| n.control_plane_version.as_deref())
         .or(Some(c.version.as_str()))
         .and_then(KubeVersion::parse)
 }

@@ -25,14 +25,17 @@ pub(super) enum Readiness {
     Unknown,
 }
 
+/// A node whose kubelet does not run posts no status: the node controller
+/// reports it Unknown, whether the node is down or its kubelet failed.
 pub(super) fn readiness(c: &Cluster, n: &ClusterNode, now: f64) -> Readiness {
-    let ready_at = n.booted_at + c.kubelet_delay;
-    if !n.up {
-        Readiness::Unknown
-    } else if now >= ready_at {
-        Readiness::Ready { since: ready_at }
-    } else {
-        Readiness::NotReady { since: n.booted_at }
+    match n.kubelet_running() {
+        None => Readiness::Unknown,
+        Some(k) if now >= k.started_at + c.kubelet_delay => Readiness::Ready {
+            since: k.started_at + c.kubelet_delay,
+        },
+        Some(k) => Readiness::NotReady {
+            since: k.started_at,
+        },
     }
 }
 
@@ -196,7 +199,7 @@ pub(super) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, 
         },
         "spec": spec,
         "status": {
-            "addresses": [{"address": name, "type": "Hostname"}],
+            "addresses": addresses(name, n),
             "allocatable": resources,
             "capacity": resources,
             "conditions": conditions(&r, n, now),
@@ -215,6 +218,15 @@ pub(super) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, 
             },
         },
     })
+}
+
+fn addresses(name: &str, n: &ClusterNode) -> Value {
+    let mut list = Vec::new();
+    if !n.address.is_empty() {
+        list.push(json!({"address": n.address, "type": "InternalIP"}));
+    }
+    list.push(json!({"address": name, "type": "Hostname"}));
+    Value::Array(list)
 }
 
 fn table_row(c: &Cluster, name: &str, n: &ClusterNode, now: f64) -> Vec<String> {

@@ -245,7 +245,7 @@ fn cordon_uncordon_and_the_table() {
 }
 
 #[test]
-fn readiness_follows_boot_and_kubelet_delay() {
+fn readiness_follows_the_kubelet_and_kubelet_delay() {
     let (cp, w1, _) = cluster();
     w1.update_cluster(|c| c.nodes.get_mut("w1").unwrap().up = false);
     let n = get_node(&cp, "w1");
@@ -256,11 +256,21 @@ fn readiness_follows_boot_and_kubelet_delay() {
             .iter()
             .any(|t| t.key == "node.kubernetes.io/unreachable")
     );
+    // Up again, but its kubelet has not started (or failed to): no status.
+    w1.update_cluster(|c| {
+        let n = c.nodes.get_mut("w1").unwrap();
+        n.up = true;
+        n.kubelet = None;
+    });
+    assert_eq!(ready(&get_node(&cp, "w1")), "Unknown");
+    // The kubelet started, and is not Ready before kubelet_delay.
     w1.update_cluster(|c| {
         c.kubelet_delay = 3600.0;
         let n = c.nodes.get_mut("w1").unwrap();
-        n.up = true;
-        n.booted_at = crate::state::now();
+        n.kubelet = Some(crate::state::KubeletRun {
+            boot_id: n.boot_id.clone(),
+            started_at: crate::state::now(),
+        });
     });
     assert_eq!(ready(&get_node(&cp, "w1")), "False");
     assert!(
@@ -268,6 +278,12 @@ fn readiness_follows_boot_and_kubelet_delay() {
             .stdout
             .contains("\nw1     NotReady ")
     );
+    // A kubelet of an earlier boot does not count.
+    w1.update_cluster(|c| {
+        c.kubelet_delay = 0.0;
+        c.nodes.get_mut("w1").unwrap().boot_id = "a-later-boot".into();
+    });
+    assert_eq!(ready(&get_node(&cp, "w1")), "Unknown");
 }
 
 #[test]
@@ -774,7 +790,7 @@ fn anything_else_is_unsupported_and_recorded() {
     let (cp, _, _) = cluster();
     for args in [
         vec!["apply", "-f", "x.yaml"],
-        vec!["get", "pods"],
+        vec!["get", "pods", "-o", "yaml"],
         vec!["get", "nodes", "-o", "wide"],
         vec!["drain", "w1", "--pod-selector=app=web"],
         vec!["get", "-é", "nodes"],
@@ -798,5 +814,142 @@ fn anything_else_is_unsupported_and_recorded() {
         events
             .iter()
             .all(|e| e.result.starts_with("fleetsim: unsupported: kubectl "))
+    );
+}
+
+// ---------------------------------------------------------------- pods
+
+const FLEETCTL_PODS: &[&str] = &[
+    "--kubeconfig=/etc/kubernetes/admin.conf",
+    "--request-timeout=20s",
+    "-n",
+    "kube-system",
+    "get",
+    "pod",
+    "kube-apiserver-cp1",
+    "kube-controller-manager-cp1",
+    "kube-scheduler-cp1",
+    "-o",
+    "json",
+];
+
+#[test]
+fn static_pods_as_fleetctl_reads_them() {
+    let (cp, _, _) = cluster();
+    cp.update_cluster(|c| {
+        c.nodes.get_mut("cp1").unwrap().control_plane_version = Some("v1.35.3".into());
+    });
+    let r = kubectl(&cp, FLEETCTL_PODS);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let list: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    let names: Vec<&str> = items
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "kube-apiserver-cp1",
+            "kube-controller-manager-cp1",
+            "kube-scheduler-cp1"
+        ]
+    );
+    let api = &items[0];
+    assert_eq!(api["kind"], "Pod");
+    assert_eq!(api["metadata"]["namespace"], "kube-system");
+    assert_eq!(api["metadata"]["labels"]["component"], "kube-apiserver");
+    assert_eq!(api["metadata"]["labels"]["tier"], "control-plane");
+    assert_eq!(api["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(api["spec"]["nodeName"], "cp1");
+    assert_eq!(
+        api["spec"]["containers"][0]["image"],
+        "registry.k8s.io/kube-apiserver:v1.35.3"
+    );
+    assert_eq!(api["status"]["phase"], "Running");
+    let ready = api["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["status"], "True");
+    let cs = &api["status"]["containerStatuses"][0];
+    assert_eq!(cs["ready"], true);
+    assert_eq!(cs["image"], "registry.k8s.io/kube-apiserver:v1.35.3");
+    assert!(cp.events().is_empty(), "get does not mutate");
+}
+
+#[test]
+fn one_pod_by_name_is_the_object_and_etcd_has_its_own_image() {
+    let (cp, _, _) = cluster();
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "get", "pod", "etcd-cp1", "-o", "json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let pod: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(pod["kind"], "Pod");
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"],
+        "registry.k8s.io/etcd:3.6.4-0"
+    );
+    let r = kubectl(&cp, &["-n", "kube-system", "get", "pods"]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "NAME                          READY   STATUS    RESTARTS   AGE"
+    );
+    assert!(lines[1].starts_with("etcd-cp1                      1/1     Running   0          "));
+    assert_eq!(lines.len(), 5);
+    let r = kubectl(&cp, &["get", "pods"]);
+    assert_eq!(r.stderr, "No resources found in default namespace.\n");
+}
+
+#[test]
+fn missing_pods_are_not_found_and_the_others_still_printed() {
+    let fleet = Fleet::new();
+    let cp1 = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    let _cp2 = fleet.node("cp2", Role::ControlPlane, "v1.34.2");
+    // cp2 is up but its kubelet did not start: no static pods there.
+    cp1.update_cluster(|c| c.nodes.get_mut("cp2").unwrap().kubelet = None);
+    let r = kubectl(
+        &cp1,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "pod",
+            "kube-apiserver-cp1",
+            "kube-apiserver-cp2",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): pods \"kube-apiserver-cp2\" not found\n"
+    );
+    let list: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(list["kind"], "List", "several names: a List, even of one");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let r = kubectl(
+        &cp1,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "pod",
+            "kube-apiserver-cp2",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): pods \"kube-apiserver-cp2\" not found\n"
     );
 }

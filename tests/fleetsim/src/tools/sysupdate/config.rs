@@ -57,29 +57,46 @@ const RESOURCE_TYPES: &[&str] = &[
     "partition",
 ];
 
-/// Reads and validates every definition of `component` under `etc` (the
-/// node's /etc, already root-prefixed). Warnings go to `log`.
+/// Where the transfer definitions come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `/etc/sysupdate.d`, or `/etc/sysupdate.COMPONENT.d` with `--component`.
+    Component(Option<String>),
+    /// `--definitions=DIR`: that directory instead (a node path).
+    Dir(String),
+}
+
+/// Reads and validates every definition from `source`; `root` maps node
+/// paths to where the tool runs. Definitions are `*.transfer` files, or
+/// `*.conf` when a directory has none (the older name). Warnings go to `log`.
 pub fn read_definitions(
-    etc: &std::path::Path,
-    component: Option<&str>,
+    root: &dyn Fn(&str) -> std::path::PathBuf,
+    source: &Source,
     log: &mut Vec<String>,
 ) -> Result<Vec<Transfer>, ConfigError> {
-    let dir_name = match component {
-        Some(c) => format!("sysupdate.{c}.d"),
-        None => "sysupdate.d".to_string(),
+    let dir = match source {
+        Source::Component(Some(c)) => format!("/etc/sysupdate.{c}.d"),
+        Source::Component(None) => "/etc/sysupdate.d".to_string(),
+        Source::Dir(d) => d.trim_end_matches('/').to_string(),
     };
+    let mut files = super::super::files_with_suffix(&root(&dir), "transfer");
+    if files.is_empty() {
+        files = super::super::files_with_suffix(&root(&dir), "conf");
+    }
     let mut transfers = Vec::new();
-    for file in super::super::conf_files(&etc.join(&dir_name)) {
+    for file in files {
         let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-        let shown = format!("/etc/{dir_name}/{}", name.unwrap_or_default());
+        let shown = format!("{dir}/{}", name.unwrap_or_default());
         let text = fs::read_to_string(&file)
             .map_err(|e| ConfigError::Invalid(format!("Failed to open \"{shown}\": {e}")))?;
         transfers.push(parse(&shown, &text, log)?);
     }
     if transfers.is_empty() {
-        return Err(ConfigError::Invalid(match component {
-            Some(c) => format!("No transfer definitions for component '{c}' found."),
-            None => "No transfer definitions found.".to_string(),
+        return Err(ConfigError::Invalid(match source {
+            Source::Component(Some(c)) => {
+                format!("No transfer definitions for component '{c}' found.")
+            }
+            _ => "No transfer definitions found.".to_string(),
         }));
     }
     Ok(transfers)

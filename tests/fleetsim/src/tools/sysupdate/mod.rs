@@ -1,20 +1,24 @@
-//! `systemd-sysupdate [--component=NAME|-C NAME] [update|list]`: the tool that
-//! stages a new Kubernetes sysext on a node. It reads the component's
-//! transfer definitions, fetches `<Path>SHA256SUMS` from the hub, picks the
-//! newest version matching a MatchPattern, downloads and verifies it, prunes
-//! old images beyond InstancesMax and moves the CurrentSymlink — and nothing
-//! else: the new image is only merged at the next boot.
+//! `systemd-sysupdate [--component=NAME|-C NAME|--definitions=DIR] [update|list]`:
+//! the tool that stages a new Kubernetes sysext on a node. It reads the
+//! transfer definitions (the component's, or DIR's: `*.transfer`, else
+//! `*.conf`; DIR does not combine with `--component`), fetches
+//! `<Path>SHA256SUMS` from the hub, picks the newest version matching a
+//! MatchPattern, downloads and verifies it, prunes old images beyond
+//! InstancesMax and moves the CurrentSymlink — and nothing else: the new
+//! image is only merged at the next boot.
 //!
 //! Where the real tool's semantics matter to fleetctl they are kept: the
 //! version is what `@v` matched (so a pinned pattern never sees the next
 //! minor), an update only happens if the candidate is newer than the newest
 //! installed image of that definition, and the symlink only moves when an
-//! image was installed. Simplifications, on purpose: each `.conf` is judged
-//! on its own and the newest candidate across them wins (the real tool
-//! builds update sets; the effect of a leftover floating config is the
-//! same: it drags the node to another series), the download is verified
-//! before old images are pruned (so a failed update changes nothing), and
-//! the link is written relative, as the real tool writes it.
+//! image was installed and the definition has a CurrentSymlink= (without
+//! one the image is only downloaded). Simplifications, on purpose: each
+//! definition is judged on its own and the newest candidate across them
+//! wins (the real tool builds update sets; the effect of a leftover
+//! floating config is the same: it drags the node to another series), the
+//! download is verified before old images are pruned (so a failed update
+//! changes nothing), and the link is written relative, as the real tool
+//! writes it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -31,6 +35,7 @@ use super::{Env, complain};
 mod config;
 mod pattern;
 
+pub(super) use config::Source;
 use config::{ConfigError, Transfer};
 
 const NAME: &str = "systemd-sysupdate";
@@ -129,19 +134,30 @@ enum Verb {
 }
 
 struct Cli {
-    component: Option<String>,
+    source: Source,
     verb: Verb,
     legend: bool,
 }
 
-fn parse_args(args: &[String]) -> Option<Cli> {
+/// What the command line asks for, or the error the real tool refuses it with.
+enum Parsed {
+    Cli(Cli),
+    Refused(&'static str),
+}
+
+fn parse_args(args: &[String]) -> Option<Parsed> {
     let mut component = None;
+    let mut definitions = None;
     let mut verb = None;
     let mut legend = true;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--component" | "-C" => component = Some(it.next()?.clone()),
+            "--definitions" => definitions = Some(it.next()?.clone()),
+            s if s.starts_with("--definitions=") => {
+                definitions = Some(s["--definitions=".len()..].to_string());
+            }
             "--no-pager" => {}
             "--no-legend" => legend = false,
             "list" | "update" if verb.is_none() => {
@@ -166,21 +182,38 @@ fn parse_args(args: &[String]) -> Option<Cli> {
     }) {
         return None;
     }
-    Some(Cli {
-        component,
+    let source = match (component, definitions) {
+        (Some(_), Some(_)) => {
+            return Some(Parsed::Refused(
+                "The --definitions= and --component= switches may not be combined.",
+            ));
+        }
+        // A relative directory would depend on where the caller stands.
+        (None, Some(d)) if !d.starts_with('/') => return None,
+        (None, Some(d)) => Source::Dir(d),
+        (c, None) => Source::Component(c),
+    };
+    Some(Parsed::Cli(Cli {
+        source,
         verb: verb.unwrap_or(Verb::List),
         legend,
-    })
+    }))
 }
 
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
-    let Some(cli) = parse_args(args) else {
-        return Ok(env.unsupported(NAME, args));
+    let cli = match parse_args(args) {
+        None => return Ok(env.unsupported(NAME, args)),
+        Some(Parsed::Refused(msg)) => {
+            complain!(env, "{msg}");
+            env.record(NAME, args, msg);
+            return Ok(1);
+        }
+        Some(Parsed::Cli(cli)) => cli,
     };
     match cli.verb {
         Verb::List => Ok(list(env, &cli)),
         Verb::Update => {
-            let report = update(env, cli.component.as_deref());
+            let report = update(env, &cli.source);
             for line in &report.lines {
                 complain!(env, "{line}");
             }
@@ -202,11 +235,12 @@ struct Instance {
     sha256: String,
 }
 
-/// Runs `update` for `component` against the node at `env`'s root.
-pub(super) fn update(env: &Env, component: Option<&str>) -> Report {
+/// Runs `update` for the definitions of `source` against the node at `env`'s root.
+pub(super) fn update(env: &Env, source: &Source) -> Report {
     let g = Glyphs::new(env.utf8);
     let mut rep = Report::default();
-    let transfers = match config::read_definitions(&env.path("/etc"), component, &mut rep.lines) {
+    let root = |p: &str| env.path(p);
+    let transfers = match config::read_definitions(&root, source, &mut rep.lines) {
         Ok(t) => t,
         Err(e) => {
             rep.config_error(e);
@@ -589,20 +623,19 @@ fn move_symlink(env: &Env, link: &str, target: &str) -> std::io::Result<String> 
 fn list(env: &mut Env, cli: &Cli) -> i32 {
     let g = Glyphs::new(env.utf8);
     let mut log = Vec::new();
-    let transfers =
-        match config::read_definitions(&env.path("/etc"), cli.component.as_deref(), &mut log) {
-            Ok(t) => t,
-            Err(e) => {
-                for l in &log {
-                    complain!(env, "{l}");
-                }
-                match e {
-                    ConfigError::Invalid(m) => complain!(env, "{m}"),
-                    ConfigError::Unsupported(m) => complain!(env, "fleetsim: unsupported: {m}"),
-                }
-                return 1;
+    let transfers = match config::read_definitions(&|p: &str| env.path(p), &cli.source, &mut log) {
+        Ok(t) => t,
+        Err(e) => {
+            for l in &log {
+                complain!(env, "{l}");
             }
-        };
+            match e {
+                ConfigError::Invalid(m) => complain!(env, "{m}"),
+                ConfigError::Unsupported(m) => complain!(env, "fleetsim: unsupported: {m}"),
+            }
+            return 1;
+        }
+    };
     for l in &log {
         complain!(env, "{l}");
     }

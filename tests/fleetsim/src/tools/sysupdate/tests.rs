@@ -324,3 +324,104 @@ fn relative_paths_climb_to_the_common_root() {
         PathBuf::from("b/x")
     );
 }
+
+// ------------------------------------------------------- --definitions=DIR
+
+/// The bakery's config pinned to `pattern`, without its CurrentSymlink= line.
+fn download_only(hub: &Hub, pattern: &str) -> String {
+    conf(&hub.url(), pattern, 3).replace(&format!("CurrentSymlink={LINK}\n"), "")
+}
+
+#[test]
+fn definitions_from_a_directory_download_without_staging() {
+    let hub = Hub::start();
+    hub.publish(&["v1.34.2", "v1.35.0", "v1.35.3"]);
+    let node = Node::worker("w1", "v1.34.2");
+    installed(&node, &["v1.34.2"], "v1.34.2");
+    pin(&node, &hub, "kubernetes.conf", "kubernetes-v1.34.@v-%a.raw");
+    node.write(
+        "/run/fleetctl-x1/kubernetes.conf",
+        &download_only(&hub, "kubernetes-v1.35.@v-%a.raw"),
+    );
+    let r = node.run(
+        "systemd-sysupdate",
+        &["--definitions=/run/fleetctl-x1", "update"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Selected update '3' for install."),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("Updated symlink"), "{}", r.stderr);
+    assert_eq!(images(&node), ["v1.34.2", "v1.35.3"].map(image_name));
+    assert_eq!(
+        link_target(&node),
+        "../../opt/extensions/kubernetes/kubernetes-v1.34.2-x86-64.raw",
+        "no CurrentSymlink=: nothing staged"
+    );
+    let e = node.events().pop().unwrap();
+    assert_eq!(
+        e.argv,
+        [
+            "systemd-sysupdate",
+            "--definitions=/run/fleetctl-x1",
+            "update"
+        ]
+    );
+    assert_eq!(e.result, "ok");
+    // Again: nothing newer for that pattern.
+    let r = node.run(
+        "systemd-sysupdate",
+        &["--definitions", "/run/fleetctl-x1", "update"],
+    );
+    assert!(r.stderr.contains("No update needed."), "{}", r.stderr);
+}
+
+#[test]
+fn transfer_files_come_before_conf_files() {
+    let hub = Hub::start();
+    hub.publish(&["v1.35.3", "v1.36.1"]);
+    let node = Node::worker("w1", "v1.34.2");
+    installed(&node, &["v1.34.2"], "v1.34.2");
+    node.write(
+        "/run/defs/a.conf",
+        &download_only(&hub, "kubernetes-v1.36.@v-%a.raw"),
+    );
+    node.write(
+        "/run/defs/b.transfer",
+        &download_only(&hub, "kubernetes-v1.35.@v-%a.raw"),
+    );
+    let r = node.run("systemd-sysupdate", &["--definitions=/run/defs", "update"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(images(&node), ["v1.34.2", "v1.35.3"].map(image_name));
+}
+
+#[test]
+fn definitions_and_component_do_not_combine() {
+    let node = Node::worker("w1", "v1.34.2");
+    let r = node.run(
+        "systemd-sysupdate",
+        &[
+            "--definitions=/run/defs",
+            "--component=kubernetes",
+            "update",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "The --definitions= and --component= switches may not be combined.\n"
+    );
+    let r = node.run("systemd-sysupdate", &["--definitions=/run/empty", "update"]);
+    assert_eq!(
+        (r.code, r.stderr.as_str()),
+        (1, "No transfer definitions found.\n")
+    );
+    let r = node.run("systemd-sysupdate", &["--definitions=relative", "update"]);
+    assert!(
+        r.stderr.starts_with("fleetsim: unsupported: "),
+        "{}",
+        r.stderr
+    );
+}
