@@ -886,6 +886,7 @@ mod rules {
             argv: cmd.split_whitespace().map(String::from).collect(),
             result: "ok".into(),
             pins: vec![pin.into()],
+            ..Default::default()
         }
     }
 
