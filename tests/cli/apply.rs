@@ -78,14 +78,19 @@ fn is_upgrade_action(e: &Event) -> bool {
             .is_some_and(|a| a.ends_with("systemd-sysupdate"))
 }
 
-/// Issue 5's rules over the events of one apply run: `kubeadm upgrade
-/// apply` once per hop, in order, only on `first`, always skipping
-/// kube-proxy; every other node rebooted once per hop after that apply and
-/// ran `upgrade node` (skipping kube-proxy) after its boot and before its
-/// uncordon; no node but `first` carried a hop's pin before that hop's
-/// apply; never two nodes out at once; every reboot drained before and
-/// uncordoned after.
+/// Issue 8's rules over the events of one apply run, in kubeadm's own
+/// order: `kubeadm upgrade apply` once per hop, in order, only on `first`,
+/// always skipping kube-proxy; in every hop, each node's kubeadm step (by
+/// the hop's kubeadm binary) before its reboot, every control plane's
+/// before any node reboots, every worker's only after every control plane
+/// booted the new minor; no node carrying the hop's pin before its kubeadm
+/// step; every node rebooted once per hop; images downloaded without
+/// staging; never two nodes out at once; every reboot drained before and
+/// uncordoned after; and the simulator's own invariants (no kubelet newer
+/// than a running kube-apiserver, none booted before its kubeadm step,
+/// none crashed).
 fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Version]) {
+    let roles = |n: &str| n.starts_with("cp-");
     let applies = kubeadm_applies(events, first);
     let applied: Vec<&str> = applies.iter().map(|(_, v)| v.as_str()).collect();
     let expected: Vec<String> = hops.iter().map(|v| v.to_string()).collect();
@@ -96,36 +101,71 @@ fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Ve
         support::describe(events)
     );
     let at: Vec<usize> = applies.iter().map(|(i, _)| *i).collect();
-    let first_reboot = first_node_reboots(events, first, &at);
+    let nodes: Vec<&str> = std::iter::once(first)
+        .chain(others.iter().copied())
+        .collect();
     for (h, hop) in hops.iter().enumerate() {
+        let range = at[h]..at.get(h + 1).copied().unwrap_or(events.len());
         let pattern = pinned_pattern(&hop.minor().to_string());
-        for i in [first_reboot[h], at[h]] {
+        let mut steps = BTreeMap::new();
+        let mut boots = BTreeMap::new();
+        for node in &nodes {
+            let step = kubeadm_step(events, node, hop, range.clone());
+            let reboot = match reboots(events, node, range.clone())[..] {
+                [r] => r,
+                ref found => panic!(
+                    "{node} must reboot exactly once in hop {hop} (reboots at {found:?}):\n{}",
+                    support::describe(events)
+                ),
+            };
             assert!(
-                events[i].pins.contains(&pattern),
-                "{first} was not pinned to {} at event {i}:\n{}",
-                hop.minor(),
+                step < reboot,
+                "{node} rebooted (event {reboot}) before its kubeadm step (event {step}):\n{}",
+                support::describe(events)
+            );
+            assert_no_pin_before(events, node, &pattern, step);
+            let boot = (reboot..range.end)
+                .find(|&i| is_boot(&events[i]) && events[i].node == *node)
+                .unwrap_or_else(|| panic!("{node} never came back in hop {hop}"));
+            steps.insert(*node, step);
+            boots.insert(*node, (reboot, boot));
+        }
+        let last_cp_step = nodes.iter().filter(|n| roles(n)).map(|n| steps[n]).max();
+        let first_reboot = boots.values().map(|(r, _)| *r).min();
+        if let (Some(s), Some(r)) = (last_cp_step, first_reboot) {
+            assert!(
+                s < r,
+                "a node rebooted (event {r}) before every control plane's kubeadm step (last at {s}):\n{}",
                 support::describe(events)
             );
         }
-        assert_no_early_pin(events, first, &pattern, at[h]);
-        // The other nodes go through this hop after the apply and before
-        // the first node's reboot into the next hop.
-        let end = first_reboot.get(h + 1).copied().unwrap_or(events.len());
-        for node in others {
-            assert_went_through_hop(events, node, &pattern, at[h] + 1..end);
+        let last_cp_boot = nodes.iter().filter(|n| roles(n)).map(|n| boots[n].1).max();
+        for w in nodes.iter().filter(|n| !roles(n)) {
+            if let Some(b) = last_cp_boot {
+                assert!(
+                    steps[w] > b,
+                    "{w}'s kubeadm step (event {}) ran before every control plane booted {hop} (event {b}):\n{}",
+                    steps[w],
+                    support::describe(events)
+                );
+            }
         }
     }
-    for node in std::iter::once(&first).chain(others) {
-        assert_eq!(
-            reboots(events, node, 0..events.len()).len(),
-            hops.len(),
-            "{node} must reboot exactly once per hop:\n{}",
-            support::describe(events)
-        );
-    }
+    assert_downloads_do_not_stage(events);
     assert_kube_proxy_untouched(events);
     support::assert_one_node_out_at_a_time(events);
     support::assert_reboots_drained_then_uncordoned(events);
+    let violations = fleetsim::invariants::check(events);
+    assert!(
+        violations.is_empty(),
+        "the simulator's invariants are broken:\n{}\n{}",
+        violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        support::describe(events)
+    );
 }
 
 /// Every `kubeadm upgrade apply` (index, version), having checked that each
@@ -165,6 +205,32 @@ fn kubeadm_applies(events: &[Event], first: &str) -> Vec<(usize, String)> {
     applies
 }
 
+/// `node`'s one kubeadm step of the hop to `hop` within `range`: `upgrade
+/// apply` or `upgrade node`, by a kubeadm binary of the hop's version.
+fn kubeadm_step(
+    events: &[Event],
+    node: &str,
+    hop: &Version,
+    range: std::ops::Range<usize>,
+) -> usize {
+    let steps: Vec<usize> = range
+        .filter(|&i| events[i].node == node && kubeadm_upgrade(&events[i]).is_some())
+        .collect();
+    let [i] = steps[..] else {
+        panic!(
+            "{node} must run its kubeadm step once in hop {hop} (kubeadm at {steps:?}):\n{}",
+            support::describe(events)
+        );
+    };
+    assert_eq!(
+        events[i].version.as_deref(),
+        Some(hop.to_string().as_str()),
+        "{node}'s kubeadm step at event {i} ran another kubeadm than the hop's (the staged image's):\n{}",
+        support::describe(events)
+    );
+    i
+}
+
 /// The successful reboots of `node` among `range`.
 fn reboots(events: &[Event], node: &str, range: std::ops::Range<usize>) -> Vec<usize> {
     range
@@ -172,77 +238,36 @@ fn reboots(events: &[Event], node: &str, range: std::ops::Range<usize>) -> Vec<u
         .collect()
 }
 
-/// Each hop's one reboot of the first control plane: after the previous
-/// hop's apply, before this one's (`applies`: the applies' indexes).
-fn first_node_reboots(events: &[Event], first: &str, applies: &[usize]) -> Vec<usize> {
-    let mut from = 0;
-    let mut out = Vec::new();
-    for (h, &at) in applies.iter().enumerate() {
-        let found = reboots(events, first, from..at);
-        assert_eq!(
-            found.len(),
-            1,
-            "{first} must reboot exactly once before hop {}'s upgrade apply:\n{}",
-            h + 1,
-            support::describe(events)
-        );
-        out.push(found[0]);
-        from = at + 1;
-    }
-    out
-}
-
-/// No node but `first` carried `pattern` before the apply at `apply_at`.
-fn assert_no_early_pin(events: &[Event], first: &str, pattern: &str, apply_at: usize) {
-    if let Some((i, e)) = events[..apply_at]
+/// No event of `node` before `step` (its kubeadm step) shows `pattern`:
+/// nothing could stage the new minor on it, not even its own sysupdate
+/// timer, before the kubelet config was ready for it.
+fn assert_no_pin_before(events: &[Event], node: &str, pattern: &str, step: usize) {
+    if let Some((i, _)) = events[..step]
         .iter()
         .enumerate()
-        .find(|(_, e)| e.node != first && e.pins.iter().any(|p| p == pattern))
+        .find(|(_, e)| e.node == node && e.pins.iter().any(|p| p == pattern))
     {
         panic!(
-            "{} had {pattern} at event {i}, before {first}'s upgrade apply (event {apply_at}):\n{}",
-            e.node,
+            "{node} had {pattern} at event {i}, before its kubeadm step (event {step}):\n{}",
             support::describe(events)
         );
     }
 }
 
-/// Within `hop` (a range of events), `node` rebooted once with `pattern`
-/// pinned, came back, ran `upgrade node` once, then was uncordoned.
-fn assert_went_through_hop(
-    events: &[Event],
-    node: &str,
-    pattern: &str,
-    hop: std::ops::Range<usize>,
-) {
-    let log = || support::describe(events);
-    let found = reboots(events, node, hop.clone());
-    let [r] = found[..] else {
-        panic!(
-            "{node} must reboot exactly once after the upgrade apply to {pattern} (reboots at {found:?}):\n{}",
-            log()
+/// Every sysupdate run downloads with a private definition and stages
+/// nothing (`--definitions=`, never `--component=kubernetes` or the node's
+/// own systemd-sysupdate.service, whose drop-in arms Kured).
+fn assert_downloads_do_not_stage(events: &[Event]) {
+    for (i, e) in events.iter().enumerate() {
+        let argv = e.argv.join(" ");
+        let staging = (argv.contains("systemd-sysupdate")
+            && argv.contains("--component=kubernetes"))
+            || argv.contains("start systemd-sysupdate");
+        assert!(
+            !staging,
+            "event {i} stages kubernetes with sysupdate itself:\n{}",
+            support::describe(events)
         );
-    };
-    assert!(
-        events[r].pins.iter().any(|p| p == pattern),
-        "{node} rebooted at event {r} without {pattern}:\n{}",
-        log()
-    );
-    let boot = (r..hop.end).find(|&i| is_boot(&events[i]) && events[i].node == node);
-    let upgrades: Vec<usize> = hop
-        .clone()
-        .filter(|&i| {
-            events[i].node == node && kubeadm_upgrade(&events[i]) == Some(KubeadmUpgrade::Node)
-        })
-        .collect();
-    let uncordon = (r..hop.end).find(|&i| schedulability(&events[i]) == Some(("uncordon", node)));
-    match (boot, upgrades.as_slice(), uncordon) {
-        (Some(b), [k], Some(u)) if b < *k && *k < u => {}
-        _ => panic!(
-            "{node} must run `upgrade node` once, after its boot and before its uncordon \
-             (boot {boot:?}, upgrade node {upgrades:?}, uncordon {uncordon:?}):\n{}",
-            log()
-        ),
     }
 }
 
@@ -293,24 +318,22 @@ fn assert_cluster_at(fleet: &Fleet, nodes: &[&str], version: &Version) {
     }
 }
 
-/// Each pin the other nodes still have on disk (the config, and the
-/// previous one fleetctl kept as `.fleetctl-backup` with its timestamps)
-/// was written after the upgrade apply of its minor. This closes the gap
-/// the event log leaves: a pin written early but not used until after the
-/// apply would carry no event of its own.
-fn assert_pins_written_after_their_apply(fleet: &Fleet, events: &[Event], others: &[&str]) {
-    let applies: BTreeMap<Minor, f64> = events
-        .iter()
-        .filter_map(|e| match kubeadm_upgrade(e) {
-            Some(KubeadmUpgrade::Apply(version)) => Some((v(&version).minor(), e.t)),
-            _ => None,
-        })
-        .collect();
+/// Each pin the nodes still have on disk (the config, and the previous one
+/// fleetctl kept as `.fleetctl-backup` with its timestamps) was written
+/// after that node's own kubeadm step for its minor. This closes the gap the
+/// event log leaves: a pin written early but not used until later would
+/// carry no event of its own.
+fn assert_pins_written_after_their_kubeadm_step(fleet: &Fleet, events: &[Event], nodes: &[&str]) {
     let script = format!(
         "for f in {CONFIG} {CONFIG}.fleetctl-backup; do \
          [ -f \"$f\" ] && echo \"$f $(stat -c %.9Y \"$f\") $(grep '^MatchPattern=' \"$f\")\"; done; true"
     );
-    for node in others {
+    for node in nodes {
+        let steps: BTreeMap<Minor, f64> = events
+            .iter()
+            .filter(|e| e.node == *node && kubeadm_upgrade(e).is_some())
+            .filter_map(|e| Some((v(e.version.as_deref()?).minor(), e.t)))
+            .collect();
         let out = fleet.ssh_ok(node, "root", &script).unwrap();
         let mut seen = 0;
         for line in out.lines() {
@@ -322,17 +345,17 @@ fn assert_pins_written_after_their_apply(fleet: &Fleet, events: &[Event], others
                 .strip_prefix("MatchPattern=kubernetes-")
                 .and_then(|p| p.strip_suffix(".@v-%a.raw"))
                 .unwrap_or_else(|| panic!("{node}: {file} is not pinned: {pattern}"));
-            let Some(applied) = applies.get(&m(minor)) else {
+            let Some(step) = steps.get(&m(minor)) else {
                 continue; // the pin the fleet started with
             };
             seen += 1;
             // The file system stamps with the kernel's coarse clock, which
             // may trail the event's clock by a tick; fleetctl needs far
-            // longer than that between the apply and the next pin.
+            // longer than that between a kubeadm step and the next pin.
             let written: f64 = mtime.parse().unwrap();
             assert!(
-                written > applied - 0.05,
-                "{node}: {file} ({minor}) was written at {written}, before its upgrade apply at {applied}"
+                written > step - 0.05,
+                "{node}: {file} ({minor}) was written at {written}, before its kubeadm step at {step}"
             );
         }
         assert!(seen > 0, "{node}: no pin from this run on disk:\n{out}");
@@ -528,7 +551,7 @@ fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
     assert_upgrade_log(log, "cp-1", &["w-1", "w-2"], &hops);
     assert_configmap_lock_taken_and_released(&fleet, log);
     assert_cluster_at(&fleet, &SMALL, &hops[2]);
-    assert_pins_written_after_their_apply(&fleet, log, &["w-1", "w-2"]);
+    assert_pins_written_after_their_kubeadm_step(&fleet, log, &SMALL);
     for node in SMALL {
         let config = fleet
             .ssh_ok(node, "root", &format!("cat {CONFIG}"))
@@ -583,7 +606,7 @@ fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() 
     assert_upgrade_log(log, "cp-1", others, &hops);
     assert_kured_lock_taken_and_released(&fleet, log);
     assert_cluster_at(&fleet, &nodes, &hops[0]);
-    assert_pins_written_after_their_apply(&fleet, log, others);
+    assert_pins_written_after_their_kubeadm_step(&fleet, log, &nodes);
 }
 
 // ---------------------------------------------------------------------------
@@ -603,8 +626,9 @@ fn without_a_saved_plan_apply_says_to_run_plan_first() {
 }
 
 /// One line per command the dry run announces that changes something:
-/// `node pin`, `node drain X`, `node reboot`, `node apply VERSION`,
-/// `node upgrade-node`, `node uncordon X`.
+/// `node download`, `node apply VERSION`, `node upgrade-node VERSION`,
+/// `node pin`, `node stage VERSION`, `node drain X`, `node reboot`,
+/// `node uncordon X`, `node remove-images`.
 fn dry_run_outline(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|line| {
@@ -614,20 +638,32 @@ fn dry_run_outline(text: &str) -> Vec<String> {
             let words: Vec<&str> = cmd.split_whitespace().collect();
             let what = if cmd.starts_with(&format!("# write {CONFIG} ")) {
                 "pin".to_string()
+            } else if cmd.contains("systemd-sysupdate --definitions=") {
+                assert!(!cmd.contains("--component"), "{line}");
+                "download".to_string()
             } else if cmd == "systemctl reboot" {
                 "reboot".to_string()
-            } else if let Some(rest) = cmd.strip_prefix("kubeadm upgrade apply ") {
+            } else if let Some(at) = cmd.find("/usr/bin/kubeadm\" upgrade apply ") {
                 assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
-                let version = rest.split_whitespace().next()?.trim_matches('\'');
-                format!("apply {version}")
-            } else if cmd.starts_with("kubeadm upgrade node") {
+                assert!(cmd.contains("mount -o loop,ro "), "{line}");
+                assert!(cmd.contains("umount"), "{line}");
+                let rest = &cmd[at + "/usr/bin/kubeadm\" upgrade apply ".len()..];
+                format!("apply {}", rest.split_whitespace().next()?)
+            } else if cmd.contains("/usr/bin/kubeadm\" upgrade node") {
                 assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
-                "upgrade-node".to_string()
+                assert!(cmd.contains("mount -o loop,ro "), "{line}");
+                let image = cmd.split("kubernetes-").nth(1)?.split("-x86-64").next()?;
+                format!("upgrade-node {image}")
+            } else if cmd.contains("ln -sfn ") && cmd.contains("/etc/extensions/kubernetes.raw") {
+                let image = cmd.split("kubernetes-").nth(1)?.split("-x86-64").next()?;
+                format!("stage {image}")
             } else if cmd.starts_with("kubectl ") && words.contains(&"drain") {
                 let at = words.iter().position(|w| *w == "drain")?;
                 format!("drain {}", words.get(at + 1)?)
             } else if cmd.starts_with("kubectl ") && words.contains(&"uncordon") {
                 format!("uncordon {}", words.last()?)
+            } else if cmd.contains("rm -f --") {
+                "remove-images".to_string()
             } else {
                 return None;
             };
@@ -636,25 +672,35 @@ fn dry_run_outline(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The dry run of [`small_fleet`] from v1.34 through `hops`, in kubeadm's order.
 fn expected_dry_run(hops: &[Version]) -> Vec<String> {
     let mut out = Vec::new();
-    for hop in hops {
+    for (i, hop) in hops.iter().enumerate() {
+        out.extend(SMALL.iter().map(|n| format!("{n} download")));
         out.extend([
-            "cp-1 pin".to_string(),
+            format!("cp-1 apply {hop}"),
+            "cp-1 pin".into(),
+            format!("cp-1 stage {hop}"),
             "cp-1 drain cp-1".into(),
             "cp-1 reboot".into(),
-            format!("cp-1 apply {hop}"),
             "cp-1 uncordon cp-1".into(),
-            "w-1 pin".into(),
-            "w-2 pin".into(),
         ]);
+        for w in ["w-1", "w-2"] {
+            out.extend([
+                format!("{w} upgrade-node {hop}"),
+                format!("{w} pin"),
+                format!("{w} stage {hop}"),
+            ]);
+        }
         for w in ["w-1", "w-2"] {
             out.extend([
                 format!("cp-1 drain {w}"),
                 format!("{w} reboot"),
-                format!("{w} upgrade-node"),
                 format!("cp-1 uncordon {w}"),
             ]);
+        }
+        if i > 0 {
+            out.extend(SMALL.iter().map(|n| format!("{n} remove-images")));
         }
     }
     out
@@ -674,14 +720,23 @@ fn dry_run_prints_every_command_in_order_and_changes_nothing() {
         "{}",
         run.stdout
     );
-    assert!(
-        run.stdout
-            .lines()
-            .any(|l| l
-                == "[cp-1] kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes"),
-        "no upgrade apply line in\n{}",
-        run.stdout
-    );
+    // The kubeadm step runs the downloaded image's kubeadm from a private
+    // read-only mount under /run, and leaves its marker.
+    let apply_line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[cp-1] ") && l.contains("upgrade apply v1.35.3"))
+        .unwrap_or_else(|| panic!("no upgrade apply line in\n{}", run.stdout));
+    for part in [
+        "'/opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw'",
+        "mktemp -d '/run'/fleetctl-kubeadm.XXXXXX",
+        "mount -o loop,ro ",
+        "version -o short",
+        "upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes",
+        "/var/lib/fleetctl/kubeadm-step",
+    ] {
+        assert!(apply_line.contains(part), "no `{part}` in {apply_line}");
+    }
     // kubectl runs on the first control-plane node, whichever node it drains.
     let drain = "kubectl --kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s drain w-2 --ignore-daemonsets --delete-emptydir-data";
     assert!(
@@ -890,16 +945,48 @@ mod rules {
         }
     }
 
-    /// cp-1 + w-1 from v1.34 to v1.35.3, as fleetctl does it.
+    /// An event carrying the version of the binary or boot it records.
+    fn at(node: &str, cmd: &str, pin: &str, version: &str) -> Event {
+        Event {
+            version: Some(version.into()),
+            ..ev(node, cmd, pin)
+        }
+    }
+
+    /// A kubelet start, with the version of the kubeadm that wrote its config.
+    fn kubelet(node: &str, pin: &str, version: &str) -> Event {
+        Event {
+            config: Some(version.into()),
+            ..at(node, "(kubelet)", pin, version)
+        }
+    }
+
+    /// cp-1 + w-1 from v1.34.2 to v1.35.3, as fleetctl does it now.
     fn good_log() -> Vec<Event> {
         let k = |args: &str| format!("{KUBECTL} {args}");
         let mut log = vec![
-            ev("w-1", "(boot)", P34),
+            at("w-1", "(boot)", P34, "v1.34.2"),
+            kubelet("w-1", P34, "v1.34.2"),
+            at("cp-1", "(boot)", P34, "v1.34.2"),
+            kubelet("cp-1", P34, "v1.34.2"),
+            at("cp-1", "(static-pods)", P34, "v1.34.2"),
             ev(
                 "cp-1",
-                "systemd-sysupdate --component=kubernetes update",
-                P35,
+                "systemd-sysupdate --definitions=/run/fleetctl-download.a update",
+                P34,
             ),
+            ev(
+                "w-1",
+                "systemd-sysupdate --definitions=/run/fleetctl-download.b update",
+                P34,
+            ),
+            at(
+                "cp-1",
+                "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes",
+                P34,
+                "v1.35.3",
+            ),
+            at("cp-1", "(static-pods)", P34, "v1.35.3"),
             ev("cp-1", &k("cordon cp-1"), P35),
             ev(
                 "cp-1",
@@ -908,17 +995,15 @@ mod rules {
             ),
             ev("cp-1", "reboot", P35),
             ev("cp-1", "(shutdown)", P35),
-            ev("cp-1", "(boot)", P35),
-            ev(
-                "cp-1",
-                "kubeadm upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes",
-                P35,
-            ),
+            at("cp-1", "(boot)", P35, "v1.35.3"),
+            kubelet("cp-1", P35, "v1.35.3"),
+            at("cp-1", "(static-pods)", P35, "v1.35.3"),
             ev("cp-1", &k("uncordon cp-1"), P35),
-            ev(
+            at(
                 "w-1",
-                "systemd-sysupdate --component=kubernetes update",
-                P35,
+                "kubeadm upgrade node --skip-phases addon/kube-proxy",
+                P34,
+                "v1.35.3",
             ),
             ev("cp-1", &k("cordon w-1"), P35),
             ev(
@@ -928,12 +1013,8 @@ mod rules {
             ),
             ev("w-1", "reboot", P35),
             ev("w-1", "(shutdown)", P35),
-            ev("w-1", "(boot)", P35),
-            ev(
-                "w-1",
-                "kubeadm upgrade node --skip-phases addon/kube-proxy",
-                P35,
-            ),
+            at("w-1", "(boot)", P35, "v1.35.3"),
+            kubelet("w-1", P35, "v1.35.3"),
             ev("cp-1", &k("uncordon w-1"), P35),
         ];
         for (i, e) in log.iter_mut().enumerate() {
@@ -963,6 +1044,13 @@ mod rules {
             .unwrap_or_else(|| panic!("no `{cmd}` on {node}"))
     }
 
+    /// Moves the event at `from` to just before the event now at `to`.
+    fn move_before(log: &mut Vec<Event>, from: usize, to: usize) {
+        let e = log.remove(from);
+        let to = if from < to { to - 1 } else { to };
+        log.insert(to, e);
+    }
+
     #[test]
     fn a_correct_upgrade_passes() {
         assert_eq!(verdict(&good_log()), None);
@@ -971,13 +1059,49 @@ mod rules {
     #[test]
     fn each_broken_rule_is_caught() {
         type Break = fn(&mut Vec<Event>);
-        let breaks: [(&str, &str, Break); 9] = [
+        let breaks: [(&str, &str, Break); 13] = [
             (
-                "the worker pinned before the apply",
-                "before cp-1's upgrade apply",
+                "the old order: the worker's kubeadm step after its reboot",
+                "before its kubeadm step",
                 |log| {
-                    let stage = log.remove(find(log, "w-1", "systemd-sysupdate"));
-                    log.insert(1, stage);
+                    let step = find(log, "w-1", "upgrade node");
+                    let uncordon = find(log, "cp-1", "uncordon w-1");
+                    move_before(log, step, uncordon);
+                },
+            ),
+            (
+                "the worker's kubeadm step before cp-1 booted the new minor",
+                "before every control plane booted",
+                |log| {
+                    let step = find(log, "w-1", "upgrade node");
+                    let drain = find(log, "cp-1", "cordon cp-1");
+                    move_before(log, step, drain);
+                },
+            ),
+            (
+                "the worker pinned to the new minor before its kubeadm step",
+                "before its kubeadm step",
+                |log| {
+                    let download = find(log, "w-1", "systemd-sysupdate");
+                    log[download].pins = vec![P35.into()];
+                },
+            ),
+            (
+                "the kubeadm step by the booted (old) kubeadm",
+                "another kubeadm than the hop's",
+                |log| {
+                    let at = find(log, "w-1", "upgrade node");
+                    log[at].version = Some("v1.34.2".into());
+                },
+            ),
+            (
+                "kubernetes staged by sysupdate itself",
+                "stages kubernetes with sysupdate itself",
+                |log| {
+                    let at = find(log, "w-1", "systemd-sysupdate");
+                    log[at].argv = ["systemd-sysupdate", "--component=kubernetes", "update"]
+                        .map(String::from)
+                        .to_vec();
                 },
             ),
             (
@@ -996,15 +1120,6 @@ mod rules {
                 |log| {
                     let at = find(log, "w-1", "upgrade node");
                     log[at].argv.truncate(3);
-                },
-            ),
-            (
-                "upgrade node before the worker's reboot",
-                "after its boot",
-                |log| {
-                    let node = log.remove(find(log, "w-1", "upgrade node"));
-                    let at = find(log, "w-1", "reboot");
-                    log.insert(at, node);
                 },
             ),
             (
@@ -1037,6 +1152,16 @@ mod rules {
                 "uncordon",
                 |log| {
                     log.remove(find(log, "cp-1", "uncordon w-1"));
+                },
+            ),
+            (
+                "a kubelet that failed to start",
+                "kubelet failed to start",
+                |log| {
+                    let at = log.iter().rposition(|e| e.argv == ["(kubelet)"]).unwrap();
+                    log[at].result =
+                        "failed: failed to parse kubelet flag: unknown flag: --pod-infra-container-image"
+                            .into();
                 },
             ),
         ];
