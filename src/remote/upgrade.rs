@@ -95,6 +95,54 @@ pub fn download(component: &str) -> String {
     )
 }
 
+/// Where a detached step keeps its output (`<id>.log`) and exit status
+/// (`<id>.exit`), on the node: they outlive the SSH session and fleetctl.
+pub const STEPS_DIR: &str = "/var/lib/fleetctl/steps";
+
+/// The transient unit a detached step runs as.
+pub fn step_unit(id: &str) -> String {
+    format!("fleetctl-{id}.service")
+}
+
+/// Starts `script` as the transient unit `fleetctl-<id>` with systemd-run:
+/// a child of PID 1, not of the SSH session, so neither a dropped
+/// connection (sshd's SIGHUP to the session) nor fleetctl exiting can kill
+/// it halfway. `--collect` unloads the unit when it ends, failed or not,
+/// so the name can be used again; the result lives in [`STEPS_DIR`]. An
+/// earlier run's result files are removed first; starting fails (as
+/// systemd-run does) if the unit is still running.
+pub fn start_detached(id: &str, what: &str, script: &str) -> String {
+    let log = quote(&format!("{STEPS_DIR}/{id}.log"));
+    let exit = quote(&format!("{STEPS_DIR}/{id}.exit"));
+    let exit_new = quote(&format!("{STEPS_DIR}/{id}.exit.new"));
+    // A subshell, so the script's own `exit` (and its EXIT trap) end it,
+    // not the wrapper that records how it ended.
+    let wrapped =
+        format!("( {script} ) > {log} 2>&1; echo $? > {exit_new} && mv -f {exit_new} {exit}");
+    format!(
+        "mkdir -p {dir} && rm -f {log} {exit} && systemd-run --unit={unit} --description={desc} \
+         --collect --quiet -- sh -c {body}",
+        dir = quote(STEPS_DIR),
+        unit = word(&format!("fleetctl-{id}")),
+        desc = quote(&format!("fleetctl: {what}")),
+        body = quote(&wrapped),
+    )
+}
+
+/// Where a detached step is: `running <state>`, or `exit <status>` followed
+/// by its output, or `none` when it neither runs nor left a result.
+pub fn poll_detached(id: &str) -> String {
+    let log = quote(&format!("{STEPS_DIR}/{id}.log"));
+    let exit = quote(&format!("{STEPS_DIR}/{id}.exit"));
+    format!(
+        "s=$(systemctl is-active {unit} 2>/dev/null); \
+         if [ -f {exit} ]; then echo \"exit $(cat {exit})\"; cat {log} 2>/dev/null; \
+         elif [ \"$s\" = active ] || [ \"$s\" = activating ] || [ \"$s\" = deactivating ]; then echo \"running $s\"; \
+         else echo none; fi",
+        unit = word(&step_unit(id)),
+    )
+}
+
 /// One run of a downloaded image's kubeadm, for [`kubeadm_step`].
 #[derive(Debug, Clone)]
 pub struct KubeadmStep<'a> {

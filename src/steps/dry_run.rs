@@ -148,10 +148,10 @@ fn kubeadm_line(
     version: &Option<Version>,
 ) -> String {
     match version {
-        Some(v) => kubeadm::command(kind, v),
+        Some(v) => kubeadm::detached_command(kind, v),
         None => format!(
             "(with the newest {minor} image on the node) {}",
-            kubeadm::command(kind, &minor.with_patch(0)).replace(
+            kubeadm::detached_command(kind, &minor.with_patch(0)).replace(
                 &minor.with_patch(0).to_string(),
                 &format!("<newest {minor}>")
             )

@@ -20,6 +20,7 @@ use anyhow::bail;
 use tokio::sync::Semaphore;
 
 use super::context::{Apply, settled_facts};
+use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
 use super::{POLL, download, gates, roll, stage, verify};
@@ -140,12 +141,14 @@ async fn one_step(
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
             apply.mark(node)?;
-            let r = apply.remote(node)?;
+            let mut job = Job::of(apply, node)?;
             let v = match version {
                 Some(v) => v.clone(),
-                None => kubeadm::resolve_image(&r, *minor).await?,
+                None => kubeadm::resolve_image(&job.remote, *minor).await?,
             };
-            kubeadm::run(&r, Kind::Apply, &v, &apply.plan.hub).await?;
+            let result = job.kubeadm(Kind::Apply, &v).await;
+            apply.set_remote(node, job.remote);
+            result?;
             apply.record_cluster_version(v)?;
         }
         Action::UpgradeNode { .. } if apply.role(node) == crate::inventory::Role::ControlPlane => {
@@ -153,14 +156,19 @@ async fn one_step(
             // another control plane is still coming up.
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
-            Job::of(apply, node)?.run(&step.action).await?;
+            let mut job = Job::of(apply, node)?;
+            let result = job.run(&step.action).await;
+            apply.set_remote(node, job.remote);
+            result?;
         }
         other => {
             if changes_fingerprint(other) {
                 apply.mark(node)?;
             }
-            let job = Job::of(apply, node)?;
-            job.run(other).await?;
+            let mut job = Job::of(apply, node)?;
+            let result = job.run(other).await;
+            apply.set_remote(node, job.remote);
+            result?;
         }
     }
     apply.progress.advance();
@@ -303,7 +311,7 @@ async fn parallel(
     let permits = Arc::new(Semaphore::new(apply.settings.parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for n in &order {
-        let job = Job::of(apply, n)?;
+        let mut job = Job::of(apply, n)?;
         let actions: Vec<Action> = per_node[n].iter().map(|s| s.action.clone()).collect();
         let finishing =
             finishes.contains(n) && apply.plan.fingerprint.in_progress.contains(n.as_str());
@@ -318,14 +326,15 @@ async fn parallel(
                 true => Some(settled_facts(&job.remote).await?),
                 false => None,
             };
-            Ok::<_, anyhow::Error>((job.remote.node().to_string(), facts))
+            Ok::<_, anyhow::Error>((job.remote.node().to_string(), facts, job.remote))
         });
     }
     let mut failures = Vec::new();
     let mut finished = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok(Ok((node, facts))) => {
+            Ok(Ok((node, facts, remote))) => {
+                apply.set_remote(&node, remote);
                 finished.insert(node, facts);
             }
             Ok(Err(e)) => failures.push(format!("{e:#}")),
@@ -364,12 +373,15 @@ async fn parallel(
 }
 
 /// What a step that needs no more than its node, the API node and the hub
-/// runs with: cheap to clone into a task of a parallel phase.
+/// runs with: cheap to clone into a task of a parallel phase. Its session is
+/// replaced if the connection dropped during a detached step.
 struct Job {
     remote: Remote,
     api: Remote,
     hub: String,
     deadline: Instant,
+    target: Option<crate::ssh::Target>,
+    ssh: crate::ssh::Options,
 }
 
 impl Job {
@@ -379,21 +391,37 @@ impl Job {
             api: apply.api()?,
             hub: apply.plan.hub.clone(),
             deadline: apply.deadline(),
+            target: apply.settings.targets.get(node).cloned(),
+            ssh: apply.settings.ssh.clone(),
         })
     }
 
-    async fn run(&self, action: &Action) -> anyhow::Result<()> {
+    /// Runs a kubeadm step on the job's node, detached, reconnecting if need be.
+    async fn kubeadm(&mut self, kind: Kind, v: &crate::version::Version) -> anyhow::Result<()> {
+        let reconnect = self.target.as_ref().map(|target| Reconnect {
+            target,
+            opts: &self.ssh,
+        });
+        kubeadm::run(&mut self.remote, reconnect.as_ref(), kind, v, &self.hub).await
+    }
+
+    async fn run(&mut self, action: &Action) -> anyhow::Result<()> {
+        if let Action::UpgradeNode { minor, version } = action {
+            let v = match version {
+                Some(v) => v.clone(),
+                None => kubeadm::resolve_image(&self.remote, *minor).await?,
+            };
+            return self.kubeadm(Kind::Node, &v).await;
+        }
+        self.quick(action).await
+    }
+
+    /// The steps that run over the session as plain commands.
+    async fn quick(&self, action: &Action) -> anyhow::Result<()> {
         let r = &self.remote;
         match action {
             Action::Download { minor, expect, .. } => {
                 download::run(r, &self.hub, *minor, expect.as_ref()).await?;
-            }
-            Action::UpgradeNode { minor, version } => {
-                let v = match version {
-                    Some(v) => v.clone(),
-                    None => kubeadm::resolve_image(r, *minor).await?,
-                };
-                kubeadm::run(r, Kind::Node, &v, &self.hub).await?;
             }
             Action::Pin {
                 component,
@@ -413,7 +441,7 @@ impl Job {
                 roll::ready_then_uncordon(&self.api, r.node(), self.deadline).await?;
             }
             Action::RemoveImages { versions } => verify::remove_images(r, versions).await?,
-            Action::UpgradeApply { .. } | Action::Roll => {
+            Action::UpgradeNode { .. } | Action::UpgradeApply { .. } | Action::Roll => {
                 bail!(
                     "{}: internal error: `{}` needs the whole apply, not a job",
                     r.node(),

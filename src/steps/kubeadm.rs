@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::context::settled_facts;
+use super::detached::{self, Reconnect};
 use super::runner::{CommandFailed, Remote, succeeded};
 use crate::node;
 use crate::plan::{self, Component};
@@ -72,7 +73,21 @@ pub async fn resolve_image(r: &Remote, minor: Minor) -> anyhow::Result<Version> 
         })
 }
 
-/// The step's command line for the node, as run and as `--dry-run` shows it.
+/// The detached step's id (its unit is `fleetctl-<id>`) and what it does.
+fn step_id(kind: Kind, version: &Version) -> (String, String) {
+    (
+        format!("kubeadm-{}-{version}", kind.name().replace(' ', "-")),
+        format!("kubeadm {} with the {version} image's kubeadm", kind.name()),
+    )
+}
+
+/// What `--dry-run` shows: the step as the transient unit it runs in.
+pub fn detached_command(kind: Kind, version: &Version) -> String {
+    let (id, label) = step_id(kind, version);
+    upgrade::start_detached(&id, &label, &command(kind, version))
+}
+
+/// The step's script for the node.
 pub fn command(kind: Kind, version: &Version) -> String {
     let image = format!(
         "{}/{}",
@@ -90,11 +105,17 @@ pub fn command(kind: Kind, version: &Version) -> String {
 
 /// Runs the step on `r` with the `version` image's kubeadm; on failure,
 /// unstages the node if it was staged and says what state it is in.
-pub async fn run(r: &Remote, kind: Kind, version: &Version, hub: &str) -> anyhow::Result<()> {
-    let label = format!("kubeadm {} with the {version} image's kubeadm", kind.name());
-    let out = r
-        .run_root_timeout(&label, &command(kind, version), None, TIMEOUT)
-        .await?;
+/// The step runs detached from the SSH session (see [`super::detached`]), so
+/// a dropped connection or a killed fleetctl never stops kubeadm halfway.
+pub async fn run(
+    r: &mut Remote,
+    reconnect: Option<&Reconnect<'_>>,
+    kind: Kind,
+    version: &Version,
+    hub: &str,
+) -> anyhow::Result<()> {
+    let (id, label) = step_id(kind, version);
+    let out = detached::run(r, reconnect, &id, &label, &command(kind, version), TIMEOUT).await?;
     if out.success() {
         return Ok(());
     }

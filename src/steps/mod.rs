@@ -13,6 +13,7 @@
 //! command.
 
 pub mod context;
+mod detached;
 mod download;
 pub mod dry_run;
 mod gates;

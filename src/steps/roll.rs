@@ -16,6 +16,7 @@ use futures_util::future::join_all;
 
 use super::POLL;
 use super::context::{Apply, settled_facts};
+use super::detached;
 use super::gates;
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
@@ -352,20 +353,26 @@ pub fn blocked_pods(stderr: &str) -> Vec<String> {
 /// Cordons and drains `node` through the API node. A drain that fails is
 /// undone (uncordon: nothing was rebooted) and reported with the pods that
 /// blocked it.
+/// The drain runs detached on the API node (see [`super::detached`]): a
+/// dropped connection does not leave it half done; its output (stdout and
+/// stderr together) comes back as the output's stdout.
 async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainFailed> {
     let secs = format!("--timeout={}s", timeout.as_secs().max(1));
-    let out = api
-        .run_root_timeout(
-            &format!("cordon and drain {node}"),
-            &kubectl::cordon_and_drain(node, &secs),
-            None,
-            timeout + Duration::from_secs(60),
-        )
-        .await
-        .map_err(|error| DrainFailed {
-            error,
-            uncordoned: false,
-        })?;
+    let mut api = api.clone();
+    let mut out = detached::run(
+        &mut api,
+        None,
+        &format!("drain-{node}"),
+        &format!("cordon and drain {node}"),
+        &kubectl::cordon_and_drain(node, &secs),
+        timeout + Duration::from_secs(60),
+    )
+    .await
+    .map_err(|error| DrainFailed {
+        error,
+        uncordoned: false,
+    })?;
+    out.stderr = std::mem::take(&mut out.stdout);
     if out.success() {
         return Ok(());
     }
@@ -383,7 +390,7 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
             uncordoned: true,
         });
     }
-    let undo = uncordon(api, node).await;
+    let undo = uncordon(&api, node).await;
     let state = match &undo {
         Ok(()) => format!("{node} was uncordoned again; nothing was rebooted"),
         Err(e) => format!(
@@ -624,7 +631,11 @@ pub fn commands(
     let mut lines = vec![
         (
             api_node.to_string(),
-            kubectl::cordon_and_drain(node, "--timeout=<drain-timeout>"),
+            crate::remote::upgrade::start_detached(
+                &format!("drain-{node}"),
+                &format!("cordon and drain {node}"),
+                &kubectl::cordon_and_drain(node, "--timeout=<drain-timeout>"),
+            ),
         ),
         (node.to_string(), upgrade::before_reboot()),
         (node.to_string(), upgrade::REBOOT.to_string()),

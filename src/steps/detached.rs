@@ -1,0 +1,193 @@
+//! The long steps (a kubeadm upgrade, a drain) run on the node as transient
+//! systemd units, not as children of the SSH session: a dropped connection
+//! or a fleetctl killed on the laptop cannot stop them halfway (kubeadm
+//! dying mid-`upgrade apply` is the worst place to be interrupted). fleetctl
+//! starts the unit, then polls its result file, reconnecting if the
+//! connection drops; a later run that finds the step still running waits
+//! for it instead of starting another.
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use super::POLL;
+use super::runner::{Remote, succeeded};
+use crate::remote::upgrade;
+use crate::ssh::{self, Output};
+
+/// A step's unit ended, or where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Running(String),
+    Finished {
+        exit: u32,
+        output: String,
+    },
+    /// Neither running nor a result: never started, or its result was removed.
+    Absent,
+}
+
+pub fn parse_state(stdout: &str) -> State {
+    let (first, rest) = stdout.split_once('\n').unwrap_or((stdout, ""));
+    let first = first.trim();
+    if let Some(code) = first.strip_prefix("exit ") {
+        return match code.trim().parse() {
+            Ok(exit) => State::Finished {
+                exit,
+                output: rest.to_string(),
+            },
+            // A result file that is not a number: the step did not end cleanly.
+            Err(_) => State::Finished {
+                exit: u32::MAX,
+                output: rest.to_string(),
+            },
+        };
+    }
+    match first.strip_prefix("running ") {
+        Some(state) => State::Running(state.to_string()),
+        None => State::Absent,
+    }
+}
+
+/// Reconnects to a node whose connection dropped while a step ran.
+pub struct Reconnect<'a> {
+    pub target: &'a ssh::Target,
+    pub opts: &'a ssh::Options,
+}
+
+/// Runs `script` on `r`'s node as the detached step `id` and waits for it
+/// (at most `timeout`), returning its output like a command run over SSH.
+/// A step still running from an earlier run is waited for, not started again.
+pub async fn run(
+    r: &mut Remote,
+    reconnect: Option<&Reconnect<'_>>,
+    id: &str,
+    what: &str,
+    script: &str,
+    timeout: Duration,
+) -> anyhow::Result<Output> {
+    let poll = upgrade::poll_detached(id);
+    let state = r
+        .run_root(&format!("{what}: is it running?"), &poll, None)
+        .await?;
+    match parse_state(&state.stdout) {
+        State::Running(_) => r.journal().event(
+            "step-resumed",
+            Some(r.node()),
+            &format!("{what} is still running from an earlier run; waiting for it"),
+        ),
+        _ => {
+            let start = upgrade::start_detached(id, what, script);
+            let out = r.run_root(what, &start, None).await?;
+            succeeded(r.node(), what, out)?;
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        match r.run_root(&format!("{what}: result"), &poll, None).await {
+            Ok(out) => match parse_state(&out.stdout) {
+                State::Finished { exit, output } => {
+                    return Ok(Output {
+                        exit: Some(exit),
+                        signal: None,
+                        stdout: output,
+                        stderr: String::new(),
+                    });
+                }
+                State::Running(_) => {}
+                State::Absent => bail!(
+                    "{}: {what} ended without leaving a result in {} (was the node rebooted?)",
+                    r.node(),
+                    upgrade::STEPS_DIR
+                ),
+            },
+            Err(e) if ssh::is_disconnected(&e) => {
+                let Some(again) = reconnect else {
+                    return Err(e);
+                };
+                // The step goes on without us; a new connection picks it up.
+                if let Ok(s) = ssh::connect(again.target, again.opts).await {
+                    *r = r.with_session(std::sync::Arc::new(s));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "{}: {what} did not finish within {}; it may still be running on the node (unit {}). \
+                 Run `fleetctl apply` again: it waits for it",
+                r.node(),
+                humantime::format_duration(timeout),
+                upgrade::step_unit(id)
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_reads_running_finished_or_absent() {
+        assert_eq!(
+            parse_state("running active\n"),
+            State::Running("active".into())
+        );
+        assert_eq!(
+            parse_state("exit 0\n[upgrade] SUCCESS!\n"),
+            State::Finished {
+                exit: 0,
+                output: "[upgrade] SUCCESS!\n".into()
+            }
+        );
+        assert_eq!(
+            parse_state("exit 1\n"),
+            State::Finished {
+                exit: 1,
+                output: String::new()
+            }
+        );
+        assert_eq!(parse_state("none\n"), State::Absent);
+        assert_eq!(parse_state(""), State::Absent);
+    }
+
+    /// The wrapper the unit runs keeps the script's output and status in
+    /// the result files, whatever the script does.
+    #[test]
+    fn the_detached_wrapper_records_output_and_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("bin");
+        std::fs::create_dir(&fake).unwrap();
+        // systemd-run: run the command in the foreground, as the unit would.
+        let run = fake.join("systemd-run");
+        std::fs::write(
+            &run,
+            "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let steps = dir.path().join("steps");
+        let cmd = upgrade::start_detached("t", "a test", "echo out; echo err >&2; exit 3")
+            .replace(upgrade::STEPS_DIR, steps.to_str().unwrap());
+        let status = std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .env(
+                "PATH",
+                format!("{}:{}", fake.display(), std::env::var("PATH").unwrap()),
+            )
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(
+            std::fs::read_to_string(steps.join("t.exit")).unwrap(),
+            "3\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(steps.join("t.log")).unwrap(),
+            "out\nerr\n"
+        );
+    }
+}
