@@ -3,6 +3,8 @@
 //! whether a reboot is pending. Built from gathered facts by pure functions;
 //! the JSON shape is documented in docs/status.md and kept stable.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::inventory::Role;
@@ -204,6 +206,36 @@ pub fn build(
         warnings.push(format!(
             "kubelets run mixed minors ({}): an upgrade is unfinished",
             list.join(", ")
+        ));
+    }
+    let mut plain_http: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in &statuses {
+        let Some(f) = &s.facts else { continue };
+        let configs = f
+            .kubernetes
+            .configs
+            .iter()
+            .chain(f.containerd.iter().flat_map(|c| c.configs.iter()));
+        for c in configs {
+            for hub in c
+                .content
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("Path="))
+            {
+                if hub.starts_with("http://") {
+                    let nodes = plain_http.entry(hub.to_string()).or_default();
+                    if !nodes.contains(&s.name) {
+                        nodes.push(s.name.clone());
+                    }
+                }
+            }
+        }
+    }
+    for (hub, nodes) in plain_http {
+        warnings.push(format!(
+            "{}: sysupdate fetches from {hub}, plain HTTP: images travel unprotected and the \
+             bakery's configs say Verify=false; use an https:// hub",
+            nodes.join(", ")
         ));
     }
     for s in &statuses {

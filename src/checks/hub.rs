@@ -38,7 +38,7 @@ impl HubImage {
     /// The x86-64 images `crate::plan` already read; `None` when it could not.
     pub fn from_hub_versions(hub: &HubVersions) -> Option<Vec<HubImage>> {
         match hub {
-            HubVersions::Resolved(versions) => Some(
+            HubVersions::Resolved { versions, .. } => Some(
                 versions
                     .iter()
                     .map(|v| HubImage {

@@ -268,6 +268,13 @@ fn keep_saved_patches(saved: &Plan, fresh: &mut Plan) -> Option<String> {
                 _ => {}
             }
         }
+        if hop.sha256.is_none() {
+            hop.sha256 = saved
+                .hops
+                .iter()
+                .find(|h| h.minor == hop.minor)
+                .and_then(|h| h.sha256.clone());
+        }
         hop.version = Some(v);
         kept = true;
     }
@@ -299,6 +306,20 @@ fn refuse_stale(saved: &Plan, fresh: &Plan) -> anyhow::Result<()> {
                 old.version
                     .as_ref()
                     .map_or_else(|| "unknown".into(), |v| v.to_string())
+            ));
+        }
+    }
+    for hop in &fresh.hops {
+        if let Some(old) = saved.hops.iter().find(|h| h.version == hop.version)
+            && let (Some(was), Some(is)) = (&old.sha256, &hop.sha256)
+            && was != is
+        {
+            lines.push(format!(
+                "hub: the sha256 of kubernetes {} changed since the plan ({was} → {is}): the image \
+                 was replaced",
+                hop.version
+                    .as_ref()
+                    .map_or_else(|| hop.minor.to_string(), |v| v.to_string())
             ));
         }
     }

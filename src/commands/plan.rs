@@ -100,7 +100,7 @@ async fn hub_versions(inv: &Inventory, gathered: &Gathered) -> HubVersions {
         return HubVersions::Unresolved(format!("{} is not reachable", first.name));
     };
     match session.exec(&remote::upgrade::fetch(&url), None).await {
-        Ok(out) if out.success() => HubVersions::resolved(plan::parse_sha256sums(&out.stdout)),
+        Ok(out) if out.success() => HubVersions::from_sha256sums(&out.stdout),
         Ok(out) => HubVersions::Unresolved(format!(
             "{} could not read {url}: {}",
             first.name,

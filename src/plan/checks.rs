@@ -299,6 +299,29 @@ fn first_reboot(hops: &[Hop], node: &str) -> Option<Minor> {
         .map(|h| h.minor)
 }
 
+/// A plain-HTTP hub, and hop images the hub gives no single checksum for.
+pub(super) fn hub_warnings(url: &str, hub: &HubVersions, hops: &[Hop]) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    if url.starts_with("http://") {
+        warnings.push(Warning::InsecureHub {
+            hub: url.to_string(),
+        });
+    }
+    if hub.is_resolved() {
+        for hop in hops {
+            if let Some(v) = &hop.version
+                && hop.sha256.is_none()
+                && hop
+                    .steps()
+                    .any(|s| matches!(s.action, Action::Download { .. }))
+            {
+                warnings.push(Warning::UnverifiedImage { version: v.clone() });
+            }
+        }
+    }
+    warnings
+}
+
 /// The oldest minor fleetctl runs kubeadm for: `kubeadm upgrade node` got
 /// its addon phases (and so accepts `--skip-phases addon/kube-proxy`) in v1.32.
 pub(super) const OLDEST_KUBEADM_MINOR: Minor = Minor::new(1, 32);

@@ -2,6 +2,8 @@
 //! `SHA256SUMS`. sysupdate always stages the newest patch of the pinned
 //! minor, so this list is how the plan knows which patch each hop brings.
 
+use std::collections::BTreeMap;
+
 use crate::version::{Minor, Version};
 
 /// The architecture suffix fleetctl's nodes use in image names.
@@ -10,8 +12,13 @@ const ARCH: &str = "x86-64";
 /// What the planner knows about the hub.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubVersions {
-    /// Every released kubernetes version on the hub, sorted, no duplicates.
-    Resolved(Vec<Version>),
+    /// Every released kubernetes version on the hub, sorted, no duplicates,
+    /// with the sha256 the hub's `SHA256SUMS` gives for its image (missing
+    /// when the list gave two different sums for one image).
+    Resolved {
+        versions: Vec<Version>,
+        digests: BTreeMap<Version, String>,
+    },
     /// The list could not be read; the plan goes on with patches unresolved.
     Unresolved(String),
 }
@@ -21,7 +28,42 @@ impl HubVersions {
     pub fn resolved(mut versions: Vec<Version>) -> HubVersions {
         versions.sort();
         versions.dedup();
-        HubVersions::Resolved(versions)
+        HubVersions::Resolved {
+            versions,
+            digests: BTreeMap::new(),
+        }
+    }
+
+    /// What a `SHA256SUMS` file says: the versions and their images' sums.
+    pub fn from_sha256sums(text: &str) -> HubVersions {
+        let mut digests: BTreeMap<Version, Option<String>> = BTreeMap::new();
+        for (version, hash) in text.lines().filter_map(image_line) {
+            let hash = hash.to_ascii_lowercase();
+            digests
+                .entry(version)
+                .and_modify(|known| {
+                    // Two different sums for one file: trust neither.
+                    if known.as_ref() != Some(&hash) {
+                        *known = None;
+                    }
+                })
+                .or_insert(Some(hash));
+        }
+        HubVersions::Resolved {
+            versions: digests.keys().cloned().collect(),
+            digests: digests
+                .into_iter()
+                .filter_map(|(v, h)| h.map(|h| (v, h)))
+                .collect(),
+        }
+    }
+
+    /// The sha256 the hub publishes for `version`'s image, if it does (once).
+    pub fn digest(&self, version: &Version) -> Option<&str> {
+        match self {
+            HubVersions::Resolved { digests, .. } => digests.get(version).map(String::as_str),
+            HubVersions::Unresolved(_) => None,
+        }
     }
 
     /// The patch sysupdate stages for a config pinned to `minor`.
@@ -55,12 +97,13 @@ impl HubVersions {
     }
 
     pub fn is_resolved(&self) -> bool {
-        matches!(self, HubVersions::Resolved(_))
+        matches!(self, HubVersions::Resolved { .. })
     }
 
-    fn versions(&self) -> &[Version] {
+    /// Every released version on the hub; empty when unresolved.
+    pub fn versions(&self) -> &[Version] {
         match self {
-            HubVersions::Resolved(v) => v,
+            HubVersions::Resolved { versions, .. } => versions,
             HubVersions::Unresolved(_) => &[],
         }
     }
@@ -77,13 +120,18 @@ pub fn sha256sums_url(hub: &str) -> String {
 /// that are not checksums are skipped: sysupdate never picks them for a
 /// pinned x86-64 node either.
 pub fn parse_sha256sums(text: &str) -> Vec<Version> {
-    let mut versions: Vec<Version> = text.lines().filter_map(image_version).collect();
+    let mut versions: Vec<Version> = text
+        .lines()
+        .filter_map(image_line)
+        .map(|(v, _)| v)
+        .collect();
     versions.sort();
     versions.dedup();
     versions
 }
 
-fn image_version(line: &str) -> Option<Version> {
+/// One `SHA256SUMS` line of a released x86-64 kubernetes image: its version and sum.
+fn image_line(line: &str) -> Option<(Version, &str)> {
     let mut fields = line.split_whitespace();
     let (Some(hash), Some(name), None) = (fields.next(), fields.next(), fields.next()) else {
         return None;
@@ -96,7 +144,8 @@ fn image_version(line: &str) -> Option<Version> {
         .strip_prefix("kubernetes-v")?
         .strip_suffix(&format!("-{ARCH}.raw"))?;
     let parsed: Version = version.parse().ok()?;
-    (parsed.0.pre.is_empty() && parsed.0.build.is_empty()).then_some(parsed)
+    (parsed.0.pre.is_empty() && parsed.0.build.is_empty() && hash.len() == 64)
+        .then_some((parsed, hash))
 }
 
 #[cfg(test)]
@@ -138,6 +187,31 @@ not a checksum line
         assert_eq!(
             hub.minors(),
             vec![Minor::new(1, 34), Minor::new(1, 35), Minor::new(1, 36)]
+        );
+    }
+
+    #[test]
+    fn sums_are_kept_per_image_and_a_contradiction_trusts_neither() {
+        let hub = HubVersions::from_sha256sums(SUMS);
+        assert_eq!(
+            hub.versions(),
+            [v("v1.34.10"), v("v1.35.1"), v("v1.35.3"), v("v1.36.0")]
+        );
+        assert_eq!(
+            hub.digest(&v("v1.35.3")),
+            Some("0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9")
+        );
+        // The arm64 image's sum is not the x86-64 one's.
+        assert_ne!(
+            hub.digest(&v("v1.35.3")),
+            Some("1111111111111111111111111111111111111111111111111111111111111111")
+        );
+        // v1.35.1 is listed twice with different sums.
+        assert_eq!(hub.digest(&v("v1.35.1")), None);
+        assert!(
+            HubVersions::resolved(vec![v("v1.35.3")])
+                .digest(&v("v1.35.3"))
+                .is_none()
         );
     }
 

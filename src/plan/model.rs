@@ -109,6 +109,11 @@ pub struct Hop {
     pub version: Option<Version>,
     /// The hop calls kubeadm (`upgrade apply` or `upgrade node`).
     pub kubeadm: bool,
+    /// The sha256 of the hop's image as the hub's `SHA256SUMS` publishes
+    /// it: apply checks the downloaded file against it before anything runs
+    /// from it. `None` when the hub's list was unreadable or contradictory.
+    #[serde(default)]
+    pub sha256: Option<String>,
     pub phases: Vec<Phase>,
 }
 
@@ -452,6 +457,14 @@ pub enum Warning {
         cluster: Version,
         kubelets: Version,
     },
+    /// The hub is plain HTTP: nothing protects the images in transit.
+    InsecureHub {
+        hub: String,
+    },
+    /// The hub's list has no (single) checksum for an image a hop stages.
+    UnverifiedImage {
+        version: Version,
+    },
 }
 
 /// How a sysupdate config's pin reads in a sentence.
@@ -567,6 +580,17 @@ impl fmt::Display for Warning {
                 f,
                 "{requested} was asked for, but sysupdate always stages the newest patch of the \
                  pinned series: the nodes will get {staged}"
+            ),
+            Warning::InsecureHub { hub } => write!(
+                f,
+                "the hub {hub} is plain HTTP: images and their SHA256SUMS travel unprotected (and the \
+                 bakery's configs say Verify=false); fleetctl checks each image against the SHA256SUMS \
+                 it read, which an attacker in the path could change too. Use an https:// hub"
+            ),
+            Warning::UnverifiedImage { version } => write!(
+                f,
+                "the hub's SHA256SUMS gives no single checksum for kubernetes {version}: apply cannot \
+                 verify that image before running its kubeadm"
             ),
             Warning::ControlPlaneStays { cluster, kubelets } => write!(
                 f,

@@ -168,11 +168,19 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
         .iter()
         .map(|n| NodeSim::from_facts(state, n, n.name == first.name))
         .collect();
-    let (hops, final_cluster) = build_hops(&ctx, &mut sims, cluster.clone(), &wants)?;
+    let (mut hops, final_cluster) = build_hops(&ctx, &mut sims, cluster.clone(), &wants)?;
+    for hop in &mut hops {
+        hop.sha256 = hop
+            .version
+            .as_ref()
+            .and_then(|v| hub.digest(v))
+            .map(String::from);
+    }
     checks::current_published(&hops, &cluster, &wants, hub)?;
     checks::kubeadm_floor(&hops)?;
 
     warnings.extend(checks::fleet_warnings(state, first, &cluster, hub, &hops));
+    warnings.extend(checks::hub_warnings(&state.hub, hub, &hops));
     if let (Some(kubelets), Some(cluster_now)) = (
         wants.get(&target.minor()).and_then(|w| w.version.clone()),
         final_cluster.version,
@@ -237,6 +245,7 @@ fn build_hops(
             minor: *minor,
             version: want.version.clone(),
             kubeadm,
+            sha256: None,
             phases,
         });
     }

@@ -23,14 +23,15 @@ pub fn m(s: &str) -> Minor {
     s.parse().unwrap()
 }
 
-/// A hub publishing every patch `0..=newest` of each `(minor, newest)`.
+/// A hub publishing every patch `0..=newest` of each `(minor, newest)`,
+/// with a `SHA256SUMS` line each (the sum of the version's name).
 pub fn hub(series: &[(u64, u64)]) -> HubVersions {
-    HubVersions::resolved(
-        series
-            .iter()
-            .flat_map(|&(minor, newest)| (0..=newest).map(move |p| Version::new(1, minor, p)))
-            .collect(),
-    )
+    let sums: String = series
+        .iter()
+        .flat_map(|&(minor, newest)| (0..=newest).map(move |p| Version::new(1, minor, p)))
+        .map(|v| format!("{}  kubernetes-{v}-x86-64.raw\n", sha(&v.to_string())))
+        .collect();
+    HubVersions::from_sha256sums(&sums)
 }
 
 pub fn sha(text: &str) -> String {

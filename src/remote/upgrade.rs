@@ -25,6 +25,8 @@ pub mod kubeadm_exit {
     pub const MOUNT: u32 = 92;
     /// kubeadm succeeded but the marker could not be written.
     pub const MARKER: u32 = 93;
+    /// The image's sha256 is not the one the plan recorded from the hub.
+    pub const CHECKSUM: u32 = 94;
 }
 
 /// Reads a URL from the node (the node reaches the hub; the laptop may not).
@@ -40,6 +42,30 @@ pub fn fetch(url: &str) -> String {
 /// `/opt/extensions/<component>`: where sysupdate keeps the images.
 pub fn images_dir(component: &str) -> String {
     format!("/opt/extensions/{component}")
+}
+
+/// The sha256 of one image, as `sha256sum` prints it (`<hex>  <path>`).
+pub fn image_sha256(component: &str, version: &str) -> String {
+    format!(
+        "sha256sum {}",
+        quote(&format!(
+            "{}/{}",
+            images_dir(component),
+            image_file(component, version)
+        ))
+    )
+}
+
+/// Removes one image (one that failed its checksum).
+pub fn remove_image(component: &str, version: &str) -> String {
+    format!(
+        "rm -f -- {}",
+        quote(&format!(
+            "{}/{}",
+            images_dir(component),
+            image_file(component, version)
+        ))
+    )
 }
 
 /// Lists the component's images, one file name a line.
@@ -156,6 +182,9 @@ pub struct KubeadmStep<'a> {
     pub run_dir: &'a str,
     /// [`KUBEADM_STEP_MARKER`].
     pub marker: &'a str,
+    /// The image's sha256 from the hub's `SHA256SUMS`, checked before it is
+    /// mounted; `None` when the plan has none.
+    pub sha256: Option<&'a str>,
 }
 
 /// Mounts the downloaded image read-only on a private directory
@@ -175,9 +204,17 @@ pub fn kubeadm_step(step: &KubeadmStep) -> String {
             .parent()
             .map_or("/", |p| p.to_str().unwrap_or("/")),
     );
+    let verify = match step.sha256 {
+        Some(sum) => format!(
+            "printf '%s  %s\\n' {sum} {img} | sha256sum -c --quiet - >/dev/null 2>&1 || \
+             {{ echo \"fleetctl: \"{img}\" does not have the sha256 the hub published\" >&2; exit {CHECKSUM}; }}; ",
+            sum = word(sum),
+        ),
+        None => String::new(),
+    };
     format!(
         "[ -f {img} ] || {{ echo \"fleetctl: \"{img}\" is not on the node\" >&2; exit {NO_IMAGE}; }}; \
-         dir=$(mktemp -d {run}/fleetctl-kubeadm.XXXXXX) || exit {MOUNT}; \
+         {verify}dir=$(mktemp -d {run}/fleetctl-kubeadm.XXXXXX) || exit {MOUNT}; \
          trap 'umount \"$dir\" 2>/dev/null; rmdir \"$dir\"' EXIT; \
          mount -o loop,ro {img} \"$dir\" || exit {MOUNT}; \
          v=$(\"$dir/usr/bin/kubeadm\" version -o short) || exit {WRONG_VERSION}; \
@@ -406,6 +443,7 @@ mod tests {
     /// script runs for real without root or loop devices.
     struct FakeNode {
         dir: tempfile::TempDir,
+        sha256: Option<String>,
     }
 
     impl FakeNode {
@@ -441,7 +479,7 @@ mod tests {
                 ),
             );
             std::fs::write(root.join("image.raw"), "squashfs").unwrap();
-            FakeNode { dir }
+            FakeNode { dir, sha256: None }
         }
 
         fn path(&self, rel: &str) -> String {
@@ -458,6 +496,7 @@ mod tests {
                 args,
                 run_dir: &run_dir,
                 marker: &marker,
+                sha256: self.sha256.as_deref(),
             });
             let (code, _, err) = sh_env(&script, "", Some(&self.dir.path().join("bin")));
             (code, err)
@@ -511,6 +550,25 @@ mod tests {
         assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "");
         assert!(node.read("mount.log").contains("umount"));
         assert!(node.run_dir_is_empty());
+    }
+
+    #[test]
+    fn an_image_that_is_not_what_the_hub_published_is_never_mounted() {
+        use sha2::{Digest, Sha256};
+        let good = format!("{:x}", Sha256::digest(b"squashfs"));
+        let mut node = FakeNode::new("v1.35.3", 0);
+        node.sha256 = Some(good);
+        assert_eq!(node.run("v1.35.3", &upgrade_node_args()).0, Some(0));
+        let mut node = FakeNode::new("v1.35.3", 0);
+        node.sha256 = Some("0".repeat(64));
+        let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+        assert_eq!(code, Some(kubeadm_exit::CHECKSUM as i32));
+        assert!(
+            err.contains("does not have the sha256 the hub published"),
+            "{err}"
+        );
+        assert_eq!(node.read("mount.log"), "", "never mounted");
+        assert_eq!(node.read("kubeadm.log"), "");
     }
 
     #[test]

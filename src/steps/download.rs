@@ -20,11 +20,15 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Downloads the newest `minor` image the hub serves and returns its
 /// version, refusing another patch than `expect` (the hub changed since the plan).
+/// With `sha256` (from the hub's `SHA256SUMS`, recorded in the plan), the
+/// downloaded file is checked against it; a file that does not match is
+/// removed and nothing goes on.
 pub async fn run(
     r: &Remote,
     hub: &str,
     minor: Minor,
     expect: Option<&Version>,
+    sha256: Option<&str>,
 ) -> anyhow::Result<Version> {
     let definition = plan::render_download_config(Component::Kubernetes, minor, hub)?;
     let label = format!(
@@ -64,7 +68,43 @@ pub async fn run(
             node = r.node()
         );
     }
+    if let Some(want) = sha256 {
+        verify(r, &got, want).await?;
+    }
     Ok(got)
+}
+
+/// The downloaded image's sha256 is the hub's; a mismatching file is
+/// removed, so that the next download fetches it again.
+async fn verify(r: &Remote, version: &Version, want: &str) -> anyhow::Result<()> {
+    let component = Component::Kubernetes.name();
+    let v = version.to_string();
+    let out = r
+        .check_root(
+            &format!("sha256 of kubernetes {v}"),
+            &upgrade::image_sha256(component, &v),
+        )
+        .await?;
+    let got = out.stdout.split_whitespace().next().unwrap_or_default();
+    if got.eq_ignore_ascii_case(want) {
+        return Ok(());
+    }
+    let removed = r
+        .check_root(
+            &format!("remove kubernetes {v}: its sha256 is wrong"),
+            &upgrade::remove_image(component, &v),
+        )
+        .await
+        .map_or_else(
+            |e| format!("could not remove it ({e:#})"),
+            |_| "it was removed".to_string(),
+        );
+    bail!(
+        "{node}: the downloaded kubernetes {v} has sha256 {got}, but the hub's SHA256SUMS gave {want} when \
+         the plan was made: the image was corrupted or tampered with on the way. Nothing was staged or \
+         rebooted; {removed}. Check the hub, then run `fleetctl plan` and `fleetctl apply` again",
+        node = r.node()
+    )
 }
 
 /// The newest `minor` image in an `ls -1` of the images directory.

@@ -49,12 +49,21 @@ pub fn render(
             for step in &phase.steps {
                 let n = step.node.as_str();
                 match &step.action {
-                    Action::Download { minor, .. } => {
+                    Action::Download { minor, expect, .. } => {
                         for cmd in download::commands(&plan.hub, *minor) {
                             line(n, &cmd);
                         }
+                        if let (Some(v), Some(sum)) = (expect, image_sha(hop, expect)) {
+                            let check =
+                                crate::remote::upgrade::image_sha256("kubernetes", &v.to_string());
+                            line(
+                                n,
+                                &format!("(must print {sum}, else the file is removed) {check}"),
+                            );
+                        }
                     }
                     Action::UpgradeApply { minor, version } => {
+                        let sha256 = image_sha(hop, version);
                         line(
                             &api,
                             &format!(
@@ -62,10 +71,17 @@ pub fn render(
                                 kubectl::readyz()
                             ),
                         );
-                        line(n, &kubeadm_line(kubeadm::Kind::Apply, *minor, version));
+                        line(
+                            n,
+                            &kubeadm_line(kubeadm::Kind::Apply, *minor, version, sha256),
+                        );
                     }
                     Action::UpgradeNode { minor, version } => {
-                        line(n, &kubeadm_line(kubeadm::Kind::Node, *minor, version));
+                        let sha256 = image_sha(hop, version);
+                        line(
+                            n,
+                            &kubeadm_line(kubeadm::Kind::Node, *minor, version, sha256),
+                        );
                     }
                     Action::Pin {
                         path,
@@ -146,16 +162,25 @@ fn kubeadm_line(
     kind: kubeadm::Kind,
     minor: crate::version::Minor,
     version: &Option<Version>,
+    sha256: Option<&str>,
 ) -> String {
     match version {
-        Some(v) => kubeadm::detached_command(kind, v),
+        Some(v) => kubeadm::detached_command(kind, v, sha256),
         None => format!(
             "(with the newest {minor} image on the node) {}",
-            kubeadm::detached_command(kind, &minor.with_patch(0)).replace(
+            kubeadm::detached_command(kind, &minor.with_patch(0), None).replace(
                 &minor.with_patch(0).to_string(),
                 &format!("<newest {minor}>")
             )
         ),
+    }
+}
+
+/// The hub's sha256 for the step's image, when it is the hop's.
+fn image_sha<'a>(hop: &'a crate::plan::Hop, version: &Option<Version>) -> Option<&'a str> {
+    match (&hop.version, version, &hop.sha256) {
+        (Some(h), Some(v), Some(sum)) if h == v => Some(sum),
+        _ => None,
     }
 }
 

@@ -141,7 +141,7 @@ async fn one_step(
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
             apply.mark(node)?;
-            let mut job = Job::of(apply, node)?;
+            let mut job = Job::of(apply, node, hop)?;
             let v = match version {
                 Some(v) => v.clone(),
                 None => kubeadm::resolve_image(&job.remote, *minor).await?,
@@ -156,7 +156,7 @@ async fn one_step(
             // another control plane is still coming up.
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
-            let mut job = Job::of(apply, node)?;
+            let mut job = Job::of(apply, node, hop)?;
             let result = job.run(&step.action).await;
             apply.set_remote(node, job.remote);
             result?;
@@ -165,7 +165,7 @@ async fn one_step(
             if changes_fingerprint(other) {
                 apply.mark(node)?;
             }
-            let mut job = Job::of(apply, node)?;
+            let mut job = Job::of(apply, node, hop)?;
             let result = job.run(other).await;
             apply.set_remote(node, job.remote);
             result?;
@@ -311,7 +311,7 @@ async fn parallel(
     let permits = Arc::new(Semaphore::new(apply.settings.parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for n in &order {
-        let mut job = Job::of(apply, n)?;
+        let mut job = Job::of(apply, n, hop)?;
         let actions: Vec<Action> = per_node[n].iter().map(|s| s.action.clone()).collect();
         let finishing =
             finishes.contains(n) && apply.plan.fingerprint.in_progress.contains(n.as_str());
@@ -382,10 +382,12 @@ struct Job {
     deadline: Instant,
     target: Option<crate::ssh::Target>,
     ssh: crate::ssh::Options,
+    /// The hop's image and its sha256 from the hub, when the plan has it.
+    image: Option<(Version, String)>,
 }
 
 impl Job {
-    fn of(apply: &Apply<'_>, node: &str) -> anyhow::Result<Job> {
+    fn of(apply: &Apply<'_>, node: &str, hop: &Hop) -> anyhow::Result<Job> {
         Ok(Job {
             remote: apply.remote(node)?,
             api: apply.api()?,
@@ -393,7 +395,16 @@ impl Job {
             deadline: apply.deadline(),
             target: apply.settings.targets.get(node).cloned(),
             ssh: apply.settings.ssh.clone(),
+            image: hop.version.clone().zip(hop.sha256.clone()),
         })
+    }
+
+    /// The sha256 `version`'s image must have, if the plan knows it.
+    fn sha256(&self, version: &Version) -> Option<&str> {
+        self.image
+            .as_ref()
+            .filter(|(v, _)| v == version)
+            .map(|(_, sum)| sum.as_str())
     }
 
     /// Runs a kubeadm step on the job's node, detached, reconnecting if need be.
@@ -402,7 +413,16 @@ impl Job {
             target,
             opts: &self.ssh,
         });
-        kubeadm::run(&mut self.remote, reconnect.as_ref(), kind, v, &self.hub).await
+        let sha256 = self.sha256(v).map(String::from);
+        kubeadm::run(
+            &mut self.remote,
+            reconnect.as_ref(),
+            kind,
+            v,
+            sha256.as_deref(),
+            &self.hub,
+        )
+        .await
     }
 
     async fn run(&mut self, action: &Action) -> anyhow::Result<()> {
@@ -421,7 +441,8 @@ impl Job {
         let r = &self.remote;
         match action {
             Action::Download { minor, expect, .. } => {
-                download::run(r, &self.hub, *minor, expect.as_ref()).await?;
+                let sha256 = expect.as_ref().and_then(|v| self.sha256(v));
+                download::run(r, &self.hub, *minor, expect.as_ref(), sha256).await?;
             }
             Action::Pin {
                 component,

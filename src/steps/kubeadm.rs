@@ -82,13 +82,13 @@ fn step_id(kind: Kind, version: &Version) -> (String, String) {
 }
 
 /// What `--dry-run` shows: the step as the transient unit it runs in.
-pub fn detached_command(kind: Kind, version: &Version) -> String {
+pub fn detached_command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
     let (id, label) = step_id(kind, version);
-    upgrade::start_detached(&id, &label, &command(kind, version))
+    upgrade::start_detached(&id, &label, &command(kind, version, sha256))
 }
 
 /// The step's script for the node.
-pub fn command(kind: Kind, version: &Version) -> String {
+pub fn command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
     let image = format!(
         "{}/{}",
         upgrade::images_dir(Component::Kubernetes.name()),
@@ -100,6 +100,7 @@ pub fn command(kind: Kind, version: &Version) -> String {
         args: &kind.args(version),
         run_dir: "/run",
         marker: upgrade::KUBEADM_STEP_MARKER,
+        sha256,
     })
 }
 
@@ -112,10 +113,12 @@ pub async fn run(
     reconnect: Option<&Reconnect<'_>>,
     kind: Kind,
     version: &Version,
+    sha256: Option<&str>,
     hub: &str,
 ) -> anyhow::Result<()> {
     let (id, label) = step_id(kind, version);
-    let out = detached::run(r, reconnect, &id, &label, &command(kind, version), TIMEOUT).await?;
+    let script = command(kind, version, sha256);
+    let out = detached::run(r, reconnect, &id, &label, &script, TIMEOUT).await?;
     if out.success() {
         return Ok(());
     }
@@ -128,6 +131,11 @@ pub async fn run(
         Some(kubeadm_exit::WRONG_VERSION) => format!(
             "the kubeadm inside the {version} image does not report {version} (see the journal): the file \
              is not what its name says. Remove it from /opt/extensions/kubernetes/ and run `fleetctl apply` again"
+        ),
+        Some(kubeadm_exit::CHECKSUM) => format!(
+            "the {version} image on the node does not have the sha256 the hub's SHA256SUMS gave when the \
+             plan was made: it was corrupted or tampered with. Nothing was run from it. Remove it from \
+             /opt/extensions/kubernetes/ and run `fleetctl apply` again"
         ),
         Some(kubeadm_exit::MOUNT) => format!(
             "the {version} image could not be mounted read-only (`mount -o loop,ro`): check that loop \
