@@ -14,6 +14,7 @@ use super::model::Component;
 pub fn render_config(component: Component, minor: Minor, hub: &str) -> anyhow::Result<String> {
     let hub = checked_hub(hub)?;
     let name = component.name();
+    let series = component.series(minor);
     let text = format!(
         "[Transfer]\n\
          Verify=false\n\
@@ -21,7 +22,7 @@ pub fn render_config(component: Component, minor: Minor, hub: &str) -> anyhow::R
          [Source]\n\
          Type=url-file\n\
          Path={hub}/{name}/\n\
-         MatchPattern={name}-{minor}.@v-%a.raw\n\
+         MatchPattern={name}-{series}.@v-%a.raw\n\
          \n\
          [Target]\n\
          InstancesMax=3\n\
@@ -89,7 +90,7 @@ fn ensure_pinned(text: &str, component: Component, minor: Minor) -> anyhow::Resu
         "expected one MatchPattern, found {}",
         patterns.len()
     );
-    let expected = format!("{}-{minor}.@v-%a.raw", component.name());
+    let expected = format!("{}-{}.@v-%a.raw", component.name(), component.series(minor));
     ensure!(
         patterns[0] == expected,
         "MatchPattern `{}` is not pinned to {minor}",
@@ -142,7 +143,7 @@ Verify=false
 [Source]
 Type=url-file
 Path=https://mirror.example/ext/containerd/
-MatchPattern=containerd-v2.1.@v-%a.raw
+MatchPattern=containerd-2.1.@v-%a.raw
 
 [Target]
 InstancesMax=3

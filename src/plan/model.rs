@@ -44,6 +44,18 @@ impl Component {
     pub fn config_path(self) -> String {
         format!("{}/{}.conf", self.config_dir(), self.name())
     }
+
+    /// How sysext-bakery writes a minor series in this component's image
+    /// names, the part a pinned MatchPattern repeats: `v1.37` for
+    /// kubernetes (`kubernetes.sysext/funcs.inc` prefixes a `v`), `2.1` for
+    /// containerd (`containerd.sysext/create.sh` strips the `v` of
+    /// containerd's tags: `containerd-2.1.9-x86-64.raw`).
+    pub fn series(self, minor: Minor) -> String {
+        match self {
+            Component::Kubernetes => minor.to_string(),
+            Component::Containerd => format!("{}.{}", minor.major, minor.minor),
+        }
+    }
 }
 
 impl fmt::Display for Component {

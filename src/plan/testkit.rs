@@ -70,8 +70,9 @@ pub fn settled(component: Component, running: &Version) -> Extension {
         running: Some(running.clone()),
         staged: Some(running.clone()),
         staged_target: Some(format!(
-            "/opt/extensions/{0}/{0}-{running}-x86-64.raw",
-            component.name()
+            "/opt/extensions/{}/{}",
+            component.name(),
+            crate::remote::upgrade::image_file(component.name(), &running.to_string())
         )),
         images: vec![running.clone()],
         configs: vec![pinned(component, running.minor())],

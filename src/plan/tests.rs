@@ -478,8 +478,41 @@ fn containerd_is_pinned_in_the_first_hop_only_and_adds_no_reboot() {
     }) else {
         panic!("no containerd pin");
     };
-    assert!(config.contains("MatchPattern=containerd-v2.1.@v-%a.raw\n"));
+    assert!(config.contains("MatchPattern=containerd-2.1.@v-%a.raw\n"));
     assert!(config.contains("CurrentSymlink=/etc/extensions/containerd.raw\n"));
+}
+
+#[test]
+fn a_node_pinned_to_containerd_2_1_by_the_bakery_config_keeps_its_pin() {
+    // sysext-bakery's containerd.conf, as published: no `v` in the series.
+    let bakery = "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\n\
+                  Path=https://extensions.flatcar.org/extensions/containerd/\n\
+                  MatchPattern=containerd-2.1.@v-%a.raw\n\n[Target]\nInstancesMax=3\n\
+                  Type=regular-file\nPath=/opt/extensions/containerd\n\
+                  CurrentSymlink=/etc/extensions/containerd.raw\n";
+    assert_eq!(
+        crate::node::detect_pin("containerd", bakery),
+        Pin::Pinned(m("v2.1"))
+    );
+    let state = small("v1.34.2", "v1.34.2")
+        .containerd("v2.1", "v2.1.4")
+        .build();
+    for node in &state.nodes {
+        let c = node.facts.containerd.as_ref().unwrap();
+        assert_eq!(c.configs[0].pin, Pin::Pinned(m("v2.1")));
+        assert!(
+            c.configs[0]
+                .content
+                .contains("MatchPattern=containerd-2.1.@v-%a.raw\n")
+        );
+    }
+    let plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
+    assert_eq!(plan.containerd, Some(m("v2.1")));
+    let touched: Vec<String> = hop_outline(&plan, 0)
+        .into_iter()
+        .filter(|s| s.contains("containerd"))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
 }
 
 #[test]

@@ -231,9 +231,9 @@ fn flatcar_control_plane() -> FakeRoot {
         )
         .symlink(
             "/etc/extensions/containerd.raw",
-            "/opt/extensions/containerd/containerd-v2.1.4-x86-64.raw",
+            "/opt/extensions/containerd/containerd-2.1.4-x86-64.raw",
         )
-        .file("/opt/extensions/containerd/containerd-v2.1.4-x86-64.raw", "")
+        .file("/opt/extensions/containerd/containerd-2.1.4-x86-64.raw", "")
         .file(
             "/etc/sysupdate.containerd.d/containerd.conf",
             &fixture("kubernetes.conf").replace("kubernetes", "containerd"),

@@ -73,8 +73,15 @@ pub fn list_images(component: &str) -> String {
     format!("ls -1 {}/", quote(&images_dir(component)))
 }
 
-/// The file sysext-bakery names an image, as sysupdate stores it.
+/// The file sysext-bakery names an image, as sysupdate stores it:
+/// `kubernetes-v1.35.3-x86-64.raw`, but `containerd-2.1.4-x86-64.raw`
+/// (the bakery's containerd recipe drops the `v` of containerd's tags; see
+/// `Component::series`).
 pub fn image_file(component: &str, version: &str) -> String {
+    let version = match component {
+        "kubernetes" => version,
+        _ => version.trim_start_matches('v'),
+    };
     format!("{component}-{version}-x86-64.raw")
 }
 

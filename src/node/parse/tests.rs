@@ -63,7 +63,7 @@ fn expected_cp1() -> NodeFacts {
         containerd: Some(Extension {
             running: Some(v("v2.1.4")),
             staged: Some(v("v2.1.4")),
-            staged_target: Some("/opt/extensions/containerd/containerd-v2.1.4-x86-64.raw".into()),
+            staged_target: Some("/opt/extensions/containerd/containerd-2.1.4-x86-64.raw".into()),
             images: vec![v("v2.1.4")],
             configs: vec![SysupdateConfig {
                 path: "/etc/sysupdate.containerd.d/containerd.conf".into(),
@@ -323,7 +323,7 @@ fn image_names_carry_their_version() {
         "kubernetes.raw",
         "kubernetes-v1.35-x86-64.raw",
         "kubernetes-v1.35.2-x86-64.raw.part",
-        "containerd-v2.1.4-x86-64.raw",
+        "containerd-2.1.4-x86-64.raw",
         "kubernetesv1.35.2.raw",
         "",
     ] {
