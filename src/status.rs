@@ -461,6 +461,8 @@ mod tests {
             containerd: None,
             reboot_required: false,
             kubeadm_step: None,
+            arch: None,
+            kubelet_files: Default::default(),
         }
     }
 

@@ -223,5 +223,6 @@ fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
         hops: Vec::new(),
         warnings: Vec::new(),
         fingerprint: Fingerprint::of(state),
+        ignored_checks: Vec::new(),
     }
 }

@@ -4,11 +4,16 @@
 
 mod parse;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
-pub use parse::{StaticPod, detect_pin, image_version, parse_cluster, parse_facts, parse_pods};
+pub use parse::{
+    CheckOutputs, StaticPod, detect_pin, image_version, parse_check_outputs, parse_cluster,
+    parse_facts, parse_pods,
+};
 
 /// Everything `status` and `plan` need to know about one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +32,13 @@ pub struct NodeFacts {
     /// that the node's kubelet config is ready for that minor's kubelet.
     #[serde(default)]
     pub kubeadm_step: Option<Version>,
+    /// `uname -m`: which image architecture the hub must publish.
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// The files the kubelet unit reads its flags from, path → content
+    /// (only those that exist), for `crate::checks::check_kubelet_flags`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet_files: BTreeMap<String, String>,
 }
 
 impl NodeFacts {

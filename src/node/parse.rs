@@ -51,6 +51,12 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
         kubeadm_step: sections
             .trimmed("kubeadm-step")
             .and_then(|t| t.parse().ok()),
+        arch: sections.trimmed("arch").filter(|a| !a.is_empty()),
+        kubelet_files: sections
+            .all("kubelet-file")
+            .filter(|s| s.status == Some(0))
+            .filter_map(|s| Some((s.arg?.to_string(), s.stdout.clone())))
+            .collect(),
     })
 }
 
@@ -77,6 +83,42 @@ pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
         nodes,
         version,
         kube_proxy,
+    })
+}
+
+/// What `CHECKS_SCRIPT` printed: each probe's stdout, or why it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckOutputs {
+    /// The deprecated-API gauge lines of `/metrics`.
+    pub metrics: Result<String, String>,
+    /// `kubectl get pdb -A -o json`.
+    pub pdbs: Result<String, String>,
+    /// `kubeadm certs check-expiration`.
+    pub certs: Result<String, String>,
+}
+
+/// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
+/// is an error; a probe that failed is kept as its failure, for its check
+/// to report.
+pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
+    let sections = Sections::parse(output);
+    if sections.is_empty() {
+        bail!(
+            "the checks script printed no sections, so it did not run as expected; \
+             its output began with: {}",
+            excerpt(output)
+        );
+    }
+    let take = |name: &str, what: &str| -> Result<String, String> {
+        sections
+            .succeeded(name, what)
+            .map(|s| s.stdout.clone())
+            .map_err(|e| e.to_string())
+    };
+    Ok(CheckOutputs {
+        metrics: take("metrics", "kubectl get --raw /metrics"),
+        pdbs: take("pdbs", "kubectl get pdb -A -o json"),
+        certs: take("certs", "kubeadm certs check-expiration"),
     })
 }
 

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::{Check, CheckName};
 use crate::inventory::Role;
 use crate::node::Pin;
 use crate::version::{Minor, Target, Version};
@@ -84,6 +85,10 @@ pub struct Plan {
     pub hops: Vec<Hop>,
     pub warnings: Vec<Warning>,
     pub fingerprint: Fingerprint,
+    /// Checks whose blocks the operator chose to go past (`--ignore-check`
+    /// on `plan`); apply honours them too, and adds its own.
+    #[serde(default)]
+    pub ignored_checks: Vec<CheckName>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +132,11 @@ pub struct Hop {
     #[serde(default)]
     pub sha256: Option<String>,
     pub phases: Vec<Phase>,
+    /// What the checks before the hop found (`crate::checks`); filled in
+    /// after planning, from what the cluster says, and again by apply right
+    /// before the hop.
+    #[serde(default)]
+    pub checks: Vec<Check>,
 }
 
 impl Hop {

@@ -209,6 +209,7 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
         hops,
         warnings,
         fingerprint: Fingerprint::of(state),
+        ignored_checks: Vec::new(),
     })
 }
 
@@ -247,6 +248,7 @@ fn build_hops(
             kubeadm,
             sha256: None,
             phases,
+            checks: Vec::new(),
         });
     }
     Ok((hops, cluster))

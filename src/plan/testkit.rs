@@ -127,6 +127,8 @@ impl Fleet {
                 containerd: None,
                 reboot_required: false,
                 kubeadm_step: None,
+                arch: Some("x86_64".into()),
+                kubelet_files: Default::default(),
             },
         });
         self.state.cluster.nodes.push(ClusterNode {

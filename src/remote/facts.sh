@@ -11,6 +11,18 @@ probe update-engine $fleetctl_timeout update_engine_client -status
 probe reboot-required test -e /run/reboot-required
 # Written by fleetctl once the kubeadm upgrade step of this node succeeded.
 probe kubeadm-step cat /var/lib/fleetctl/kubeadm-step
+# The image architecture the hub must publish for this node.
+probe arch uname -m
+# Where the kubelet unit reads its flags from, for the check against flags a
+# new minor removes (crate::checks::kubelet_flags): the file kubeadm writes,
+# the KUBELET_EXTRA_ARGS file that 10-kubeadm.conf of the Flatcar sysext
+# reads, and the drop-ins an operator adds.
+for fleetctl_f in /var/lib/kubelet/kubeadm-flags.env /etc/sysconfig/kubelet \
+	/etc/systemd/system/kubelet.service.d/*.conf /run/systemd/system/kubelet.service.d/*.conf; do
+	if [ -f "$fleetctl_f" ]; then
+		probe "kubelet-file $fleetctl_f" cat "$fleetctl_f"
+	fi
+done
 
 # component BINARY: the running version, the staged symlink, the images on
 # disk and every sysupdate transfer file of one sysext-delivered component.

@@ -22,6 +22,12 @@ pub const FACTS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!(
 /// deployed. Read-only. Parse with `crate::node::parse_cluster`.
 pub const CLUSTER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("cluster.sh"));
 
+/// Reads what the checks before a hop judge (`crate::checks`): the
+/// deprecated-API gauge of `/metrics`, the PodDisruptionBudgets and
+/// kubeadm's certificate expiry. Read-only; runs on the first control
+/// plane. Parse with `crate::node::parse_check_outputs`.
+pub const CHECKS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("checks.sh"));
+
 pub mod kubectl;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the

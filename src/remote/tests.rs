@@ -34,7 +34,11 @@ fn sh(script: &str, path_env: &str) -> String {
 
 #[test]
 fn scripts_are_valid_posix_sh() {
-    for (name, script) in [("facts", FACTS_SCRIPT), ("cluster", CLUSTER_SCRIPT)] {
+    for (name, script) in [
+        ("facts", FACTS_SCRIPT),
+        ("cluster", CLUSTER_SCRIPT),
+        ("checks", CHECKS_SCRIPT),
+    ] {
         let out = Command::new("sh")
             .args(["-n", "-c", script])
             .output()
@@ -52,6 +56,7 @@ fn scripts_survive_single_quote_wrapping() {
     // `sudo -n sh -c '<script>'` would break on a single quote.
     assert!(!FACTS_SCRIPT.contains('\''));
     assert!(!CLUSTER_SCRIPT.contains('\''));
+    assert!(!CHECKS_SCRIPT.contains('\''));
 }
 
 #[test]
@@ -174,7 +179,8 @@ impl FakeRoot {
         for dir in ["/etc/", "/opt/", "/run/", "/proc/", "/var/"] {
             rooted = rooted
                 .replace(&format!(" {dir}"), &format!(" {root}{dir}"))
-                .replace(&format!("\"{dir}"), &format!("\"{root}{dir}"));
+                .replace(&format!("\"{dir}"), &format!("\"{root}{dir}"))
+                .replace(&format!("\t{dir}"), &format!("\t{root}{dir}"));
         }
         sh(&rooted, "/usr/bin:/bin").replace(&root, "")
     }
@@ -217,6 +223,15 @@ fn flatcar_control_plane() -> FakeRoot {
         )
         .file("/run/reboot-required", "")
         .file("/var/lib/fleetctl/kubeadm-step", "v1.37.2\n")
+        .tool("uname", r#"[ "$1" = -m ] && echo x86_64"#)
+        .file(
+            "/var/lib/kubelet/kubeadm-flags.env",
+            &fs::read_to_string(Path::new(CHECK_FIXTURES).join("kubeadm-flags.env")).unwrap(),
+        )
+        .file(
+            "/etc/systemd/system/kubelet.service.d/20-node-ip.conf",
+            "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--node-ip=10.0.0.11\"\n",
+        )
         .tool("kubelet", "echo Kubernetes v1.36.4")
         .symlink(
             "/etc/extensions/kubernetes.raw",
@@ -252,6 +267,14 @@ fn facts_script_on_a_fake_flatcar_root_matches_the_fixture() {
     assert_eq!(
         facts.kubernetes.configs[0].pin,
         Pin::Pinned(Minor::new(1, 37))
+    );
+    assert_eq!(facts.arch.as_deref(), Some("x86_64"));
+    assert_eq!(
+        facts.kubelet_files.keys().collect::<Vec<_>>(),
+        [
+            "/etc/systemd/system/kubelet.service.d/20-node-ip.conf",
+            "/var/lib/kubelet/kubeadm-flags.env"
+        ]
     );
 }
 
@@ -346,4 +369,54 @@ esac"#,
     let cluster = parse_cluster(&output).unwrap();
     assert_eq!(cluster.nodes.len(), 3);
     assert!(!cluster.kube_proxy);
+}
+
+const CHECK_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/checks/fixtures");
+
+#[test]
+fn checks_script_keeps_only_the_gauge_and_reports_each_probe() {
+    let fake = FakeRoot::new();
+    fake.tool(
+        "kubectl",
+        &format!(
+            r#"case "$*" in
+*"get --raw /metrics"*) cat {dir}/apiserver-metrics.txt ;;
+*"get pdb -A -o json"*) echo "Error from server (Forbidden): poddisruptionbudgets.policy is forbidden" >&2; exit 1 ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac"#,
+            dir = CHECK_FIXTURES
+        ),
+    )
+    .tool(
+        "kubeadm",
+        &format!(
+            r#"[ "$*" = "certs check-expiration" ] || exit 2; cat {CHECK_FIXTURES}/kubeadm-certs-check-expiration.txt"#
+        ),
+    );
+    let out = crate::node::parse_check_outputs(&fake.run(CHECKS_SCRIPT)).unwrap();
+    let metrics = out.metrics.unwrap();
+    assert!(
+        metrics
+            .lines()
+            .all(|l| l.starts_with("apiserver_requested_deprecated_apis{")
+                || l.starts_with("process_start_time_seconds ")),
+        "{metrics}"
+    );
+    let apis = crate::checks::parse_deprecated_apis(&metrics).unwrap();
+    assert_eq!(apis.len(), 2, "{apis:?}");
+    assert!(out.pdbs.unwrap_err().contains("(Forbidden)"));
+    let certs = crate::checks::parse_check_expiration(&out.certs.unwrap()).unwrap();
+    assert!(!certs.is_empty());
+}
+
+#[test]
+fn checks_script_reports_a_failed_metrics_fetch_as_a_failure() {
+    let fake = FakeRoot::new();
+    fake.tool(
+        "kubectl",
+        r#"echo "The connection to the server 10.0.0.1:6443 was refused" >&2; exit 1"#,
+    );
+    let out = crate::node::parse_check_outputs(&fake.run(CHECKS_SCRIPT)).unwrap();
+    assert!(out.metrics.unwrap_err().contains("was refused"));
+    assert!(out.certs.unwrap_err().contains("127"));
 }

@@ -74,6 +74,20 @@ fn expected_cp1() -> NodeFacts {
         }),
         reboot_required: true,
         kubeadm_step: Some(v("v1.37.2")),
+        arch: Some("x86_64".into()),
+        kubelet_files: [
+            (
+                "/var/lib/kubelet/kubeadm-flags.env".to_string(),
+                "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock \
+                 --node-ip=10.0.0.11 --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n"
+                    .to_string(),
+            ),
+            (
+                "/etc/systemd/system/kubelet.service.d/20-node-ip.conf".to_string(),
+                "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--node-ip=10.0.0.11\"\n".to_string(),
+            ),
+        ]
+        .into(),
     }
 }
 
@@ -100,6 +114,9 @@ fn crlf_output_gives_the_same_facts() {
     {
         config.content = config.content.replace('\n', "\r\n");
         config.sha256 = sha256_hex(config.content.as_bytes());
+    }
+    for content in expected.kubelet_files.values_mut() {
+        *content = content.replace('\n', "\r\n");
     }
     assert_eq!(facts, expected);
 }
@@ -757,4 +774,21 @@ fn static_pods_report_running_and_the_image_version() {
     assert_eq!(parse_pods(&single).unwrap().len(), 1);
     assert!(parse_pods("").is_err());
     assert!(parse_pods("{\"items\": [{\"kind\": \"Node\"}]}").is_err());
+}
+
+#[test]
+fn a_kubelet_file_that_vanished_before_cat_is_left_out() {
+    let output = format!(
+        "{}{}",
+        section("arch", "aarch64", "", 0),
+        section(
+            "kubelet-file /etc/sysconfig/kubelet",
+            "",
+            "cat: /etc/sysconfig/kubelet: No such file or directory",
+            1
+        ),
+    );
+    let facts = parse_facts(&output).unwrap();
+    assert_eq!(facts.arch.as_deref(), Some("aarch64"));
+    assert!(facts.kubelet_files.is_empty());
 }

@@ -1,0 +1,248 @@
+//! Every check of one hop, from what was read before it: the one place that
+//! decides which nodes, files and versions each rule looks at.
+//!
+//! A source that could not be read is a `warn` naming the failure, never a
+//! silent `pass`: the operator decides whether to go on without it.
+
+use super::certs::{CertExpiration, check_certificates};
+use super::flags::{NodeKubeletFiles, check_kubelet_flags};
+use super::hub::{HubImage, check_hub};
+use super::metrics::{DeprecatedApi, check_removed_apis};
+use super::model::{Check, CheckName, Verdict, apply_ignores};
+use super::pdb::{Budget, Pod, check_drains};
+use crate::plan::{Action, Hop};
+use crate::version::Minor;
+
+/// What the checks read before a hop; each source as far as it could be read
+/// (`Err` says why not).
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// From the API server's `/metrics`.
+    pub deprecated_apis: Result<Vec<DeprecatedApi>, String>,
+    /// Every PodDisruptionBudget.
+    pub budgets: Result<Vec<Budget>, String>,
+    /// The running pods of the namespaces whose budgets allow no disruption
+    /// (no other pod can be held by one).
+    pub pods: Result<Vec<Pod>, String>,
+    /// `kubeadm certs check-expiration` on the first control plane.
+    pub certificates: Result<Vec<CertExpiration>, String>,
+    /// Every node's kubelet flag files.
+    pub kubelet_files: Vec<NodeKubeletFiles>,
+    /// The hub's images, every architecture; `None` when unreadable.
+    pub hub_images: Option<Vec<HubImage>>,
+    /// Node name → `uname -m`.
+    pub arches: Vec<(String, String)>,
+}
+
+/// The nodes a hop drains and reboots.
+pub fn drained(hop: &Hop) -> Vec<String> {
+    let mut nodes: Vec<String> = hop
+        .steps()
+        .filter(|s| s.action == Action::Roll)
+        .map(|s| s.node.clone())
+        .collect();
+    nodes.dedup();
+    nodes
+}
+
+/// The checks of `hop` on a plan that ends at `target`, in [`CheckName::ALL`]
+/// order, with the operator's `ignored` blocks turned into `ignored`.
+pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]) -> Vec<Check> {
+    let drained = drained(hop);
+    let version = hop.version.as_ref();
+    let mut checks = vec![
+        match &inputs.deprecated_apis {
+            Ok(apis) => check_removed_apis(apis, hop.minor, target),
+            Err(e) => unread(
+                CheckName::RemovedApis,
+                "the API server's deprecated-API metric",
+                e,
+            ),
+        },
+        {
+            // Only nodes this hop restarts: a node already done keeps its
+            // kubelet until its next reboot, which a later hop checks.
+            let nodes: Vec<NodeKubeletFiles> = inputs
+                .kubelet_files
+                .iter()
+                .filter(|n| drained.contains(&n.node))
+                .cloned()
+                .collect();
+            check_kubelet_flags(&nodes, hop.minor, hop.kubeadm)
+        },
+        match (&inputs.budgets, &inputs.pods) {
+            (Ok(budgets), Ok(pods)) => check_drains(budgets, pods, &drained),
+            (Err(e), _) | (_, Err(e)) => {
+                unread(CheckName::Pdb, "the PodDisruptionBudgets and their pods", e)
+            }
+        },
+        match &inputs.certificates {
+            Ok(certs) => check_certificates(certs),
+            Err(e) => unread(
+                CheckName::Certificates,
+                "`kubeadm certs check-expiration`",
+                e,
+            ),
+        },
+        {
+            let arches: Vec<String> = inputs
+                .arches
+                .iter()
+                .filter(|(node, _)| drained.contains(node))
+                .map(|(_, arch)| arch.clone())
+                .collect();
+            check_hub(inputs.hub_images.as_deref(), hop.minor, version, &arches)
+        },
+    ];
+    apply_ignores(&mut checks, ignored);
+    checks
+}
+
+/// A source that could not be read: a warning, so the plan says what it
+/// did not check instead of passing it.
+fn unread(name: CheckName, what: &str, error: &str) -> Check {
+    Check {
+        name,
+        verdict: Verdict::Warn,
+        summary: format!("could not read {what}, so this is unchecked"),
+        details: vec![error.to_string()],
+        remedy: Some(format!(
+            "fix what the error says and plan again, or go on knowing `{name}` was not checked"
+        )),
+    }
+}
+
+/// The checks that stop the hop (blocks the operator did not ignore).
+pub fn blocking(checks: &[Check]) -> Vec<&Check> {
+    checks.iter().filter(|c| !c.allows_hop()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::{parse_check_expiration, parse_deprecated_apis, parse_pdbs, parse_pods};
+    use crate::plan::{HopKind, Phase, PhaseKind, Step};
+    use crate::version::Version;
+
+    fn fixture(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/checks/fixtures/");
+        std::fs::read_to_string(format!("{path}{name}")).expect("fixture exists")
+    }
+
+    fn hop(minor: &str, rolled: &[&str]) -> Hop {
+        let minor: Minor = minor.parse().unwrap();
+        Hop {
+            kind: HopKind::Upgrade,
+            minor,
+            version: Some(minor.with_patch(3)),
+            kubeadm: true,
+            sha256: None,
+            checks: vec![],
+            phases: vec![Phase {
+                kind: PhaseKind::WorkerReboots,
+                steps: rolled.iter().map(|n| Step::new(n, Action::Roll)).collect(),
+            }],
+        }
+    }
+
+    fn inputs() -> Inputs {
+        Inputs {
+            deprecated_apis: parse_deprecated_apis(&fixture("apiserver-metrics.txt"))
+                .map_err(|e| e.to_string()),
+            budgets: parse_pdbs(&fixture("kubectl-get-pdb.json")).map_err(|e| e.to_string()),
+            pods: parse_pods(&fixture("kubectl-get-pods.json")).map_err(|e| e.to_string()),
+            certificates: parse_check_expiration(&fixture("kubeadm-certs-check-expiration.txt"))
+                .map_err(|e| e.to_string()),
+            kubelet_files: vec![NodeKubeletFiles {
+                node: "w-9".into(),
+                files: [(
+                    "/etc/sysconfig/kubelet".to_string(),
+                    "KUBELET_EXTRA_ARGS=--pod-infra-container-image=registry.k8s.io/pause:3.10\n"
+                        .to_string(),
+                )]
+                .into(),
+            }],
+            hub_images: Some(vec![HubImage {
+                version: Version::new(1, 35, 3),
+                arch: "x86-64".into(),
+            }]),
+            arches: vec![("w-9".into(), "x86_64".into())],
+        }
+    }
+
+    fn verdict(checks: &[Check], name: CheckName) -> Verdict {
+        checks.iter().find(|c| c.name == name).unwrap().verdict
+    }
+
+    #[test]
+    fn every_check_once_in_a_stable_order() {
+        let checks = evaluate(
+            &inputs(),
+            &hop("v1.35", &["w-9"]),
+            "v1.37".parse().unwrap(),
+            &[],
+        );
+        let names: Vec<CheckName> = checks.iter().map(|c| c.name).collect();
+        assert_eq!(names, CheckName::ALL);
+    }
+
+    #[test]
+    fn a_node_the_hop_does_not_restart_is_not_judged_on_its_flags() {
+        let target = "v1.37".parse().unwrap();
+        let with = evaluate(&inputs(), &hop("v1.35", &["w-9"]), target, &[]);
+        assert_eq!(verdict(&with, CheckName::KubeletFlags), Verdict::Block);
+        assert!(
+            blocking(&with)
+                .iter()
+                .any(|c| c.details[0].starts_with("w-9:"))
+        );
+        let without = evaluate(&inputs(), &hop("v1.35", &["w-1"]), target, &[]);
+        assert_eq!(verdict(&without, CheckName::KubeletFlags), Verdict::Pass);
+    }
+
+    #[test]
+    fn an_ignored_block_lets_the_hop_go() {
+        let target = "v1.37".parse().unwrap();
+        let checks = evaluate(
+            &inputs(),
+            &hop("v1.35", &["w-9"]),
+            target,
+            &[CheckName::KubeletFlags],
+        );
+        assert_eq!(verdict(&checks, CheckName::KubeletFlags), Verdict::Ignored);
+        assert!(
+            blocking(&checks)
+                .iter()
+                .all(|c| c.name != CheckName::KubeletFlags)
+        );
+    }
+
+    #[test]
+    fn an_unreadable_source_warns_with_its_error() {
+        let mut inputs = inputs();
+        inputs.certificates = Err("kubeadm: command not found".into());
+        inputs.pods = Err("Error from server (Forbidden)".into());
+        let checks = evaluate(
+            &inputs,
+            &hop("v1.35", &["w-9"]),
+            "v1.35".parse().unwrap(),
+            &[],
+        );
+        for name in [CheckName::Certificates, CheckName::Pdb] {
+            let check = checks.iter().find(|c| c.name == name).unwrap();
+            assert_eq!(check.verdict, Verdict::Warn, "{check:?}");
+            assert!(check.summary.contains("could not read"), "{check:?}");
+        }
+    }
+
+    #[test]
+    fn the_hub_is_judged_for_the_architectures_of_drained_nodes() {
+        let mut inputs = inputs();
+        inputs.arches.push(("w-arm".into(), "aarch64".into()));
+        let target = "v1.35".parse().unwrap();
+        let x86 = evaluate(&inputs, &hop("v1.35", &["w-9"]), target, &[]);
+        assert_eq!(verdict(&x86, CheckName::Hub), Verdict::Pass);
+        let arm = evaluate(&inputs, &hop("v1.35", &["w-9", "w-arm"]), target, &[]);
+        assert_eq!(verdict(&arm, CheckName::Hub), Verdict::Block);
+    }
+}

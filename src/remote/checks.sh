@@ -1,0 +1,20 @@
+# fleetctl checks: what the checks before a hop read from the cluster.
+# Read-only; runs as root on the first control-plane node. Parsed by
+# crate::node::parse_check_outputs, judged by crate::checks.
+
+fleetctl_kubectl="kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s"
+printf "@@fleetctl:checks 1@@\n"
+
+# The /metrics page of the API server runs to megabytes; only the deprecated-API
+# gauge is needed, plus one metric every kube-apiserver exports, so that an
+# empty answer can be told from "no deprecated API requested".
+fleetctl_metrics() {
+	fleetctl_page=$($fleetctl_timeout $fleetctl_kubectl get --raw /metrics) || return
+	printf "%s\n" "$fleetctl_page" |
+		grep -E "^(apiserver_requested_deprecated_apis|process_start_time_seconds)[ {]"
+	return 0
+}
+probe metrics fleetctl_metrics
+probe pdbs $fleetctl_timeout $fleetctl_kubectl get pdb -A -o json
+probe certs $fleetctl_timeout kubeadm certs check-expiration
+printf "@@fleetctl:done@@\n"
