@@ -117,6 +117,18 @@ pub struct PlanArgs {
 
     #[arg(short, long, value_enum, default_value_t = PlanFormat::Text)]
     pub output: PlanFormat,
+
+    #[command(flatten)]
+    pub checks: CheckArgs,
+}
+
+/// The checks before every hop (docs/checks.md).
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Go past a blocking check on purpose (removed-apis, kubelet-flags,
+    /// pdb, certificates, hub); repeatable. The plan and the journal record it
+    #[arg(long, value_name = "NAME")]
+    pub ignore_check: Vec<crate::checks::CheckName>,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +138,14 @@ pub struct ApplyArgs {
 
     #[command(flatten)]
     pub roll: RollArgs,
+
+    #[command(flatten)]
+    pub checks: CheckArgs,
+
+    /// Do not snapshot etcd before `kubeadm upgrade apply` (by default each
+    /// hop's snapshot is copied to .fleetctl/backups/ beside the inventory)
+    #[arg(long)]
+    pub skip_etcd_snapshot: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::sync::Semaphore;
 
+use crate::checks::{self, HubImage, NodeKubeletFiles};
 use crate::inventory::{Inventory, Node, Role};
 use crate::node::{self, ClusterFacts, NodeFacts};
 use crate::remote;
@@ -189,4 +190,102 @@ fn stderr_note(stderr: &str) -> String {
         "" => String::new(),
         text => format!(" (stderr: {text})"),
     }
+}
+
+/// What the checks before a hop read (`crate::checks::Inputs`): from the
+/// first control plane, the checks script, then, only when some budget
+/// allows no disruption, the running pods of those budgets' namespaces;
+/// from the nodes' facts, their kubelet flag files and architectures.
+/// Never fails: a source that could not be read carries why, and its check
+/// says so.
+pub async fn check_inputs<'a>(
+    session: Option<&Session>,
+    facts: impl IntoIterator<Item = (&'a str, &'a NodeFacts)>,
+    hub_images: Option<Vec<HubImage>>,
+) -> checks::Inputs {
+    let mut kubelet_files = Vec::new();
+    let mut arches = Vec::new();
+    for (node, f) in facts {
+        kubelet_files.push(NodeKubeletFiles {
+            node: node.to_string(),
+            files: f.kubelet_files.clone(),
+        });
+        if let Some(arch) = &f.arch {
+            arches.push((node.to_string(), arch.clone()));
+        }
+    }
+    let mut inputs = checks::Inputs {
+        deprecated_apis: Err("no control-plane node answered".into()),
+        budgets: Err("no control-plane node answered".into()),
+        pods: Ok(Vec::new()),
+        certificates: Err("no control-plane node answered".into()),
+        kubelet_files,
+        hub_images,
+        arches,
+    };
+    let Some(s) = session else {
+        return inputs;
+    };
+    let outputs = match s.exec_root(remote::CHECKS_SCRIPT, None).await {
+        Ok(out) => node::parse_check_outputs(&out.stdout).map_err(|e| format!("{e:#}")),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    let outputs = match outputs {
+        Ok(o) => o,
+        Err(e) => {
+            let e = format!("{}: {e}", s.node());
+            inputs.deprecated_apis = Err(e.clone());
+            inputs.budgets = Err(e.clone());
+            inputs.certificates = Err(e);
+            return inputs;
+        }
+    };
+    inputs.deprecated_apis = parsed(s, outputs.metrics, checks::parse_deprecated_apis);
+    inputs.certificates = parsed(s, outputs.certs, checks::parse_check_expiration);
+    inputs.budgets = parsed(s, outputs.pdbs, checks::parse_pdbs);
+    if let Ok(budgets) = &inputs.budgets {
+        let mut namespaces: Vec<&str> = budgets
+            .iter()
+            .filter(|b| b.disruptions_allowed <= 0)
+            .map(|b| b.namespace.as_str())
+            .collect();
+        namespaces.sort_unstable();
+        namespaces.dedup();
+        let mut pods = Vec::new();
+        for ns in namespaces {
+            let read = match s
+                .exec_root(&remote::kubectl::get_running_pods_in(ns), None)
+                .await
+            {
+                Ok(out) if out.success() => Ok(out.stdout),
+                Ok(out) => Err(format!(
+                    "`kubectl get pods -n {ns}` failed: {}",
+                    out.stderr.trim()
+                )),
+                Err(e) => Err(format!("{e:#}")),
+            };
+            match parsed(s, read, checks::parse_pods) {
+                Ok(p) => pods.extend(p),
+                Err(e) => {
+                    inputs.pods = Err(e);
+                    break;
+                }
+            }
+        }
+        if inputs.pods.is_ok() {
+            inputs.pods = Ok(pods);
+        }
+    }
+    inputs
+}
+
+/// A probe's output parsed, or why not, naming the node it came from.
+fn parsed<T>(
+    s: &Session,
+    output: Result<String, String>,
+    parse: impl Fn(&str) -> anyhow::Result<T>,
+) -> Result<T, String> {
+    output
+        .and_then(|text| parse(&text).map_err(|e| format!("{e:#}")))
+        .map_err(|e| format!("{}: {e}", s.node()))
 }

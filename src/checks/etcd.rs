@@ -75,43 +75,65 @@ pub enum EtcdTopology {
     External { endpoints: Vec<String> },
 }
 
-/// The etcd section of the ClusterConfiguration in `kubectl -n kube-system
-/// get configmap kubeadm-config -o json`. A configuration without an `etcd`
-/// section is kubeadm's default: local, in [`DEFAULT_ETCD_DATA_DIR`].
-pub fn etcd_topology(configmap_json: &str) -> Result<EtcdTopology> {
-    #[derive(Deserialize)]
-    struct ConfigMap {
-        #[serde(default)]
-        data: BTreeMap<String, String>,
-    }
-    #[derive(Deserialize, Default)]
-    struct ClusterConfiguration {
-        #[serde(default)]
-        etcd: Etcd,
-    }
-    #[derive(Deserialize, Default)]
-    struct Etcd {
-        local: Option<Local>,
-        external: Option<External>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    struct Local {
-        data_dir: Option<String>,
-    }
-    #[derive(Deserialize)]
-    struct External {
-        #[serde(default)]
-        endpoints: Vec<String>,
-    }
+#[derive(Deserialize)]
+struct ConfigMap {
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ClusterConfiguration {
+    #[serde(default)]
+    etcd: Etcd,
+    /// kubeadm's default is `kubernetes`.
+    cluster_name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Etcd {
+    local: Option<Local>,
+    external: Option<External>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Local {
+    data_dir: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct External {
+    #[serde(default)]
+    endpoints: Vec<String>,
+}
+
+/// The ClusterConfiguration in `kubectl -n kube-system get configmap
+/// kubeadm-config -o json`.
+fn cluster_configuration(configmap_json: &str) -> Result<ClusterConfiguration> {
     let map: ConfigMap = serde_json::from_str(configmap_json).context(
         "`kubectl get configmap kubeadm-config -o json` printed something that is not a ConfigMap",
     )?;
     let Some(yaml) = map.data.get("ClusterConfiguration") else {
         bail!("the kubeadm-config ConfigMap has no ClusterConfiguration");
     };
-    let config: ClusterConfiguration = serde_saphyr::from_str(yaml)
-        .context("the ClusterConfiguration in kubeadm-config is not valid YAML")?;
+    serde_saphyr::from_str(yaml)
+        .context("the ClusterConfiguration in kubeadm-config is not valid YAML")
+}
+
+/// The cluster's name as kubeadm knows it (`clusterName`, `kubernetes` by
+/// default): what snapshot files are named after.
+pub fn cluster_name(configmap_json: &str) -> Result<String> {
+    Ok(cluster_configuration(configmap_json)?
+        .cluster_name
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "kubernetes".to_string()))
+}
+
+/// The etcd section of the ClusterConfiguration. A configuration without
+/// an `etcd` section is kubeadm's default: local, in [`DEFAULT_ETCD_DATA_DIR`].
+pub fn etcd_topology(configmap_json: &str) -> Result<EtcdTopology> {
+    let config = cluster_configuration(configmap_json)?;
     match (config.etcd.local, config.etcd.external) {
         (Some(_), Some(_)) => bail!(
             "kubeadm-config sets both etcd.local and etcd.external, which kubeadm refuses; \
@@ -225,5 +247,17 @@ mod tests {
         );
         assert!(etcd_topology(&cm("etcd: [")).is_err());
         assert!(etcd_topology("{\"data\":{}}").is_err());
+    }
+
+    #[test]
+    fn cluster_name_or_kubeadms_default() {
+        let cm =
+            |yaml: &str| serde_json::json!({"data": {"ClusterConfiguration": yaml}}).to_string();
+        assert_eq!(
+            cluster_name(&cm("clusterName: prod-eu\n")).unwrap(),
+            "prod-eu"
+        );
+        assert_eq!(cluster_name(&cm("etcd: {}\n")).unwrap(), "kubernetes");
+        assert!(cluster_name("{}").is_err());
     }
 }

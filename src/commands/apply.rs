@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 
+use crate::checks::{CheckName, HubImage};
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather::Gathered;
@@ -27,7 +28,7 @@ use crate::plan::{self, Action, Component, Plan, Warning};
 use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
-use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, hop};
+use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, etcd, hop};
 
 use super::locked::{
     LockRequest, confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler,
@@ -44,11 +45,17 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         .unwrap_or_else(|| plan::default_path(&inv));
     let saved = load(&plan_path)?;
     if args.roll.dry_run {
-        let (fresh, _) = recheck(&inv, global, printer, &saved).await?;
+        let (fresh, _, _) = recheck(&inv, global, printer, &saved, args).await?;
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
-            printer.out(&dry_run::render(&fresh, &inv, args.roll.max_unavailable));
+            printer.out(&dry_run::render(
+                &fresh,
+                &inv,
+                args.roll.max_unavailable,
+                !args.skip_etcd_snapshot,
+            ));
+            super::plan::refuse_blocked(&fresh)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -90,16 +97,31 @@ fn load(path: &Path) -> anyhow::Result<Plan> {
     plan::load(path).map_err(|e| usage!("{e:#}"))
 }
 
-/// Gathers the fleet, plans again with the saved plan's target and refuses
-/// a plan the fleet has moved away from.
+/// The checks whose blocks the operator goes past: those the plan was made
+/// with, and those given to apply.
+fn ignored_checks(saved: &Plan, args: &ApplyArgs) -> Vec<CheckName> {
+    let mut ignored = saved.ignored_checks.clone();
+    for name in &args.checks.ignore_check {
+        if !ignored.contains(name) {
+            ignored.push(*name);
+        }
+    }
+    ignored
+}
+
+/// Gathers the fleet, plans again with the saved plan's target (the checks
+/// with it) and refuses a plan the fleet has moved away from.
 async fn recheck(
     inv: &Inventory,
     global: &Global,
     printer: &Printer,
     saved: &Plan,
-) -> anyhow::Result<(Plan, Gathered)> {
+    args: &ApplyArgs,
+) -> anyhow::Result<(Plan, Gathered, Option<Vec<HubImage>>)> {
     let gathered = super::gather_fleet(inv, global, printer).await?;
-    let mut fresh = super::plan::compute(inv, &gathered, &saved.requested).await?;
+    let ignored = ignored_checks(saved, args);
+    let (mut fresh, hub_images) =
+        super::plan::compute(inv, &gathered, &saved.requested, &ignored).await?;
     if let Some(reason) = keep_saved_patches(saved, &mut fresh) {
         printer.warn(&format!(
             "could not read the hub's image list ({reason}); going on with the patches the plan stages. \
@@ -107,7 +129,7 @@ async fn recheck(
         ));
     }
     refuse_stale(saved, &fresh)?;
-    Ok((fresh, gathered))
+    Ok((fresh, gathered, hub_images))
 }
 
 /// What the locked part of apply works with.
@@ -128,7 +150,8 @@ impl Run<'_> {
         stop: Stop,
         second: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<ExitCode> {
-        let (fresh, gathered) = recheck(self.inv, self.global, self.printer, saved).await?;
+        let (fresh, gathered, hub_images) =
+            recheck(self.inv, self.global, self.printer, saved, self.args).await?;
         if fresh.hops.is_empty() {
             self.printer.out(&plan::summary(&fresh));
             self.printer
@@ -138,6 +161,14 @@ impl Run<'_> {
         }
         self.printer
             .out(&plan::render(&fresh, console::colors_enabled()));
+        super::plan::refuse_blocked(&fresh)?;
+        for name in &fresh.ignored_checks {
+            self.journal.event(
+                "check-ignored",
+                None,
+                &format!("the operator goes past `{name}` (--ignore-check)"),
+            );
+        }
         confirm(
             self.args.roll.yes,
             "Apply this plan? Nodes will be drained and rebooted one at a time.",
@@ -147,13 +178,14 @@ impl Run<'_> {
                 "stopped before anything was changed".into(),
             )));
         }
-        self.hops(fresh, &gathered, stop, second).await
+        self.hops(fresh, &gathered, hub_images, stop, second).await
     }
 
     async fn hops(
         &self,
         fresh: Plan,
         gathered: &Gathered,
+        hub_images: Option<Vec<HubImage>>,
         stop: Stop,
         second: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<ExitCode> {
@@ -178,6 +210,10 @@ impl Run<'_> {
             targets,
             parallel: self.global.parallel.into(),
             max_unavailable: self.args.roll.max_unavailable,
+            ignored_checks: fresh.ignored_checks.clone(),
+            hub_images,
+            etcd_backups: (!self.args.skip_etcd_snapshot)
+                .then(|| etcd::backups_dir(&self.inv.state_dir())),
         };
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.

@@ -103,6 +103,9 @@ async fn rolling(
         targets,
         parallel: global.parallel.into(),
         max_unavailable: args.roll.max_unavailable,
+        ignored_checks: Vec::new(),
+        hub_images: None,
+        etcd_backups: None,
     };
     let progress = Progress::new(
         printer.interactive && printer.verbose() == 0,

@@ -14,6 +14,7 @@ use console::{Style, StyledObject};
 
 use super::diff::hunks;
 use super::model::{Action, Component, Hop, HopKind, Plan};
+use crate::checks::{Check, Verdict};
 
 /// Lines of context around each changed config line.
 const DIFF_CONTEXT: usize = 2;
@@ -153,6 +154,7 @@ fn hop_text(
 ) {
     let title = format!("Hop {index}/{total}: {}", hop_title(hop));
     let _ = writeln!(out, "{}", p.bold(&title));
+    checks_text(out, &hop.checks, p);
     let width = hop.steps().map(|s| s.node.len()).max().unwrap_or(0);
     for phase in &hop.phases {
         let nodes: BTreeSet<&str> = phase.steps.iter().map(|s| s.node.as_str()).collect();
@@ -176,6 +178,52 @@ fn hop_text(
                 step.action.describe()
             );
             *number += 1;
+        }
+    }
+}
+
+/// The checks before a hop: one line per check, then for anything but a
+/// pass what was found and what to do.
+fn checks_text(out: &mut String, checks: &[Check], p: &Paint) {
+    if checks.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{}", p.dim("    Checks before the hop:"));
+    let width = checks
+        .iter()
+        .map(|c| c.name.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for check in checks {
+        let (mark, paint): (&str, fn(&Paint, &str) -> String) = match check.verdict {
+            Verdict::Pass => ("pass", |p, t| p.dim(t).to_string()),
+            Verdict::Warn => ("warn", |p, t| p.warn(t).to_string()),
+            Verdict::Ignored => ("ignored", |p, t| p.warn(t).to_string()),
+            Verdict::Block => ("BLOCK", |p, t| p.removed(t).to_string()),
+        };
+        let _ = writeln!(
+            out,
+            "      {} {:<width$}  {}",
+            paint(p, &format!("{mark:<7}")),
+            check.name.as_str(),
+            check.summary
+        );
+        if check.verdict == Verdict::Pass {
+            continue;
+        }
+        let indent = " ".repeat(6 + 8 + width + 2);
+        for detail in &check.details {
+            let _ = writeln!(out, "{indent}- {detail}");
+        }
+        if let Some(remedy) = &check.remedy {
+            let _ = writeln!(out, "{indent}→ {remedy}");
+        }
+        if check.verdict == Verdict::Block {
+            let _ = writeln!(
+                out,
+                "{indent}(or pass `--ignore-check {}` to go past it on purpose)",
+                check.name
+            );
         }
     }
 }

@@ -724,44 +724,26 @@ mod tests {
 }
 
 // ---------------------------------------------------------------------------
-// Before each hop: what the checks in `crate::checks` read, and the etcd
-// snapshot. All read-only except `etcd_snapshot_save`, which writes one file
+// Before each hop: what the checks in `crate::checks` read beyond the checks
+// script, and the etcd snapshot. All read-only except `etcd_snapshot_save`, which writes one file
 // into etcd's data directory.
 
-/// The API server's metrics in the Prometheus text format, for
-/// `crate::checks::parse_deprecated_apis`. The gauge it reads is per
-/// kube-apiserver process: this asks the one admin.conf reaches.
-pub fn get_metrics() -> String {
-    kubectl(&["get", "--raw", "/metrics"])
-}
+// `/metrics`, the budgets and kubeadm's certificates are read by
+// `super::CHECKS_SCRIPT` (checks.sh), in one round trip.
 
-/// Every PodDisruptionBudget, for `crate::checks::parse_pdbs`. Budgets are
-/// few even on big clusters, so the whole objects are fine.
-pub fn get_pdbs() -> String {
-    kubectl(&["get", "pdb", "-A", "-o", "json"])
-}
-
-/// The running pods of every namespace, for `crate::checks::parse_pods`.
-/// Only running pods count against a budget (eviction ignores the others),
-/// so the API server leaves out completed Jobs and pending pods, often most
-/// of a big cluster's pod list.
-pub fn get_running_pods() -> String {
+/// The running pods of one namespace: what the PDB check reads for a
+/// budget that allows no disruption (a budget only covers pods of its own
+/// namespace), so a big cluster's whole pod list never crosses the wire.
+pub fn get_running_pods_in(namespace: &str) -> String {
     kubectl(&[
         "get",
         "pods",
-        "-A",
+        "-n",
+        namespace,
         "--field-selector=status.phase=Running",
         "-o",
         "json",
     ])
-}
-
-/// The running pods on one node: for a hop that drains few nodes of a big
-/// cluster, one call per drained node returns far less than
-/// [`get_running_pods`] (a field selector cannot OR several nodes).
-pub fn get_running_pods_on(node: &str) -> String {
-    let selector = format!("--field-selector=spec.nodeName={node},status.phase=Running");
-    kubectl(&["get", "pods", "-A", &selector, "-o", "json"])
 }
 
 /// kubeadm's ClusterConfiguration, for `crate::checks::etcd_topology`.
@@ -871,17 +853,9 @@ mod check_command_tests {
 
     #[test]
     fn the_checks_read_commands() {
-        assert_eq!(get_metrics(), format!("{KUBECTL} get --raw /metrics"));
-        assert_eq!(get_pdbs(), format!("{KUBECTL} get pdb -A -o json"));
         assert_eq!(
-            get_running_pods(),
-            format!("{KUBECTL} get pods -A --field-selector=status.phase=Running -o json")
-        );
-        assert_eq!(
-            get_running_pods_on("w-1"),
-            format!(
-                "{KUBECTL} get pods -A --field-selector=spec.nodeName=w-1,status.phase=Running -o json"
-            )
+            get_running_pods_in("web"),
+            format!("{KUBECTL} get pods -n web --field-selector=status.phase=Running -o json")
         );
         assert_eq!(
             get_kubeadm_config(),
@@ -919,10 +893,7 @@ mod check_command_tests {
         let seen = argv(&etcd_snapshot_save("cp 1", "/var/lib/etcd", "a b;$(id).db"));
         assert_eq!(seen[3], "etcd-cp 1");
         assert_eq!(seen.last().unwrap(), "/var/lib/etcd/a b;$(id).db");
-        let seen = argv(&get_running_pods_on("w'1"));
-        assert_eq!(
-            seen[3],
-            "--field-selector=spec.nodeName=w'1,status.phase=Running"
-        );
+        let seen = argv(&get_running_pods_in("w'1 $(id)"));
+        assert_eq!(seen[3], "w'1 $(id)");
     }
 }

@@ -397,7 +397,54 @@ impl Session {
         })
     }
 
+    /// Runs `cmd` as root with its stdout streamed, byte for byte, into
+    /// `sink` instead of kept (a file copied off the node: binary, and
+    /// possibly larger than memory). The returned output has no stdout.
+    pub async fn exec_root_into(
+        &self,
+        cmd: &str,
+        sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        timeout: Duration,
+    ) -> anyhow::Result<Output> {
+        let wrapped;
+        let cmd = if self.is_root() {
+            cmd
+        } else {
+            wrapped = shell::sudo_wrap(cmd);
+            &wrapped
+        };
+        let label = shell::label(cmd);
+        let output = match tokio::time::timeout(timeout, self.run_into(cmd, None, Some(sink))).await
+        {
+            Ok(result) => result.with_context(|| format!("{}: running `{label}`", self.node))?,
+            Err(_) => {
+                return Err(anyhow::Error::new(CommandTimedOut {
+                    node: self.node.clone(),
+                    command: label,
+                    after: timeout,
+                }));
+            }
+        };
+        if !self.is_root() && output.exit == Some(1) && output.stderr.contains(SUDO_NEEDS_PASSWORD)
+        {
+            return Err(anyhow::Error::new(SudoPasswordRequired {
+                node: self.node.clone(),
+                user: self.user.clone(),
+            }));
+        }
+        Ok(output)
+    }
+
     async fn run(&self, cmd: &str, stdin: Option<&[u8]>) -> anyhow::Result<Output> {
+        self.run_into(cmd, stdin, None).await
+    }
+
+    async fn run_into(
+        &self,
+        cmd: &str,
+        stdin: Option<&[u8]>,
+        mut sink: Option<&mut (dyn tokio::io::AsyncWrite + Unpin + Send)>,
+    ) -> anyhow::Result<Output> {
         if self.handle.is_closed() {
             return Err(self.disconnected());
         }
@@ -424,7 +471,19 @@ impl Session {
         let mut signal = None;
         while let Some(msg) = channel.wait().await {
             match msg {
-                ChannelMsg::Data { data } => stdout.extend_from_slice(&data),
+                ChannelMsg::Data { data } => match sink.as_mut() {
+                    Some(sink) => {
+                        use tokio::io::AsyncWriteExt;
+                        sink.write_all(&data).await.with_context(|| {
+                            format!(
+                                "{}: writing what `{}` printed",
+                                self.node,
+                                shell::label(cmd)
+                            )
+                        })?;
+                    }
+                    None => stdout.extend_from_slice(&data),
+                },
                 ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
                 ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
                 ChannelMsg::ExitSignal {

@@ -76,6 +76,14 @@ pub struct Settings {
     pub parallel: usize,
     /// How many workers may be down at once.
     pub max_unavailable: crate::plan::MaxUnavailable,
+    /// Checks whose blocks the operator goes past.
+    pub ignored_checks: Vec<crate::checks::CheckName>,
+    /// The hub's images, every architecture, for the hub check before each
+    /// hop; `None` when the hub's list could not be read.
+    pub hub_images: Option<Vec<crate::checks::HubImage>>,
+    /// Where etcd snapshots go before each `upgrade apply`; `None` with
+    /// `--skip-etcd-snapshot`.
+    pub etcd_backups: Option<PathBuf>,
 }
 
 /// What each node went through in this run, for the closing report and a

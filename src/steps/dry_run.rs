@@ -11,6 +11,7 @@ pub fn render(
     plan: &Plan,
     inv: &Inventory,
     max_unavailable: crate::plan::MaxUnavailable,
+    etcd_snapshot: bool,
 ) -> String {
     let api = inv.first_control_plane().name.clone();
     let mut out = String::new();
@@ -25,6 +26,12 @@ pub fn render(
             .as_ref()
             .map_or_else(|| hop.minor.to_string(), Version::to_string);
         line("-", &format!("# hop: {:?} {version}", hop.kind));
+        line("*", "(the facts script, for every kubelet's flag files)");
+        line(
+            &api,
+            "(the checks before the hop: the deprecated-API gauge of /metrics, every \
+             PodDisruptionBudget, kubeadm certs check-expiration; stop on a block)",
+        );
         for phase in &hop.phases {
             let how = if phase.kind.parallel() {
                 ", nodes in parallel"
@@ -71,6 +78,9 @@ pub fn render(
                                 kubectl::readyz()
                             ),
                         );
+                        if etcd_snapshot {
+                            etcd_lines(&mut line, n, *minor);
+                        }
                         line(
                             n,
                             &kubeadm_line(kubeadm::Kind::Apply, *minor, version, sha256),
@@ -215,4 +225,29 @@ pub fn render_reboots(batches: &[(Vec<String>, crate::version::Minor)], inv: &In
     }
     line(&api, "(release the lock)");
     out
+}
+
+/// The etcd snapshot before `upgrade apply` (see [`super::etcd`]); the file
+/// names carry the time it runs.
+fn etcd_lines(line: &mut impl FnMut(&str, &str), node: &str, minor: crate::version::Minor) {
+    let file = format!("fleetctl-etcd-{minor}-<time>.db");
+    line(node, &kubectl::get_kubeadm_config());
+    line(
+        node,
+        &format!(
+            "(stacked etcd only; an external one is not snapshotted) {}",
+            kubectl::etcd_snapshot_save(node, "<etcd.local.dataDir>", &file)
+        ),
+    );
+    line(
+        node,
+        &kubectl::etcdutl_snapshot_status(node, &format!("<etcd.local.dataDir>/{file}")),
+    );
+    line(
+        node,
+        &format!(
+            "(copied to .fleetctl/backups/<cluster>-{minor}-<time>.db, sha256 compared) cat -- <etcd.local.dataDir>/{file}"
+        ),
+    );
+    line(node, &format!("rm -f -- <etcd.local.dataDir>/{file}"));
 }

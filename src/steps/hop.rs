@@ -23,7 +23,7 @@ use super::context::{Apply, settled_facts};
 use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
-use super::{POLL, download, gates, roll, stage, verify};
+use super::{POLL, download, etcd, gates, preflight, roll, stage, verify};
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
 use crate::version::{Minor, Version};
@@ -41,6 +41,7 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
             .progress
             .line(&format!("hop {}/{}: {what} {version}", i + 1, hops.len()));
         apply.journal_event("hop-start", None, &format!("{what} {version}"));
+        preflight::checks(apply, hop).await?;
         let last = last_steps(hop);
         let mut verified = false;
         for (p, phase) in hop.phases.iter().enumerate() {
@@ -140,6 +141,9 @@ async fn one_step(
         Action::UpgradeApply { minor, version } => {
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
+            if let Some(dir) = apply.settings.etcd_backups.clone() {
+                etcd::snapshot(apply, node, *minor, &dir).await?;
+            }
             apply.mark(node)?;
             let mut job = Job::of(apply, node, hop)?;
             let v = match version {

@@ -91,6 +91,20 @@ impl Remote {
         journaled(&self.journal, ran, exec).await
     }
 
+    /// Runs `cmd` as root with its stdout streamed into `sink` (a file
+    /// copied off the node); journaled without the bytes.
+    pub async fn run_root_into(
+        &self,
+        label: &str,
+        cmd: &str,
+        sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        timeout: Duration,
+    ) -> anyhow::Result<Output> {
+        let ran = self.ran(label, cmd, true);
+        let exec = self.session.exec_root_into(cmd, sink, timeout);
+        journaled(&self.journal, ran, exec).await
+    }
+
     /// Runs `cmd` as the SSH user and fails unless it exits 0
     /// ([`CommandFailed`] in the chain).
     pub async fn check(&self, label: &str, cmd: &str) -> anyhow::Result<Output> {

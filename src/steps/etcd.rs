@@ -1,0 +1,350 @@
+//! The etcd snapshot before each `kubeadm upgrade apply`: the way back if
+//! the hop breaks the control plane. kubeadm only copies etcd's data
+//! directory on the node (and never cleans it up); this puts a verified
+//! snapshot on the operator's laptop instead.
+//!
+//! 1. kubeadm-config says where etcd lives: stacked (its data directory on
+//!    the host) or external, which fleetctl cannot reach and says so;
+//! 2. `etcdctl snapshot save` inside the first control plane's etcd static
+//!    pod, through the API, into the data directory the pod mounts from the
+//!    host;
+//! 3. `snapshot status` on that file, and its sha256 on the node;
+//! 4. the file copied over the node's SSH connection into
+//!    `.fleetctl/backups/` (mode 0600: it holds every Secret), and its
+//!    sha256 compared with the node's;
+//! 5. the node's copy removed, whatever happened.
+//!
+//! docs/apply.md says how to restore from it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+
+use super::context::Apply;
+use super::runner::Remote;
+use crate::checks::{self, EtcdTopology, SnapshotStatus};
+use crate::remote::kubectl;
+use crate::ssh::quote;
+use crate::version::Minor;
+
+/// How long saving, checking or copying one snapshot may take: etcd's
+/// default quota is 2 GiB, and the copy crosses the operator's link.
+const TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The snapshot the hop to `minor` starts from, on the laptop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    /// `None` when neither etcdutl nor etcdctl could read it in the pod;
+    /// the sha256 comparison alone vouches for the copy then.
+    pub status: Option<SnapshotStatus>,
+}
+
+/// Where the snapshots go: `.fleetctl/backups/` beside the inventory.
+pub fn backups_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("backups")
+}
+
+/// Takes, copies and verifies the snapshot on `node` (the first control
+/// plane, which runs `upgrade apply`) before the hop to `minor`. `Ok(None)`
+/// for an external etcd, after saying so.
+pub async fn snapshot(
+    apply: &Apply<'_>,
+    node: &str,
+    minor: Minor,
+    dir: &Path,
+) -> anyhow::Result<Option<Snapshot>> {
+    let r = apply.remote(node)?;
+    let config = r
+        .check_root("read kubeadm-config", &kubectl::get_kubeadm_config())
+        .await?;
+    let topology = checks::etcd_topology(&config.stdout)
+        .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
+    let data_dir = match topology {
+        EtcdTopology::Local { data_dir } => data_dir,
+        EtcdTopology::External { endpoints } => {
+            let text = format!(
+                "etcd is external ({}): fleetctl did not snapshot it. Take a snapshot with your \
+                 etcd's own tools before this hop if you have not",
+                endpoints.join(", ")
+            );
+            apply.progress.line(&format!("  warning: {text}"));
+            apply.journal_event("etcd-external", Some(node), &text);
+            return Ok(None);
+        }
+    };
+    let cluster = checks::cluster_name(&config.stdout)?;
+    let stamp = stamp(SystemTime::now());
+    let on_node = format!(
+        "{}/fleetctl-etcd-{minor}-{stamp}.db",
+        data_dir.trim_end_matches('/')
+    );
+    let local = dir.join(format!("{cluster}-{minor}-{stamp}.db"));
+    apply
+        .progress
+        .step(&format!("{node}: etcd snapshot before upgrade apply"));
+    let saved = r
+        .run_root_timeout(
+            "etcd snapshot save",
+            &kubectl::etcd_snapshot_save(node, &data_dir, file_name(&on_node)),
+            None,
+            TIMEOUT,
+        )
+        .await;
+    // From here the node may hold a copy: it goes, whatever else happens.
+    let result = match saved {
+        Ok(out) if out.success() => fetch(&r, node, &on_node, &local).await,
+        Ok(out) => Err(anyhow::Error::new(super::runner::CommandFailed::new(
+            node,
+            "etcd snapshot save",
+            &out,
+        ))),
+        Err(e) => Err(e),
+    };
+    let removed = r
+        .run_root(
+            "remove the node's snapshot copy",
+            &format!("rm -f -- {}", quote(&on_node)),
+            None,
+        )
+        .await;
+    let snapshot = result.with_context(|| {
+        format!(
+            "{node}: the etcd snapshot before upgrade apply to {minor} failed, and nothing of the \
+             hop's kubeadm step ran. Fix the cause and run `fleetctl apply` again, or go on without \
+             a snapshot with `fleetctl apply --skip-etcd-snapshot`"
+        )
+    })?;
+    if !removed.as_ref().is_ok_and(|o| o.success()) {
+        apply.progress.line(&format!(
+            "  warning: {node}: could not remove {on_node}; remove it by hand (it holds every Secret)"
+        ));
+    }
+    let status = match &snapshot.status {
+        Some(s) => format!("revision {}, {} keys", s.revision, s.total_key),
+        None => "not readable by etcdutl or etcdctl in the pod; the sha256 matches".into(),
+    };
+    let text = format!(
+        "etcd snapshot saved to {} ({} bytes, {status}, sha256 {})",
+        snapshot.path.display(),
+        snapshot.bytes,
+        snapshot.sha256
+    );
+    apply.progress.line(&format!("  {text}"));
+    apply.journal_event("etcd-snapshot", Some(node), &text);
+    Ok(Some(snapshot))
+}
+
+/// `snapshot status` in the pod, the node's sha256, the copy and its
+/// sha256; the copy only gets its final name once it matches.
+async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::Result<Snapshot> {
+    let status = status(r, node, on_node).await?;
+    let sum = r
+        .check_root(
+            "sha256 of the snapshot",
+            &format!("sha256sum {}", quote(on_node)),
+        )
+        .await?;
+    let Some(node_sha) = sum.stdout.split_whitespace().next().map(str::to_string) else {
+        bail!("{node}: sha256sum printed nothing for {on_node}");
+    };
+    let dir = local
+        .parent()
+        .context("the backups directory has no parent")?;
+    create_private_dir(dir)?;
+    let partial = local.with_extension("db.partial");
+    let copied = copy(r, on_node, &partial).await;
+    let verified = copied.and_then(|()| {
+        let (sha, bytes) = sha256_of(&partial)?;
+        if sha != node_sha {
+            bail!(
+                "the copy of {on_node} on this machine has sha256 {sha}, the node's file {node_sha}: \
+                 the copy is damaged"
+            );
+        }
+        Ok(bytes)
+    });
+    let bytes = match verified {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&partial, local)
+        .with_context(|| format!("renaming {} to {}", partial.display(), local.display()))?;
+    let sums = local.with_extension("db.sha256");
+    let name = local
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    std::fs::write(&sums, format!("{node_sha}  {name}\n"))
+        .with_context(|| format!("writing {}", sums.display()))?;
+    Ok(Snapshot {
+        path: local.to_path_buf(),
+        sha256: node_sha,
+        bytes,
+        status,
+    })
+}
+
+/// etcdutl's `snapshot status` in the etcd pod, else etcdctl's (v3.5 images
+/// without etcdutl); `None` when neither can run there. A status that
+/// shows an empty snapshot is an error.
+async fn status(r: &Remote, node: &str, on_node: &str) -> anyhow::Result<Option<SnapshotStatus>> {
+    let tries = [
+        (
+            "etcdutl snapshot status",
+            kubectl::etcdutl_snapshot_status(node, on_node),
+        ),
+        (
+            "etcdctl snapshot status",
+            kubectl::etcdctl_snapshot_status(node, on_node),
+        ),
+    ];
+    for (label, cmd) in tries {
+        let out = r.run_root_timeout(label, &cmd, None, TIMEOUT).await?;
+        if out.success() {
+            let status = checks::parse_snapshot_status(&out.stdout)
+                .with_context(|| format!("{node}: {label}"))?;
+            return Ok(Some(status));
+        }
+        if !missing_tool(&out.stderr) {
+            bail!(
+                "{node}: `{label}` failed: {}",
+                out.stderr
+                    .trim()
+                    .lines()
+                    .last()
+                    .unwrap_or("no error output")
+            );
+        }
+    }
+    Ok(None)
+}
+
+/// What `kubectl exec` says when the container has no such executable
+/// (the OCI runtime's "executable file not found in $PATH"), or when the
+/// etcdctl there no longer has `snapshot status` (etcd v3.6).
+fn missing_tool(stderr: &str) -> bool {
+    stderr.contains("executable file not found")
+        || stderr.contains("no such file or directory")
+        || stderr.contains("unknown command")
+}
+
+/// Streams the node's file into `dest`, created 0600.
+async fn copy(r: &Remote, on_node: &str, dest: &Path) -> anyhow::Result<()> {
+    let mut file = private_file(dest).await?;
+    let out = r
+        .run_root_into(
+            "copy the snapshot to this machine",
+            &format!("cat -- {}", quote(on_node)),
+            &mut file,
+            TIMEOUT,
+        )
+        .await;
+    use tokio::io::AsyncWriteExt;
+    file.flush()
+        .await
+        .with_context(|| format!("writing {}", dest.display()))?;
+    file.sync_all()
+        .await
+        .with_context(|| format!("writing {}", dest.display()))?;
+    let out = out?;
+    super::runner::succeeded(r.node(), "copy the snapshot to this machine", out)?;
+    Ok(())
+}
+
+async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true).mode(0o600);
+    options
+        .open(path)
+        .await
+        .with_context(|| format!("creating {}", path.display()))
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+fn sha256_of(path: &Path) -> anyhow::Result<(String, u64)> {
+    use std::io::Read;
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut bytes = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    let hex = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((hex, bytes))
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// `20261201T153000Z`: sorts by time, and has no `:` for the file systems
+/// that refuse one.
+fn stamp(now: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(['-', ':'], "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_sort_and_carry_no_colon() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_139_000);
+        assert_eq!(stamp(t), "20261201T153000Z");
+    }
+
+    #[test]
+    fn a_tool_the_pod_lacks_is_told_from_a_failure() {
+        assert!(missing_tool(
+            "error: Internal error occurred: error executing command in container: failed to exec in container: \
+             failed to start exec \"3f\": OCI runtime exec failed: exec failed: unable to start container process: \
+             exec: \"etcdutl\": executable file not found in $PATH: unknown"
+        ));
+        assert!(!missing_tool("Error: snapshot file has wrong size"));
+    }
+
+    #[test]
+    fn sha256_of_a_file_matches_sha256sum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        assert_eq!(
+            sha256_of(&path).unwrap(),
+            (
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".to_string(),
+                3
+            )
+        );
+    }
+}
