@@ -22,7 +22,9 @@ fleetsim ctl --dir DIR COMMAND
   power-cycle NODE       NODE loses power: killed at once, then boots what is staged
   pdb-block NODE         a PodDisruptionBudget blocks draining NODE
   pdb-unblock NODE       drains of NODE succeed again
-  slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)";
+  slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)
+  kured-lock-forbidden   the admin kubeconfig may no longer change Kured's DaemonSet
+  kured-lock-allowed     it may again";
 
 /// One `fleetsim ctl` command, parsed.
 #[derive(Debug, PartialEq)]
@@ -38,6 +40,7 @@ pub enum Ctl {
     PdbBlock(String),
     PdbUnblock(String),
     SlowBoot(String, f64),
+    KuredLockForbidden(bool),
 }
 
 pub fn parse(args: &[String]) -> Result<Ctl> {
@@ -56,6 +59,8 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
         ["power-cycle", n] => Ctl::PowerCycle(n.to_string()),
         ["pdb-block", n] => Ctl::PdbBlock(n.to_string()),
         ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
+        ["kured-lock-forbidden"] => Ctl::KuredLockForbidden(true),
+        ["kured-lock-allowed"] => Ctl::KuredLockForbidden(false),
         ["slow-boot", n, s] => {
             let secs: f64 = s
                 .parse()
@@ -158,6 +163,7 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::SlowBoot(n, s) => {
             f.slow_boot.insert(n.clone(), *s);
         }
+        Ctl::KuredLockForbidden(on) => f.kured_lock_forbidden = *on,
         Ctl::Publish(_) | Ctl::PowerCycle(_) => {}
     }
 }
@@ -275,5 +281,9 @@ mod tests {
         assert!(f.hub_down);
         apply(&mut f, &Ctl::HubUp);
         assert!(!f.hub_down);
+        apply(&mut f, &parse(&args("kured-lock-forbidden")).unwrap());
+        assert!(f.kured_lock_forbidden);
+        apply(&mut f, &parse(&args("kured-lock-allowed")).unwrap());
+        assert!(!f.kured_lock_forbidden);
     }
 }

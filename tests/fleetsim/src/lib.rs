@@ -12,6 +12,7 @@ pub mod invariants;
 pub mod inventory;
 pub mod journal;
 pub mod kubelet_files;
+pub mod kured;
 pub mod layout;
 pub mod merge;
 pub mod net;

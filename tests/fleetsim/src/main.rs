@@ -36,6 +36,17 @@ fn main() -> ExitCode {
     if name == "reboot" || name == "shutdown" {
         return code(power::main(&name, &rest));
     }
+    if name == "kured" {
+        // A Kured pod, started by node-init (fleetsim::kured).
+        let node = rest.first().cloned().unwrap_or_default();
+        return match fleetsim::kured::pod(&node) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kured {node}: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(status) = tools::dispatch(&name, &rest) {
         return code(status);
     }

@@ -11,6 +11,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -73,6 +74,7 @@ pub fn run(dir: &Path, name: &str) -> Result<()> {
         .with_context(|| format!("reading {BOOT_ID}"))?;
     let restart = Duration::from_secs_f64(config.kubelet_restart.max(0.0));
     let kubelet = Kubelet::boot(name, &boot_id, restart);
+    start_kured_pod(name);
     supervise(name, sshd, kubelet);
     eprintln!("node-init {name}: going down");
     Ok(())
@@ -216,6 +218,34 @@ fn start_sshd() -> Result<i32> {
         .context("starting /usr/sbin/sshd (apt-get install openssh-server)")?;
     // Reaped by `supervise` with waitpid(-1), like every other child of init.
     Ok(child.id() as i32)
+}
+
+/// Kured's pod on this node, when its DaemonSet is installed and active:
+/// the same binary (through /proc/self/exe, since the state directory is no
+/// longer reachable by path here) as `kured`. It waits for this boot's
+/// kubelet itself, as a pod would, and dies with the node.
+fn start_kured_pod(name: &str) {
+    let active = Shared::in_node()
+        .cluster()
+        .is_ok_and(|c| c.kured.is_some_and(|k| k.active));
+    if !active {
+        return;
+    }
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("kured").arg(name).stdin(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // node-init blocks the stop signals; a pod must die of them like a Go program.
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    if let Err(e) = cmd.spawn() {
+        eprintln!("node-init {name}: starting the Kured pod: {e}");
+    }
 }
 
 /// Reaps children and restarts a failed kubelet when due, until asked to

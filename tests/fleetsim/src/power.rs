@@ -93,7 +93,7 @@ fn shutdown_is_reboot_now(args: &[&str]) -> bool {
 
 /// The host's PID 1 must never get our SIGTERM (someone running a node's
 /// `reboot` link on the host as root would stop the machine).
-fn inside_a_node() -> bool {
+pub fn inside_a_node() -> bool {
     fs::read("/proc/1/cmdline")
         .map(|raw| is_node_init(&raw))
         .unwrap_or(false)

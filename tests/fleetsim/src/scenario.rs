@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub use crate::kured::{Kured, KuredSpec};
 use crate::state::{Faults, Role};
 use crate::version::{Minor, Version};
 
@@ -39,8 +40,10 @@ pub struct Scenario {
     pub kubelet_restart: f64,
     /// The SSH port every node listens on (on its own loopback address).
     pub port: u16,
-    /// Install Kured's DaemonSet in kube-system.
-    pub kured: bool,
+    /// Kured: `true` installs its upstream manifest in kube-system, or a
+    /// mapping says how (`helm: NAMESPACE/RELEASE`, `run: true`, …; see
+    /// [`KuredSpec`]).
+    pub kured: Kured,
     pub hub: HubSpec,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
@@ -115,7 +118,7 @@ impl Default for Scenario {
             api_delay: 0.2,
             kubelet_restart: 10.0,
             port: 2222,
-            kured: false,
+            kured: Kured::Installed(false),
             hub: HubSpec::default(),
             nodes: Vec::new(),
             faults: Faults::default(),
@@ -228,8 +231,17 @@ impl Scenario {
         self
     }
 
+    /// Installs Kured's upstream manifest in kube-system (its pods idle).
     pub fn kured(mut self, on: bool) -> Scenario {
-        self.kured = on;
+        self.kured = Kured::Installed(on);
+        self
+    }
+
+    /// Installs Kured as `f` says (starting from the upstream manifest).
+    pub fn kured_with(mut self, f: impl FnOnce(&mut KuredSpec)) -> Scenario {
+        let mut spec = self.kured.spec().unwrap_or_default();
+        f(&mut spec);
+        self.kured = Kured::Spec(spec);
         self
     }
 
@@ -303,6 +315,9 @@ impl Scenario {
         self.validate_timing()?;
         self.hub.versions().context("scenario `hub`")?;
         self.validate_faults()?;
+        if let Some(k) = self.kured.spec() {
+            k.validate().context("scenario `kured`")?;
+        }
         self.cluster_version()?;
         Ok(())
     }
@@ -549,6 +564,35 @@ faults:
             .faults(|f| f.hub_down = true);
         let back = Scenario::from_yaml(&s.to_yaml().unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn kured_as_a_switch_or_a_mapping() {
+        let on = Scenario::from_yaml(
+            "kubernetes: v1.34.2\nkured: true\nnodes: [{name: cp-1, role: control-plane}]",
+        )
+        .unwrap();
+        assert_eq!(on.kured.spec().unwrap().daemonset().name, "kured");
+        let helm = Scenario::from_yaml(
+            "kubernetes: v1.34.2\nkured: {helm: ops/reboots, run: true, period: 0.5, lock_ttl: 30}\n\
+             nodes: [{name: cp-1, role: control-plane}]",
+        )
+        .unwrap();
+        let ds = helm.kured.spec().unwrap().daemonset();
+        assert_eq!(
+            (ds.namespace.as_str(), ds.name.as_str()),
+            ("ops", "reboots-kured")
+        );
+        assert!(ds.active);
+        assert!(ds.args.contains(&"--lock-ttl=30s".to_string()));
+        let back = Scenario::from_yaml(&helm.to_yaml().unwrap()).unwrap();
+        assert_eq!(back, helm);
+        for bad in ["{helm: kured}", "{period: 0}", "{colour: red}"] {
+            let yaml = format!(
+                "kubernetes: v1.34.2\nkured: {bad}\nnodes: [{{name: cp-1, role: control-plane}}]"
+            );
+            assert!(Scenario::from_yaml(&yaml).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -124,13 +124,31 @@ impl ClusterNode {
     }
 }
 
+/// Kured's DaemonSet as installed: its pod template's one container and
+/// the lock annotation fleetctl and Kured's pods take turns on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DaemonSet {
     pub namespace: String,
     pub name: String,
+    /// The container's image (`ghcr.io/kubereboot/kured:1.23.0`).
+    #[serde(default)]
+    pub image: String,
+    /// The container's `command` (empty: the image's entrypoint).
+    #[serde(default)]
+    pub command: Vec<String>,
     pub args: Vec<String>,
+    /// The container's `env`, as the API returns it.
+    #[serde(default)]
+    pub env: Vec<serde_json::Value>,
+    /// `metadata.labels` (the chart's `app.kubernetes.io/*`, or `name: kured`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub resource_version: u64,
+    /// Its pods run Kured's loop (`crate::kured`): reboot a node whose
+    /// `/run/reboot-required` exists, under the lock.
+    #[serde(default)]
+    pub active: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,9 +156,26 @@ pub struct ConfigMap {
     pub data: BTreeMap<String, String>,
     pub resource_version: u64,
     pub created: f64,
+    /// `metadata.uid`: new for every object created, so a ConfigMap
+    /// deleted and created again is told apart by it.
+    #[serde(default)]
+    pub uid: String,
 }
 
 impl Cluster {
+    /// The resourceVersion a write gets: above every object's, as etcd's
+    /// revision is.
+    pub fn next_resource_version(&self) -> u64 {
+        let kured = self.kured.as_ref().map_or(0, |k| k.resource_version);
+        let cms = self
+            .configmaps
+            .values()
+            .map(|c| c.resource_version)
+            .max()
+            .unwrap_or(0);
+        self.resource_version.max(kured).max(cms) + 1
+    }
+
     /// Ready once the node's kubelet has run for `kubelet_delay`.
     pub fn node_ready(&self, name: &str, at: f64) -> bool {
         self.nodes
@@ -184,6 +219,11 @@ pub struct Faults {
     pub pdb_block: Vec<String>,
     /// Extra boot delay per node, in seconds.
     pub slow_boot: BTreeMap<String, f64>,
+    /// The admin kubeconfig may read Kured's DaemonSet but not change it
+    /// (RBAC, or a policy webhook): taking Kured's lock is Forbidden.
+    /// Kured's own pods keep their rights.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kured_lock_forbidden: bool,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).

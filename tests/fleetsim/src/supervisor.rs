@@ -31,7 +31,7 @@ use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
 use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
 use crate::scenario::Scenario;
-use crate::state::{Cluster, ClusterNode, DaemonSet, Event, NodeBoot, Role, Shared, now};
+use crate::state::{Cluster, ClusterNode, Event, NodeBoot, Role, Shared, now};
 use crate::version::Version;
 
 /// How long sshd may take to listen after node-init starts.
@@ -282,7 +282,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         api_delay: scenario.api_delay,
         nodes,
         kube_proxy: false,
-        kured: scenario.kured.then(kured),
+        kured: scenario.kured.spec().map(|k| k.daemonset()),
         configmaps: Default::default(),
         resource_version: 1,
     };
@@ -294,26 +294,6 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
     let faults = scenario.faults.clone();
     shared.update_faults(|f| *f = faults)?;
     Ok(())
-}
-
-/// Kured's DaemonSet as its upstream manifest configures it.
-fn kured() -> DaemonSet {
-    DaemonSet {
-        namespace: "kube-system".into(),
-        name: "kured".into(),
-        args: [
-            "--reboot-sentinel=/run/reboot-required",
-            "--period=1h0m0s",
-            "--lock-annotation=weave.works/kured-node-lock",
-            "--ds-name=kured",
-            "--ds-namespace=kube-system",
-            "--concurrency=1",
-        ]
-        .map(String::from)
-        .to_vec(),
-        annotations: Default::default(),
-        resource_version: 1,
-    }
 }
 
 /// Provisions every node's disk on a few threads (ssh-keygen dominates) and

@@ -31,7 +31,7 @@ mod sysupdate;
 #[cfg(test)]
 mod testutil;
 mod update_engine;
-mod util;
+pub(crate) mod util;
 
 /// The environment variable that moves every absolute path under a prefix.
 pub const ROOT_ENV: &str = "FLEETSIM_ROOT";

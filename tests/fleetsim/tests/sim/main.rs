@@ -8,6 +8,7 @@ mod common;
 mod faults;
 mod hub;
 mod kubelet;
+mod kured;
 mod leaks;
 mod login;
 mod node;

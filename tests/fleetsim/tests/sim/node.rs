@@ -239,9 +239,13 @@ fn kured_is_installed_when_asked() {
         (kured.namespace.as_str(), kured.name.as_str()),
         ("kube-system", "kured")
     );
-    assert!(
-        kured
-            .args
-            .contains(&"--reboot-sentinel=/run/reboot-required".to_string())
+    assert_eq!(
+        kured.command,
+        [
+            "/usr/bin/kured",
+            "--reboot-sentinel=/sentinel/reboot-required"
+        ],
+        "upstream kured-ds.yaml"
     );
+    assert!(!kured.active, "its pods idle unless the scenario says run");
 }

@@ -1,11 +1,13 @@
 //! `kubectl` against the simulated API server: the shared cluster state,
 //! answering only while a control-plane node is up and past its API delay.
 //!
-//! Covered: nodes (get, cordon, uncordon, drain, wait), the control planes'
-//! static mirror pods (get, by name or as a list), the kubeadm-config
-//! and fleetctl's own ConfigMaps (get, create, delete), the kube-proxy and
-//! Kured DaemonSets (get, annotate with resource-version preconditions),
-//! `version` and `get --raw /readyz`. Output shapes follow the real API
+//! Covered: nodes (get, cordon, uncordon, drain, wait), pods (the control
+//! planes' static mirror pods, DaemonSet and app pods; by name, per
+//! namespace or `-A`, field selectors), the kubeadm-config and fleetctl's
+//! own ConfigMaps (get, create, merge patch with a resourceVersion, delete,
+//! `delete --raw` with preconditions), the kube-proxy, Cilium and Kured
+//! DaemonSets (get, annotate with resource-version preconditions),
+//! `-o jsonpath=` (`jsonpath.rs`), `version` and `get --raw /readyz`. Output shapes follow the real API
 //! objects and kubectl's tables and error lines; anything else is refused
 //! as unsupported so a fleetctl bug cannot hide behind a lenient fake.
 //!
@@ -24,6 +26,7 @@ use super::{Env, complain, say};
 use crate::state::Cluster;
 
 mod drain;
+mod jsonpath;
 mod nodes;
 mod objects;
 mod pods;
@@ -45,6 +48,10 @@ const VALUE_FLAGS: &[&str] = &[
     "grace-period",
     "request-timeout",
     "raw",
+    "type",
+    "patch",
+    "filename",
+    "field-selector",
 ];
 /// Flags that are switches (`--flag` or `--flag=true|false`).
 const BOOL_FLAGS: &[&str] = &[
@@ -55,6 +62,7 @@ const BOOL_FLAGS: &[&str] = &[
     "overwrite",
     "client",
     "ignore-not-found",
+    "all-namespaces",
 ];
 /// Flags every verb accepts.
 const GLOBAL_FLAGS: &[&str] = &["namespace", "kubeconfig", "request-timeout"];
@@ -85,6 +93,12 @@ impl Cli {
                     ("namespace", r)
                 } else if let Some(r) = short.strip_prefix('o') {
                     ("output", r)
+                } else if let Some(r) = short.strip_prefix('p') {
+                    ("patch", r)
+                } else if let Some(r) = short.strip_prefix('f') {
+                    ("filename", r)
+                } else if short == "A" {
+                    ("all-namespaces", "")
                 } else {
                     return None;
                 };
@@ -142,6 +156,18 @@ impl Cli {
         self.flag("output")
     }
 
+    /// `-A`/`--all-namespaces`.
+    pub fn all_namespaces(&self) -> bool {
+        self.switch("all-namespaces")
+    }
+
+    /// `-o jsonpath=TEMPLATE`: the template, or why the sim cannot print it.
+    pub fn jsonpath(&self) -> Option<Result<jsonpath::Template, String>> {
+        self.output()?
+            .strip_prefix("jsonpath=")
+            .map(jsonpath::Template::parse)
+    }
+
     /// True when only flags from `allowed` (and the global ones) were given.
     fn only(&self, allowed: &[&str]) -> bool {
         self.flags
@@ -197,12 +223,16 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
             objects::annotate(env, args, &cli)?
         }
         "create" if cli.only(&["from-literal"]) => objects::create(env, args, &cli)?,
+        "delete" if cli.flag("raw").is_some() && cli.only(&["raw", "filename"]) => {
+            objects::delete_raw(env, args, &cli)?
+        }
         "delete" if cli.only(&["ignore-not-found"]) => objects::delete(env, args, &cli)?,
+        "patch" if cli.only(&["type", "patch"]) => objects::patch(env, args, &cli)?,
         _ => Res::unsupported(env, args),
     };
     let mutating = matches!(
         verb.as_str(),
-        "cordon" | "uncordon" | "drain" | "annotate" | "create" | "delete"
+        "cordon" | "uncordon" | "drain" | "annotate" | "create" | "delete" | "patch"
     );
     if mutating && let Some(result) = &res.record {
         env.record(NAME, args, result);
@@ -357,22 +387,41 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
             Err(msg) => Res::fail(env, &msg),
         });
     }
-    if !cli.only(&["output", "ignore-not-found"]) {
+    if !cli.only(&[
+        "output",
+        "ignore-not-found",
+        "all-namespaces",
+        "field-selector",
+    ]) {
+        return Ok(Res::unsupported(env, args));
+    }
+    if matches!(cli.jsonpath(), Some(Err(_))) {
         return Ok(Res::unsupported(env, args));
     }
     if let Some(names) = pod_names(&cli.words[1..]) {
-        if cli.switch("ignore-not-found") {
+        if cli.switch("ignore-not-found") || (cli.all_namespaces() && !names.is_empty()) {
             return Ok(Res::unsupported(env, args));
         }
         return pods::get(env, args, cli, &names);
     }
+    if cli.flag("field-selector").is_some() {
+        return Ok(Res::unsupported(env, args));
+    }
     let Some((kind, name)) = resource(&cli.words[1..]) else {
         return Ok(Res::unsupported(env, args));
     };
-    if !matches!(
-        cli.output(),
-        None | Some("json") | Some("name") | Some("yaml")
-    ) {
+    let jsonpath = cli.jsonpath().is_some();
+    if !jsonpath
+        && !matches!(
+            cli.output(),
+            None | Some("json") | Some("name") | Some("yaml")
+        )
+    {
+        return Ok(Res::unsupported(env, args));
+    }
+    if (cli.all_namespaces() || jsonpath) && kind == Kind::Node
+        || cli.all_namespaces() && name.is_some()
+    {
         return Ok(Res::unsupported(env, args));
     }
     match kind {

@@ -17,6 +17,8 @@ use crate::tools::util::{human_age, rfc3339, table, uid_of};
 use crate::tools::{complain, say};
 
 const KUBEADM_CONFIG: &str = "kubeadm-config";
+/// The user kubeadm's admin.conf authenticates as.
+const ADMIN_USER: &str = "kubernetes-admin";
 const KUBE_SYSTEM: &str = "kube-system";
 
 /// When the cluster was created, as far as the state knows: its oldest boot.
@@ -38,19 +40,89 @@ enum Ds<'a> {
     Kured(&'a DaemonSet),
 }
 
-fn daemonsets_in<'a>(c: &'a Cluster, ns: &str) -> Vec<(String, Ds<'a>)> {
-    let mut list = Vec::new();
-    if ns == KUBE_SYSTEM {
-        list.push(("cilium".to_string(), Ds::Cilium));
+/// One listed DaemonSet: namespace, name, which.
+pub(super) struct Listed<'a> {
+    pub namespace: String,
+    pub name: String,
+    ds: Ds<'a>,
+}
+
+/// The DaemonSets in `ns` (every namespace when `None`), sorted by
+/// namespace then name, as the API lists them (by etcd key).
+pub(super) fn daemonsets<'a>(c: &'a Cluster, ns: Option<&str>) -> Vec<Listed<'a>> {
+    let mut list = vec![Listed {
+        namespace: KUBE_SYSTEM.into(),
+        name: "cilium".into(),
+        ds: Ds::Cilium,
+    }];
+    if c.kube_proxy {
+        list.push(Listed {
+            namespace: KUBE_SYSTEM.into(),
+            name: "kube-proxy".into(),
+            ds: Ds::KubeProxy,
+        });
     }
-    if c.kube_proxy && ns == KUBE_SYSTEM {
-        list.push(("kube-proxy".to_string(), Ds::KubeProxy));
+    if let Some(k) = &c.kured {
+        list.push(Listed {
+            namespace: k.namespace.clone(),
+            name: k.name.clone(),
+            ds: Ds::Kured(k),
+        });
     }
-    if let Some(k) = c.kured.as_ref().filter(|k| k.namespace == ns) {
-        list.push((k.name.clone(), Ds::Kured(k)));
-    }
-    list.sort_by(|a, b| a.0.cmp(&b.0));
+    list.retain(|l| ns.is_none_or(|ns| l.namespace == ns));
+    list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     list
+}
+
+impl Listed<'_> {
+    /// The pod template's one container, as the API returns it.
+    pub fn container(&self, c: &Cluster) -> Value {
+        match self.ds {
+            Ds::Cilium => json!({
+                "args": ["--config-dir=/tmp/cilium/config-map"],
+                "command": ["cilium-agent"],
+                "env": [{"name": "K8S_NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}],
+                "image": "quay.io/cilium/cilium:v1.16.5",
+                "imagePullPolicy": "IfNotPresent",
+                "name": "cilium-agent",
+            }),
+            Ds::KubeProxy => json!({
+                "command": [
+                    "/usr/local/bin/kube-proxy",
+                    "--config=/var/lib/kube-proxy/config.conf",
+                    "--hostname-override=$(NODE_NAME)",
+                ],
+                "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}],
+                "image": format!("registry.k8s.io/kube-proxy:{}", c.version),
+                "imagePullPolicy": "IfNotPresent",
+                "name": "kube-proxy",
+            }),
+            Ds::Kured(k) => crate::kured::container_json(k),
+        }
+    }
+
+    fn labels(&self) -> Value {
+        match self.ds {
+            Ds::Kured(k) if !k.labels.is_empty() => json!(k.labels),
+            _ => json!({"k8s-app": self.name}),
+        }
+    }
+
+    fn resource_version(&self, c: &Cluster) -> u64 {
+        match self.ds {
+            Ds::Cilium => 1,
+            Ds::KubeProxy => c.resource_version,
+            Ds::Kured(k) => k.resource_version,
+        }
+    }
+
+    pub fn uid(&self) -> String {
+        uid_of(&format!("daemonset/{}/{}", self.namespace, self.name))
+    }
+
+    pub fn is_kured(&self) -> bool {
+        matches!(self.ds, Ds::Kured(_))
+    }
 }
 
 /// (desired, ready) pods: one per node, ready where the node is Ready.
@@ -64,46 +136,28 @@ fn ds_counts(c: &Cluster) -> (usize, usize) {
     (c.nodes.len(), ready)
 }
 
-fn ds_json(c: &Cluster, ns: &str, name: &str, ds: &Ds) -> Value {
+fn ds_json(c: &Cluster, l: &Listed) -> Value {
     let (desired, ready) = ds_counts(c);
-    let (command, image, annotations, rv) = match ds {
-        Ds::Cilium => (
-            vec![
-                "cilium-agent".to_string(),
-                "--config-dir=/tmp/cilium/config-map".to_string(),
-            ],
-            "quay.io/cilium/cilium:v1.16.5".to_string(),
-            BTreeMap::from([(
-                "deprecated.daemonset.template.generation".to_string(),
-                "1".to_string(),
-            )]),
-            1,
-        ),
-        Ds::KubeProxy => (
-            vec![
-                "/usr/local/bin/kube-proxy".to_string(),
-                "--config=/var/lib/kube-proxy/config.conf".to_string(),
-                "--hostname-override=$(NODE_NAME)".to_string(),
-            ],
-            format!("registry.k8s.io/kube-proxy:{}", c.version),
-            BTreeMap::from([(
-                "deprecated.daemonset.template.generation".to_string(),
-                "1".to_string(),
-            )]),
-            c.resource_version,
-        ),
-        Ds::Kured(k) => {
-            let mut command = k.args.clone();
-            if command.first().is_none_or(|a| !a.starts_with('/')) {
-                command.insert(0, "/usr/bin/kured".to_string());
-            }
-            (
-                command,
-                "ghcr.io/kubereboot/kured:1.17.1".to_string(),
-                k.annotations.clone(),
-                k.resource_version,
-            )
-        }
+    let mut annotations = match l.ds {
+        Ds::Kured(k) => k.annotations.clone(),
+        _ => BTreeMap::new(),
+    };
+    annotations.insert(
+        "deprecated.daemonset.template.generation".to_string(),
+        "1".to_string(),
+    );
+    let labels = l.labels();
+    let selector = match l.ds {
+        Ds::Kured(k) if k.labels.contains_key("app.kubernetes.io/instance") => json!({
+            "app.kubernetes.io/instance": k.labels["app.kubernetes.io/instance"],
+            "app.kubernetes.io/name": "kured",
+        }),
+        _ => labels.clone(),
+    };
+    let account = if l.is_kured() {
+        "kured"
+    } else {
+        l.name.as_str()
     };
     json!({
         "apiVersion": "apps/v1",
@@ -112,27 +166,22 @@ fn ds_json(c: &Cluster, ns: &str, name: &str, ds: &Ds) -> Value {
             "annotations": annotations,
             "creationTimestamp": rfc3339(cluster_created(c)),
             "generation": 1,
-            "labels": {"k8s-app": name},
-            "name": name,
-            "namespace": ns,
-            "resourceVersion": rv.to_string(),
-            "uid": uid_of(&format!("daemonset/{ns}/{name}")),
+            "labels": labels,
+            "name": l.name,
+            "namespace": l.namespace,
+            "resourceVersion": l.resource_version(c).to_string(),
+            "uid": l.uid(),
         },
         "spec": {
             "revisionHistoryLimit": 10,
-            "selector": {"matchLabels": {"k8s-app": name}},
+            "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": {"k8s-app": name}},
+                "metadata": {"labels": labels},
                 "spec": {
-                    "containers": [{
-                        "command": command,
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "name": name,
-                    }],
-                    "hostPID": matches!(ds, Ds::Kured(_)),
+                    "containers": [l.container(c)],
+                    "hostPID": l.is_kured(),
                     "nodeSelector": {"kubernetes.io/os": "linux"},
-                    "serviceAccountName": name,
+                    "serviceAccountName": account,
                     "tolerations": [{"effect": "NoSchedule", "key": "node-role.kubernetes.io/control-plane"}],
                 },
             },
@@ -150,10 +199,14 @@ fn ds_json(c: &Cluster, ns: &str, name: &str, ds: &Ds) -> Value {
     })
 }
 
-fn ds_row(c: &Cluster, name: &str) -> Vec<String> {
+fn ds_row(c: &Cluster, l: &Listed, all: bool) -> Vec<String> {
     let (desired, ready) = ds_counts(c);
-    vec![
-        name.to_string(),
+    let mut row = Vec::new();
+    if all {
+        row.push(l.namespace.clone());
+    }
+    row.extend([
+        l.name.clone(),
         desired.to_string(),
         desired.to_string(),
         ready.to_string(),
@@ -161,11 +214,17 @@ fn ds_row(c: &Cluster, name: &str) -> Vec<String> {
         ready.to_string(),
         "kubernetes.io/os=linux".to_string(),
         human_age(crate::state::now() - cluster_created(c)),
-    ]
+    ]);
+    row
 }
 
-fn no_resources(env: &mut Env, ns: &str) -> Res {
-    complain!(env, "No resources found in {ns} namespace.");
+/// What a human-readable `get` prints when it found nothing.
+pub(super) fn no_resources(env: &mut Env, cli: &Cli) -> Res {
+    if cli.all_namespaces() {
+        complain!(env, "No resources found");
+    } else {
+        complain!(env, "No resources found in {} namespace.", cli.namespace());
+    }
     Res::ok()
 }
 
@@ -174,8 +233,20 @@ fn print_json(env: &mut Env, doc: &Value) -> Result<Res> {
     Ok(Res::ok())
 }
 
-fn list_doc(items: Vec<Value>) -> Value {
+pub(super) fn list_doc(items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}})
+}
+
+/// Prints `doc` as `-o json` or `-o jsonpath=…` asked; `None` for other outputs.
+pub(super) fn print_doc(env: &mut Env, cli: &Cli, doc: &Value) -> Result<Option<Res>> {
+    if let Some(Ok(t)) = cli.jsonpath() {
+        let _ = std::io::Write::write_all(&mut *env.out, t.render(doc).as_bytes());
+        return Ok(Some(Res::ok()));
+    }
+    if cli.output() == Some("json") {
+        return print_json(env, doc).map(Some);
+    }
+    Ok(None)
 }
 
 pub(super) fn get_daemonsets(
@@ -191,11 +262,10 @@ pub(super) fn get_daemonsets(
         Ok(c) => c,
         Err(msg) => return Ok(Res::fail(env, &msg)),
     };
-    let ns = cli.namespace();
-    let all = daemonsets_in(&c, ns);
-    let selected: Vec<&(String, Ds)> = all
-        .iter()
-        .filter(|(n, _)| name.is_none_or(|want| want == n))
+    let ns = (!cli.all_namespaces()).then(|| cli.namespace());
+    let selected: Vec<Listed> = daemonsets(&c, ns)
+        .into_iter()
+        .filter(|l| name.is_none_or(|want| want == l.name))
         .collect();
     if let Some(want) = name
         && selected.is_empty()
@@ -205,45 +275,46 @@ pub(super) fn get_daemonsets(
         }
         return Ok(Res::fail(env, &not_found("daemonsets.apps", want)));
     }
-    if selected.is_empty() && cli.output() != Some("json") {
-        return Ok(no_resources(env, ns));
+    let items: Vec<Value> = selected.iter().map(|l| ds_json(&c, l)).collect();
+    let doc = if name.is_some() && items.len() == 1 {
+        items.into_iter().next().unwrap_or_default()
+    } else {
+        list_doc(items)
+    };
+    if let Some(res) = print_doc(env, cli, &doc)? {
+        return Ok(res);
     }
-    match cli.output() {
-        Some("json") => {
-            let items: Vec<Value> = selected
-                .iter()
-                .map(|(n, d)| ds_json(&c, ns, n, d))
-                .collect();
-            let doc = if name.is_some() && items.len() == 1 {
-                items.into_iter().next().unwrap_or_default()
-            } else {
-                list_doc(items)
-            };
-            print_json(env, &doc)
+    if cli.output() == Some("name") {
+        for l in &selected {
+            say!(env, "daemonset.apps/{}", l.name);
         }
-        Some("name") => {
-            for (n, _) in &selected {
-                say!(env, "daemonset.apps/{n}");
-            }
-            Ok(Res::ok())
-        }
-        _ => {
-            let header = [
-                "NAME",
-                "DESIRED",
-                "CURRENT",
-                "READY",
-                "UP-TO-DATE",
-                "AVAILABLE",
-                "NODE SELECTOR",
-                "AGE",
-            ];
-            let mut rows = vec![header.map(String::from).to_vec()];
-            rows.extend(selected.iter().map(|(n, _)| ds_row(&c, n)));
-            let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
-            Ok(Res::ok())
-        }
+        return Ok(Res::ok());
     }
+    if selected.is_empty() {
+        return Ok(no_resources(env, cli));
+    }
+    let all = cli.all_namespaces();
+    let mut header = Vec::new();
+    if all {
+        header.push("NAMESPACE".to_string());
+    }
+    header.extend(
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "NODE SELECTOR",
+            "AGE",
+        ]
+        .map(String::from),
+    );
+    let mut rows = vec![header];
+    rows.extend(selected.iter().map(|l| ds_row(&c, l, all)));
+    let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
+    Ok(Res::ok())
 }
 
 // ---------------------------------------------------------------- ConfigMaps
@@ -255,6 +326,7 @@ struct Cm {
     data: BTreeMap<String, String>,
     resource_version: u64,
     created: f64,
+    uid: String,
 }
 
 /// kubeadm's stored ClusterConfiguration: `proxy: {}` because the cluster
@@ -280,9 +352,9 @@ fn cluster_configuration(version: &str) -> String {
     )
 }
 
-fn configmaps_in(c: &Cluster, ns: &str) -> Vec<Cm> {
+fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
     let mut list = Vec::new();
-    if ns == KUBE_SYSTEM {
+    if ns.is_none_or(|ns| ns == KUBE_SYSTEM) {
         list.push(Cm {
             name: KUBEADM_CONFIG.to_string(),
             namespace: KUBE_SYSTEM.to_string(),
@@ -292,22 +364,24 @@ fn configmaps_in(c: &Cluster, ns: &str) -> Vec<Cm> {
             )]),
             resource_version: c.resource_version,
             created: cluster_created(c),
+            uid: uid_of("configmap/kube-system/kubeadm-config"),
         });
     }
     for (key, cm) in &c.configmaps {
         if let Some((cm_ns, name)) = key.split_once('/')
-            && cm_ns == ns
+            && ns.is_none_or(|ns| ns == cm_ns)
         {
             list.push(Cm {
                 name: name.to_string(),
-                namespace: ns.to_string(),
+                namespace: cm_ns.to_string(),
                 data: cm.data.clone(),
                 resource_version: cm.resource_version,
                 created: cm.created,
+                uid: cm.uid.clone(),
             });
         }
     }
-    list.sort_by(|a, b| a.name.cmp(&b.name));
+    list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     list
 }
 
@@ -321,7 +395,7 @@ fn cm_json(cm: &Cm) -> Value {
             "name": cm.name,
             "namespace": cm.namespace,
             "resourceVersion": cm.resource_version.to_string(),
-            "uid": uid_of(&format!("configmap/{}/{}", cm.namespace, cm.name)),
+            "uid": cm.uid,
         },
     })
 }
@@ -365,7 +439,7 @@ fn cm_yaml(cm: &Cm) -> String {
         cm.name,
         cm.namespace,
         cm.resource_version,
-        uid_of(&format!("configmap/{}/{}", cm.namespace, cm.name))
+        cm.uid
     ));
     out
 }
@@ -383,7 +457,7 @@ pub(super) fn get_configmaps(
         Ok(c) => c,
         Err(msg) => return Ok(Res::fail(env, &msg)),
     };
-    let ns = cli.namespace();
+    let ns = (!cli.all_namespaces()).then(|| cli.namespace());
     let selected: Vec<Cm> = configmaps_in(&c, ns)
         .into_iter()
         .filter(|cm| name.is_none_or(|want| want == cm.name))
@@ -396,19 +470,16 @@ pub(super) fn get_configmaps(
         }
         return Ok(Res::fail(env, &not_found("configmaps", want)));
     }
-    if selected.is_empty() && cli.output() != Some("json") {
-        return Ok(no_resources(env, ns));
+    let items: Vec<Value> = selected.iter().map(cm_json).collect();
+    let doc = if name.is_some() && items.len() == 1 {
+        items.into_iter().next().unwrap_or_default()
+    } else {
+        list_doc(items)
+    };
+    if let Some(res) = print_doc(env, cli, &doc)? {
+        return Ok(res);
     }
     match cli.output() {
-        Some("json") => {
-            let items: Vec<Value> = selected.iter().map(cm_json).collect();
-            let doc = if name.is_some() && items.len() == 1 {
-                items.into_iter().next().unwrap_or_default()
-            } else {
-                list_doc(items)
-            };
-            print_json(env, &doc)
-        }
         Some("yaml") => {
             for cm in selected.iter().take(1) {
                 let _ = std::io::Write::write_all(&mut *env.out, cm_yaml(cm).as_bytes());
@@ -421,15 +492,27 @@ pub(super) fn get_configmaps(
             }
             Ok(Res::ok())
         }
+        _ if selected.is_empty() => Ok(no_resources(env, cli)),
         _ => {
             let now = crate::state::now();
-            let mut rows = vec![["NAME", "DATA", "AGE"].map(String::from).to_vec()];
+            let all = cli.all_namespaces();
+            let mut header = Vec::new();
+            if all {
+                header.push("NAMESPACE".to_string());
+            }
+            header.extend(["NAME", "DATA", "AGE"].map(String::from));
+            let mut rows = vec![header];
             rows.extend(selected.iter().map(|cm| {
-                vec![
+                let mut row = Vec::new();
+                if all {
+                    row.push(cm.namespace.clone());
+                }
+                row.extend([
                     cm.name.clone(),
                     cm.data.len().to_string(),
                     human_age(now - cm.created),
-                ]
+                ]);
+                row
             }));
             let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
             Ok(Res::ok())
@@ -468,10 +551,13 @@ pub(super) fn create(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
             return Ok(false);
         }
         c.resource_version += 1;
+        let created = crate::state::now();
         let cm = ConfigMap {
             data,
             resource_version: c.resource_version,
-            created: crate::state::now(),
+            created,
+            // Unique per object: a ConfigMap created again gets a new one.
+            uid: uid_of(&format!("configmap/{key}/{created}/{}", c.resource_version)),
         };
         c.configmaps.insert(key.clone(), cm);
         Ok(true)
@@ -528,6 +614,7 @@ enum Annotated {
     NotEmulated,
     Overwrite(String),
     Conflict,
+    Forbidden,
 }
 
 fn parse_changes(words: &[String]) -> Result<Vec<Change>, String> {
@@ -593,12 +680,13 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
     let ns = cli.namespace().to_string();
     let overwrite = cli.switch("overwrite");
     let precondition = cli.flag("resource-version").map(str::to_string);
+    let forbidden = env.shared().faults()?.kured_lock_forbidden;
     let outcome = env.shared().update_cluster(|c| {
         let built_in = name == "cilium" || (name == "kube-proxy" && c.kube_proxy);
         if built_in && ns == KUBE_SYSTEM {
             return Ok(Annotated::NotEmulated);
         }
-        let next = c.resource_version + 1;
+        let next = c.next_resource_version();
         let Some(ds) = c
             .kured
             .as_mut()
@@ -608,6 +696,11 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
         };
         if !overwrite && let Some(msg) = overwrite_refusal(ds, &changes) {
             return Ok(Annotated::Overwrite(msg));
+        }
+        // kubectl GETs first (allowed), checks --overwrite, then PATCHes:
+        // authorization refuses that before the object is compared.
+        if forbidden {
+            return Ok(Annotated::Forbidden);
         }
         if precondition
             .as_ref()
@@ -637,6 +730,13 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
         Annotated::NotFound => Res::fail(env, &not_found("daemonsets.apps", name)),
         Annotated::NotEmulated => Res::unsupported(env, args),
         Annotated::Overwrite(msg) => Res::fail(env, &msg),
+        Annotated::Forbidden => Res::fail(
+            env,
+            &format!(
+                "Error from server (Forbidden): daemonsets.apps \"{name}\" is forbidden: User \"{ADMIN_USER}\" \
+                 cannot patch resource \"daemonsets\" in API group \"apps\" in the namespace \"{ns}\""
+            ),
+        ),
         Annotated::Conflict => Res::fail(
             env,
             &format!(
@@ -644,5 +744,199 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
                  the object has been modified; please apply your changes to the latest version and try again"
             ),
         ),
+    })
+}
+
+// ---------------------------------------------------------------- patch
+
+/// What the API server's optimistic concurrency says when the
+/// resourceVersion a write carries is not the stored one.
+fn modified(resource: &str, name: &str) -> String {
+    format!(
+        "Error from server (Conflict): Operation cannot be fulfilled on {resource} \"{name}\": \
+         the object has been modified; please apply your changes to the latest version and try again"
+    )
+}
+
+enum Patched {
+    Done(bool),
+    NotFound,
+    Conflict,
+}
+
+/// `patch configmap NAME --type=merge -p '{"data":{…},"metadata":{"resourceVersion":"N"}}'`:
+/// a JSON merge patch of `data` (a null removes a key), refused with
+/// Conflict when it carries a resourceVersion that is no longer the
+/// object's. Other patch types and fields are not emulated.
+pub(super) fn patch(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
+    let Some((Kind::ConfigMap, Some(name))) = resource(&cli.words[1..]) else {
+        return Ok(Res::unsupported(env, args));
+    };
+    let ns = cli.namespace().to_string();
+    let body: Option<Value> = cli.flag("patch").and_then(|p| serde_json::from_str(p).ok());
+    let Some(Value::Object(body)) = body else {
+        return Ok(Res::unsupported(env, args));
+    };
+    let data = body.get("data").cloned().unwrap_or(Value::Null);
+    let meta = body.get("metadata").cloned().unwrap_or(json!({}));
+    let rv = meta
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let understood = cli.flag("type") == Some("merge")
+        && body.keys().all(|k| k == "data" || k == "metadata")
+        && meta
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| k == "resourceVersion"))
+        && (meta.get("resourceVersion").is_none() || rv.is_some())
+        && (data.is_null()
+            || data
+                .as_object()
+                .is_some_and(|d| d.values().all(|v| v.is_string() || v.is_null())))
+        && !(ns == KUBE_SYSTEM && name == KUBEADM_CONFIG);
+    if !understood {
+        return Ok(Res::unsupported(env, args));
+    }
+    if let Err(msg) = connect(env, cli)? {
+        return Ok(Res::fail(env, &msg));
+    }
+    let key = format!("{ns}/{name}");
+    let outcome = env.shared().update_cluster(|c| {
+        let next = c.next_resource_version();
+        let Some(cm) = c.configmaps.get_mut(&key) else {
+            return Ok(Patched::NotFound);
+        };
+        if rv
+            .as_ref()
+            .is_some_and(|rv| *rv != cm.resource_version.to_string())
+        {
+            return Ok(Patched::Conflict);
+        }
+        let before = cm.data.clone();
+        if let Some(d) = data.as_object() {
+            for (k, v) in d {
+                match v.as_str() {
+                    Some(v) => cm.data.insert(k.clone(), v.to_string()),
+                    None => cm.data.remove(k),
+                };
+            }
+        }
+        let changed = cm.data != before;
+        if changed {
+            cm.resource_version = next;
+            c.resource_version = next;
+        }
+        Ok(Patched::Done(changed))
+    })?;
+    Ok(match outcome {
+        Patched::Done(true) => {
+            say!(env, "configmap/{name} patched");
+            Res::ok()
+        }
+        Patched::Done(false) => {
+            say!(env, "configmap/{name} patched (no change)");
+            Res::ok()
+        }
+        Patched::NotFound => Res::fail(env, &not_found("configmaps", name)),
+        Patched::Conflict => Res::fail(env, &modified("configmaps", name)),
+    })
+}
+
+// ---------------------------------------------------------------- delete --raw
+
+enum Deleted {
+    Done(String),
+    NotFound,
+    Refused(String),
+}
+
+/// `delete --raw /api/v1/namespaces/NS/configmaps/NAME -f -`: stdin is the
+/// DELETE body (kubectl's rawhttp sends the file as is). The API server
+/// checks `preconditions` before deleting (`rest.BeforeDelete`: the uid
+/// first, then the resourceVersion, each a Conflict naming the kind) and
+/// answers with a `Status` (configmaps do not return the deleted object),
+/// which kubectl copies to stdout.
+pub(super) fn delete_raw(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
+    let path = cli.flag("raw").unwrap_or_default().to_string();
+    let target = path
+        .strip_prefix("/api/v1/namespaces/")
+        .and_then(|r| r.split_once("/configmaps/"))
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .map(|(ns, name)| (ns.to_string(), name.to_string()));
+    let Some((ns, name)) = target else {
+        return Ok(Res::unsupported(env, args));
+    };
+    if cli.words.len() != 1 || !matches!(cli.flag("filename"), None | Some("-")) {
+        return Ok(Res::unsupported(env, args));
+    }
+    if ns == KUBE_SYSTEM && name == KUBEADM_CONFIG {
+        return Ok(Res::unsupported(env, args));
+    }
+    let mut body = String::new();
+    if cli.flag("filename").is_some() {
+        let _ = std::io::Read::read_to_string(&mut env.input, &mut body);
+    }
+    let options: Value = if body.trim().is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_str(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Ok(Res::unsupported(env, args)),
+        }
+    };
+    let wanted = |field: &str| {
+        options
+            .get("preconditions")
+            .and_then(|p| p.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let (want_uid, want_rv) = (wanted("uid"), wanted("resourceVersion"));
+    if let Err(msg) = connect(env, cli)? {
+        return Ok(Res::fail(env, &msg));
+    }
+    let key = format!("{ns}/{name}");
+    let outcome = env.shared().update_cluster(|c| {
+        let Some(cm) = c.configmaps.get(&key) else {
+            return Ok(Deleted::NotFound);
+        };
+        if let Some(uid) = want_uid.as_ref().filter(|u| **u != cm.uid) {
+            return Ok(Deleted::Refused(format!(
+                "Error from server (Conflict): Operation cannot be fulfilled on ConfigMap \"{name}\": \
+                 the UID in the precondition ({uid}) does not match the UID in record ({}). \
+                 The object might have been deleted and then recreated",
+                cm.uid
+            )));
+        }
+        if let Some(rv) = want_rv
+            .as_ref()
+            .filter(|rv| **rv != cm.resource_version.to_string())
+        {
+            return Ok(Deleted::Refused(format!(
+                "Error from server (Conflict): Operation cannot be fulfilled on ConfigMap \"{name}\": \
+                 the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). \
+                 The object might have been modified",
+                cm.resource_version
+            )));
+        }
+        let uid = cm.uid.clone();
+        c.configmaps.remove(&key);
+        c.resource_version += 1;
+        Ok(Deleted::Done(uid))
+    })?;
+    Ok(match outcome {
+        Deleted::Done(uid) => {
+            // Field order of metav1.Status as Go encodes it.
+            let status = format!(
+                "{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Success\",\
+                 \"details\":{{\"name\":{},\"kind\":\"configmaps\",\"uid\":{}}}}}\n",
+                serde_json::to_string(&name)?,
+                serde_json::to_string(&uid)?
+            );
+            let _ = std::io::Write::write_all(&mut *env.out, status.as_bytes());
+            Res::ok()
+        }
+        Deleted::NotFound => Res::fail(env, &not_found("configmaps", &name)),
+        Deleted::Refused(msg) => Res::fail(env, &msg),
     })
 }

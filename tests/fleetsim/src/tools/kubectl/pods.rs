@@ -16,8 +16,8 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use super::{Cli, Env, Res, connect};
-use crate::state::Cluster;
-use crate::tools::util::{hex_of, human_age, rfc3339, table, uid_of};
+use crate::state::{Cluster, Role};
+use crate::tools::util::{hex_of, human_age, pod_suffix, rfc3339, table, uid_of};
 use crate::tools::{complain, say};
 
 const KUBE_SYSTEM: &str = "kube-system";
@@ -193,23 +193,200 @@ fn pod_json(p: &StaticPod, resource_version: u64) -> Value {
     })
 }
 
-/// `get pod[s] [NAME…]` in the namespace of `cli`.
+/// A pod as the API lists it.
+pub(super) struct ApiPod {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub phase: &'static str,
+    pub ready: bool,
+    pub started: f64,
+    pub json: Value,
+}
+
+/// The pods a DaemonSet, a ReplicaSet (CoreDNS on control planes, an app
+/// with an emptyDir on workers) placed, one set per node, named as the
+/// drain emulation names them. A pod stays in the API while its node is
+/// down (phase Running, as last reported), as real ones do until they are
+/// evicted.
+fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
+    let mut pods = Vec::new();
+    let created = c
+        .nodes
+        .values()
+        .map(|n| n.booted_at)
+        .fold(f64::INFINITY, f64::min)
+        .min(now);
+    let daemonsets = super::objects::daemonsets(c, None);
+    for (node, n) in &c.nodes {
+        let ready = c.node_ready(node, now);
+        let sfx = |app: &str| pod_suffix(&format!("{app}@{node}"), 5);
+        let mut add = |ns: &str,
+                       name: String,
+                       owner: Value,
+                       labels: Value,
+                       container: Value,
+                       extra: Value| {
+            let mut spec = json!({
+                "containers": [container],
+                "nodeName": node,
+                "restartPolicy": "Always",
+                "schedulerName": "default-scheduler",
+            });
+            if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+                spec.extend(extra.clone());
+            }
+            let json = json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "creationTimestamp": rfc3339(created),
+                    "labels": labels,
+                    "name": name,
+                    "namespace": ns,
+                    "ownerReferences": [owner],
+                    "resourceVersion": c.resource_version.to_string(),
+                    "uid": uid_of(&format!("pod/{ns}/{name}")),
+                },
+                "spec": spec,
+                "status": {
+                    "conditions": [{"lastProbeTime": null, "lastTransitionTime": rfc3339(n.booted_at), "status": if ready { "True" } else { "False" }, "type": "Ready"}],
+                    "hostIP": n.address,
+                    "phase": "Running",
+                    "podIP": n.address,
+                    "startTime": rfc3339(created),
+                },
+            });
+            pods.push(ApiPod {
+                namespace: ns.to_string(),
+                name,
+                node: node.clone(),
+                phase: "Running",
+                ready,
+                started: created,
+                json,
+            });
+        };
+        for ds in &daemonsets {
+            let owner = json!({"apiVersion": "apps/v1", "blockOwnerDeletion": true, "controller": true, "kind": "DaemonSet", "name": ds.name, "uid": ds.uid()});
+            let container = ds.container(c);
+            let labels = json!({"controller-revision-hash": hex_of(&ds.name, 10), "pod-template-generation": "1"});
+            add(
+                &ds.namespace,
+                format!("{}-{}", ds.name, sfx(&ds.name)),
+                owner,
+                labels,
+                container,
+                json!({}),
+            );
+        }
+        let rs = |name: &str| json!({"apiVersion": "apps/v1", "blockOwnerDeletion": true, "controller": true, "kind": "ReplicaSet", "name": name, "uid": uid_of(&format!("replicaset/{name}"))});
+        match n.role {
+            Role::ControlPlane => add(
+                KUBE_SYSTEM,
+                format!("coredns-668d6bf9bc-{}", sfx("coredns")),
+                rs("coredns-668d6bf9bc"),
+                json!({"k8s-app": "kube-dns", "pod-template-hash": "668d6bf9bc"}),
+                json!({"args": ["-conf", "/etc/coredns/Corefile"], "image": "registry.k8s.io/coredns/coredns:v1.12.0", "imagePullPolicy": "IfNotPresent", "name": "coredns"}),
+                json!({}),
+            ),
+            Role::Worker => add(
+                "default",
+                format!("web-7d9f8b6c5d-{}", sfx("web")),
+                rs("web-7d9f8b6c5d"),
+                json!({"app": "web", "pod-template-hash": "7d9f8b6c5d"}),
+                json!({"image": "nginx:1.27", "imagePullPolicy": "IfNotPresent", "name": "web", "volumeMounts": [{"mountPath": "/cache", "name": "cache"}]}),
+                json!({"volumes": [{"emptyDir": {}, "name": "cache"}]}),
+            ),
+        }
+    }
+    pods
+}
+
+/// Every pod in the API, sorted by namespace then name as it lists them.
+pub(super) fn all_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
+    let mut pods: Vec<ApiPod> = running(c, now)
+        .into_iter()
+        .map(|p| ApiPod {
+            namespace: KUBE_SYSTEM.to_string(),
+            json: pod_json(&p, c.resource_version),
+            name: p.name,
+            node: p.node,
+            phase: "Running",
+            ready: true,
+            started: p.started,
+        })
+        .collect();
+    pods.extend(workload_pods(c, now));
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    pods
+}
+
+/// `--field-selector` as the API server's pod field selectors: `,`-joined
+/// `spec.nodeName=X` and `status.phase=Y` (and `metadata.namespace`,
+/// `metadata.name`), `=`, `==` or `!=`. `None` for anything else.
+fn field_filter(selector: &str) -> Option<Vec<(String, bool, String)>> {
+    selector
+        .split(',')
+        .map(|term| {
+            let (field, negate, value) = if let Some((f, v)) = term.split_once("!=") {
+                (f, true, v)
+            } else if let Some((f, v)) = term.split_once("==") {
+                (f, false, v)
+            } else {
+                let (f, v) = term.split_once('=')?;
+                (f, false, v)
+            };
+            let known = [
+                "spec.nodeName",
+                "status.phase",
+                "metadata.namespace",
+                "metadata.name",
+            ];
+            known
+                .contains(&field.trim())
+                .then(|| (field.trim().to_string(), negate, value.trim().to_string()))
+        })
+        .collect()
+}
+
+fn selected_by(p: &ApiPod, terms: &[(String, bool, String)]) -> bool {
+    terms.iter().all(|(field, negate, value)| {
+        let actual = match field.as_str() {
+            "spec.nodeName" => p.node.as_str(),
+            "status.phase" => p.phase,
+            "metadata.namespace" => p.namespace.as_str(),
+            _ => p.name.as_str(),
+        };
+        (actual == value) != *negate
+    })
+}
+
+/// `get pod[s] [NAME…]` in the namespace of `cli` (or all of them).
 pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, names: &[String]) -> Result<Res> {
-    if !matches!(cli.output(), None | Some("json") | Some("name")) {
+    let jsonpath = cli.jsonpath().is_some();
+    if !jsonpath && !matches!(cli.output(), None | Some("json") | Some("name")) {
         return Ok(Res::unsupported(env, args));
     }
+    let terms = match cli.flag("field-selector") {
+        None => Vec::new(),
+        Some(sel) => match field_filter(sel) {
+            Some(t) if names.is_empty() => t,
+            _ => return Ok(Res::unsupported(env, args)),
+        },
+    };
     let c = match connect(env, cli)? {
         Ok(c) => c,
         Err(msg) => return Ok(Res::fail(env, &msg)),
     };
     let now = crate::state::now();
-    let ns = cli.namespace();
-    let pods: Vec<StaticPod> = if ns == KUBE_SYSTEM {
-        running(&c, now)
-    } else {
-        Vec::new()
-    };
-    let (found, missing): (Vec<&StaticPod>, Vec<&String>) = if names.is_empty() {
+    let all = cli.all_namespaces();
+    let ns = cli.namespace().to_string();
+    let pods: Vec<ApiPod> = all_pods(&c, now)
+        .into_iter()
+        .filter(|p| (all || p.namespace == ns) && selected_by(p, &terms))
+        .collect();
+    let (found, missing): (Vec<&ApiPod>, Vec<&String>) = if names.is_empty() {
         (pods.iter().collect(), Vec::new())
     } else {
         let mut found = Vec::new();
@@ -223,43 +400,46 @@ pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, names: &[String]) -
         (found, missing)
     };
     let single = names.len() == 1;
+    let items: Vec<Value> = found.iter().map(|p| p.json.clone()).collect();
+    let doc = match (single, items.len()) {
+        (true, 1) => items.into_iter().next().unwrap_or_default(),
+        _ => super::objects::list_doc(items),
+    };
+    let printed = if single && found.is_empty() {
+        None
+    } else {
+        super::objects::print_doc(env, cli, &doc)?
+    };
     match cli.output() {
-        Some("json") => {
-            let items: Vec<Value> = found
-                .iter()
-                .map(|p| pod_json(p, c.resource_version))
-                .collect();
-            if single {
-                if let Some(one) = items.into_iter().next() {
-                    say!(env, "{}", serde_json::to_string_pretty(&one)?);
-                }
-            } else {
-                let list = json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}});
-                say!(env, "{}", serde_json::to_string_pretty(&list)?);
-            }
-        }
+        _ if printed.is_some() || (single && found.is_empty() && cli.output().is_some()) => {}
         Some(_) => {
             for p in &found {
                 say!(env, "pod/{}", p.name);
             }
         }
         None if found.is_empty() && names.is_empty() => {
-            complain!(env, "No resources found in {ns} namespace.");
+            let _ = super::objects::no_resources(env, cli);
         }
         None if !found.is_empty() => {
-            let mut rows = vec![
-                ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
-                    .map(String::from)
-                    .to_vec(),
-            ];
+            let mut header = Vec::new();
+            if all {
+                header.push("NAMESPACE".to_string());
+            }
+            header.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE"].map(String::from));
+            let mut rows = vec![header];
             for p in &found {
-                rows.push(vec![
+                let mut row = Vec::new();
+                if all {
+                    row.push(p.namespace.clone());
+                }
+                row.extend([
                     p.name.clone(),
-                    "1/1".into(),
-                    "Running".into(),
+                    if p.ready { "1/1" } else { "0/1" }.into(),
+                    p.phase.into(),
                     "0".into(),
                     human_age(now - p.started),
                 ]);
+                rows.push(row);
             }
             let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::super::testutil::{Fleet, Node, Output};
-use crate::state::{DaemonSet, Role};
+use crate::state::Role;
 
 /// cp1 (control plane, has admin.conf), w1, w2 — all v1.34.2 and Ready.
 fn cluster() -> (Node, Node, Node) {
@@ -541,16 +541,13 @@ fn wait_for_ready_and_its_timeout() {
 fn with_kured(node: &Node) {
     node.update_cluster(|c| {
         c.resource_version = 7;
-        c.kured = Some(DaemonSet {
-            namespace: "kube-system".to_string(),
-            name: "kured".to_string(),
-            args: vec![
-                "--period=1m".to_string(),
-                "--reboot-sentinel=/run/reboot-required".to_string(),
-            ],
-            annotations: BTreeMap::new(),
-            resource_version: 7,
-        });
+        let mut ds = crate::kured::KuredSpec {
+            period: 60.0,
+            ..Default::default()
+        }
+        .daemonset();
+        ds.resource_version = 7;
+        c.kured = Some(ds);
     });
 }
 
@@ -577,8 +574,8 @@ fn kured_daemonset_json_and_annotation_lock() {
         v["spec"]["template"]["spec"]["containers"][0]["command"],
         serde_json::json!([
             "/usr/bin/kured",
-            "--period=1m",
-            "--reboot-sentinel=/run/reboot-required"
+            "--reboot-sentinel=/sentinel/reboot-required",
+            "--period=1m0s"
         ])
     );
 
@@ -901,10 +898,15 @@ fn one_pod_by_name_is_the_object_and_etcd_has_its_own_image() {
         lines[0],
         "NAME                          READY   STATUS    RESTARTS   AGE"
     );
-    assert!(lines[1].starts_with("etcd-cp1                      1/1     Running   0          "));
-    assert_eq!(lines.len(), 5);
+    assert!(lines[1].starts_with("cilium-"), "{}", r.stdout);
+    let etcd = lines.iter().find(|l| l.starts_with("etcd-")).unwrap();
+    assert!(etcd.starts_with("etcd-cp1                      1/1     Running   0          "));
+    // Four static pods, cilium on three nodes, CoreDNS on the control plane.
+    assert_eq!(lines.len(), 1 + 4 + 3 + 1);
     let r = kubectl(&cp, &["get", "pods"]);
-    assert_eq!(r.stderr, "No resources found in default namespace.\n");
+    assert_eq!(r.stdout.lines().count(), 3, "the app's pod on each worker");
+    let r = kubectl(&cp, &["-n", "empty", "get", "pods"]);
+    assert_eq!(r.stderr, "No resources found in empty namespace.\n");
 }
 
 #[test]
@@ -951,5 +953,381 @@ fn missing_pods_are_not_found_and_the_others_still_printed() {
     assert_eq!(
         r.stderr,
         "Error from server (NotFound): pods \"kube-apiserver-cp2\" not found\n"
+    );
+}
+
+// ---------------------------------------------------------------- the lock's calls
+
+/// The templates of fleetctl's `remote/kubectl.rs`, byte for byte.
+const DS_TEMPLATE: &str = concat!(
+    r#"jsonpath={range .items[*]}daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+    r#"{range .spec.template.spec.containers[*]}"#,
+    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}"#,
+    r#"{end}{end}"#,
+);
+const POD_TEMPLATE: &str = concat!(
+    r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
+    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+);
+const LOCK_TEMPLATE: &str = r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.annotations.weave\.works/kured-node-lock}"#;
+const CM_TEMPLATE: &str =
+    r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.uid}{"\t"}{.data}"#;
+
+fn admin(node: &Node, args: &[&str]) -> Output {
+    let mut all = vec![
+        "--kubeconfig=/etc/kubernetes/admin.conf",
+        "--request-timeout=20s",
+    ];
+    all.extend_from_slice(args);
+    kubectl(node, &all)
+}
+
+fn with_helm_kured(node: &Node) {
+    node.update_cluster(|c| {
+        let spec = crate::kured::KuredSpec {
+            helm: Some("kured/kured".into()),
+            ..Default::default()
+        };
+        c.kured = Some(spec.daemonset());
+    });
+}
+
+#[test]
+fn daemonsets_and_pods_as_the_lock_lists_them() {
+    let (cp, _, _) = cluster();
+    with_helm_kured(&cp);
+    let r = admin(
+        &cp,
+        &["get", "daemonsets", "--all-namespaces", "-o", DS_TEMPLATE],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let node_id = r#"[{"name":"KURED_NODE_ID","valueFrom":{"fieldRef":{"apiVersion":"v1","fieldPath":"spec.nodeName"}}}]"#;
+    assert_eq!(
+        r.stdout,
+        format!(
+            "daemonset\tkube-system\tcilium\n\
+             container\tcilium-agent\tquay.io/cilium/cilium:v1.16.5\t[\"cilium-agent\"]\t[\"--config-dir=/tmp/cilium/config-map\"]\t\
+             [{{\"name\":\"K8S_NODE_NAME\",\"valueFrom\":{{\"fieldRef\":{{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}}}}]\t\n\
+             daemonset\tkured\tkured\n\
+             container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t\
+             [\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--reboot-sentinel=/sentinel/reboot-required\",\
+             \"--reboot-command=/bin/systemctl reboot\",\"--log-format=text\",\"--concurrency=1\"]\t{node_id}\t\n"
+        ),
+        "sorted by namespace, then name; unset fields empty; no newline added"
+    );
+    let r = admin(
+        &cp,
+        &["get", "pods", "--all-namespaces", "-o", POD_TEMPLATE],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let kured: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("pod\tkured\tkured-"))
+        .collect();
+    assert_eq!(kured.len(), 3, "one Kured pod per node:\n{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\n")
+    );
+    assert!(r.stdout.contains(
+        "pod\tkube-system\tetcd-cp1\ncontainer\tetcd\tregistry.k8s.io/etcd:3.6.4-0\t[\"etcd\","
+    ));
+    let r = admin(
+        &cp,
+        &["get", "pods", "-A", "-o", "jsonpath={.items[?(@.x)]}"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("fleetsim: unsupported: kubectl"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn kureds_lock_annotation_read_taken_and_given_back() {
+    let (cp, _, _) = cluster();
+    with_helm_kured(&cp);
+    let get = |cp: &Node| {
+        admin(
+            cp,
+            &[
+                "-n",
+                "kured",
+                "get",
+                "daemonset",
+                "kured",
+                "-o",
+                LOCK_TEMPLATE,
+            ],
+        )
+    };
+    let r = get(&cp);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "1\t"), "{}", r.stderr);
+    let value = r#"{"nodeID":"fleetctl/me@lap","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#;
+    let set = format!("weave.works/kured-node-lock={value}");
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kured",
+            "annotate",
+            "daemonset",
+            "kured",
+            &set,
+            "--resource-version=1",
+            "--overwrite",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "daemonset.apps/kured annotated\n"),
+        "{}",
+        r.stderr
+    );
+    let r = get(&cp);
+    let (rv, got) = r.stdout.split_once('\t').unwrap();
+    assert_eq!(got, value);
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kured",
+            "annotate",
+            "daemonset",
+            "kured",
+            "weave.works/kured-node-lock-",
+            "--resource-version=1",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (Conflict): Operation cannot be fulfilled on daemonsets.apps \"kured\": the object has \
+         been modified; please apply your changes to the latest version and try again\n"
+    );
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kured",
+            "annotate",
+            "daemonset",
+            "kured",
+            "weave.works/kured-node-lock-",
+            &format!("--resource-version={rv}"),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(get(&cp).stdout.ends_with('\t'));
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "daemonset",
+            "kured",
+            "-o",
+            LOCK_TEMPLATE,
+        ],
+    );
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): daemonsets.apps \"kured\" not found\n"
+    );
+
+    cp.shared()
+        .update_faults(|f| f.kured_lock_forbidden = true)
+        .unwrap();
+    let rv = get(&cp).stdout.trim_end().to_string();
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kured",
+            "annotate",
+            "daemonset",
+            "kured",
+            &set,
+            &format!("--resource-version={rv}"),
+            "--overwrite",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (Forbidden): daemonsets.apps \"kured\" is forbidden: User \"kubernetes-admin\" cannot \
+         patch resource \"daemonsets\" in API group \"apps\" in the namespace \"kured\"\n"
+    );
+    assert_eq!(get(&cp).stdout, format!("{rv}\t"), "nothing changed");
+}
+
+#[test]
+fn fleetctls_own_lock_configmap_read_patched_and_deleted_with_preconditions() {
+    let (cp, _, _) = cluster();
+    let ns = ["-n", "kube-system"];
+    let r = admin(
+        &cp,
+        &[
+            &ns[..],
+            &[
+                "create",
+                "configmap",
+                "fleetctl-lock",
+                "--from-literal=holder=me",
+                "--from-literal=heartbeat=T0",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "configmap/fleetctl-lock created\n"),
+        "{}",
+        r.stderr
+    );
+    let read = |cp: &Node| {
+        let r = admin(
+            cp,
+            &[
+                &ns[..],
+                &["get", "configmap", "fleetctl-lock", "-o", CM_TEMPLATE],
+            ]
+            .concat(),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let f: Vec<String> = r.stdout.split('\t').map(String::from).collect();
+        (f[0].clone(), f[1].clone(), f[2].clone())
+    };
+    let (rv, uid, data) = read(&cp);
+    assert_eq!(data, r#"{"heartbeat":"T0","holder":"me"}"#);
+    assert_eq!(uid.len(), 36);
+    let patch = |rv: &str| {
+        format!(r#"{{"data":{{"heartbeat":"T1"}},"metadata":{{"resourceVersion":"{rv}"}}}}"#)
+    };
+    let r = admin(
+        &cp,
+        &[
+            &ns[..],
+            &[
+                "patch",
+                "configmap",
+                "fleetctl-lock",
+                "--type=merge",
+                "-p",
+                &patch(&rv),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "configmap/fleetctl-lock patched\n"),
+        "{}",
+        r.stderr
+    );
+    let r = admin(
+        &cp,
+        &[
+            &ns[..],
+            &[
+                "patch",
+                "configmap",
+                "fleetctl-lock",
+                "--type=merge",
+                "-p",
+                &patch(&rv),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "Error from server (Conflict): Operation cannot be fulfilled on configmaps \"fleetctl-lock\": the object has \
+         been modified; please apply your changes to the latest version and try again\n"
+    );
+    let (rv2, uid2, data) = read(&cp);
+    assert_eq!(
+        (uid2.as_str(), data.as_str()),
+        (uid.as_str(), r#"{"heartbeat":"T1","holder":"me"}"#)
+    );
+
+    let delete = |cp: &Node, rv: &str, uid: &str| {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"DeleteOptions","preconditions":{{"resourceVersion":"{rv}","uid":"{uid}"}}}}"#
+        );
+        let args = [
+            "--kubeconfig=/etc/kubernetes/admin.conf",
+            "--request-timeout=20s",
+            "delete",
+            "--raw",
+            "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock",
+            "-f",
+            "-",
+        ];
+        cp.run_with_stdin("kubectl", &args, &body)
+    };
+    let r = delete(&cp, &rv2, "6f1d8f2e-0c1a-4a56-9d8e-2b7f0c3a9e11");
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        r.stderr,
+        format!(
+            "Error from server (Conflict): Operation cannot be fulfilled on ConfigMap \"fleetctl-lock\": the UID in the \
+             precondition (6f1d8f2e-0c1a-4a56-9d8e-2b7f0c3a9e11) does not match the UID in record ({uid}). The object \
+             might have been deleted and then recreated\n"
+        )
+    );
+    let r = delete(&cp, &rv, &uid);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "Error from server (Conflict): Operation cannot be fulfilled on ConfigMap \"fleetctl-lock\": the \
+             ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({rv2}). The \
+             object might have been modified\n"
+        )
+    );
+    let r = delete(&cp, &rv2, &uid);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Success\",\"details\":\
+             {{\"name\":\"fleetctl-lock\",\"kind\":\"configmaps\",\"uid\":\"{uid}\"}}}}\n"
+        )
+    );
+    let r = delete(&cp, &rv2, &uid);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): configmaps \"fleetctl-lock\" not found\n"
+    );
+    // Created again: a new uid, so a stale holder's delete cannot remove it.
+    admin(
+        &cp,
+        &[
+            &ns[..],
+            &[
+                "create",
+                "configmap",
+                "fleetctl-lock",
+                "--from-literal=holder=other",
+            ],
+        ]
+        .concat(),
+    );
+    assert_ne!(read(&cp).1, uid);
+    let argvs: Vec<String> = cp.events().iter().map(|e| e.argv[3..].join(" ")).collect();
+    assert!(
+        argvs
+            .iter()
+            .any(|a| a.starts_with("-n kube-system patch configmap")),
+        "{argvs:?}"
+    );
+    assert!(
+        argvs.iter().any(|a| a.starts_with("delete --raw")),
+        "{argvs:?}"
     );
 }
