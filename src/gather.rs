@@ -209,6 +209,7 @@ pub async fn check_inputs<'a>(
         kubelet_files.push(NodeKubeletFiles {
             node: node.to_string(),
             files: f.kubelet_files.clone(),
+            ..Default::default()
         });
         if let Some(arch) = &f.arch {
             arches.push((node.to_string(), arch.clone()));

@@ -9,7 +9,7 @@
 //! put flags of their own. So the same flag warns in one file and blocks in
 //! another.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{Check, CheckName, Verdict};
 use crate::version::Minor;
@@ -139,6 +139,24 @@ pub fn kubelet_flags(path: &str, content: &str) -> Vec<KubeletFlag> {
 pub struct NodeKubeletFiles {
     pub node: String,
     pub files: BTreeMap<String, String>,
+    /// Flags an earlier hop of the plan removes from this node's
+    /// kubeadm-flags.env before this hop (its kubeadm strips them): gone
+    /// from that file by the time this hop runs, wherever else they stay.
+    pub stripped_earlier: BTreeSet<String>,
+}
+
+impl NodeKubeletFiles {
+    /// The files as the hop to `minor` leaves them on this node when it
+    /// runs that minor's kubeadm here: what kubeadm strips from
+    /// kubeadm-flags.env is gone for every later hop.
+    pub fn after_kubeadm(&mut self, minor: Minor) {
+        for removed in REMOVED_KUBELET_FLAGS
+            .iter()
+            .filter(|r| r.stripped_by(minor))
+        {
+            self.stripped_earlier.insert(removed.flag.to_string());
+        }
+    }
 }
 
 /// The verdict for a hop to `hop`. `kubeadm` says whether the hop runs that
@@ -153,6 +171,9 @@ pub fn check_kubelet_flags(nodes: &[NodeKubeletFiles], hop: Minor, kubeadm: bool
     for node in nodes {
         for (path, content) in &node.files {
             for found in kubelet_flags(path, content) {
+                if found.origin.kubeadm_owned() && node.stripped_earlier.contains(&found.flag) {
+                    continue;
+                }
                 let Some(removed) = REMOVED_KUBELET_FLAGS
                     .iter()
                     .find(|r| r.flag == found.flag && r.removed_in <= hop)
@@ -348,6 +369,7 @@ mod tests {
                 .iter()
                 .map(|(p, c)| (p.to_string(), c.to_string()))
                 .collect(),
+            stripped_earlier: BTreeSet::new(),
         }
     }
 

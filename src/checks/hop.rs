@@ -98,6 +98,38 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
     checks
 }
 
+/// Every hop of a plan judged on the fleet as the earlier hops leave it:
+/// a flag an earlier hop's kubeadm strips from a node's kubeadm-flags.env
+/// no longer counts against that node in the later hops.
+pub fn evaluate_all(
+    inputs: &Inputs,
+    hops: &[Hop],
+    target: Minor,
+    ignored: &[CheckName],
+) -> Vec<Vec<Check>> {
+    let mut projected = inputs.clone();
+    let mut all = Vec::with_capacity(hops.len());
+    for hop in hops {
+        all.push(evaluate(&projected, hop, target, ignored));
+        let ran_kubeadm: Vec<&str> = hop
+            .steps()
+            .filter(|s| {
+                matches!(
+                    s.action,
+                    Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+                )
+            })
+            .map(|s| s.node.as_str())
+            .collect();
+        for node in &mut projected.kubelet_files {
+            if ran_kubeadm.contains(&node.node.as_str()) {
+                node.after_kubeadm(hop.minor);
+            }
+        }
+    }
+    all
+}
+
 /// A source that could not be read: a warning, so the plan says what it
 /// did not check instead of passing it.
 fn unread(name: CheckName, what: &str, error: &str) -> Check {
@@ -161,6 +193,7 @@ mod tests {
                         .to_string(),
                 )]
                 .into(),
+                ..Default::default()
             }],
             hub_images: Some(vec![HubImage {
                 version: Version::new(1, 35, 3),
@@ -244,5 +277,54 @@ mod tests {
         assert_eq!(verdict(&x86, CheckName::Hub), Verdict::Pass);
         let arm = evaluate(&inputs, &hop("v1.35", &["w-9", "w-arm"]), target, &[]);
         assert_eq!(verdict(&arm, CheckName::Hub), Verdict::Block);
+    }
+
+    #[test]
+    fn a_flag_an_earlier_hop_strips_does_not_block_the_later_ones() {
+        let flags =
+            "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
+        let mut inputs = inputs();
+        inputs.kubelet_files = vec![NodeKubeletFiles {
+            node: "w-9".into(),
+            files: [(
+                crate::checks::KUBEADM_FLAGS_ENV.to_string(),
+                flags.to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        }];
+        let with_kubeadm = |minor: &str| {
+            let mut h = hop(minor, &["w-9"]);
+            h.phases.insert(
+                0,
+                Phase {
+                    kind: PhaseKind::WorkerPreparation,
+                    steps: vec![Step::new(
+                        "w-9",
+                        Action::UpgradeNode {
+                            minor: minor.parse().unwrap(),
+                            version: None,
+                        },
+                    )],
+                },
+            );
+            h
+        };
+        let target = "v1.37".parse().unwrap();
+        let hops = [
+            with_kubeadm("v1.35"),
+            with_kubeadm("v1.36"),
+            with_kubeadm("v1.37"),
+        ];
+        let all = evaluate_all(&inputs, &hops, target, &[]);
+        let flags: Vec<Verdict> = all
+            .iter()
+            .map(|checks| verdict(checks, CheckName::KubeletFlags))
+            .collect();
+        assert_eq!(flags, [Verdict::Warn, Verdict::Pass, Verdict::Pass]);
+        // Without v1.35's kubeadm on the node, v1.36 would start with it.
+        let skipped = [hop("v1.35", &["w-9"]), with_kubeadm("v1.36")];
+        let all = evaluate_all(&inputs, &skipped, target, &[]);
+        assert_eq!(verdict(&all[1], CheckName::KubeletFlags), Verdict::Block);
     }
 }

@@ -95,9 +95,9 @@ pub async fn compute(
     plan.ignored_checks = ignored.to_vec();
     if !plan.hops.is_empty() {
         let inputs = check_inputs(gathered, images.clone()).await;
-        let target = plan.target;
-        for hop in &mut plan.hops {
-            hop.checks = checks::evaluate(&inputs, hop, target, ignored);
+        let all = checks::evaluate_all(&inputs, &plan.hops, plan.target, ignored);
+        for (hop, found) in plan.hops.iter_mut().zip(all) {
+            hop.checks = found;
         }
     }
     Ok((plan, images))
