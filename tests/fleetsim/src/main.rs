@@ -19,6 +19,8 @@ fleetsim: a simulated Flatcar + kubeadm fleet (see docs/simulator.md)
 
 usage:
   fleetsim up --scenario FILE --dir DIR   run a fleet until SIGTERM/SIGINT (as root)
+  fleetsim up --nodes N [--light] --dir DIR
+                                          cp-1 and N-1 workers at v1.34.2 (--light: see docs)
   fleetsim demo --dir DIR                 run the README demo's fleet (scenarios/demo.yaml)
   fleetsim ctl --dir DIR COMMAND          flip a fault or publish an image (ctl --help)
   fleetsim events --dir DIR [--json]      print the event log";
@@ -86,6 +88,8 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 /// `--flag VALUE` options before the positional words.
 struct Opts {
     scenario: Option<PathBuf>,
+    nodes: Option<usize>,
+    light: bool,
     dir: Option<PathBuf>,
     node: Option<String>,
     json: bool,
@@ -95,6 +99,8 @@ struct Opts {
 fn parse_opts(args: &[String]) -> Result<Opts> {
     let mut o = Opts {
         scenario: None,
+        nodes: None,
+        light: false,
         dir: None,
         node: None,
         json: false,
@@ -112,6 +118,16 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             "--dir" => o.dir = Some(value("--dir")?.into()),
             "--node" => o.node = Some(value("--node")?),
             "--json" => o.json = true,
+            "--light" => o.light = true,
+            "--nodes" => {
+                let v = value("--nodes")?;
+                let n = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| usage(format!("--nodes needs a number ≥ 1, not {v}")))?;
+                o.nodes = Some(n);
+            }
             _ if o.words.is_empty() && a.starts_with("--") => {
                 return Err(usage(format!("unknown option {a}")));
             }
@@ -137,11 +153,20 @@ fn cli(args: &[String]) -> Result<()> {
     };
     match command.as_str() {
         "up" => {
-            let path = o
-                .scenario
-                .clone()
-                .ok_or_else(|| usage("up needs --scenario FILE"))?;
-            supervisor::up(&Scenario::load(&path)?, &dir()?)
+            let scenario = match (&o.scenario, o.nodes) {
+                (Some(path), None) => Scenario::load(path)?,
+                (None, Some(n)) => Scenario::new()
+                    .control_planes(1)
+                    .workers(n - 1)
+                    .kubernetes("v1.34.2"),
+                _ => return Err(usage("up needs --scenario FILE or --nodes N")),
+            };
+            let scenario = if o.light {
+                scenario.light(true)
+            } else {
+                scenario
+            };
+            supervisor::up(&scenario, &dir()?)
         }
         "demo" => {
             let scenario = Scenario::from_yaml(DEMO).context("the built-in demo scenario")?;

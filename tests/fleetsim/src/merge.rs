@@ -35,14 +35,22 @@ pub struct Merged {
 /// scenario says even when the link already points at a staged image);
 /// `staging` is an empty directory for the image's own mount, which is
 /// detached once the overlay holds it.
-pub fn merge(staging: &Path, image: Option<&str>) -> Merged {
+///
+/// A light node (`light` = the fleet's directory of unpacked images) does
+/// not loop-mount: it overlays the unpacked tree of the version the image's
+/// file name says, so a thousand nodes need no loop device.
+pub fn merge(staging: &Path, image: Option<&str>, light: Option<&Path>) -> Merged {
     let mut merged = Merged::default();
-    let outcome = match image {
-        Some(path) => merge_image(staging, Path::new(path)),
-        None => match fs::canonicalize(CURRENT_SYMLINK) {
-            Ok(target) => merge_image(staging, &target),
-            Err(e) => Err(anyhow::anyhow!("{}", link_problem(&e))),
-        },
+    let target = match image {
+        Some(path) => Ok(Path::new(path).to_path_buf()),
+        None => {
+            fs::canonicalize(CURRENT_SYMLINK).map_err(|e| anyhow::anyhow!("{}", link_problem(&e)))
+        }
+    };
+    let outcome = match (target, light) {
+        (Ok(target), None) => merge_image(staging, &target),
+        (Ok(target), Some(unpacked)) => merge_unpacked(unpacked, &target),
+        (Err(e), _) => Err(e),
     };
     match outcome {
         Ok(version) => merged.version = Some(version),
@@ -81,6 +89,37 @@ fn merge_image(staging: &Path, image: &Path) -> Result<Version> {
     // detached so that nothing but /usr shows it.
     detach(staging);
     result.with_context(|| format!("{}", image.display()))
+}
+
+fn merge_unpacked(unpacked: &Path, image: &Path) -> Result<Version> {
+    let name = image
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !image.is_file() {
+        bail!("{}: no such image", image.display());
+    }
+    let version = Version::from_image_name(&name)
+        .with_context(|| format!("{}: not a kubernetes image name", image.display()))?;
+    let dir = unpacked.join(version.to_string());
+    if !dir.join(VERSION_FILE).exists() {
+        // Nodes boot in parallel: build aside, then rename into place.
+        let tmp = unpacked.join(format!(".{version}.{}", std::process::id()));
+        for e in crate::image::tree(&version) {
+            let path = tmp.join(&e.path);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            fs::write(&path, &e.content).with_context(|| format!("writing {}", path.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&path, fs::Permissions::from_mode(e.mode))?;
+        }
+        if fs::rename(&tmp, &dir).is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+    }
+    check_and_overlay(&dir).with_context(|| format!("{}", image.display()))
 }
 
 fn check_and_overlay(staging: &Path) -> Result<Version> {

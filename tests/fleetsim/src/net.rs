@@ -1,9 +1,11 @@
 //! Loopback addresses for a fleet. Every node listens on its own address,
 //! `127.A.B.(10+i)`, so the inventory looks like a real one (distinct hosts,
 //! one port) and several fleets can run at once (tests run in parallel).
-//! A fleet owns its /24 through an flock on `/tmp/fleetsim-net/127.A.B.lock`,
-//! held for the supervisor's lifetime and released by the kernel when it
-//! dies, so a crashed fleet never strands its addresses.
+//! A /24 holds 245 nodes (`.10` to `.254`); a bigger fleet takes several
+//! /24s, `127.A.B`, `127.A.B+1`, … A fleet owns each /24 through an flock
+//! on `/tmp/fleetsim-net/127.A.B.lock`, held for the supervisor's lifetime
+//! and released by the kernel when it dies, so a crashed fleet never
+//! strands its addresses.
 
 use std::fs::{self, File, OpenOptions};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
@@ -17,18 +19,41 @@ const LOCK_DIR: &str = "/tmp/fleetsim-net";
 const FIRST_A: u32 = 100;
 const LAST_A: u32 = 254;
 
-/// A /24 on loopback, owned by this process while the value lives.
+/// Nodes per /24: `.10` to `.254`.
+pub const PER_BLOCK: usize = 245;
+
+/// Consecutive /24s on loopback, `127.a.b` onwards, owned by this process
+/// while the value lives.
 #[derive(Debug)]
 pub struct Subnet {
     pub a: u8,
     pub b: u8,
-    _lock: File,
+    /// How many /24s.
+    pub blocks: u8,
+    _locks: Vec<File>,
 }
 
 impl Subnet {
     /// The address of node number `i` (from 0).
     pub fn address(&self, i: usize) -> Ipv4Addr {
-        Ipv4Addr::new(127, self.a, self.b, (10 + i).min(254) as u8)
+        let block = (i / PER_BLOCK).min(usize::from(self.blocks.max(1) - 1));
+        let host = 10 + (i % PER_BLOCK);
+        Ipv4Addr::new(127, self.a, self.b + block as u8, host.min(254) as u8)
+    }
+
+    /// `127.A.B.0/24`, or `127.A.B.0/24 to 127.A.(B+k-1).0/24`.
+    pub fn describe(&self) -> String {
+        if self.blocks <= 1 {
+            format!("127.{}.{}.0/24", self.a, self.b)
+        } else {
+            format!(
+                "127.{}.{}.0/24 to 127.{}.{}.0/24",
+                self.a,
+                self.b,
+                self.a,
+                u16::from(self.b) + u16::from(self.blocks) - 1
+            )
+        }
     }
 }
 
@@ -46,15 +71,28 @@ pub fn allocate(nodes: usize, port: u16) -> Result<Subnet> {
         );
     }
     fs::create_dir_all(LOCK_DIR).with_context(|| format!("creating {LOCK_DIR}"))?;
+    let blocks = nodes.div_ceil(PER_BLOCK).max(1) as u32;
     let count = (LAST_A - FIRST_A + 1) * 256;
     let start = std::process::id().wrapping_mul(7919) % count;
-    for k in 0..ATTEMPTS {
+    'next: for k in 0..ATTEMPTS {
         let n = (start + k) % count;
-        let (a, b) = ((FIRST_A + n / 256) as u8, (n % 256) as u8);
-        let Some(lock) = try_lock(Path::new(LOCK_DIR), a, b)? else {
+        let (a, b) = (FIRST_A + n / 256, n % 256);
+        if b + blocks > 256 {
             continue;
+        }
+        let mut locks = Vec::new();
+        for j in 0..blocks {
+            match try_lock(Path::new(LOCK_DIR), a as u8, (b + j) as u8)? {
+                Some(lock) => locks.push(lock),
+                None => continue 'next,
+            }
+        }
+        let subnet = Subnet {
+            a: a as u8,
+            b: b as u8,
+            blocks: blocks as u8,
+            _locks: locks,
         };
-        let subnet = Subnet { a, b, _lock: lock };
         if (0..nodes).all(|i| can_bind(subnet.address(i), port)) {
             return Ok(subnet);
         }
@@ -131,6 +169,24 @@ mod tests {
         let two = allocate(3, 2222).unwrap();
         assert_ne!((one.a, one.b), (two.a, two.b));
         assert_eq!(one.address(2).octets()[3], 12);
+    }
+
+    #[test]
+    fn a_thousand_nodes_take_five_consecutive_blocks() {
+        let big = allocate(1000, 2222).unwrap();
+        assert_eq!(big.blocks, 5);
+        let first = big.address(0).octets();
+        assert_eq!(first[3], 10);
+        assert_eq!(big.address(244).octets()[3], 254);
+        assert_eq!(big.address(245).octets(), [127, first[1], first[2] + 1, 10]);
+        assert_eq!(big.address(999).octets()[2], first[2] + 4);
+        let all: std::collections::BTreeSet<_> = (0..1000).map(|i| big.address(i)).collect();
+        assert_eq!(all.len(), 1000);
+        let other = allocate(3, 2222).unwrap();
+        assert!(
+            other.a != big.a || !(big.b..big.b + 5).contains(&other.b),
+            "a parallel fleet never takes one of its blocks"
+        );
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct InitConfig {
     /// Seconds between a failed kubelet and its next start (RestartSec).
     #[serde(default = "default_restart")]
     pub kubelet_restart: f64,
+    /// A light node: the sysext merged from an unpacked tree, the kubelet's
+    /// start done in node-init (docs/simulator.md, "Light fleets").
+    #[serde(default)]
+    pub light: bool,
 }
 
 fn default_restart() -> f64 {
@@ -73,7 +77,7 @@ pub fn run(dir: &Path, name: &str) -> Result<()> {
         .map(|s| s.trim().to_string())
         .with_context(|| format!("reading {BOOT_ID}"))?;
     let restart = Duration::from_secs_f64(config.kubelet_restart.max(0.0));
-    let kubelet = Kubelet::boot(name, &boot_id, restart);
+    let kubelet = Kubelet::boot(name, &boot_id, restart, config.light);
     start_kured_pod(name);
     supervise(name, sshd, kubelet);
     eprintln!("node-init {name}: going down");
@@ -163,7 +167,12 @@ fn mount_filesystems(fleet: &FleetDir, name: &str, config: &InitConfig) -> Resul
     bind(&fleet.cluster(), CLUSTER_DIR, false)?;
     let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
     mount("tmpfs", "/run", Some("tmpfs"), nosuid, Some("mode=0755"))?;
-    let merged = crate::merge::merge(&fleet.sysext_staging(name), config.sysext_image.as_deref());
+    let unpacked = config.light.then(|| fleet.root().join("light"));
+    let merged = crate::merge::merge(
+        &fleet.sysext_staging(name),
+        config.sysext_image.as_deref(),
+        unpacked.as_deref(),
+    );
     // The boot record names what was merged; it is read-only from here on.
     let kubernetes = merged.version.map(|v| v.to_string()).unwrap_or_default();
     crate::boot::set_kubernetes(&fleet.node_json(name), &kubernetes)?;

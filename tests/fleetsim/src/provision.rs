@@ -281,9 +281,7 @@ fn write_sshd_config(disk: &Disk, plan: &NodePlan) -> Result<()> {
          UsePAM no\n\
          PidFile /run/sshd.pid\n\
          AuthorizedKeysFile .ssh/authorized_keys\n\
-         # Benchmarks open many sessions at once.\n\
-         MaxStartups 200:30:400\n\
-         MaxSessions 100\n\
+         # MaxStartups and MaxSessions stay OpenSSH's defaults (10:30:100, 10), as on real nodes.\n\
          AcceptEnv LANG LC_*\n\
          Subsystem sftp internal-sftp\n",
         name = plan.spec.name,

@@ -16,8 +16,8 @@ use crate::version::{Minor, Version};
 
 /// The minors the default hub serves: v1.30 to v1.38.
 pub const HUB_MINORS: std::ops::RangeInclusive<u32> = 30..=38;
-/// Node addresses are `127.A.B.(10+i)`: at most this many nodes per fleet.
-pub const MAX_NODES: usize = 244;
+/// The most nodes a fleet may have (each its own loopback address and sshd).
+pub const MAX_NODES: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -38,8 +38,18 @@ pub struct Scenario {
     /// Seconds between a failed kubelet start and the next one (the unit's
     /// `RestartSec=10`; tests lower it).
     pub kubelet_restart: f64,
+    /// Seconds each API request of kubectl takes (default 0.15).
+    pub api_latency: f64,
+    /// Seconds a kubectl process costs before its first request (default
+    /// 0.1, what kubectl 1.32 and 1.33 took for `version --client` on the
+    /// development machine, 0.04 s of it CPU).
+    pub kubectl_start: f64,
     /// The SSH port every node listens on (on its own loopback address).
     pub port: u16,
+    /// A light fleet: workers merge their sysext from an unpacked tree (no
+    /// loop device) and start their kubelet inside node-init (no process);
+    /// for benchmarks of hundreds of nodes (docs/simulator.md).
+    pub light: bool,
     /// Kured: `true` installs its upstream manifest in kube-system, or a
     /// mapping says how (`helm: NAMESPACE/RELEASE`, `run: true`, …; see
     /// [`KuredSpec`]).
@@ -117,7 +127,10 @@ impl Default for Scenario {
             kubelet_delay: 0.3,
             api_delay: 0.2,
             kubelet_restart: 10.0,
+            api_latency: 0.15,
+            kubectl_start: 0.1,
             port: 2222,
+            light: false,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
             nodes: Vec::new(),
@@ -226,6 +239,21 @@ impl Scenario {
         self
     }
 
+    pub fn api_latency(mut self, seconds: f64) -> Scenario {
+        self.api_latency = seconds;
+        self
+    }
+
+    pub fn kubectl_start(mut self, seconds: f64) -> Scenario {
+        self.kubectl_start = seconds;
+        self
+    }
+
+    pub fn light(mut self, on: bool) -> Scenario {
+        self.light = on;
+        self
+    }
+
     pub fn port(mut self, port: u16) -> Scenario {
         self.port = port;
         self
@@ -328,7 +356,7 @@ impl Scenario {
         }
         if self.nodes.len() > MAX_NODES {
             bail!(
-                "the scenario has {} nodes; at most {MAX_NODES} fit on one fleet's loopback /24",
+                "the scenario has {} nodes; a fleet has at most {MAX_NODES}",
                 self.nodes.len()
             );
         }
@@ -373,6 +401,8 @@ impl Scenario {
             ("boot_delay", self.boot_delay),
             ("kubelet_delay", self.kubelet_delay),
             ("api_delay", self.api_delay),
+            ("api_latency", self.api_latency),
+            ("kubectl_start", self.kubectl_start),
         ] {
             if !v.is_finite() || v < 0.0 {
                 bail!("scenario `{what}` must be a number of seconds ≥ 0, not {v}");

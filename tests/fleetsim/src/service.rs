@@ -30,12 +30,14 @@ pub struct Kubelet {
     restart_at: Option<Instant>,
     restarts: u32,
     command: Vec<String>,
+    /// A light node: the kubelet's start runs inside node-init, no process.
+    light: bool,
 }
 
 impl Kubelet {
     /// Loads the unit and starts it, as `multi-user.target` (which the
     /// sysext's drop-in makes uphold it) would at boot.
-    pub fn boot(node: &str, boot_id: &str, restart_after: Duration) -> Kubelet {
+    pub fn boot(node: &str, boot_id: &str, restart_after: Duration, light: bool) -> Kubelet {
         let unit = match unit::load(Path::new("/"), UNIT) {
             Ok(u) => u,
             Err(e) => {
@@ -52,6 +54,7 @@ impl Kubelet {
             restart_at: None,
             restarts: 0,
             command: Vec::new(),
+            light,
         };
         if k.unit.is_none() {
             // No kubelet on this node at all: on record, since a node left
@@ -80,6 +83,51 @@ impl Kubelet {
                 &format!("Stopped {}.", self.title()),
             ]);
             self.start();
+        }
+    }
+
+    /// A light node's kubelet: its start (flags, config, events, the status
+    /// it posts) done by node-init itself, with the merged image's version,
+    /// and no process left running. A failed start is restarted as usual.
+    fn start_in_process(&mut self, args: &[String]) {
+        let version = std::fs::read(crate::state::NODE_FILE)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::state::NodeBoot>(&b).ok())
+            .map(|b| b.kubernetes)
+            .filter(|v| !v.is_empty());
+        let mut input = std::io::empty();
+        let mut input = std::io::BufReader::new(&mut input);
+        let (mut out, mut err) = (std::io::stderr(), std::io::stderr());
+        let mut env = crate::tools::Env {
+            root: "/".into(),
+            input: &mut input,
+            out: &mut out,
+            err: &mut err,
+            kubeconfig_env: None,
+            home: None,
+            utf8: false,
+            tool_version: version,
+            unit: Some(UNIT.into()),
+            daemon: false,
+        };
+        let code = crate::tools::kubelet::run(&mut env, args).unwrap_or(1);
+        if code == 0 {
+            self.write_state(UnitState {
+                active: "active".into(),
+                sub: "running".into(),
+                since: crate::state::now(),
+                main_pid: 1,
+                command: self.command.clone(),
+                exit: None,
+                result: None,
+                restarts: self.restarts,
+            });
+        } else {
+            self.journal(&[
+                &format!("{UNIT}: Main process exited, code=exited, status=1/FAILURE"),
+                &format!("{UNIT}: Failed with result 'exit-code'."),
+            ]);
+            self.schedule_restart(Some("1/FAILURE".into()), "exit-code");
         }
     }
 
@@ -141,6 +189,10 @@ impl Kubelet {
         };
         // Logged before the fork, so it comes before the kubelet's own lines.
         self.journal(&[&format!("Started {}.", self.title())]);
+        if self.light {
+            self.start_in_process(args);
+            return;
+        }
         let forked_at = crate::state::now();
         let spawned = Command::new(program)
             .args(args)

@@ -66,6 +66,14 @@ pub struct Cluster {
     pub kubelet_delay: f64,
     /// Seconds after a control-plane boot before its API server answers.
     pub api_delay: f64,
+    /// Seconds each API request of kubectl takes (the round trip to the
+    /// API server and etcd). 0 when unset, so unit tests stay fast.
+    #[serde(default)]
+    pub api_latency: f64,
+    /// Seconds a kubectl process costs before its first request (a Go
+    /// binary of ~50 MB loading and initialising).
+    #[serde(default)]
+    pub kubectl_start: f64,
     pub nodes: BTreeMap<String, ClusterNode>,
     /// A kube-proxy DaemonSet exists. Starts false: Cilium replaces it.
     pub kube_proxy: bool,
@@ -304,7 +312,9 @@ impl Shared {
     fn write_json<T: Serialize>(&self, file: &str, value: &T) -> Result<()> {
         let path = self.dir.join(file);
         let tmp = self.dir.join(format!(".{file}.tmp"));
-        fs::write(&tmp, serde_json::to_vec_pretty(value)?)
+        // Compact: a thousand-node cluster.json is read and written at
+        // every boot and kubectl call, under the one lock.
+        fs::write(&tmp, serde_json::to_vec(value)?)
             .with_context(|| format!("writing {}", tmp.display()))?;
         fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
     }

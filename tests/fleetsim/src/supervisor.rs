@@ -14,9 +14,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -77,7 +77,14 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
     let parent = unsafe { libc::getppid() };
     let started = Instant::now();
     let setup = setup(scenario, &fleet)?;
+    eprintln!(
+        "fleetsim: {} nodes provisioned in {:.2} s; booting them, {} at a time",
+        setup.plans.len(),
+        started.elapsed().as_secs_f64(),
+        boot_parallelism()
+    );
     let stop = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(Gate::new(boot_parallelism()));
     let (tx, rx) = mpsc::channel();
     let firsts = setup
         .plans
@@ -94,6 +101,8 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             pending_reboot: pending_reboot(scenario, plan)?,
             first_image: first_image(scenario, &plan.spec)?,
             kubelet_restart: scenario.kubelet_restart,
+            light: scenario.light && plan.spec.role == Role::Worker,
+            gate: gate.clone(),
             stop: stop.clone(),
         };
         let tx = tx.clone();
@@ -111,11 +120,10 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
     }
     fs::write(fleet.ready(), format!("{}\n", now())).context("writing the ready file")?;
     eprintln!(
-        "fleetsim: {} nodes up in {:.2} s on 127.{}.{}.0/24 port {}; hub {}; inventory {}",
+        "fleetsim: {} nodes up in {:.2} s on {} port {}; hub {}; inventory {}",
         setup.plans.len(),
         started.elapsed().as_secs_f64(),
-        setup.subnet.a,
-        setup.subnet.b,
+        setup.subnet.describe(),
         scenario.port,
         setup.hub.url(),
         fleet.inventory().display()
@@ -280,6 +288,8 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         version,
         kubelet_delay: scenario.kubelet_delay,
         api_delay: scenario.api_delay,
+        api_latency: scenario.api_latency,
+        kubectl_start: scenario.kubectl_start,
         nodes,
         kube_proxy: false,
         kured: scenario.kured.spec().map(|k| k.daemonset()),
@@ -453,7 +463,51 @@ struct NodeRunner {
     /// What the first boot merges (the scenario's running image).
     first_image: String,
     kubelet_restart: f64,
+    /// Workers of a light fleet (`Scenario::light`).
+    light: bool,
+    /// Bounds how many nodes boot at once.
+    gate: Arc<Gate>,
     stop: Arc<AtomicBool>,
+}
+
+/// A counting semaphore: a fleet of hundreds booting all at once would
+/// starve every node of CPU until each missed its sshd deadline, where a
+/// few at a time each boot in a fraction of a second.
+struct Gate {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Gate {
+    fn new(n: usize) -> Gate {
+        Gate {
+            free: Mutex::new(n.max(1)),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn enter(&self) -> GateGuard<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+        GateGuard(self)
+    }
+}
+
+struct GateGuard<'a>(&'a Gate);
+
+impl Drop for GateGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// Eight boots per CPU at a time (a boot mostly waits for sshd), at least eight.
+fn boot_parallelism() -> usize {
+    thread::available_parallelism().map_or(8, |n| (8 * n.get()).max(8))
 }
 
 enum Exit {
@@ -477,6 +531,7 @@ impl NodeRunner {
             sysext_image: Some(self.first_image.clone()),
             notes: Vec::new(),
             kubelet_restart: self.kubelet_restart,
+            light: self.light,
         };
         loop {
             let child = match self.boot_once(&boot, init.clone()) {
@@ -516,6 +571,7 @@ impl NodeRunner {
                         sysext_image: None,
                         notes,
                         kubelet_restart: self.kubelet_restart,
+                        light: self.light,
                     };
                 }
                 Err(e) => {
@@ -534,6 +590,7 @@ impl NodeRunner {
     /// node-init records the `(boot)` (it knows what it merged) before sshd
     /// starts, so whoever waits for `up` finds the event in the log.
     fn boot_once(&self, boot: &NodeBoot, init: InitConfig) -> Result<Child> {
+        let _turn = self.gate.enter();
         write_boot(&self.fleet, boot)?;
         let path = self.fleet.init_json(self.name());
         fs::write(&path, serde_json::to_vec_pretty(&init)?)
@@ -608,8 +665,18 @@ impl NodeRunner {
 
     fn wait_listening(&self, child: &mut Child) -> Result<()> {
         let deadline = Instant::now() + SSHD_TIMEOUT;
+        let pid_file = node_inits(child)
+            .first()
+            .map(|init| PathBuf::from(format!("/proc/{init}/root/run/sshd.pid")));
         loop {
-            if net::listening(self.plan.address, self.plan.port)? {
+            // sshd writes its PidFile once its listen socket is bound: a
+            // stat is cheap, where /proc/net/tcp of a thousand-node fleet
+            // is a few hundred kilobytes to read; it still has the last word.
+            let written = match &pid_file {
+                Some(p) => p.exists(),
+                None => true,
+            };
+            if written && net::listening(self.plan.address, self.plan.port)? {
                 return Ok(());
             }
             if let Some(status) = child.try_wait().context("waiting for node-init")? {
@@ -626,7 +693,7 @@ impl NodeRunner {
                     SSHD_TIMEOUT.as_secs()
                 );
             }
-            thread::sleep(Duration::from_millis(5));
+            thread::sleep(Duration::from_millis(10));
         }
     }
 

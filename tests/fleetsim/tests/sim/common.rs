@@ -59,10 +59,14 @@ pub fn node_events(fleet: &Fleet, node: &str) -> Vec<String> {
         .collect()
 }
 
-/// A small fleet with short delays: one control plane, `workers` workers at v1.34.2.
+/// A small fleet with short delays: one control plane, `workers` workers at
+/// v1.34.2, and kubectl calls that cost a few milliseconds, not the
+/// realistic default, so the suite stays fast.
 pub fn small(workers: usize) -> Scenario {
     Scenario::new()
         .control_planes(1)
         .workers(workers)
         .kubernetes("v1.34.2")
+        .api_latency(0.01)
+        .kubectl_start(0.01)
 }

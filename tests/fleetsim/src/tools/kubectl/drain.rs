@@ -124,6 +124,11 @@ pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
         Ok(c) => c,
         Err(msg) => return Ok(Res::fail(env, &msg)),
     };
+    // The cordon's PATCH, the pod list, the evictions, and the wait for
+    // the evicted pods to be gone: at least four more round trips.
+    for _ in 0..4 {
+        super::round_trip(&cluster);
+    }
     let Some(role) = cluster.nodes.get(node.as_str()).map(|n| n.role) else {
         return Ok(Res::fail(env, &not_found("nodes", node)));
     };

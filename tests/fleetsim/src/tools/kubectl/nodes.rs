@@ -333,8 +333,10 @@ pub(super) fn cordon(env: &mut Env, args: &[String], cli: &Cli, on: bool) -> Res
     let [_, name] = cli.words.as_slice() else {
         return Ok(Res::unsupported(env, args));
     };
-    if let Err(msg) = connect(env, cli)? {
-        return Ok(Res::fail(env, &msg));
+    match connect(env, cli)? {
+        // The GET of the Node, then its PATCH.
+        Ok(c) => super::round_trip(&c),
+        Err(msg) => return Ok(Res::fail(env, &msg)),
     }
     let verb = if on { "cordoned" } else { "uncordoned" };
     match set_unschedulable(env, name, on)? {

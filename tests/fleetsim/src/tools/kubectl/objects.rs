@@ -674,8 +674,10 @@ pub(super) fn annotate(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res>
         Ok(c) => c,
         Err(msg) => return Ok(Res::fail(env, &msg)),
     };
-    if let Err(msg) = connect(env, cli)? {
-        return Ok(Res::fail(env, &msg));
+    match connect(env, cli)? {
+        // The GET of the object, then its PATCH.
+        Ok(c) => super::round_trip(&c),
+        Err(msg) => return Ok(Res::fail(env, &msg)),
     }
     let ns = cli.namespace().to_string();
     let overwrite = cli.switch("overwrite");
