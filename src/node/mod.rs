@@ -37,7 +37,8 @@ pub struct NodeFacts {
     pub arch: Option<String>,
     /// The files the kubelet unit reads its flags from, path → content
     /// (only those that exist), for `crate::checks::check_kubelet_flags`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Not part of `status --output json`: the checks report what matters.
+    #[serde(skip)]
     pub kubelet_files: BTreeMap<String, String>,
 }
 

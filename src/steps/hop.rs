@@ -142,7 +142,9 @@ async fn one_step(
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
             if let Some(dir) = apply.settings.etcd_backups.clone() {
+                apply.begin(node, "etcd snapshot before upgrade apply");
                 etcd::snapshot(apply, node, *minor, &dir).await?;
+                apply.begin(node, &text);
             }
             apply.mark(node)?;
             let mut job = Job::of(apply, node, hop)?;

@@ -11,9 +11,8 @@ use std::time::Instant;
 use fleetctl::version::{Minor, Version};
 
 use super::support::{
-    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, Scenario, is_boot, is_ok, is_reboot,
-    kubeadm_upgrade, kubectl_words, m, newest_on_hub, pinned_pattern, schedulability,
-    skips_kube_proxy, v,
+    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, is_boot, is_ok, is_reboot, kubeadm_upgrade,
+    kubectl_words, m, newest_on_hub, pinned_pattern, schedulability, skips_kube_proxy, v,
 };
 
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -524,7 +523,7 @@ const SMALL: [&str; 3] = ["cp-1", "w-1", "w-2"];
 
 fn small_fleet(kubernetes: &str) -> Fleet {
     support::start(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(2)
             .kubernetes(kubernetes)
@@ -578,7 +577,7 @@ fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
 fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() {
     let nodes = ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"];
     let fleet = support::start(
-        Scenario::new()
+        support::scenario()
             .control_planes(3)
             .workers(3)
             .kubernetes("v1.35.1")
@@ -768,7 +767,7 @@ const PAIR: [&str; 2] = ["cp-1", "w-1"];
 
 fn pair(kured: bool) -> Fleet {
     support::start(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(1)
             .kubernetes("v1.34.2")

@@ -41,7 +41,7 @@ const WATCHDOG: Duration = Duration::from_secs(600);
 /// One control plane and two workers at v1.34.2, w-2 reached as `core`
 /// (sudo), with the simulator's short default delays.
 fn scenario() -> Scenario {
-    Scenario::new()
+    support::scenario()
         .control_planes(1)
         .workers(2)
         .kubernetes(FROM)

@@ -137,7 +137,7 @@ fn take_down(fleet: &Fleet, node: &str) {
 /// `core` worker, w-5 is plain.
 fn mixed_fleet() -> Fleet {
     start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(5)
             .kubernetes("v1.34.2")
@@ -198,10 +198,17 @@ fn six_node_fleet_table() {
         "summary line:\n{out}"
     );
     let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert!(
+        warnings[0]
+            .starts_with("warning: cp-1, w-1, w-2, w-3, w-4, w-5: sysupdate fetches from http://")
+            && warnings[0].contains("plain HTTP"),
+        "the sim's hub is plain HTTP, which every node's config fetches from:\n{out}"
+    );
+    let warnings = &warnings[1..];
     assert_eq!(
         warnings.len(),
         1,
-        "only w-2's pin deserves a warning:\n{out}"
+        "besides the hub, only w-2's pin deserves a warning:\n{out}"
     );
     assert!(warnings[0].starts_with("warning: w-2: its sysupdate config floats"));
     assert!(run.stderr.is_empty(), "nothing on stderr: {}", run.stderr);
@@ -315,7 +322,10 @@ fn six_node_fleet_json() {
         "UPDATE_STATUS_UPDATED_NEED_REBOOT"
     );
     assert_eq!(w3["facts"]["reboot_required"], true);
-    assert_eq!(w3["reboot_pending"], false, "Kubernetes itself is current");
+    assert_eq!(
+        w3["reboot_pending"], true,
+        "Kubernetes itself is current, but the staged Flatcar update waits for a reboot"
+    );
 
     for name in ["cp-1", "w-4", "w-5"] {
         let n = json_node(&r, name);
@@ -407,7 +417,7 @@ fn compare_shapes(doc: &Value, real: &Value, at: &str, problems: &mut Vec<String
 #[test]
 fn json_output_matches_docs_status_md() {
     let fleet = start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(1)
             .kubernetes("v1.34.2")
@@ -471,7 +481,7 @@ fn shape_comparison_notices_a_difference() {
 #[test]
 fn wrong_host_key_is_refused_and_nothing_runs_on_that_node() {
     let fleet = start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(2)
             .kubernetes("v1.34.2")
@@ -550,7 +560,7 @@ fn wrong_host_key_is_refused_and_nothing_runs_on_that_node() {
 #[test]
 fn accept_new_records_unknown_host_keys() {
     let fleet = start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(1)
             .kubernetes("v1.34.2"),
@@ -623,7 +633,7 @@ fn accept_new_records_unknown_host_keys() {
 #[test]
 fn unreachable_node_is_reported_while_the_rest_answer() {
     let fleet = start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(2)
             .kubernetes("v1.34.2"),
@@ -675,7 +685,7 @@ fn unreachable_node_is_reported_while_the_rest_answer() {
 #[test]
 fn unreachable_control_plane_leaves_the_api_view_unknown() {
     let fleet = start_settled(
-        Scenario::new()
+        support::scenario()
             .control_planes(1)
             .workers(1)
             .kubernetes("v1.34.2"),

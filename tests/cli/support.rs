@@ -14,6 +14,13 @@ pub fn fleetctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetctl"))
 }
 
+/// A scenario whose kubectl answers in 10 ms: the tests are about what
+/// fleetctl does, not how long a real API round trip takes (the benchmarks
+/// keep the simulator's realistic 100 ms start + 150 ms per request).
+pub fn scenario() -> Scenario {
+    Scenario::new().api_latency(0.01).kubectl_start(0.01)
+}
+
 /// A fleet from a scenario, once its API server answers and every kubelet
 /// is Ready (the fleet's `ready` only means every sshd answers, and fleetctl
 /// rightly refuses to plan against an API server still starting); panics
