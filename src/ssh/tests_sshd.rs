@@ -1300,3 +1300,30 @@ async fn identities_only_keeps_the_agent_to_the_identity_files_keys() {
     assert_eq!(session.exec("echo ok", None).await.unwrap().stdout, "ok\n");
     assert_eq!(sshd.accepted(), 2);
 }
+
+#[tokio::test]
+async fn user_known_hosts_file_none_accepts_new_keys_without_recording_them() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    let mut t = target("w-16", &sshd, "root", &[&key]);
+    t.host_keys.user_files = Some(vec![]);
+
+    let session = connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap();
+    let warnings = session.warnings().join("\n");
+    assert!(warnings.contains("without recording it"), "{warnings}");
+    assert!(
+        warnings.contains("UserKnownHostsFile is none"),
+        "{warnings}"
+    );
+    assert!(!fx.known_hosts().exists());
+
+    let err = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("there is no file to add it to"), "{msg}");
+}
