@@ -82,8 +82,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout
-    Man,
+    /// Print the man page (roff) to stdout, or write all of them to a directory
+    Man {
+        /// Write fleetctl.1 and one fleetctl-COMMAND.1 per command into DIR
+        /// (e.g. /usr/local/share/man/man1) instead of printing fleetctl.1
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -30,15 +30,64 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            let mut buf = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut buf)
-                .context("rendering the man page")?;
-            let _ = std::io::stdout().lock().write_all(&buf);
+        Command::Man { dir } => {
+            let pages = man_pages()?;
+            let mut out = std::io::stdout().lock();
+            match dir {
+                None => {
+                    if let Some((_, root)) = pages.first() {
+                        let _ = out.write_all(root);
+                    }
+                }
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                    for (name, roff) in &pages {
+                        let path = dir.join(name);
+                        std::fs::write(&path, roff).with_context(|| {
+                            format!(
+                                "writing the man page {}: is the directory writable?",
+                                path.display()
+                            )
+                        })?;
+                        let _ = writeln!(out, "{}", path.display());
+                    }
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Every man page as (file name, roff): `fleetctl.1` first, then a
+/// `fleetctl-<command>.1` for each command, because the root page's COMMANDS
+/// section refers to `fleetctl-<command>(1)` for each of them.
+pub fn man_pages() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    // Without the implicit `help` command: it would be listed as
+    // fleetctl-help(1), a page nobody needs (`--help` is on every page).
+    let mut cli = Cli::command().disable_help_subcommand(true);
+    // Building names the subcommands `fleetctl-<command>` for their pages.
+    cli.build();
+    let mut pages = Vec::new();
+    add_pages(cli, &mut pages)?;
+    Ok(pages)
+}
+
+fn add_pages(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
+    let subcommands: Vec<clap::Command> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .collect();
+    let man = clap_mangen::Man::new(cmd);
+    let mut roff = Vec::new();
+    man.render(&mut roff)
+        .with_context(|| format!("rendering the man page {}", man.get_filename()))?;
+    pages.push((man.get_filename(), roff));
+    for sub in subcommands {
+        add_pages(sub, pages)?;
+    }
+    Ok(())
 }
 
 /// SSH settings: the inventory's known_hosts policy, the operator's timeouts.
@@ -69,4 +118,85 @@ pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("inventory.yaml"));
     inventory::load(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The names in `fleetctl-<command>(1)` references, roff's `\-` read as `-`.
+    fn references(roff: &str) -> Vec<String> {
+        let text = roff.replace("\\-", "-");
+        let mut found = Vec::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("fleetctl-") {
+            let after = &rest[at..];
+            let name_len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .unwrap_or(after.len());
+            let (name, tail) = after.split_at(name_len);
+            if tail.starts_with("(1)") {
+                found.push(name.to_string());
+            }
+            rest = &after[name_len..];
+        }
+        found
+    }
+
+    #[test]
+    fn every_page_a_man_page_refers_to_is_generated() {
+        let pages = man_pages().unwrap();
+        let names: Vec<&str> = pages.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names[0], "fleetctl.1");
+        let mut referenced = 0;
+        for (page, roff) in &pages {
+            let roff = String::from_utf8_lossy(roff);
+            for name in references(&roff) {
+                referenced += 1;
+                assert!(
+                    names.contains(&format!("{name}.1").as_str()),
+                    "{page} refers to {name}(1), which is not generated; pages: {names:?}"
+                );
+            }
+        }
+        // Not vacuous: the root page lists every command.
+        assert!(referenced >= 6, "{referenced} references");
+        for command in ["status", "plan", "apply", "reboot", "completions", "man"] {
+            assert!(
+                names.contains(&format!("fleetctl-{command}.1").as_str()),
+                "{names:?}"
+            );
+        }
+        assert!(!names.iter().any(|n| n.contains("help")), "{names:?}");
+    }
+
+    #[test]
+    fn command_pages_carry_their_own_options() {
+        let pages = man_pages().unwrap();
+        let status = pages
+            .iter()
+            .find(|(name, _)| name == "fleetctl-status.1")
+            .map(|(_, roff)| String::from_utf8_lossy(roff).into_owned())
+            .unwrap();
+        assert!(status.contains(".TH fleetctl-status 1"), "{status}");
+        assert!(status.contains("\\-\\-output"), "{status}");
+    }
+
+    #[test]
+    fn man_dir_writes_every_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("man1");
+        let cli = Cli::try_parse_from(["fleetctl", "man", "--dir", out.to_str().unwrap()]).unwrap();
+        let printer = Printer::new(true, 0);
+        let code = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(run(cli, &printer))
+            .unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+        for (name, roff) in man_pages().unwrap() {
+            assert_eq!(std::fs::read(out.join(&name)).unwrap(), roff, "{name}");
+        }
+    }
 }

@@ -123,7 +123,13 @@ pub(crate) async fn authenticate<H: Handler>(
 
     if let Some(socket) = &opts.agent_socket {
         match agent_identities(socket, &file_keys, opts.connect_timeout).await {
-            Ok((mut agent, identities)) => {
+            Ok((mut agent, mut identities)) => {
+                if target.identities_only {
+                    // ssh_config(5) IdentitiesOnly: the agent may still sign
+                    // with a configured identity's key, it just may not offer
+                    // any other (which also spares MaxAuthTries).
+                    identities.retain(|(key, _)| is_identity_file_key(key, &file_keys));
+                }
                 for (key, comment) in identities {
                     let hash = rsa_hash_for(handle, &key, &mut rsa_hash).await;
                     let label = format!("ssh-agent key {}", describe(&key, &comment));
@@ -184,6 +190,11 @@ pub(crate) async fn authenticate<H: Handler>(
             return Ok(());
         }
         ensure_open(handle, target, &attempts)?;
+    }
+    if target.identities_only && opts.agent_socket.is_some() {
+        attempts.problems.push(
+            "IdentitiesOnly is set for this host in ~/.ssh/config: the agent's other keys were not offered".into(),
+        );
     }
     Err(attempts.failure(target, opts.agent_socket.is_some()))
 }
@@ -281,14 +292,15 @@ async fn agent_identities(
             AgentIdentity::Certificate { .. } => None,
         })
         .collect();
-    let rank = |key: &PublicKey| {
-        !preferred
-            .iter()
-            .flatten()
-            .any(|p| p.key_data() == key.key_data())
-    };
-    keys.sort_by_key(|(key, _)| rank(key));
+    keys.sort_by_key(|(key, _)| !is_identity_file_key(key, preferred));
     Ok((agent, keys))
+}
+
+fn is_identity_file_key(key: &PublicKey, file_keys: &[Option<PublicKey>]) -> bool {
+    file_keys
+        .iter()
+        .flatten()
+        .any(|p| p.key_data() == key.key_data())
 }
 
 /// The public halves of the identity files, from `<file>.pub` when present
@@ -364,6 +376,7 @@ mod tests {
             user: "core".into(),
             identity_files,
             jump: None,
+            ..Target::default()
         }
     }
 

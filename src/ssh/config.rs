@@ -16,6 +16,25 @@
 //!   inventory's `ssh.user`, which is the nodes' login), its keys from
 //!   `IdentityFile` → inventory `ssh.identity_file` → the defaults.
 //!
+//! - `HostKeyAlias`, `UserKnownHostsFile`, `GlobalKnownHostsFile`,
+//!   `HashKnownHosts`: how the host key is looked up and recorded
+//!   ([`HostKeyLookup`]). `UserKnownHostsFile` counts only while the
+//!   inventory's `ssh.known_hosts` is the default `~/.ssh/known_hosts`: a file
+//!   the inventory names wins, like every other inventory setting.
+//! - `IdentitiesOnly`: only the identity files' keys are offered.
+//! - `ProxyCommand` (`%h %p %r %n %%`): the connection runs over the
+//!   command's stdin/stdout. An inventory `ssh.jump` replaces it, as `ssh -J`
+//!   does; with both `ProxyJump` and `ProxyCommand` for a host the order in
+//!   the file decides for ssh, which the parser does not keep, so that is refused.
+//! - Refused, naming the option and the host, because ignoring them would
+//!   connect somewhere else or trust something else than ssh would:
+//!   `KnownHostsCommand`, `ProxyUseFdpass yes`, and `Match` blocks (the
+//!   parser does not understand them and would apply what follows to the
+//!   Host block before).
+//! - Everything else (StrictHostKeyChecking: the inventory's
+//!   `host_key_checking` decides; CheckHostIP, IdentityAgent, ControlMaster…)
+//!   is ignored. docs/ssh.md has the full list.
+//!
 //! Reading the environment and the file happens in [`resolve`] /
 //! [`resolve_all`]; [`resolve_with`] is pure and unit-tested.
 
@@ -26,7 +45,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ssh2_config::{HostParams, ParseRule, SshConfig};
 
-use super::Target;
+use super::{HostKeyLookup, Target};
 use crate::inventory::{Inventory, Jump, Node};
 
 /// Default identity files, in the order they are tried.
@@ -150,7 +169,7 @@ pub fn resolve_with(
         Some(jump) => Some(jump_target(&node.name, jump, inv, ssh_config, env, 1)?),
         None => proxy_jump(&node.name, &params, inv, ssh_config, env, 1)?,
     };
-    Ok(Target {
+    let mut target = Target {
         node: node.name.clone(),
         host: host_name(&params, &node.address),
         port: node.port.or(inv.ssh.port).or(params.port).unwrap_or(22),
@@ -160,7 +179,231 @@ pub fn resolve_with(
             None => identity_files(&params, env),
         },
         jump: jump.map(Box::new),
-    })
+        ..Target::default()
+    };
+    // The inventory's jump replaces the node's own ProxyJump *and* ProxyCommand, as `ssh -J` does.
+    let proxy = if inv.ssh.jump.is_some() {
+        Proxy::Replaced
+    } else {
+        Proxy::FromConfig
+    };
+    honour_options(&mut target, &node.address, &params, inv, env, proxy)?;
+    Ok(target)
+}
+
+/// Whether a target's own `ProxyCommand` applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proxy {
+    FromConfig,
+    /// The inventory's `ssh.jump` wins, as `ssh -J` does over ProxyCommand.
+    Replaced,
+}
+
+/// The ssh_config options ssh2-config parses but does not interpret (it
+/// keeps them raw in `unsupported_fields`, keyed in lower case): applied to
+/// `target` or refused with the option and the host named.
+fn honour_options(
+    target: &mut Target,
+    typed: &str,
+    params: &HostParams,
+    inv: &Inventory,
+    env: &LocalEnv,
+    proxy: Proxy,
+) -> anyhow::Result<()> {
+    let option = |name: &str| params.unsupported_fields.get(name).map(Vec::as_slice);
+    let refuse = |option: &str, why: &str| {
+        anyhow::anyhow!(
+            "{}: ~/.ssh/config sets {option} for host {typed}, {why}",
+            target.node
+        )
+    };
+    if params
+        .ignored_fields
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("match"))
+    {
+        return Err(refuse(
+            "a Match block after a Host block",
+            "and fleetctl cannot evaluate Match: the lines under it would be applied to that Host block's hosts.              Rewrite that Match block as a Host block (or move it after every Host block that matches this host)",
+        ));
+    }
+    if let Some(args) = option("knownhostscommand").filter(|a| !is_none(a)) {
+        return Err(refuse(
+            &format!("KnownHostsCommand {}", args.join(" ")),
+            "which fleetctl does not run: record the host keys in a known_hosts file instead              (KnownHostsCommand none for this host, or remove the line)",
+        ));
+    }
+    if let Some(args) = option("proxyusefdpass")
+        && parse_bool(args) != Some(false)
+    {
+        return Err(refuse(
+            &format!("ProxyUseFdpass {}", args.join(" ")),
+            "and fleetctl cannot take a file descriptor from a ProxyCommand: remove it, the command's              stdin/stdout work as well",
+        ));
+    }
+
+    let yes_no = |name: &str, label: &str| -> anyhow::Result<bool> {
+        match option(name) {
+            None => Ok(false),
+            Some(args) => parse_bool(args).ok_or_else(|| {
+                refuse(
+                    &format!("{label} {}", args.join(" ")),
+                    "which is not yes or no: fix that line",
+                )
+            }),
+        }
+    };
+    target.identities_only = yes_no("identitiesonly", "IdentitiesOnly")?;
+    let hash = yes_no("hashknownhosts", "HashKnownHosts")?;
+
+    let alias = match option("hostkeyalias") {
+        Some([alias]) if !alias.is_empty() => Some(alias.to_ascii_lowercase()),
+        Some(args) => {
+            return Err(refuse(
+                &format!("HostKeyAlias {:?}", args.join(" ")),
+                "which is not a single name: fix that line",
+            ));
+        }
+        None => None,
+    };
+
+    let user_default = env
+        .home
+        .as_ref()
+        .is_some_and(|home| inv.ssh.known_hosts == home.join(".ssh").join("known_hosts"));
+    let files = |name: &str,
+                 label: &str,
+                 tokens: &[(char, &str)]|
+     -> anyhow::Result<Option<Vec<PathBuf>>> {
+        let Some(args) = option(name) else {
+            return Ok(None);
+        };
+        if is_none(args) {
+            return Ok(Some(Vec::new()));
+        }
+        args.iter()
+            .map(|arg| {
+                let arg = arg.trim_matches('"');
+                let expanded = expand_tokens(arg, tokens).map_err(|why| {
+                    refuse(
+                        &format!("{label} {arg}"),
+                        &format!("{why}: spell the path out"),
+                    )
+                })?;
+                Ok(expand_tilde(Path::new(&expanded), env))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+            .map(Some)
+    };
+    let port = target.port.to_string();
+    let home = env
+        .home
+        .as_ref()
+        .map(|h| h.display().to_string())
+        .unwrap_or_default();
+    let local_user = env.user.clone().unwrap_or_default();
+    let user_file_tokens = [
+        ('d', home.as_str()),
+        ('h', target.host.as_str()),
+        ('k', alias.as_deref().unwrap_or(typed)),
+        ('n', typed),
+        ('p', port.as_str()),
+        ('r', target.user.as_str()),
+        ('u', local_user.as_str()),
+    ];
+    let user_files = if user_default {
+        files(
+            "userknownhostsfile",
+            "UserKnownHostsFile",
+            &user_file_tokens,
+        )?
+    } else {
+        None
+    };
+    let global_files = files("globalknownhostsfile", "GlobalKnownHostsFile", &[])?;
+    target.host_keys = HostKeyLookup {
+        alias,
+        user_files,
+        global_files,
+        hash,
+    };
+
+    let command = option("proxycommand").filter(|a| !a.is_empty() && !is_none(a));
+    target.proxy_command = match (command, proxy) {
+        (None, _) | (Some(_), Proxy::Replaced) => None,
+        (Some(args), Proxy::FromConfig) => {
+            let command = args.join(" ");
+            let jump = params.proxy_jump.iter().flatten().any(|j| {
+                !j.split(',')
+                    .all(|h| h.trim().is_empty() || h.trim().eq_ignore_ascii_case("none"))
+            });
+            if jump {
+                return Err(refuse(
+                    "both ProxyJump and ProxyCommand",
+                    "and ssh uses whichever comes first in the file, which fleetctl cannot tell: keep one of them",
+                ));
+            }
+            let tokens = [
+                ('h', target.host.as_str()),
+                ('n', typed),
+                ('p', port.as_str()),
+                ('r', target.user.as_str()),
+            ];
+            Some(
+                expand_tokens(&command, &tokens)
+                    .map_err(|why| refuse(&format!("ProxyCommand {command}"), &why))?,
+            )
+        }
+    };
+    Ok(())
+}
+
+/// `none` (any case), which turns an option off.
+fn is_none(args: &[String]) -> bool {
+    matches!(args, [one] if one.eq_ignore_ascii_case("none"))
+}
+
+/// yes/true or no/false, as ssh reads booleans.
+fn parse_bool(args: &[String]) -> Option<bool> {
+    match args {
+        [one] if one.eq_ignore_ascii_case("yes") || one.eq_ignore_ascii_case("true") => Some(true),
+        [one] if one.eq_ignore_ascii_case("no") || one.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
+}
+
+/// ssh_config(5) TOKENS: `%%` and the given `%x`; any other token, or an
+/// environment variable, is an error rather than a path or command that
+/// silently means something else.
+fn expand_tokens(value: &str, tokens: &[(char, &str)]) -> Result<String, String> {
+    if value.contains("${") {
+        return Err(
+            "it uses an environment variable (${…}), which fleetctl does not expand".into(),
+        );
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('%') => out.push('%'),
+            Some(t) => match tokens.iter().find(|(k, _)| *k == t) {
+                Some((_, v)) => out.push_str(v),
+                None => {
+                    let known: Vec<String> = tokens.iter().map(|(k, _)| format!("%{k}")).collect();
+                    return Err(format!(
+                        "it uses %{t}, which fleetctl does not expand here (it expands %% {})",
+                        known.join(" ")
+                    ));
+                }
+            },
+            None => return Err("it ends with a lone %".into()),
+        }
+    }
+    Ok(out)
 }
 
 fn query(ssh_config: Option<&SshConfig>, host: &str) -> HostParams {
@@ -222,9 +465,10 @@ fn proxy_jump(
         let spec = parse_jump_spec(hop)
             .with_context(|| format!("{node}: ProxyJump {hop:?} in ~/.ssh/config"))?;
         let mut target = jump_target(node, &spec, inv, ssh_config, env, depth + i)?;
-        // A hop's own ProxyJump is replaced by the chain's previous hop, as ssh -J does.
+        // A hop's own ProxyJump (and ProxyCommand) is replaced by the chain's previous hop, as ssh -J does.
         if i > 0 {
             target.jump = previous.take().map(Box::new);
+            target.proxy_command = None;
         }
         previous = Some(target);
     }
@@ -264,14 +508,24 @@ fn jump_target(
         _ => env.default_identities.clone(),
     };
     let next = proxy_jump(node, &params, inv, ssh_config, env, depth + 1)?;
-    Ok(Target {
+    let mut target = Target {
         node: format!("jump host {}", jump.host),
         host: host_name(&params, &jump.host),
         port: jump.port.or(params.port).unwrap_or(22),
         user,
         identity_files,
         jump: next.map(Box::new),
-    })
+        ..Target::default()
+    };
+    honour_options(
+        &mut target,
+        &jump.host,
+        &params,
+        inv,
+        env,
+        Proxy::FromConfig,
+    )?;
+    Ok(target)
 }
 
 /// `[user@]host[:port]` or `ssh://[user@]host[:port]`, with `[v6]:port`.
@@ -316,12 +570,12 @@ pub fn parse_jump_spec(spec: &str) -> anyhow::Result<Jump> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::inventory::{HostKeyChecking, Role, SshDefaults};
     use crate::version::Minor;
 
-    fn env() -> LocalEnv {
+    pub(crate) fn env() -> LocalEnv {
         LocalEnv {
             user: Some("op".into()),
             home: Some("/home/op".into()),
@@ -329,7 +583,7 @@ mod tests {
         }
     }
 
-    fn node(name: &str, address: &str) -> Node {
+    pub(crate) fn node(name: &str, address: &str) -> Node {
         Node {
             name: name.into(),
             address: address.into(),
@@ -341,7 +595,7 @@ mod tests {
         }
     }
 
-    fn inventory(nodes: Vec<Node>) -> Inventory {
+    pub(crate) fn inventory(nodes: Vec<Node>) -> Inventory {
         Inventory {
             path: "/fleet/inventory.yaml".into(),
             kubernetes_version: "v1.37".parse::<Minor>().unwrap(),
@@ -406,6 +660,7 @@ Host *
                 user: "op".into(),
                 identity_files: vec!["/home/op/.ssh/id_ed25519".into()],
                 jump: None,
+                ..Target::default()
             }
         );
     }
@@ -576,5 +831,165 @@ Host *
         let params = cfg.query("w1");
         assert_eq!(params.user.as_deref(), Some("fromfile"));
         assert_eq!(params.identity_file, Some(vec![home.path().join("k")]));
+    }
+
+    const OPTIONS: &str = "\
+Host aliased
+  HostName 10.2.0.1
+  Port 2222
+  HostKeyAlias CP-1.Fleet
+  IdentitiesOnly yes
+  HashKnownHosts yes
+  UserKnownHostsFile ~/.ssh/fleet_hosts /keys/%r@%h:%p-%k-%n-%u-%d-%%
+  GlobalKnownHostsFile /etc/fleet/known_hosts
+Host proxied
+  HostName 10.2.0.2
+  User core
+  ProxyCommand ssh -W %h:%p ops@gw.example -o 'Foo=%n' %%
+Host proxied-none
+  ProxyCommand none
+Host nofiles
+  UserKnownHostsFile none
+  GlobalKnownHostsFile none
+Host both
+  ProxyJump gw
+  ProxyCommand nc %h %p
+Host badbool
+  IdentitiesOnly maybe
+Host badtoken
+  ProxyCommand nc %h %C
+Host envvar
+  UserKnownHostsFile ${HOME}/kh
+Host cmd
+  KnownHostsCommand /usr/bin/lookup %H
+Host fdpass
+  ProxyCommand nc %h %p
+  ProxyUseFdpass yes
+Host gw
+  ProxyCommand connect-gw %h %p
+Host matched
+  User m
+Match host other
+  User someone-else
+";
+
+    fn resolve_in(config_text: &str, address: &str) -> anyhow::Result<Target> {
+        let inv = inventory(vec![node("n", address)]);
+        let cfg = config(config_text);
+        resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env())
+    }
+
+    #[test]
+    fn host_key_options_identities_only_and_their_tokens() {
+        let t = resolve_in(OPTIONS, "aliased").unwrap();
+        assert!(t.identities_only);
+        assert_eq!(
+            t.host_keys,
+            HostKeyLookup {
+                alias: Some("cp-1.fleet".into()),
+                user_files: Some(vec![
+                    "/home/op/.ssh/fleet_hosts".into(),
+                    "/keys/op@10.2.0.1:2222-cp-1.fleet-aliased-op-/home/op-%".into(),
+                ]),
+                global_files: Some(vec!["/etc/fleet/known_hosts".into()]),
+                hash: true,
+            }
+        );
+        assert_eq!(t.proxy_command, None);
+
+        let t = resolve_in(OPTIONS, "nofiles").unwrap();
+        assert_eq!(t.host_keys.user_files, Some(vec![]));
+        assert_eq!(t.host_keys.global_files, Some(vec![]));
+        assert!(!t.identities_only && !t.host_keys.hash);
+
+        let plain = resolve_in(OPTIONS, "elsewhere").unwrap();
+        assert_eq!(plain.host_keys, HostKeyLookup::default());
+    }
+
+    #[test]
+    fn a_known_hosts_file_named_by_the_inventory_wins_over_user_known_hosts_file() {
+        let mut inv = inventory(vec![node("n", "aliased")]);
+        inv.ssh.known_hosts = "/fleet/known_hosts".into();
+        let cfg = config(OPTIONS);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        assert_eq!(t.host_keys.user_files, None);
+        // The global files and the alias still come from ~/.ssh/config.
+        assert_eq!(
+            t.host_keys.global_files,
+            Some(vec!["/etc/fleet/known_hosts".into()])
+        );
+        assert_eq!(t.host_keys.alias.as_deref(), Some("cp-1.fleet"));
+    }
+
+    #[test]
+    fn proxy_command_tokens_are_expanded_and_none_disables_it() {
+        let t = resolve_in(OPTIONS, "proxied").unwrap();
+        assert_eq!(
+            t.proxy_command.as_deref(),
+            Some("ssh -W 10.2.0.2:22 ops@gw.example -o 'Foo=proxied' %")
+        );
+        assert_eq!(t.jump, None);
+        assert_eq!(
+            resolve_in(OPTIONS, "proxied-none").unwrap().proxy_command,
+            None
+        );
+    }
+
+    #[test]
+    fn an_inventory_jump_replaces_proxy_command_but_a_bastion_keeps_its_own() {
+        let mut inv = inventory(vec![node("n", "proxied")]);
+        inv.ssh.jump = Some(Jump {
+            user: None,
+            host: "gw".into(),
+            port: None,
+        });
+        let cfg = config(OPTIONS);
+        let t = resolve_with(&inv, &inv.nodes[0], Some(&cfg), &env()).unwrap();
+        assert_eq!(t.proxy_command, None, "ssh -J replaces ProxyCommand");
+        let gw = t.jump.unwrap();
+        assert_eq!(gw.proxy_command.as_deref(), Some("connect-gw gw 22"));
+    }
+
+    #[test]
+    fn options_that_cannot_be_honoured_are_refused_naming_option_and_host() {
+        let cases = [
+            (
+                "both",
+                "n: ~/.ssh/config sets both ProxyJump and ProxyCommand for host both",
+            ),
+            (
+                "badbool",
+                "IdentitiesOnly maybe for host badbool, which is not yes or no",
+            ),
+            (
+                "badtoken",
+                "ProxyCommand nc %h %C for host badtoken, it uses %C",
+            ),
+            (
+                "envvar",
+                "UserKnownHostsFile ${HOME}/kh for host envvar, it uses an environment variable",
+            ),
+            ("cmd", "KnownHostsCommand /usr/bin/lookup %H for host cmd"),
+            ("fdpass", "ProxyUseFdpass yes for host fdpass"),
+            (
+                "matched",
+                "a Match block after a Host block for host matched",
+            ),
+        ];
+        for (host, expected) in cases {
+            let err = resolve_in(OPTIONS, host).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains(expected), "{host}: {msg}");
+            assert!(msg.starts_with("n: "), "{host}: {msg}");
+        }
+    }
+
+    #[test]
+    fn tokens() {
+        let t = [('h', "host"), ('p', "22")];
+        assert_eq!(expand_tokens("nc %h %p %%h", &t).unwrap(), "nc host 22 %h");
+        assert!(expand_tokens("nc %x", &t).unwrap_err().contains("%x"));
+        assert!(expand_tokens("nc %", &t).unwrap_err().contains("lone %"));
+        assert_eq!(expand_tokens("plain", &[]).unwrap(), "plain");
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use russh::keys::{Algorithm, PublicKey};
 
-use super::known_hosts;
+use super::known_hosts::{self, Place};
 
 /// The connection to `node` dropped: the peer closed it, the network went
 /// away or keepalives went unanswered. After `reboot` this is the expected
@@ -87,13 +87,16 @@ impl std::error::Error for SudoPasswordRequired {}
 pub enum Rejection {
     /// Not in known_hosts and `host_key_checking: strict`.
     Unknown {
-        other_types: Vec<(usize, Algorithm)>,
-        cert_authorities: Vec<usize>,
+        other_types: Vec<(Place, Algorithm)>,
+        cert_authorities: Vec<Place>,
     },
-    /// A different key of the same type is recorded on `line`.
-    Changed { line: usize },
-    /// The key is marked `@revoked` on `line`.
-    Revoked { line: usize },
+    /// `accept-new`, but the host is already recorded with keys of other
+    /// types only: a second key type is never added on its own.
+    OtherType { recorded: Vec<(Place, Algorithm)> },
+    /// A different key of the same type is recorded at `at`.
+    Changed { at: Place },
+    /// The key is marked `@revoked` at `at`.
+    Revoked { at: Place },
     /// The server sent a host certificate; fleetctl verifies plain keys only.
     Certificate,
 }
@@ -105,7 +108,15 @@ pub struct HostKeyRejected {
     pub node: String,
     pub host: String,
     pub port: u16,
-    pub known_hosts: PathBuf,
+    /// The name looked up in known_hosts: `[host]:port`, or the `HostKeyAlias`.
+    pub name: String,
+    /// Where a key is added (the first user known_hosts file); `None` with
+    /// `UserKnownHostsFile none`.
+    pub add_to: Option<PathBuf>,
+    /// Every known_hosts file read, user files first.
+    pub searched: Vec<PathBuf>,
+    /// Lines of those files skipped as unreadable: one may have been this host's.
+    pub skipped: Vec<Place>,
     pub key_type: String,
     /// `SHA256:…`
     pub fingerprint: String,
@@ -115,6 +126,9 @@ pub struct HostKeyRejected {
 }
 
 impl HostKeyRejected {
+    /// A rejection of `key` for `host:port`, looked up as `[host]:port` in
+    /// `known_hosts` alone; the caller fills in `name`, `searched` and
+    /// `skipped` when it read more.
     pub fn new(
         node: &str,
         host: &str,
@@ -127,7 +141,10 @@ impl HostKeyRejected {
             node: node.to_string(),
             host: host.to_string(),
             port,
-            known_hosts,
+            name: known_hosts::host_key_name(host, port),
+            searched: vec![known_hosts.clone()],
+            add_to: Some(known_hosts),
+            skipped: Vec::new(),
             key_type: known_hosts::type_label(&key.algorithm()),
             fingerprint: known_hosts::fingerprint(key),
             keyscan_type: known_hosts::keyscan_type(&key.algorithm()),
@@ -135,66 +152,146 @@ impl HostKeyRejected {
         }
     }
 
-    fn name(&self) -> String {
-        known_hosts::host_key_name(&self.host, self.port)
+    fn head(&self) -> String {
+        format!("{} ({}:{})", self.node, self.host, self.port)
+    }
+
+    fn searched(&self) -> String {
+        if self.searched.is_empty() {
+            return "any known_hosts file (UserKnownHostsFile and GlobalKnownHostsFile are none for this host in ~/.ssh/config)".to_string();
+        }
+        let files: Vec<String> = self
+            .searched
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        files.join(" or ")
+    }
+
+    /// The command that adds the key after the operator checked it: what
+    /// ssh-keyscan prints is named `[host]:port`, so a `HostKeyAlias` is
+    /// swapped in.
+    fn write_add_command(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(file) = &self.add_to else {
+            return write!(
+                f,
+                "UserKnownHostsFile is none for this host in ~/.ssh/config, so there is no file to add it to: \
+                 add it to one of {} or remove that UserKnownHostsFile line.",
+                self.searched()
+            );
+        };
+        let scan = format!(
+            "ssh-keyscan -p {} -t {} {}",
+            self.port, self.keyscan_type, self.host
+        );
+        if self.name == known_hosts::host_key_name(&self.host, self.port) {
+            write!(f, "  {scan} >> '{}'", file.display())
+        } else {
+            write!(
+                f,
+                "  {scan} | sed 's/^[^ ]*/{}/' >> '{}'",
+                self.name,
+                file.display()
+            )
+        }
+    }
+
+    fn write_notes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for place in &self.skipped {
+            writeln!(
+                f,
+                "Note: {place} could not be read and was skipped; if it was this host's entry, fix it."
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_check_on_node(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Check the fingerprint on the node itself (`ssh-keygen -lf /etc/ssh/ssh_host_{}_key.pub`)",
+            self.keyscan_type
+        )
     }
 
     fn write_unknown(
         &self,
         f: &mut fmt::Formatter<'_>,
-        other_types: &[(usize, Algorithm)],
-        cert_authorities: &[usize],
+        other_types: &[(Place, Algorithm)],
+        cert_authorities: &[Place],
     ) -> fmt::Result {
-        let kh = self.known_hosts.display();
         writeln!(
             f,
-            "{} ({}:{}): the host key is not in {kh} and host_key_checking is strict; refusing to connect. No command was run.",
-            self.node, self.host, self.port
+            "{}: the host key is not in {} and host_key_checking is strict; refusing to connect. No command was run.",
+            self.head(),
+            self.searched()
         )?;
         writeln!(
             f,
             "The {} key fingerprint is {}.",
             self.key_type, self.fingerprint
         )?;
-        for (line, algorithm) in other_types {
+        for (place, algorithm) in other_types {
             writeln!(
                 f,
-                "Note: {kh}:{line} holds a {} key for this host, a type the node did not offer.",
+                "Note: {place} holds a {} key for this host, a type the node did not offer.",
                 known_hosts::type_label(algorithm)
             )?;
         }
-        for line in cert_authorities {
+        for place in cert_authorities {
             writeln!(
                 f,
-                "Note: {kh}:{line} is a @cert-authority line for this host; fleetctl does not verify host certificates, record the plain host key instead."
+                "Note: {place} is a @cert-authority line for this host; fleetctl does not verify host certificates, record the plain host key instead."
             )?;
         }
-        writeln!(
-            f,
-            "Check the fingerprint on the node itself (`ssh-keygen -lf /etc/ssh/ssh_host_{}_key.pub`), then either add the key:",
-            self.keyscan_type
-        )?;
-        writeln!(
-            f,
-            "  ssh-keyscan -p {} -t {} {} >> '{kh}'",
-            self.port, self.keyscan_type, self.host
-        )?;
+        self.write_notes(f)?;
+        self.write_check_on_node(f)?;
+        writeln!(f, ", then either add the key:")?;
+        self.write_add_command(f)?;
         write!(
             f,
-            "or set `host_key_checking: accept-new` under `ssh:` in the inventory to record it on first contact."
+            "\nor set `host_key_checking: accept-new` under `ssh:` in the inventory to record it on first contact."
         )
     }
 
-    fn write_changed(&self, f: &mut fmt::Formatter<'_>, line: usize) -> fmt::Result {
-        let kh = self.known_hosts.display();
+    fn write_other_type(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        recorded: &[(Place, Algorithm)],
+    ) -> fmt::Result {
+        let recorded: Vec<String> = recorded
+            .iter()
+            .map(|(place, a)| format!("{} at {place}", known_hosts::type_label(a)))
+            .collect();
         writeln!(
             f,
-            "{} ({}:{}): WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! Refusing to connect. No command was run.",
-            self.node, self.host, self.port
+            "{}: the host offered a {} host key ({}), but {} is recorded with another key type only ({}); refusing to connect. No command was run.",
+            self.head(),
+            self.key_type,
+            self.fingerprint,
+            self.name,
+            recorded.join(", ")
         )?;
         writeln!(
             f,
-            "The {} key it sent ({}) is not the one recorded in {kh}:{line}.",
+            "host_key_checking accept-new records hosts it has never seen; it does not add a second key type to a known host, \
+             because a node that stops offering its recorded key looks exactly like an impersonator offering a new one."
+        )?;
+        self.write_notes(f)?;
+        self.write_check_on_node(f)?;
+        writeln!(f, "; if it matches, add the key:")?;
+        self.write_add_command(f)
+    }
+
+    fn write_changed(&self, f: &mut fmt::Formatter<'_>, at: &Place) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! Refusing to connect. No command was run.",
+            self.head()
+        )?;
+        writeln!(
+            f,
+            "The {} key it sent ({}) is not the one recorded in {at}.",
             self.key_type, self.fingerprint
         )?;
         writeln!(
@@ -203,9 +300,15 @@ impl HostKeyRejected {
         )?;
         writeln!(
             f,
-            "If you know why it changed, remove the offending key (line {line}) and connect again:"
+            "If you know why it changed, remove the offending key (line {}) and connect again:",
+            at.line
         )?;
-        writeln!(f, "  ssh-keygen -f '{kh}' -R '{}'", self.name())?;
+        writeln!(
+            f,
+            "  ssh-keygen -f '{}' -R '{}'",
+            at.file.display(),
+            self.name
+        )?;
         write!(
             f,
             "then record the new key (`host_key_checking: accept-new`, or ssh-keyscan after checking the fingerprint)."
@@ -220,26 +323,24 @@ impl fmt::Display for HostKeyRejected {
                 other_types,
                 cert_authorities,
             } => self.write_unknown(f, other_types, cert_authorities),
-            Rejection::Changed { line } => self.write_changed(f, *line),
-            Rejection::Revoked { line } => write!(
+            Rejection::OtherType { recorded } => self.write_other_type(f, recorded),
+            Rejection::Changed { at } => self.write_changed(f, at),
+            Rejection::Revoked { at } => write!(
                 f,
-                "{} ({}:{}): the {} host key {} is marked @revoked in {}:{line}; refusing to connect. No command was run. \
+                "{}: the {} host key {} is marked @revoked in {at}; refusing to connect. No command was run. \
                  The node must get a new host key.",
-                self.node,
-                self.host,
-                self.port,
+                self.head(),
                 self.key_type,
                 self.fingerprint,
-                self.known_hosts.display()
             ),
             Rejection::Certificate => write!(
                 f,
-                "{} ({}:{}): the server presented a host certificate, which fleetctl cannot verify; refusing to connect. \
+                "{}: the server presented a host certificate, which fleetctl cannot verify; refusing to connect. \
                  No command was run. Record its plain host key in {}.",
-                self.node,
-                self.host,
-                self.port,
-                self.known_hosts.display()
+                self.head(),
+                self.add_to
+                    .as_ref()
+                    .map_or_else(|| self.searched(), |p| p.display().to_string())
             ),
         }
     }
@@ -267,7 +368,16 @@ mod tests {
 
     #[test]
     fn changed_key_message_names_line_and_removal_command() {
-        let msg = rejected(Rejection::Changed { line: 7 }, 2222).to_string();
+        let msg = rejected(
+            Rejection::Changed {
+                at: Place {
+                    file: "/home/op/.ssh/known_hosts".into(),
+                    line: 7,
+                },
+            },
+            2222,
+        )
+        .to_string();
         assert!(
             msg.starts_with(
                 "cp-1 (10.0.0.5:2222): WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!"
@@ -291,7 +401,10 @@ mod tests {
         let msg = rejected(
             Rejection::Unknown {
                 other_types: vec![],
-                cert_authorities: vec![3],
+                cert_authorities: vec![Place {
+                    file: "/home/op/.ssh/known_hosts".into(),
+                    line: 3,
+                }],
             },
             22,
         )

@@ -1,20 +1,26 @@
 //! known_hosts, as OpenSSH reads and writes it.
 //!
 //! The decision ("is this key the one we recorded for this host?") is a pure
-//! function of the file's text, so every rule OpenSSH applies is unit-tested
+//! function of the files' text, so every rule OpenSSH applies is unit-tested
 //! here without a network: `[host]:port` names for non-22 ports,
 //! comma-separated host lists, `*`/`?` wildcards and `!` negation, hashed
-//! `|1|salt|hash` entries, `@revoked` keys, and the line number of a changed
-//! key so the operator can remove it. russh's own helper stops at the first
-//! same-type line that differs (even when a later line matches) and ignores
-//! markers, which is why this is ours.
+//! `|1|salt|hash` entries, `@revoked` keys, the user files and the global
+//! ones (`/etc/ssh/ssh_known_hosts`) read as one list, and the file and line
+//! of a changed key so the operator can remove it. russh's own helper stops
+//! at the first same-type line that differs (even when a later line matches)
+//! and ignores markers, which is why this is ours.
+//!
+//! A line that cannot be read is skipped and reported ([`HostsFile::unreadable`]),
+//! never fatal: ssh(1) skips such lines too, and one bad line must not stop
+//! every connection of a run.
 //!
 //! Recording a key (accept-new) is the one side effect and lives at the end.
 
+use std::fmt;
 use std::fs::{DirBuilder, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use hmac::{Hmac, KeyInit, Mac};
@@ -22,25 +28,95 @@ use russh::keys::ssh_encoding::base64::{Base64, Encoding};
 use russh::keys::{Algorithm, HashAlg, PublicKey};
 use sha1::Sha1;
 
+/// Where a known_hosts line is: what the operator opens to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub file: PathBuf,
+    /// 1-based.
+    pub line: usize,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// One known_hosts file as read for one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostsFile {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// A line of a known_hosts file that was skipped because it cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub place: Place,
+    pub reason: String,
+}
+
+impl HostsFile {
+    pub fn new(path: impl Into<PathBuf>, text: impl Into<String>) -> Self {
+        HostsFile {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+
+    /// Reads `path`. A missing file is an empty one, as for ssh; bytes that
+    /// are not UTF-8 only spoil their own line.
+    pub fn read(path: &Path) -> anyhow::Result<HostsFile> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(HostsFile::new(path, String::from_utf8_lossy(&bytes))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HostsFile::new(path, "")),
+            Err(e) => Err(e).with_context(|| {
+                format!(
+                    "reading known hosts file {}: fix its permissions, or name another file",
+                    path.display()
+                )
+            }),
+        }
+    }
+
+    /// The lines skipped because they are neither blank, a comment nor an
+    /// entry fleetctl can read, with the reason.
+    pub fn unreadable(&self) -> Vec<Unreadable> {
+        self.text
+            .lines()
+            .enumerate()
+            .filter_map(|(index, line)| {
+                parse_line(line).err().map(|reason| Unreadable {
+                    place: Place {
+                        file: self.path.clone(),
+                        line: index + 1,
+                    },
+                    reason,
+                })
+            })
+            .collect()
+    }
+}
+
 /// What known_hosts says about the key a host presented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostKeyStatus {
-    /// The key is recorded for this host on `line` (1-based).
-    Known { line: usize },
+    /// The key is recorded for this host at `at`.
+    Known { at: Place },
     /// No key of this type is recorded for the host.
     Unknown {
         /// Lines that hold keys of *other* types for this host: the host is
         /// not new, it just did not offer (or we did not pick) those types.
-        other_types: Vec<(usize, Algorithm)>,
+        other_types: Vec<(Place, Algorithm)>,
         /// `@cert-authority` lines naming this host; fleetctl does not verify
         /// host certificates, so they cannot vouch for a plain key.
-        cert_authorities: Vec<usize>,
+        cert_authorities: Vec<Place>,
     },
-    /// A different key of the same type is recorded on `line`: the host key
+    /// A different key of the same type is recorded at `at`: the host key
     /// changed (reinstall) or someone is in the middle.
-    Changed { line: usize },
-    /// The key is marked `@revoked` on `line` and must never be accepted.
-    Revoked { line: usize },
+    Changed { at: Place },
+    /// The key is marked `@revoked` at `at` and must never be accepted.
+    Revoked { at: Place },
 }
 
 /// The name known_hosts files this host under: `host` on port 22, else
@@ -54,32 +130,44 @@ pub fn host_key_name(host: &str, port: u16) -> String {
     }
 }
 
-/// Checks `key`, presented by `host:port`, against the text of a known_hosts file.
-pub fn check(text: &str, host: &str, port: u16, key: &PublicKey) -> HostKeyStatus {
-    let name = host_key_name(host, port);
+/// The name to look up and record: `HostKeyAlias` when set — used as it is,
+/// without a port, as ssh does (ssh_config(5): "an alias that should be used
+/// instead of the real host name when looking up or saving the host key") —
+/// else [`host_key_name`].
+pub fn lookup_name(host: &str, port: u16, alias: Option<&str>) -> String {
+    match alias {
+        Some(alias) => alias.to_ascii_lowercase(),
+        None => host_key_name(host, port),
+    }
+}
+
+/// Checks `key`, presented by the host known as `name` (see [`lookup_name`]),
+/// against known_hosts files read as one list, in order: user files first,
+/// then global ones, as ssh does.
+pub fn check(files: &[HostsFile], name: &str, key: &PublicKey) -> HostKeyStatus {
     let mut changed = None;
     let mut other_types = Vec::new();
     let mut cert_authorities = Vec::new();
     let mut known = None;
-    for entry in entries(text).filter(|e| e.matches(&name)) {
+    for entry in entries(files).filter(|e| e.matches(name)) {
         match entry.marker {
             Marker::Revoked if same_key(&entry.key, key) => {
-                return HostKeyStatus::Revoked { line: entry.line };
+                return HostKeyStatus::Revoked { at: entry.place() };
             }
             Marker::Revoked => {}
-            Marker::CertAuthority => cert_authorities.push(entry.line),
+            Marker::CertAuthority => cert_authorities.push(entry.place()),
             Marker::None if same_key(&entry.key, key) => {
-                known.get_or_insert(entry.line);
+                known.get_or_insert_with(|| entry.place());
             }
             Marker::None if same_type(&entry.key, key) => {
-                changed.get_or_insert(entry.line);
+                changed.get_or_insert_with(|| entry.place());
             }
-            Marker::None => other_types.push((entry.line, entry.key.algorithm())),
+            Marker::None => other_types.push((entry.place(), entry.key.algorithm())),
         }
     }
     match (known, changed) {
-        (Some(line), _) => HostKeyStatus::Known { line },
-        (None, Some(line)) => HostKeyStatus::Changed { line },
+        (Some(at), _) => HostKeyStatus::Known { at },
+        (None, Some(at)) => HostKeyStatus::Changed { at },
         (None, None) => HostKeyStatus::Unknown {
             other_types,
             cert_authorities,
@@ -87,13 +175,12 @@ pub fn check(text: &str, host: &str, port: u16, key: &PublicKey) -> HostKeyStatu
     }
 }
 
-/// The key algorithms recorded for `host:port`, in file order, without
+/// The key algorithms recorded for `name`, in file order, without
 /// duplicates: offered first during key exchange so a host known by its
 /// ECDSA key is not reported unknown because Ed25519 was negotiated.
-pub fn recorded_algorithms(text: &str, host: &str, port: u16) -> Vec<Algorithm> {
-    let name = host_key_name(host, port);
+pub fn recorded_algorithms(files: &[HostsFile], name: &str) -> Vec<Algorithm> {
     let mut algorithms: Vec<Algorithm> = Vec::new();
-    for entry in entries(text).filter(|e| e.marker == Marker::None && e.matches(&name)) {
+    for entry in entries(files).filter(|e| e.marker == Marker::None && e.matches(name)) {
         let algorithm = entry.key.algorithm();
         if !algorithms.contains(&algorithm) {
             algorithms.push(algorithm);
@@ -102,24 +189,67 @@ pub fn recorded_algorithms(text: &str, host: &str, port: u16) -> Vec<Algorithm> 
     algorithms
 }
 
-/// One OpenSSH-compatible known_hosts line (with its newline) for `host:port`.
-pub fn entry_line(host: &str, port: u16, key: &PublicKey) -> anyhow::Result<String> {
+/// One OpenSSH-compatible known_hosts line (with its newline) for `name`;
+/// with a `salt`, the name is hashed (`|1|salt|hash`) as `HashKnownHosts yes`
+/// makes ssh write it.
+pub fn entry_line(name: &str, key: &PublicKey, salt: Option<&[u8]>) -> anyhow::Result<String> {
     // Drop the comment: the server's key comment is not ours to record.
     let key = PublicKey::new(key.key_data().clone(), "");
     let encoded = key
         .to_openssh()
         .context("encoding the host key in OpenSSH format")?;
+    let name = match salt {
+        Some(salt) => hashed_name(name, salt)?,
+        None => name.to_string(),
+    };
+    Ok(format!("{name} {}\n", encoded.trim_end()))
+}
+
+/// `|1|base64(salt)|base64(HMAC-SHA1(key = salt, name))`, the format of
+/// ssh-keygen(1) `-H` and `HashKnownHosts`.
+pub fn hashed_name(name: &str, salt: &[u8]) -> anyhow::Result<String> {
+    let mac = Hmac::<Sha1>::new_from_slice(salt)
+        .map_err(|e| anyhow::anyhow!("hashing a known_hosts name: {e}"))?
+        .chain_update(name.as_bytes())
+        .finalize()
+        .into_bytes();
     Ok(format!(
-        "{} {}\n",
-        host_key_name(host, port),
-        encoded.trim_end()
+        "|1|{}|{}",
+        Base64::encode_string(salt),
+        Base64::encode_string(&mac)
     ))
 }
 
-/// Appends `host:port`'s key to the known_hosts file at `path`, creating the
-/// file (0600) and its directory (0700) when missing, as ssh does.
-pub fn record(path: &Path, host: &str, port: u16, key: &PublicKey) -> anyhow::Result<()> {
-    let line = entry_line(host, port, key)?;
+/// The salt of a hashed name: as long as a SHA-1 digest, as ssh uses.
+const SALT_LEN: usize = 20;
+
+fn random_salt() -> anyhow::Result<[u8; SALT_LEN]> {
+    // The kernel's CSPRNG, read directly: fleetctl is Unix-only already and
+    // this avoids another crate for twenty bytes.
+    let mut salt = [0u8; SALT_LEN];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut salt))
+        .context("reading /dev/urandom for a known_hosts salt")?;
+    Ok(salt)
+}
+
+/// Records `key` for `name` in the known_hosts file at `path` (hashed when
+/// `hash`), creating the file (0600) and its directory (0700) when missing,
+/// as ssh does.
+///
+/// The file is locked (flock) while it is read again and appended to, so
+/// connections racing to the same host — parallel connects in one run, or
+/// two runs — record it once. Nothing is written unless the file still
+/// knows no key at all for `name`: then `Ok(None)`. Otherwise the fresh
+/// verdict is returned and the caller decides (`Known`: another connection
+/// just recorded this very key; `Unknown` with other types: the host is
+/// known by another key type, which accept-new must not add to).
+pub fn record(
+    path: &Path,
+    name: &str,
+    key: &PublicKey,
+    hash: bool,
+) -> anyhow::Result<Option<HostKeyStatus>> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         DirBuilder::new()
             .recursive(true)
@@ -134,24 +264,28 @@ pub fn record(path: &Path, host: &str, port: u16, key: &PublicKey) -> anyhow::Re
         .mode(0o600)
         .open(path)
         .with_context(|| format!("opening {} to record a host key", path.display()))?;
-    let text = if ends_without_newline(&mut file)? {
-        format!("\n{line}")
-    } else {
-        line
-    };
-    // One write of the whole line: appends from parallel connections do not interleave.
-    file.write_all(text.as_bytes())
-        .with_context(|| format!("appending a host key to {}", path.display()))
-}
-
-fn ends_without_newline(file: &mut std::fs::File) -> anyhow::Result<bool> {
-    if file.seek(SeekFrom::End(-1)).is_err() {
-        return Ok(false); // empty file
+    // Released when `file` is closed, on every path out of here.
+    file.lock()
+        .with_context(|| format!("locking {} to record a host key", path.display()))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .with_context(|| format!("reading {} to record a host key", path.display()))?;
+    let now = HostsFile::new(path, String::from_utf8_lossy(&bytes));
+    match check(std::slice::from_ref(&now), name, key) {
+        HostKeyStatus::Unknown { other_types, .. } if other_types.is_empty() => {}
+        status => return Ok(Some(status)),
     }
-    let mut last = [0u8; 1];
-    file.read_exact(&mut last)
-        .context("reading the end of known_hosts")?;
-    Ok(last[0] != b'\n')
+    let salt = if hash { Some(random_salt()?) } else { None };
+    let line = entry_line(name, key, salt.as_ref().map(|s| &s[..]))?;
+    let text = if bytes.is_empty() || bytes.ends_with(b"\n") {
+        line
+    } else {
+        format!("\n{line}")
+    };
+    // One write of the whole line, under the lock.
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("appending a host key to {}", path.display()))?;
+    Ok(None)
 }
 
 /// The user-facing name of a key type, as OpenSSH prints it ("ED25519").
@@ -199,6 +333,7 @@ enum Marker {
 }
 
 struct Entry<'a> {
+    file: &'a Path,
     line: usize,
     marker: Marker,
     hosts: &'a str,
@@ -206,6 +341,13 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
+    fn place(&self) -> Place {
+        Place {
+            file: self.file.to_path_buf(),
+            line: self.line,
+        }
+    }
+
     /// OpenSSH's rule: a line matches when some pattern matches the name and
     /// no negated (`!`) pattern does.
     fn matches(&self, name: &str) -> bool {
@@ -225,47 +367,69 @@ impl Entry<'_> {
     }
 }
 
-/// The parseable lines of a known_hosts file. Lines OpenSSH would also skip
-/// (comments, blanks, unknown markers, undecodable keys) are skipped.
-fn entries(text: &str) -> impl Iterator<Item = Entry<'_>> {
-    text.lines()
-        .enumerate()
-        .filter_map(|(index, line)| parse_line(index + 1, line))
+/// The readable entries of the files, in order; see [`parse_line`] for what is skipped.
+fn entries(files: &[HostsFile]) -> impl Iterator<Item = Entry<'_>> {
+    files.iter().flat_map(|file| {
+        file.text
+            .lines()
+            .enumerate()
+            .filter_map(move |(index, text)| {
+                let (marker, hosts, key) = parse_line(text).ok()??;
+                Some(Entry {
+                    file: &file.path,
+                    line: index + 1,
+                    marker,
+                    hosts,
+                    key,
+                })
+            })
+    })
 }
 
-fn parse_line(line: usize, text: &str) -> Option<Entry<'_>> {
+/// `Ok(None)` for blanks and comments, `Err(why)` for a line that cannot be
+/// read (it is skipped, as ssh skips it, and reported).
+fn parse_line(text: &str) -> Result<Option<(Marker, &str, PublicKey)>, String> {
     let text = text.trim_start();
     if text.is_empty() || text.starts_with('#') {
-        return None;
+        return Ok(None);
     }
     let mut fields = text.split_whitespace();
-    let mut first = fields.next()?;
-    let marker = match first {
+    let mut hosts = fields.next().ok_or("empty line")?;
+    let marker = match hosts {
         "@cert-authority" => Marker::CertAuthority,
         "@revoked" => Marker::Revoked,
-        other if other.starts_with('@') => return None,
+        other if other.starts_with('@') => return Err(format!("unknown marker {other}")),
         _ => Marker::None,
     };
     if marker != Marker::None {
-        first = fields.next()?;
+        hosts = fields.next().ok_or("a marker and nothing else")?;
     }
-    let key_type = fields.next()?;
-    let blob = fields.next()?;
-    let key = PublicKey::from_openssh(&format!("{key_type} {blob}")).ok()?;
-    Some(Entry {
-        line,
-        marker,
-        hosts: first,
-        key,
-    })
+    if let Some(bad) = hosts
+        .split(',')
+        .find(|p| p.starts_with("|1|") && decode_hashed(&p[3..]).is_none())
+    {
+        return Err(format!("malformed hashed host name {bad}"));
+    }
+    let key_type = fields.next().ok_or("host names but no key")?;
+    let blob = fields
+        .next()
+        .ok_or_else(|| format!("key type {key_type} but no key"))?;
+    let key = PublicKey::from_openssh(&format!("{key_type} {blob}"))
+        .map_err(|e| format!("the {key_type} key cannot be decoded: {e}"))?;
+    Ok(Some((marker, hosts, key)))
+}
+
+fn decode_hashed(hashed: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+    let (salt, hash) = hashed.split_once('|')?;
+    Some((
+        Base64::decode_vec(salt).ok()?,
+        Base64::decode_vec(hash).ok()?,
+    ))
 }
 
 /// `salt|hash` of a `|1|salt|hash` entry: HMAC-SHA1 of the name keyed by salt.
 fn hashed_matches(hashed: &str, name: &str) -> bool {
-    let Some((salt, hash)) = hashed.split_once('|') else {
-        return false;
-    };
-    let (Ok(salt), Ok(hash)) = (Base64::decode_vec(salt), Base64::decode_vec(hash)) else {
+    let Some((salt, hash)) = decode_hashed(hashed) else {
         return false;
     };
     let Ok(mac) = Hmac::<Sha1>::new_from_slice(&salt) else {
@@ -327,6 +491,22 @@ mod tests {
         PublicKey::from_openssh(s).unwrap()
     }
 
+    /// The status of `key` for `host:port` in one file named "kh".
+    fn st(text: &str, host: &str, port: u16, key: &PublicKey) -> HostKeyStatus {
+        check(
+            &[HostsFile::new("kh", text)],
+            &host_key_name(host, port),
+            key,
+        )
+    }
+
+    fn at(line: usize) -> Place {
+        Place {
+            file: "kh".into(),
+            line,
+        }
+    }
+
     fn unknown() -> HostKeyStatus {
         HostKeyStatus::Unknown {
             other_types: vec![],
@@ -338,29 +518,29 @@ mod tests {
     fn plain_host_on_port_22() {
         let text = format!("other.example {K2}\nnode1 {K1}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
-            HostKeyStatus::Known { line: 2 }
+            st(&text, "node1", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(2) }
         );
-        assert_eq!(check(&text, "node2", 22, &key(K1)), unknown());
+        assert_eq!(st(&text, "node2", 22, &key(K1)), unknown());
     }
 
     #[test]
     fn non_default_port_needs_the_bracketed_name() {
         let text = format!("node1 {K1}\n[node1]:2222 {K2}\n");
         assert_eq!(
-            check(&text, "node1", 2222, &key(K2)),
-            HostKeyStatus::Known { line: 2 }
+            st(&text, "node1", 2222, &key(K2)),
+            HostKeyStatus::Known { at: at(2) }
         );
         // The port-22 entry does not vouch for port 2222, and vice versa.
         assert_eq!(
-            check(&text, "node1", 2222, &key(K1)),
-            HostKeyStatus::Changed { line: 2 }
+            st(&text, "node1", 2222, &key(K1)),
+            HostKeyStatus::Changed { at: at(2) }
         );
         assert_eq!(
-            check(&text, "node1", 22, &key(K2)),
-            HostKeyStatus::Changed { line: 1 }
+            st(&text, "node1", 22, &key(K2)),
+            HostKeyStatus::Changed { at: at(1) }
         );
-        assert_eq!(check(&text, "node1", 2200, &key(K1)), unknown());
+        assert_eq!(st(&text, "node1", 2200, &key(K1)), unknown());
     }
 
     #[test]
@@ -368,38 +548,38 @@ mod tests {
         let text = format!("node1,10.0.0.5,[10.0.0.5]:2222 {K1}\n");
         for (host, port) in [("node1", 22), ("10.0.0.5", 22), ("10.0.0.5", 2222)] {
             assert_eq!(
-                check(&text, host, port, &key(K1)),
-                HostKeyStatus::Known { line: 1 },
+                st(&text, host, port, &key(K1)),
+                HostKeyStatus::Known { at: at(1) },
                 "{host}:{port}"
             );
         }
-        assert_eq!(check(&text, "10.0.0.50", 22, &key(K1)), unknown());
+        assert_eq!(st(&text, "10.0.0.50", 22, &key(K1)), unknown());
     }
 
     #[test]
     fn hashed_entries_match_their_host_only() {
         assert_eq!(
-            check(HASHED, "node1.example.com", 22, &key(K1)),
-            HostKeyStatus::Known { line: 1 }
+            st(HASHED, "node1.example.com", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(1) }
         );
         assert_eq!(
-            check(HASHED, "10.0.0.7", 2222, &key(K2)),
-            HostKeyStatus::Known { line: 2 }
+            st(HASHED, "10.0.0.7", 2222, &key(K2)),
+            HostKeyStatus::Known { at: at(2) }
         );
         assert_eq!(
-            check(HASHED, "node1.example.com", 22, &key(K3)),
-            HostKeyStatus::Changed { line: 1 }
+            st(HASHED, "node1.example.com", 22, &key(K3)),
+            HostKeyStatus::Changed { at: at(1) }
         );
-        assert_eq!(check(HASHED, "10.0.0.7", 22, &key(K2)), unknown());
-        assert_eq!(check(HASHED, "node2.example.com", 22, &key(K1)), unknown());
+        assert_eq!(st(HASHED, "10.0.0.7", 22, &key(K2)), unknown());
+        assert_eq!(st(HASHED, "node2.example.com", 22, &key(K1)), unknown());
     }
 
     #[test]
     fn changed_key_names_the_first_offending_line() {
         let text = format!("# fleet\n\nnode0 {K3}\nnode1 {K2}\nnode1 {K3}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
-            HostKeyStatus::Changed { line: 4 }
+            st(&text, "node1", 22, &key(K1)),
+            HostKeyStatus::Changed { at: at(4) }
         );
     }
 
@@ -408,8 +588,8 @@ mod tests {
         // russh's helper reports "changed" here; OpenSSH (and we) accept.
         let text = format!("node1 {K2}\nnode1 {K1}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
-            HostKeyStatus::Known { line: 2 }
+            st(&text, "node1", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(2) }
         );
     }
 
@@ -417,14 +597,14 @@ mod tests {
     fn a_key_of_another_type_is_not_a_change() {
         let text = format!("node1 {K4_ECDSA}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
+            st(&text, "node1", 22, &key(K1)),
             HostKeyStatus::Unknown {
-                other_types: vec![(1, key(K4_ECDSA).algorithm())],
+                other_types: vec![(at(1), key(K4_ECDSA).algorithm())],
                 cert_authorities: vec![],
             }
         );
         assert_eq!(
-            recorded_algorithms(&text, "node1", 22),
+            recorded_algorithms(&[HostsFile::new("kh", text.as_str())], "node1"),
             vec![key(K4_ECDSA).algorithm()]
         );
     }
@@ -433,23 +613,23 @@ mod tests {
     fn wildcards_and_negation() {
         let text = format!("*.example.com,!bad.example.com {K1}\nnode? {K2}\n");
         assert_eq!(
-            check(&text, "n1.example.com", 22, &key(K1)),
-            HostKeyStatus::Known { line: 1 }
+            st(&text, "n1.example.com", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(1) }
         );
-        assert_eq!(check(&text, "bad.example.com", 22, &key(K1)), unknown());
+        assert_eq!(st(&text, "bad.example.com", 22, &key(K1)), unknown());
         assert_eq!(
-            check(&text, "node7", 22, &key(K2)),
-            HostKeyStatus::Known { line: 2 }
+            st(&text, "node7", 22, &key(K2)),
+            HostKeyStatus::Known { at: at(2) }
         );
-        assert_eq!(check(&text, "node17", 22, &key(K2)), unknown());
+        assert_eq!(st(&text, "node17", 22, &key(K2)), unknown());
     }
 
     #[test]
     fn host_names_are_case_insensitive() {
         let text = format!("Node1.Example.COM {K1}\n");
         assert_eq!(
-            check(&text, "NODE1.example.com", 22, &key(K1)),
-            HostKeyStatus::Known { line: 1 }
+            st(&text, "NODE1.example.com", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(1) }
         );
     }
 
@@ -457,14 +637,14 @@ mod tests {
     fn revoked_key_is_refused_even_if_also_listed() {
         let text = format!("node1 {K1}\n@revoked * {K1}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
-            HostKeyStatus::Revoked { line: 2 }
+            st(&text, "node1", 22, &key(K1)),
+            HostKeyStatus::Revoked { at: at(2) }
         );
         // A revoked key does not affect other keys.
         let text = format!("node1 {K2}\n@revoked * {K1}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K2)),
-            HostKeyStatus::Known { line: 1 }
+            st(&text, "node1", 22, &key(K2)),
+            HostKeyStatus::Known { at: at(1) }
         );
     }
 
@@ -472,10 +652,10 @@ mod tests {
     fn cert_authority_lines_are_reported_not_trusted() {
         let text = format!("@cert-authority *.example.com {K1}\n");
         assert_eq!(
-            check(&text, "n1.example.com", 22, &key(K1)),
+            st(&text, "n1.example.com", 22, &key(K1)),
             HostKeyStatus::Unknown {
                 other_types: vec![],
-                cert_authorities: vec![1],
+                cert_authorities: vec![at(1)],
             }
         );
     }
@@ -485,18 +665,18 @@ mod tests {
         let text =
             format!("node1\nnode1 ssh-ed25519 !!!notbase64\n@future node1 {K2}\nnode1 {K1}\n");
         assert_eq!(
-            check(&text, "node1", 22, &key(K1)),
-            HostKeyStatus::Known { line: 4 }
+            st(&text, "node1", 22, &key(K1)),
+            HostKeyStatus::Known { at: at(4) }
         );
     }
 
     #[test]
     fn recorded_line_is_found_again() {
-        let line = entry_line("10.0.0.9", 2222, &key(K3)).unwrap();
+        let line = entry_line(&host_key_name("10.0.0.9", 2222), &key(K3), None).unwrap();
         assert_eq!(line, format!("[10.0.0.9]:2222 {K3}\n"));
         assert_eq!(
-            check(&line, "10.0.0.9", 2222, &key(K3)),
-            HostKeyStatus::Known { line: 1 }
+            st(&line, "10.0.0.9", 2222, &key(K3)),
+            HostKeyStatus::Known { at: at(1) }
         );
     }
 
@@ -505,12 +685,15 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("ssh").join("known_hosts");
-        record(&path, "node1", 22, &key(K1)).unwrap();
+        assert_eq!(record(&path, "node1", &key(K1), false).unwrap(), None);
         // A file without a final newline gets one before the new entry.
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("# no newline");
         std::fs::write(&path, &text).unwrap();
-        record(&path, "node2", 2200, &key(K2)).unwrap();
+        assert_eq!(
+            record(&path, "[node2]:2200", &key(K2), false).unwrap(),
+            None
+        );
 
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
@@ -529,14 +712,14 @@ mod tests {
             port in 1u16..,
             other_port in 1u16..,
         ) {
-            let line = entry_line(&host, port, &key(K1)).unwrap();
-            proptest::prop_assert_eq!(check(&line, &host, port, &key(K1)), HostKeyStatus::Known { line: 1 });
-            proptest::prop_assert_eq!(check(&line, &host, port, &key(K2)), HostKeyStatus::Changed { line: 1 });
+            let line = entry_line(&host_key_name(&host, port), &key(K1), None).unwrap();
+            proptest::prop_assert_eq!(st(&line, &host, port, &key(K1)), HostKeyStatus::Known { at: at(1) });
+            proptest::prop_assert_eq!(st(&line, &host, port, &key(K2)), HostKeyStatus::Changed { at: at(1) });
             if other_port != port {
-                proptest::prop_assert_eq!(check(&line, &host, other_port, &key(K1)), unknown());
+                proptest::prop_assert_eq!(st(&line, &host, other_port, &key(K1)), unknown());
             }
             let other_host = format!("x{host}");
-            proptest::prop_assert_eq!(check(&line, &other_host, port, &key(K1)), unknown());
+            proptest::prop_assert_eq!(st(&line, &other_host, port, &key(K1)), unknown());
         }
 
         #[test]
@@ -569,5 +752,200 @@ mod tests {
             fingerprint(&k),
             "SHA256:7cPFwqkjErlEFBfu9gLfrgWOkmqveMcvc5QvUGABmNM"
         );
+    }
+
+    #[test]
+    fn user_and_global_files_are_one_list_and_places_name_the_file() {
+        let user = HostsFile::new("/home/op/.ssh/known_hosts", format!("other {K2}\n"));
+        let global = HostsFile::new("/etc/ssh/ssh_known_hosts", format!("# fleet\nnode1 {K1}\n"));
+        let files = [user, global];
+        assert_eq!(
+            check(&files, "node1", &key(K1)),
+            HostKeyStatus::Known {
+                at: Place {
+                    file: "/etc/ssh/ssh_known_hosts".into(),
+                    line: 2
+                }
+            }
+        );
+        // A changed key in the global file is a change all the same.
+        assert_eq!(
+            check(&files, "node1", &key(K3)),
+            HostKeyStatus::Changed {
+                at: Place {
+                    file: "/etc/ssh/ssh_known_hosts".into(),
+                    line: 2
+                }
+            }
+        );
+        // And a match in any file wins over a stale line in another.
+        let stale_user = HostsFile::new("u", format!("node1 {K3}\n"));
+        assert!(matches!(
+            check(&[stale_user, files[1].clone()], "node1", &key(K1)),
+            HostKeyStatus::Known { .. }
+        ));
+        assert_eq!(
+            recorded_algorithms(&files, "node1"),
+            vec![key(K1).algorithm()]
+        );
+    }
+
+    #[test]
+    fn unreadable_lines_are_reported_with_their_line_and_skipped() {
+        let text = format!(
+            "# comment\n\nnode1\nnode2 ssh-ed25519 !!!notbase64\n@future node1 {K2}\n\
+             |1|!!|!! {K1}\nnode3 ssh-ed25519\nnode1 {K1}\n"
+        );
+        let file = HostsFile::new("kh", text.as_str());
+        let bad: Vec<(usize, String)> = file
+            .unreadable()
+            .into_iter()
+            .map(|u| (u.place.line, u.reason))
+            .collect();
+        let lines: Vec<usize> = bad.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, [3, 4, 5, 6, 7], "{bad:?}");
+        assert!(bad[0].1.contains("no key"), "{bad:?}");
+        assert!(bad[1].1.contains("cannot be decoded"), "{bad:?}");
+        assert!(bad[2].1.contains("unknown marker @future"), "{bad:?}");
+        assert!(bad[3].1.contains("malformed hashed host name"), "{bad:?}");
+        assert!(bad[4].1.contains("ssh-ed25519 but no key"), "{bad:?}");
+        assert_eq!(
+            check(&[file], "node1", &key(K1)),
+            HostKeyStatus::Known { at: at(8) }
+        );
+        assert!(
+            HostsFile::new("kh", format!("# only\nnode1 {K1}\n"))
+                .unreadable()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn host_key_alias_replaces_host_and_port() {
+        assert_eq!(
+            lookup_name("10.0.0.5", 2222, Some("Cp-1.Fleet")),
+            "cp-1.fleet"
+        );
+        assert_eq!(lookup_name("10.0.0.5", 2222, None), "[10.0.0.5]:2222");
+        let text = format!("cp-1.fleet {K1}\n");
+        assert_eq!(
+            check(
+                &[HostsFile::new("kh", text)],
+                &lookup_name("10.0.0.5", 2222, Some("cp-1.fleet")),
+                &key(K1)
+            ),
+            HostKeyStatus::Known { at: at(1) }
+        );
+    }
+
+    #[test]
+    fn hashed_entries_are_written_as_ssh_keygen_does_and_found_again() {
+        // The first line of HASHED was made by `ssh-keygen -H`: same salt, same hash.
+        let first = HASHED.lines().next().unwrap();
+        let salt_b64 = first.split('|').nth(2).unwrap();
+        let salt = Base64::decode_vec(salt_b64).unwrap();
+        assert_eq!(
+            entry_line("node1.example.com", &key(K1), Some(&salt)).unwrap(),
+            format!("{first}\n")
+        );
+
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("known_hosts");
+        assert_eq!(
+            record(&path, "[10.0.0.9]:2222", &key(K3), true).unwrap(),
+            None
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("|1|"), "{text}");
+        assert!(!text.contains("10.0.0.9"), "{text}");
+        assert_eq!(
+            st(&text, "10.0.0.9", 2222, &key(K3)),
+            HostKeyStatus::Known { at: at(1) }
+        );
+        assert_eq!(st(&text, "10.0.0.9", 22, &key(K3)), unknown());
+        // Two hashed records of the same name do not share a salt.
+        assert_eq!(record(&path, "other", &key(K3), true).unwrap(), None);
+        let salts: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| l.split('|').nth(2).unwrap_or_default().to_string())
+            .collect();
+        assert_ne!(salts[0], salts[1]);
+    }
+
+    #[test]
+    fn record_never_adds_a_second_key_type_nor_a_duplicate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("known_hosts");
+        std::fs::write(&path, format!("node1 {K4_ECDSA}\nnode2 {K2}\n")).unwrap();
+        let status = record(&path, "node1", &key(K1), false).unwrap();
+        assert_eq!(
+            status,
+            Some(HostKeyStatus::Unknown {
+                other_types: vec![(
+                    Place {
+                        file: path.clone(),
+                        line: 1
+                    },
+                    key(K4_ECDSA).algorithm()
+                )],
+                cert_authorities: vec![],
+            })
+        );
+        assert_eq!(
+            record(&path, "node2", &key(K2), false).unwrap(),
+            Some(HostKeyStatus::Known {
+                at: Place {
+                    file: path.clone(),
+                    line: 2
+                }
+            })
+        );
+        assert_eq!(
+            record(&path, "node2", &key(K1), false).unwrap(),
+            Some(HostKeyStatus::Changed {
+                at: Place {
+                    file: path.clone(),
+                    line: 2
+                }
+            })
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("node1 {K4_ECDSA}\nnode2 {K2}\n"),
+            "nothing was written"
+        );
+    }
+
+    #[test]
+    fn concurrent_records_write_one_line_per_host() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("ssh").join("known_hosts");
+        let barrier = std::sync::Barrier::new(16);
+        std::thread::scope(|scope| {
+            for i in 0..16 {
+                let (path, barrier) = (&path, &barrier);
+                scope.spawn(move || {
+                    let (name, k) = if i % 2 == 0 {
+                        ("node1", K1)
+                    } else {
+                        ("[node2]:2200", K2)
+                    };
+                    barrier.wait();
+                    record(path, name, &key(k), i % 4 < 2).unwrap();
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        let files = [HostsFile::new("kh", text.as_str())];
+        assert!(matches!(
+            check(&files, "node1", &key(K1)),
+            HostKeyStatus::Known { .. }
+        ));
+        assert!(matches!(
+            check(&files, "[node2]:2200", &key(K2)),
+            HostKeyStatus::Known { .. }
+        ));
     }
 }

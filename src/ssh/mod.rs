@@ -7,20 +7,23 @@
 //! - [`known_hosts`]: the pure host key decision, and recording a key
 //! - `auth`: ssh-agent, identity files, passphrases
 //! - `session`: connect (jump hosts, timeouts, keepalive) and run commands
+//! - `proxy`: a `ProxyCommand` as the connection's transport
 //! - [`shell`]: quoting for `sh -c`
 
 mod auth;
 pub mod config;
 mod error;
 pub mod known_hosts;
+mod proxy;
 mod session;
 pub mod shell;
 
 #[cfg(test)]
 mod tests_sshd;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::inventory::{HostKeyChecking, Inventory};
@@ -39,7 +42,7 @@ pub use shell::quote;
 pub const DEFAULT_PARALLEL: usize = 8;
 
 /// Where and as whom to connect, fully resolved (see [`config`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Target {
     /// Inventory node name, used in every error (`jump host <host>` for a bastion).
     pub node: String,
@@ -51,12 +54,45 @@ pub struct Target {
     pub identity_files: Vec<PathBuf>,
     /// The jump host to tunnel through (itself possibly behind another).
     pub jump: Option<Box<Target>>,
+    /// `IdentitiesOnly yes`: offer only the keys of `identity_files` (read
+    /// from the file, or signed by the agent when it holds that key), never
+    /// the agent's other keys.
+    pub identities_only: bool,
+    /// `ProxyCommand`, tokens already expanded: run as `sh -c 'exec …'`, its
+    /// stdin and stdout carry the connection. Not used when `jump` is set.
+    pub proxy_command: Option<String>,
+    /// How this target's host key is looked up and recorded.
+    pub host_keys: HostKeyLookup,
 }
+
+/// What `~/.ssh/config` says about host keys for one target; `None` and
+/// `false` leave [`Options`] in charge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostKeyLookup {
+    /// `HostKeyAlias`: the known_hosts name instead of `host` / `[host]:port`.
+    pub alias: Option<String>,
+    /// `UserKnownHostsFile` (empty for `none`), in place of
+    /// [`Options::known_hosts`]; accept-new records in the first.
+    pub user_files: Option<Vec<PathBuf>>,
+    /// `GlobalKnownHostsFile` (empty for `none`), in place of
+    /// [`Options::global_known_hosts`]; never written.
+    pub global_files: Option<Vec<PathBuf>>,
+    /// `HashKnownHosts yes`: accept-new records the name hashed (`|1|salt|hash`).
+    pub hash: bool,
+}
+
+/// ssh's default GlobalKnownHostsFile (ssh_config(5)).
+pub const GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
 
 /// How to connect: the same for every node of a run.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The user known_hosts file (the inventory's `ssh.known_hosts`): read
+    /// first, and where accept-new records.
     pub known_hosts: PathBuf,
+    /// Read after the user file, never written: [`GLOBAL_KNOWN_HOSTS`] unless
+    /// set otherwise (tests do, so they never read the machine's own).
+    pub global_known_hosts: Vec<PathBuf>,
     pub host_key_checking: HostKeyChecking,
     /// TCP connect + SSH handshake, and each authentication round trip.
     pub connect_timeout: Duration,
@@ -72,15 +108,40 @@ pub struct Options {
     pub prompt_passphrase: bool,
     /// Decrypted keys shared by every connection of the run.
     pub keys: KeyCache,
+    /// Unreadable known_hosts lines already reported in this run: each is
+    /// warned about once, not once per node.
+    pub reported: ReportedLines,
+}
+
+/// The set behind [`Options::reported`], shared by the clones of one run's options.
+#[derive(Clone, Default)]
+pub struct ReportedLines(Arc<Mutex<HashSet<known_hosts::Place>>>);
+
+impl std::fmt::Debug for ReportedLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReportedLines")
+    }
+}
+
+impl ReportedLines {
+    /// True the first time `place` is seen in this run.
+    pub fn first_time(&self, place: &known_hosts::Place) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(place.clone())
+    }
 }
 
 impl Options {
-    /// Defaults for everything but the known_hosts file and its policy: a
-    /// 15 s connect timeout, 10 min per command, a keepalive every 15 s
-    /// (dead after 3 missed), the agent from `SSH_AUTH_SOCK`.
+    /// Defaults for everything but the known_hosts file and its policy: the
+    /// global known_hosts files ssh reads, a 15 s connect timeout, 10 min per
+    /// command, a keepalive every 15 s (dead after 3 missed), the agent from
+    /// `SSH_AUTH_SOCK`.
     pub fn new(known_hosts: PathBuf, host_key_checking: HostKeyChecking) -> Self {
         Options {
             known_hosts,
+            global_known_hosts: GLOBAL_KNOWN_HOSTS.iter().map(PathBuf::from).collect(),
             host_key_checking,
             connect_timeout: Duration::from_secs(15),
             command_timeout: Duration::from_secs(600),
@@ -91,6 +152,7 @@ impl Options {
                 .map(PathBuf::from),
             prompt_passphrase: console::Term::stderr().is_term(),
             keys: KeyCache::default(),
+            reported: ReportedLines::default(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! One authenticated SSH connection per node, reused for every command (a
-//! channel each), reached directly or through jump hosts.
+//! channel each), reached directly, through jump hosts or over a ProxyCommand.
 //!
 //! russh has no connect or command timeout, so every network wait here is
 //! bounded by `tokio::time::timeout`; keepalives detect a dead peer while a
@@ -18,7 +18,8 @@ use russh::{ChannelMsg, Preferred, SshId};
 use super::error::{
     CommandTimedOut, Disconnected, HostKeyRejected, Rejection, SudoPasswordRequired,
 };
-use super::known_hosts::{self, HostKeyStatus};
+use super::known_hosts::{self, HostKeyStatus, HostsFile, Unreadable};
+use super::proxy::{self, ProxyProcess};
 use super::{Options, Output, Target, auth, shell};
 use crate::inventory::HostKeyChecking;
 
@@ -30,11 +31,28 @@ const SUDO_NEEDS_PASSWORD: &str = "a password is required";
 pub struct Session {
     node: String,
     user: String,
+    // Declared before `_carriers`, so it is dropped (closed) first.
     handle: Handle<Client>,
-    /// Jump host connections; they carry this one and must outlive it.
-    _via: Vec<Handle<Client>>,
+    /// Jump host connections and ProxyCommand processes; they carry this one
+    /// and must outlive it.
+    _carriers: Carriers,
     command_timeout: Duration,
     warnings: Vec<String>,
+}
+
+#[derive(Default)]
+struct Carriers {
+    via: Vec<Handle<Client>>,
+    proxies: Vec<ProxyProcess>,
+}
+
+/// What connecting gathers besides the connection itself.
+#[derive(Default)]
+struct Gathered {
+    carriers: Carriers,
+    warnings: Vec<String>,
+    /// (node, line): reported once per run, see `Options::reported`.
+    unreadable: Vec<(String, Unreadable)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -46,33 +64,52 @@ impl std::fmt::Debug for Session {
     }
 }
 
-/// Connects to `target` (through its jump hosts), checks the host key and
-/// authenticates. A refused host key is a [`HostKeyRejected`] in the chain.
+/// Connects to `target` (through its jump hosts or ProxyCommand), checks the
+/// host key and authenticates. A refused host key is a [`HostKeyRejected`]
+/// in the chain.
 pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session> {
-    let mut via = Vec::new();
-    let mut warnings = Vec::new();
-    let handle = connect_chain(target, opts, &mut via, &mut warnings).await?;
+    let mut got = Gathered::default();
+    let handle = connect_chain(target, opts, &mut got).await?;
+    // Only a connection that succeeded uses up the once-per-run report of a
+    // bad line: a failed one shows its error instead, and the next may warn.
+    let mut warnings: Vec<String> = got
+        .unreadable
+        .iter()
+        .filter(|(_, bad)| opts.reported.first_time(&bad.place))
+        .map(|(node, bad)| unreadable_warning(node, bad))
+        .collect();
+    warnings.append(&mut got.warnings);
     Ok(Session {
         node: target.node.clone(),
         user: target.user.clone(),
         handle,
-        _via: via,
+        _carriers: got.carriers,
         command_timeout: opts.command_timeout,
         warnings,
     })
+}
+
+fn unreadable_warning(node: &str, bad: &Unreadable) -> String {
+    format!(
+        "{node}: skipped line {} of {}: {}; the file's other lines still count. \
+         Fix or delete that line (`ssh-keygen -l -f {}` lists the entries ssh can read).",
+        bad.place.line,
+        bad.place.file.display(),
+        bad.reason,
+        bad.place.file.display()
+    )
 }
 
 /// Connects the jump hosts outermost first, then `target` over the last one.
 async fn connect_chain(
     target: &Target,
     opts: &Options,
-    via: &mut Vec<Handle<Client>>,
-    warnings: &mut Vec<String>,
+    got: &mut Gathered,
 ) -> anyhow::Result<Handle<Client>> {
     let Some(jump) = &target.jump else {
-        return connect_one(target, opts, None, warnings).await;
+        return connect_one(target, opts, None, got).await;
     };
-    let bastion = Box::pin(connect_chain(jump, opts, via, warnings))
+    let bastion = Box::pin(connect_chain(jump, opts, got))
         .await
         .with_context(|| {
             format!(
@@ -92,62 +129,135 @@ async fn connect_chain(
             target.node, jump.node, target.host, target.port
         )
     })?;
-    via.push(bastion);
-    connect_one(target, opts, Some(channel.into_stream()), warnings).await
+    got.carriers.via.push(bastion);
+    connect_one(target, opts, Some(channel.into_stream()), got).await
 }
 
-/// Handshake, host key check and authentication over TCP or a tunnel.
+/// Handshake, host key check and authentication over a tunnel, a
+/// ProxyCommand or TCP.
 async fn connect_one(
     target: &Target,
     opts: &Options,
     tunnel: Option<russh::ChannelStream<client::Msg>>,
-    warnings: &mut Vec<String>,
+    got: &mut Gathered,
 ) -> anyhow::Result<Handle<Client>> {
-    let known_text = read_known_hosts(&opts.known_hosts)?;
+    let lookup = Arc::new(
+        Lookup::read(target, opts)
+            .with_context(|| format!("{}: cannot check its host key", target.node))?,
+    );
+    got.unreadable.extend(
+        lookup
+            .unreadable
+            .iter()
+            .map(|bad| (target.node.clone(), bad.clone())),
+    );
     let config = Arc::new(client_config(
         opts,
-        &known_hosts::recorded_algorithms(&known_text, &target.host, target.port),
+        &known_hosts::recorded_algorithms(&lookup.files, &lookup.name),
     ));
     let verdict = Arc::new(Mutex::new(Verdict::default()));
     let client = Client {
         node: target.node.clone(),
         host: target.host.clone(),
         port: target.port,
-        known_hosts: opts.known_hosts.clone(),
+        lookup,
         checking: opts.host_key_checking,
         verdict: verdict.clone(),
     };
-    let addr = format!("{}:{}", target.host, target.port);
-    let handshake = async {
-        match tunnel {
-            Some(stream) => client::connect_stream(config, stream, client).await,
-            None => client::connect(config, (target.host.as_str(), target.port), client).await,
+    let mut proxy = None;
+    let mut addr = format!("{}:{}", target.host, target.port);
+    let result = match (tunnel, &target.proxy_command) {
+        (Some(stream), _) => {
+            tokio::time::timeout(
+                opts.connect_timeout,
+                client::connect_stream(config, stream, client),
+            )
+            .await
+        }
+        (None, Some(command)) => {
+            let (process, stream) = proxy::spawn(target, command)?;
+            proxy = Some(process);
+            addr = format!("{addr} through ProxyCommand `{command}`");
+            tokio::time::timeout(
+                opts.connect_timeout,
+                client::connect_stream(config, stream, client),
+            )
+            .await
+        }
+        (None, None) => {
+            tokio::time::timeout(
+                opts.connect_timeout,
+                client::connect(config, (target.host.as_str(), target.port), client),
+            )
+            .await
         }
     };
-    let result = tokio::time::timeout(opts.connect_timeout, handshake).await;
     let mut verdict = take(&verdict);
-    warnings.append(&mut verdict.warnings);
+    got.warnings.append(&mut verdict.warnings);
     if let Some(rejected) = verdict.rejected {
         return Err(anyhow::Error::new(rejected));
     }
-    let mut handle = result
-        .map_err(|_| {
-            anyhow!(
-                "{}: no SSH handshake with {addr} within {}: is the address right and sshd running?",
-                target.node,
-                fmt_duration(opts.connect_timeout)
-            )
-        })?
-        .with_context(|| format!("{}: cannot connect to {addr} over SSH", target.node))?;
+    let failure = match result {
+        Ok(Ok(handle)) => Ok(handle),
+        Err(_) => Err(anyhow!(
+            "{}: no SSH handshake with {addr} within {}: is the address right and sshd running?",
+            target.node,
+            fmt_duration(opts.connect_timeout)
+        )),
+        Ok(Err(e)) => Err(e.context(format!(
+            "{}: cannot connect to {addr} over SSH",
+            target.node
+        ))),
+    };
+    let mut handle = match (failure, proxy.as_mut()) {
+        (Ok(handle), _) => handle,
+        (Err(e), None) => return Err(e),
+        // The command usually knows best why nothing came through.
+        (Err(e), Some(process)) => {
+            return Err(e.context(format!("{}: {}", target.node, process.diagnose().await)));
+        }
+    };
+    got.carriers.proxies.extend(proxy);
     auth::authenticate(&mut handle, target, opts).await?;
     Ok(handle)
 }
 
-fn read_known_hosts(path: &std::path::Path) -> anyhow::Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(e).with_context(|| format!("reading known hosts file {}", path.display())),
+/// The known_hosts files of one target, read once per connection: user
+/// files first, then global ones, as ssh reads them.
+struct Lookup {
+    /// `[host]:port`, `host`, or the HostKeyAlias.
+    name: String,
+    files: Vec<HostsFile>,
+    /// The first user file: the one accept-new writes to (ssh writes there too).
+    record_to: Option<PathBuf>,
+    hash: bool,
+    unreadable: Vec<Unreadable>,
+}
+
+impl Lookup {
+    fn read(target: &Target, opts: &Options) -> anyhow::Result<Lookup> {
+        let keys = &target.host_keys;
+        let user = keys
+            .user_files
+            .clone()
+            .unwrap_or_else(|| vec![opts.known_hosts.clone()]);
+        let global = keys
+            .global_files
+            .as_ref()
+            .unwrap_or(&opts.global_known_hosts);
+        let files = user
+            .iter()
+            .chain(global)
+            .map(|path| HostsFile::read(path))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let unreadable = files.iter().flat_map(HostsFile::unreadable).collect();
+        Ok(Lookup {
+            name: known_hosts::lookup_name(&target.host, target.port, keys.alias.as_deref()),
+            files,
+            record_to: user.first().cloned(),
+            hash: keys.hash,
+            unreadable,
+        })
     }
 }
 
@@ -203,21 +313,28 @@ pub(crate) struct Client {
     node: String,
     host: String,
     port: u16,
-    known_hosts: PathBuf,
+    lookup: Arc<Lookup>,
     checking: HostKeyChecking,
     verdict: Arc<Mutex<Verdict>>,
 }
 
 impl Client {
     fn reject(&self, key: &PublicKey, reason: Rejection) -> bool {
-        let rejected = HostKeyRejected::new(
-            &self.node,
-            &self.host,
-            self.port,
-            self.known_hosts.clone(),
-            key,
-            reason,
-        );
+        let lookup = &self.lookup;
+        let rejected = HostKeyRejected {
+            name: lookup.name.clone(),
+            add_to: lookup.record_to.clone(),
+            searched: lookup.files.iter().map(|f| f.path.clone()).collect(),
+            skipped: lookup.unreadable.iter().map(|u| u.place.clone()).collect(),
+            ..HostKeyRejected::new(
+                &self.node,
+                &self.host,
+                self.port,
+                PathBuf::new(),
+                key,
+                reason,
+            )
+        };
         self.verdict
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -233,29 +350,31 @@ impl Client {
             .push(warning);
     }
 
-    fn check(&self, key: &PublicKey) -> anyhow::Result<bool> {
-        let text = read_known_hosts(&self.known_hosts)?;
-        let status = known_hosts::check(&text, &self.host, self.port, key);
-        let name = known_hosts::host_key_name(&self.host, self.port);
-        let id = format!(
+    fn id(key: &PublicKey) -> String {
+        format!(
             "{} {}",
             known_hosts::type_label(&key.algorithm()),
             key.fingerprint(HashAlg::Sha256)
-        );
-        let kh = self.known_hosts.display();
+        )
+    }
+
+    fn check(&self, key: &PublicKey) -> anyhow::Result<bool> {
+        let status = known_hosts::check(&self.lookup.files, &self.lookup.name, key);
+        let name = &self.lookup.name;
+        let id = Self::id(key);
         Ok(match (status, self.checking) {
             (HostKeyStatus::Known { .. }, _) => true,
             // Revoked is refused even with checking off, as ssh does.
-            (HostKeyStatus::Revoked { line }, _) => self.reject(key, Rejection::Revoked { line }),
-            (HostKeyStatus::Changed { line }, HostKeyChecking::Off) => {
+            (HostKeyStatus::Revoked { at }, _) => self.reject(key, Rejection::Revoked { at }),
+            (HostKeyStatus::Changed { at }, HostKeyChecking::Off) => {
                 self.warn(format!(
-                    "{}: WARNING: host key checking is OFF and the host key of {name} CHANGED ({id} differs from {kh}:{line}); \
+                    "{}: WARNING: host key checking is OFF and the host key of {name} CHANGED ({id} differs from {at}); \
                      connecting anyway. Anyone on the network path could be impersonating this node.",
                     self.node
                 ));
                 true
             }
-            (HostKeyStatus::Changed { line }, _) => self.reject(key, Rejection::Changed { line }),
+            (HostKeyStatus::Changed { at }, _) => self.reject(key, Rejection::Changed { at }),
             (HostKeyStatus::Unknown { .. }, HostKeyChecking::Off) => {
                 self.warn(format!(
                     "{}: WARNING: host key checking is OFF: accepted the unverified host key {id} of {name}. \
@@ -264,16 +383,18 @@ impl Client {
                 ));
                 true
             }
-            (HostKeyStatus::Unknown { .. }, HostKeyChecking::AcceptNew) => {
-                known_hosts::record(&self.known_hosts, &self.host, self.port, key).with_context(
-                    || format!("{}: recording the new host key of {name}", self.node),
-                )?;
-                self.warn(format!(
-                    "{}: permanently added '{name}' ({id}) to {kh}",
-                    self.node
-                ));
-                true
+            // Known by another key type only: not new, so not accept-new's to record.
+            (HostKeyStatus::Unknown { other_types, .. }, HostKeyChecking::AcceptNew)
+                if !other_types.is_empty() =>
+            {
+                self.reject(
+                    key,
+                    Rejection::OtherType {
+                        recorded: other_types,
+                    },
+                )
             }
+            (HostKeyStatus::Unknown { .. }, HostKeyChecking::AcceptNew) => self.record(key)?,
             (
                 HostKeyStatus::Unknown {
                     other_types,
@@ -285,6 +406,44 @@ impl Client {
                 Rejection::Unknown {
                     other_types,
                     cert_authorities,
+                },
+            ),
+        })
+    }
+
+    /// accept-new: records the key in the first user file, unless the file
+    /// changed under us (see [`known_hosts::record`]).
+    fn record(&self, key: &PublicKey) -> anyhow::Result<bool> {
+        let name = &self.lookup.name;
+        let id = Self::id(key);
+        let Some(path) = &self.lookup.record_to else {
+            // As ssh: with no user file the key cannot be added; the connection goes on.
+            self.warn(format!(
+                "{}: accepted the new host key {id} of {name} without recording it: \
+                 UserKnownHostsFile is none for this host in ~/.ssh/config, so it is new again on every connection",
+                self.node
+            ));
+            return Ok(true);
+        };
+        let again = known_hosts::record(path, name, key, self.lookup.hash)
+            .with_context(|| format!("{}: recording the new host key of {name}", self.node))?;
+        Ok(match again {
+            None => {
+                self.warn(format!(
+                    "{}: permanently added '{name}' ({id}) to {}",
+                    self.node,
+                    path.display()
+                ));
+                true
+            }
+            // Another connection recorded this very key meanwhile.
+            Some(HostKeyStatus::Known { .. }) => true,
+            Some(HostKeyStatus::Changed { at }) => self.reject(key, Rejection::Changed { at }),
+            Some(HostKeyStatus::Revoked { at }) => self.reject(key, Rejection::Revoked { at }),
+            Some(HostKeyStatus::Unknown { other_types, .. }) => self.reject(
+                key,
+                Rejection::OtherType {
+                    recorded: other_types,
                 },
             ),
         })
@@ -575,6 +734,7 @@ mod tests {
         });
         let dir = tempfile::tempdir().unwrap();
         let mut opts = Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict);
+        opts.global_known_hosts = vec![];
         opts.connect_timeout = Duration::from_millis(300);
         let target = Target {
             node: "silent-1".into(),
@@ -583,6 +743,7 @@ mod tests {
             user: "core".into(),
             identity_files: vec![],
             jump: None,
+            ..Target::default()
         };
         let err = connect(&target, &opts).await.unwrap_err();
         let msg = format!("{err:#}");
@@ -600,7 +761,10 @@ mod tests {
             l.local_addr().unwrap().port()
         };
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict);
+        let opts = Options {
+            global_known_hosts: vec![],
+            ..Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict)
+        };
         let target = Target {
             node: "gone-1".into(),
             host: "127.0.0.1".into(),
@@ -608,12 +772,41 @@ mod tests {
             user: "core".into(),
             identity_files: vec![],
             jump: None,
+            ..Target::default()
         };
         let msg = format!("{:#}", connect(&target, &opts).await.unwrap_err());
         assert!(
             msg.starts_with(&format!(
                 "gone-1: cannot connect to 127.0.0.1:{port} over SSH"
             )),
+            "{msg}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_proxy_command_says_why_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            global_known_hosts: vec![],
+            connect_timeout: Duration::from_secs(5),
+            ..Options::new(dir.path().join("known_hosts"), HostKeyChecking::Strict)
+        };
+        let target = Target {
+            node: "proxied-1".into(),
+            host: "10.9.9.9".into(),
+            port: 22,
+            user: "core".into(),
+            // Run as ssh runs it, `exec`ed, hence the inner sh for two commands.
+            proxy_command: Some("sh -c 'echo no route to 10.9.9.9 >&2; exit 7'".into()),
+            ..Target::default()
+        };
+        let msg = format!("{:#}", connect(&target, &opts).await.unwrap_err());
+        assert!(
+            msg.starts_with("proxied-1: ProxyCommand `sh -c 'echo no route to 10.9.9.9 >&2; exit 7'` ended (exit status: 7); its stderr: no route to 10.9.9.9"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("proxied-1: cannot connect to 10.9.9.9:22 through ProxyCommand"),
             "{msg}"
         );
     }

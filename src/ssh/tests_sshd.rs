@@ -110,6 +110,10 @@ impl Fixture {
         self.path("ssh/known_hosts")
     }
 
+    fn global_known_hosts(&self) -> PathBuf {
+        self.path("etc/ssh_known_hosts")
+    }
+
     fn known_hosts_text(&self) -> String {
         std::fs::read_to_string(self.known_hosts()).unwrap_or_default()
     }
@@ -128,6 +132,8 @@ impl Fixture {
             keepalive_max: 3,
             agent_socket: None,
             prompt_passphrase: false,
+            // Never the machine's own /etc/ssh/ssh_known_hosts.
+            global_known_hosts: vec![self.global_known_hosts()],
             ..Options::new(self.known_hosts(), checking)
         }
     }
@@ -319,6 +325,7 @@ fn target(node: &str, sshd: &Sshd, user: &str, keys: &[&Path]) -> Target {
         user: user.into(),
         identity_files: keys.iter().map(|k| k.to_path_buf()).collect(),
         jump: None,
+        ..Target::default()
     }
 }
 
@@ -504,7 +511,15 @@ async fn accept_new_records_the_key_then_refuses_a_changed_one() {
 
     sshd.restart_with_new_host_key();
     let err = connect(&t, &opts).await.unwrap_err();
-    assert_eq!(rejection(&err).reason, Rejection::Changed { line: 1 });
+    assert_eq!(
+        rejection(&err).reason,
+        Rejection::Changed {
+            at: known_hosts::Place {
+                file: fx.known_hosts(),
+                line: 1
+            }
+        }
+    );
     let msg = format!("{err:#}");
     assert!(
         msg.contains("REMOTE HOST IDENTIFICATION HAS CHANGED"),
@@ -965,4 +980,350 @@ async fn exec_root_as_a_user_whose_sudo_needs_a_password_says_so() {
         "{msg}"
     );
     assert!(msg.contains("NOPASSWD"), "{msg}");
+}
+
+/// `[127.0.0.1]:port ssh-ed25519 AAAA…` for this sshd's host key.
+fn known_line(sshd: &Sshd) -> String {
+    let key = public(&sshd.host_key);
+    let mut fields = key.split_whitespace();
+    let (kind, blob) = (fields.next().unwrap(), fields.next().unwrap());
+    format!("[127.0.0.1]:{} {kind} {blob}\n", sshd.port)
+}
+
+#[tokio::test]
+async fn the_global_file_vouches_and_a_bad_line_warns_once_without_breaking_anything() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    // Only the global file knows the node; the user file starts with garbage.
+    std::fs::create_dir_all(fx.path("etc")).unwrap();
+    std::fs::write(fx.global_known_hosts(), known_line(&sshd)).unwrap();
+    std::fs::create_dir_all(fx.path("ssh")).unwrap();
+    std::fs::write(
+        fx.known_hosts(),
+        "# mine\n[127.0.0.1]:22 ssh-ed25519 AAAA-truncated\n",
+    )
+    .unwrap();
+    let t = target("w-11", &sshd, "root", &[&key]);
+
+    let opts = fx.options(HostKeyChecking::Strict);
+    let session = connect(&t, &opts).await.unwrap();
+    assert_eq!(session.exec("echo ok", None).await.unwrap().stdout, "ok\n");
+    let warnings = session.warnings().join("\n");
+    assert!(
+        warnings.starts_with(&format!(
+            "w-11: skipped line 2 of {}: the ssh-ed25519 key cannot be decoded",
+            fx.known_hosts().display()
+        )),
+        "{warnings}"
+    );
+    assert_eq!(session.warnings().len(), 1, "{warnings}");
+    // Once per run, not once per node.
+    let again = connect(&t, &opts).await.unwrap();
+    assert!(again.warnings().is_empty(), "{:?}", again.warnings());
+
+    // accept-new has nothing to record: the global file knows the key, and is never written.
+    let global_before = std::fs::read_to_string(fx.global_known_hosts()).unwrap();
+    let user_before = fx.known_hosts_text();
+    let session = connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap();
+    assert!(
+        session
+            .warnings()
+            .iter()
+            .all(|w| !w.contains("permanently added")),
+        "{:?}",
+        session.warnings()
+    );
+    assert_eq!(fx.known_hosts_text(), user_before);
+    assert_eq!(
+        std::fs::read_to_string(fx.global_known_hosts()).unwrap(),
+        global_before
+    );
+
+    // Not known anywhere: the refusal lists both files and the skipped line.
+    std::fs::write(fx.global_known_hosts(), "").unwrap();
+    let err = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(&format!(
+            "not in {} or {}",
+            fx.known_hosts().display(),
+            fx.global_known_hosts().display()
+        )),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "Note: {}:2 could not be read",
+            fx.known_hosts().display()
+        )),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn accept_new_never_records_a_second_key_type_for_a_known_host() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    // The node was recorded by its ECDSA key; now it offers only Ed25519.
+    let ecdsa = keygen(&fx.path("old_ecdsa_host_key"), "ecdsa", "");
+    let ecdsa_pub = public(&ecdsa);
+    let mut fields = ecdsa_pub.split_whitespace();
+    let recorded = format!(
+        "[127.0.0.1]:{} {} {}\n",
+        sshd.port,
+        fields.next().unwrap(),
+        fields.next().unwrap()
+    );
+    std::fs::create_dir_all(fx.path("ssh")).unwrap();
+    std::fs::write(fx.known_hosts(), &recorded).unwrap();
+    let t = target("w-12", &sshd, "root", &[&key]);
+
+    let err = connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap_err();
+    let rejected = rejection(&err);
+    assert!(
+        matches!(&rejected.reason, Rejection::OtherType { recorded } if recorded.len() == 1),
+        "{err:#}"
+    );
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("recorded with another key type only (ECDSA at"),
+        "{msg}"
+    );
+    assert!(msg.contains("does not add a second key type"), "{msg}");
+    assert_eq!(fx.known_hosts_text(), recorded, "nothing was appended");
+    assert_eq!(sshd.accepted(), 0);
+}
+
+#[tokio::test]
+async fn hash_known_hosts_records_a_hashed_name_that_ssh_and_the_next_connection_find() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    let mut t = target("w-13", &sshd, "root", &[&key]);
+    t.host_keys.hash = true;
+
+    let session = connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap();
+    assert!(session.warnings()[0].contains("permanently added"));
+    let text = fx.known_hosts_text();
+    assert!(text.starts_with("|1|"), "{text}");
+    assert!(!text.contains("127.0.0.1"), "the name is hashed: {text}");
+    assert_eq!(text.lines().count(), 1);
+    // OpenSSH finds it by name...
+    run(Command::new("ssh-keygen")
+        .arg("-F")
+        .arg(format!("[127.0.0.1]:{}", sshd.port))
+        .arg("-f")
+        .arg(fx.known_hosts()));
+    // ...and so do we, strictly, on the next connection.
+    let again = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap();
+    assert!(again.warnings().is_empty(), "{:?}", again.warnings());
+    assert_eq!(fx.known_hosts_text(), text);
+}
+
+#[tokio::test]
+async fn host_key_alias_is_the_name_looked_up_and_recorded() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    let mut t = target("cp-1", &sshd, "root", &[&key]);
+    t.host_keys.alias = Some("cp-1.fleet".into());
+
+    let err = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(&format!(
+            "ssh-keyscan -p {} -t ed25519 127.0.0.1 | sed 's/^[^ ]*/cp-1.fleet/' >> '{}'",
+            sshd.port,
+            fx.known_hosts().display()
+        )),
+        "{msg}"
+    );
+
+    connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap();
+    let text = fx.known_hosts_text();
+    assert!(text.starts_with("cp-1.fleet ssh-ed25519 "), "{text}");
+    connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap();
+    // Without the alias the same node is a stranger.
+    t.host_keys.alias = None;
+    let err = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap_err();
+    assert!(matches!(rejection(&err).reason, Rejection::Unknown { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_accept_new_records_each_host_exactly_once() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let a = fx.sshd("a", "");
+    let b = fx.sshd("b", "");
+    let opts = fx.options(HostKeyChecking::AcceptNew);
+    let targets: Vec<Target> = (0..6)
+        .map(|i| {
+            target(
+                &format!("w-{i}"),
+                if i % 2 == 0 { &a } else { &b },
+                "root",
+                &[&key],
+            )
+        })
+        .collect();
+    let results = connect_all(&targets, &opts, 6).await;
+    for (node, result) in &results {
+        assert!(result.is_ok(), "{node}: {:#}", result.as_ref().unwrap_err());
+    }
+    let text = fx.known_hosts_text();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert_eq!(
+        text.matches(&format!("[127.0.0.1]:{} ", a.port)).count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches(&format!("[127.0.0.1]:{} ", b.port)).count(),
+        1,
+        "{text}"
+    );
+    let added = results
+        .iter()
+        .flat_map(|(_, r)| r.as_ref().unwrap().warnings())
+        .filter(|w| w.contains("permanently added"))
+        .count();
+    assert_eq!(added, 2, "one 'permanently added' per host");
+}
+
+#[tokio::test]
+async fn proxy_command_from_ssh_config_carries_the_connection() {
+    require_sshd!();
+    if Command::new("bash").arg("-c").arg("true").status().is_err() {
+        eprintln!("skipping ProxyCommand test: bash is missing");
+        return;
+    }
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    fx.trust(&sshd);
+    let seen = fx.path("proxy-saw");
+    // bash's /dev/tcp is the proxy: no nc or socat needed. It records the
+    // tokens it was given, so the expansion is proven too.
+    let config = format!(
+        "Host proxied\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {key}\n  \
+         ProxyCommand bash -c 'echo %r@%h:%p %n > {seen}; exec 3<>/dev/tcp/%h/%p; cat <&3 & exec cat >&3'\n",
+        port = sshd.port,
+        key = key.display(),
+        seen = seen.display()
+    );
+    let inv = config::tests::inventory(vec![config::tests::node("w-14", "proxied")]);
+    let env = config::LocalEnv {
+        user: Some("op".into()),
+        home: Some(fx.dir.path().to_path_buf()),
+        default_identities: vec![],
+    };
+    let parsed = config::parse_ssh_config(&mut config.as_bytes(), fx.dir.path()).unwrap();
+    let t = config::resolve_with(&inv, &inv.nodes[0], Some(&parsed), &env).unwrap();
+    assert!(t.proxy_command.is_some(), "{t:?}");
+
+    let session = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap();
+    assert_eq!(
+        session.exec("echo proxied", None).await.unwrap().stdout,
+        "proxied\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        format!("root@127.0.0.1:{} proxied\n", sshd.port)
+    );
+    // The server saw a client on loopback, as it would from nc.
+    assert_eq!(sshd.accepted(), 1);
+    session.close().await;
+}
+
+#[tokio::test]
+async fn identities_only_keeps_the_agent_to_the_identity_files_keys() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let good = fx.user_key("id_good", "ed25519", "");
+    let stranger = keygen(&fx.path("id_stranger"), "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    fx.trust(&sshd);
+    let agent = Agent::start(fx.path("agent.sock"));
+    agent.add(&good);
+    let opts = Options {
+        agent_socket: Some(agent.socket.clone()),
+        ..fx.options(HostKeyChecking::Strict)
+    };
+
+    // Without IdentitiesOnly the agent's key gets in, whatever the identity file.
+    let mut t = target("w-15", &sshd, "root", &[&stranger]);
+    connect(&t, &opts).await.unwrap();
+    assert_eq!(sshd.accepted(), 1);
+
+    // With it, only the stranger key is offered: refused, and the message says why.
+    t.identities_only = true;
+    let err = connect(&t, &opts).await.unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("IdentitiesOnly is set for this host"), "{msg}");
+    assert!(
+        !msg.contains("ssh-agent key"),
+        "the agent key was not offered: {msg}"
+    );
+    assert_eq!(sshd.accepted(), 1);
+
+    // The agent still signs for a configured identity (only its .pub on disk).
+    std::fs::remove_file(&good).unwrap();
+    t.identity_files = vec![good.clone()];
+    let session = connect(&t, &opts).await.unwrap();
+    assert_eq!(session.exec("echo ok", None).await.unwrap().stdout, "ok\n");
+    assert_eq!(sshd.accepted(), 2);
+}
+
+#[tokio::test]
+async fn user_known_hosts_file_none_accepts_new_keys_without_recording_them() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    let mut t = target("w-16", &sshd, "root", &[&key]);
+    t.host_keys.user_files = Some(vec![]);
+
+    let session = connect(&t, &fx.options(HostKeyChecking::AcceptNew))
+        .await
+        .unwrap();
+    let warnings = session.warnings().join("\n");
+    assert!(warnings.contains("without recording it"), "{warnings}");
+    assert!(
+        warnings.contains("UserKnownHostsFile is none"),
+        "{warnings}"
+    );
+    assert!(!fx.known_hosts().exists());
+
+    let err = connect(&t, &fx.options(HostKeyChecking::Strict))
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("there is no file to add it to"), "{msg}");
 }
