@@ -23,6 +23,9 @@ fleetsim ctl --dir DIR COMMAND
   pdb-block NODE         a PodDisruptionBudget blocks draining NODE
   pdb-unblock NODE       drains of NODE succeed again
   slow-boot NODE SECS    NODE's boots take SECS longer (0 to reset)
+  drop-ssh NODE          cut NODE's SSH connections now (sshd's sessions die, the listener stays)
+  drop-ssh-during-upgrade-apply NODE
+                         cut them while NODE's next `kubeadm upgrade apply` works
   kured-lock-forbidden   the admin kubeconfig may no longer change Kured's DaemonSet
   kured-lock-allowed     it may again";
 
@@ -41,6 +44,8 @@ pub enum Ctl {
     PdbUnblock(String),
     SlowBoot(String, f64),
     KuredLockForbidden(bool),
+    DropSsh(String),
+    DropSshDuringUpgradeApply(String),
 }
 
 pub fn parse(args: &[String]) -> Result<Ctl> {
@@ -59,6 +64,8 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
         ["power-cycle", n] => Ctl::PowerCycle(n.to_string()),
         ["pdb-block", n] => Ctl::PdbBlock(n.to_string()),
         ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
+        ["drop-ssh", n] => Ctl::DropSsh(n.to_string()),
+        ["drop-ssh-during-upgrade-apply", n] => Ctl::DropSshDuringUpgradeApply(n.to_string()),
         ["kured-lock-forbidden"] => Ctl::KuredLockForbidden(true),
         ["kured-lock-allowed"] => Ctl::KuredLockForbidden(false),
         ["slow-boot", n, s] => {
@@ -86,6 +93,23 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
             let path = fleet.power_cycle_request(node);
             std::fs::write(&path, b"").with_context(|| format!("writing {}", path.display()))?;
             format!("{node} loses power")
+        }
+        Ctl::DropSsh(node) => {
+            // The supervisor's node thread acts on it and removes it.
+            let path = fleet.drop_ssh_request(node);
+            std::fs::write(&path, b"").with_context(|| format!("writing {}", path.display()))?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while path.exists() {
+                if std::time::Instant::now() > deadline {
+                    let _ = std::fs::remove_file(&path);
+                    bail!(
+                        "the supervisor did not act on {} within 10 s (is {node} down?)",
+                        path.display()
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            format!("{node}'s SSH connections cut")
         }
         Ctl::Publish(v) => {
             let cache = crate::image::Cache::default_location()?;
@@ -121,7 +145,9 @@ fn ctl_node(ctl: &Ctl) -> Option<&str> {
         | Ctl::PowerCycle(n)
         | Ctl::PdbBlock(n)
         | Ctl::PdbUnblock(n)
-        | Ctl::SlowBoot(n, _) => Some(n),
+        | Ctl::SlowBoot(n, _)
+        | Ctl::DropSsh(n)
+        | Ctl::DropSshDuringUpgradeApply(n) => Some(n),
         _ => None,
     }
 }
@@ -164,7 +190,8 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
             f.slow_boot.insert(n.clone(), *s);
         }
         Ctl::KuredLockForbidden(on) => f.kured_lock_forbidden = *on,
-        Ctl::Publish(_) | Ctl::PowerCycle(_) => {}
+        Ctl::DropSshDuringUpgradeApply(n) => add(&mut f.drop_ssh_during_upgrade_apply, n),
+        Ctl::Publish(_) | Ctl::PowerCycle(_) | Ctl::DropSsh(_) => {}
     }
 }
 

@@ -274,6 +274,15 @@ impl Fleet {
         Ok(())
     }
 
+    /// Cuts `node`'s SSH connections, as `fleetsim ctl drop-ssh` does: every
+    /// sshd session process of the node is killed, its listener stays.
+    /// Returns once the supervisor has done it.
+    pub fn drop_ssh(&self, node: &str) -> Result<()> {
+        let argv = ["drop-ssh".to_string(), node.to_string()];
+        crate::ctl::run(&self.fleet, &crate::ctl::Ctl::DropSsh(node.into()), &argv)?;
+        Ok(())
+    }
+
     /// Lets a node held by the `hang_on_reboot` fault boot.
     pub fn release(&self, node: &str) -> Result<()> {
         self.faults(|f| f.hang_on_reboot.retain(|n| n != node))

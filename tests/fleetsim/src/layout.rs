@@ -12,12 +12,13 @@ pub const OVERLAID: [&str; 6] = ["usr", "etc", "opt", "var", "root", "home"];
 /// `/`. kubelet, kubeadm and kubectl are not here: they come from the
 /// kubernetes sysext merged at boot, whose wrappers run the
 /// `usr/lib/fleetsim/` links.
-pub const TOOL_LINKS: [&str; 10] = [
+pub const TOOL_LINKS: [&str; 11] = [
     "usr/lib/fleetsim/kubelet",
     "usr/lib/fleetsim/kubeadm",
     "usr/lib/fleetsim/kubectl",
     "usr/bin/update_engine_client",
     "usr/bin/systemctl",
+    "usr/bin/systemd-run",
     "usr/bin/journalctl",
     "usr/bin/systemd-sysext",
     "usr/lib/systemd/systemd-sysupdate",
@@ -143,6 +144,12 @@ impl FleetDir {
     /// pull the node's plug.
     pub fn power_cycle_request(&self, name: &str) -> PathBuf {
         self.node(name).join("power-cycle")
+    }
+
+    /// `fleetsim ctl drop-ssh`'s request: the supervisor cuts the node's SSH
+    /// connections and removes the file.
+    pub fn drop_ssh_request(&self, name: &str) -> PathBuf {
+        self.node(name).join("drop-ssh")
     }
 
     /// node-init's and sshd's stderr, across every boot.

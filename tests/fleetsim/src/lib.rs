@@ -22,6 +22,7 @@ pub mod power;
 pub mod provision;
 pub mod scenario;
 pub mod service;
+pub mod sessions;
 pub mod sig;
 pub mod state;
 pub mod supervisor;

@@ -38,6 +38,9 @@ fn main() -> ExitCode {
     if name == "reboot" || name == "shutdown" {
         return code(power::main(&name, &rest));
     }
+    if name == tools::UNIT_MANAGER {
+        return code(tools::unit_manager(&rest));
+    }
     if name == "kured" {
         // A Kured pod, started by node-init (fleetsim::kured).
         let node = rest.first().cloned().unwrap_or_default();

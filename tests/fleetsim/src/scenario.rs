@@ -44,6 +44,9 @@ pub struct Scenario {
     /// 0.1, what kubectl 1.32 and 1.33 took for `version --client` on the
     /// development machine, 0.04 s of it CPU).
     pub kubectl_start: f64,
+    /// Seconds `kubeadm upgrade apply|node` works before it is done
+    /// (default 0.3; a real one takes minutes).
+    pub kubeadm_duration: f64,
     /// The SSH port every node listens on (on its own loopback address).
     pub port: u16,
     /// A light fleet: workers merge their sysext from an unpacked tree (no
@@ -129,6 +132,7 @@ impl Default for Scenario {
             kubelet_restart: 10.0,
             api_latency: 0.15,
             kubectl_start: 0.1,
+            kubeadm_duration: 0.3,
             port: 2222,
             light: false,
             kured: Kured::Installed(false),
@@ -246,6 +250,11 @@ impl Scenario {
 
     pub fn kubectl_start(mut self, seconds: f64) -> Scenario {
         self.kubectl_start = seconds;
+        self
+    }
+
+    pub fn kubeadm_duration(mut self, seconds: f64) -> Scenario {
+        self.kubeadm_duration = seconds;
         self
     }
 
@@ -403,6 +412,7 @@ impl Scenario {
             ("api_delay", self.api_delay),
             ("api_latency", self.api_latency),
             ("kubectl_start", self.kubectl_start),
+            ("kubeadm_duration", self.kubeadm_duration),
         ] {
             if !v.is_finite() || v < 0.0 {
                 bail!("scenario `{what}` must be a number of seconds ≥ 0, not {v}");
@@ -428,6 +438,7 @@ impl Scenario {
             .iter()
             .chain(&f.pdb_block)
             .chain(&f.fail_upgrade_node)
+            .chain(&f.drop_ssh_during_upgrade_apply)
             .chain(f.slow_boot.keys());
         for name in named {
             if !self.nodes.iter().any(|n| &n.name == name) {

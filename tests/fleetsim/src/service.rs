@@ -121,6 +121,7 @@ impl Kubelet {
                 exit: None,
                 result: None,
                 restarts: self.restarts,
+                description: None,
             });
         } else {
             self.journal(&[
@@ -234,6 +235,7 @@ impl Kubelet {
                     exit: None,
                     result: None,
                     restarts: self.restarts,
+                    description: None,
                 });
             }
             Err(e) => {
@@ -264,6 +266,7 @@ impl Kubelet {
             exit,
             result: Some(result.to_string()),
             restarts: self.restarts,
+            description: None,
         });
     }
 

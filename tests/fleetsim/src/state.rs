@@ -74,6 +74,10 @@ pub struct Cluster {
     /// binary of ~50 MB loading and initialising).
     #[serde(default)]
     pub kubectl_start: f64,
+    /// Seconds `kubeadm upgrade apply|node` works (writing manifests,
+    /// waiting for the kubelet) before it is done. 0 when unset.
+    #[serde(default)]
+    pub kubeadm_duration: f64,
     pub nodes: BTreeMap<String, ClusterNode>,
     /// A kube-proxy DaemonSet exists. Starts false: Cilium replaces it.
     pub kube_proxy: bool,
@@ -232,6 +236,10 @@ pub struct Faults {
     /// Kured's own pods keep their rights.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kured_lock_forbidden: bool,
+    /// Nodes whose SSH connections are cut while their next `kubeadm
+    /// upgrade apply` works (each consumed once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drop_ssh_during_upgrade_apply: Vec<String>,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).

@@ -290,6 +290,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         api_delay: scenario.api_delay,
         api_latency: scenario.api_latency,
         kubectl_start: scenario.kubectl_start,
+        kubeadm_duration: scenario.kubeadm_duration,
         nodes,
         kube_proxy: false,
         kured: scenario.kured.spec().map(|k| k.daemonset()),
@@ -707,7 +708,19 @@ impl NodeRunner {
 
     fn wait_exit(&self, mut child: Child) -> Exit {
         let power = self.fleet.power_cycle_request(self.name());
+        let drop_ssh = self.fleet.drop_ssh_request(self.name());
         loop {
+            if drop_ssh.exists() {
+                for init in node_inits(&child) {
+                    let ns = fs::read_link(format!("/proc/{init}/ns/pid")).ok();
+                    let n = crate::sessions::cut(Path::new("/proc"), init, ns.as_deref());
+                    eprintln!(
+                        "fleetsim: node {}: cut {n} SSH session processes",
+                        self.name()
+                    );
+                }
+                let _ = fs::remove_file(&drop_ssh);
+            }
             if self.stop.load(Ordering::SeqCst) {
                 kill_node(&mut child);
                 return Exit::Stopped;

@@ -247,6 +247,9 @@ pub struct UnitState {
     /// `exit-code` and the like, once it failed.
     pub result: Option<String>,
     pub restarts: u32,
+    /// A transient unit's `--description` (`systemd-run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// The state file of `unit` under `root`.

@@ -587,6 +587,9 @@ fn run_apply(
             return Ok(fail(env, args, msg));
         }
     }
+    if let Some(code) = work(env, args, node, true)? {
+        return Ok(code);
+    }
     let pods = upgrade_static_pods(env, node, &target.to_string(), !cli.skips("control-plane"))?;
     match pods {
         StaticPods::ApiGone => {
@@ -628,6 +631,149 @@ fn run_apply(
     print_apply_phases(env, cli, target);
     env.record(NAME, args, "ok");
     Ok(0)
+}
+
+/// What kubeadm prints while it writes the new manifests and waits for the
+/// kubelet to restart each component.
+const WORK_LINES: &[&str] = &[
+    "[upgrade/staticpods] Writing new Static Pod manifests to \"/etc/kubernetes/tmp/kubeadm-upgraded-manifests\"",
+    "[upgrade/staticpods] Preparing for \"etcd\" upgrade",
+    "[upgrade/staticpods] Current and new manifests of etcd are equal, skipping upgrade",
+    "[upgrade/etcd] Waiting for etcd to become available",
+    "[upgrade/staticpods] Preparing for \"kube-apiserver\" upgrade",
+    "[upgrade/staticpods] Waiting for the kubelet to restart the component",
+    "[upgrade/staticpods] This can take up to 5m0s",
+    "[apiclient] Found 1 Pods for label selector component=kube-apiserver",
+    "[upgrade/staticpods] Preparing for \"kube-controller-manager\" upgrade",
+    "[upgrade/staticpods] Waiting for the kubelet to restart the component",
+    "[upgrade/staticpods] Preparing for \"kube-scheduler\" upgrade",
+    "[upgrade/staticpods] Waiting for the kubelet to restart the component",
+];
+
+/// kubeadm at work for the scenario's `kubeadm_duration`, a progress line
+/// every 50 ms, before anything it does takes effect. Like any Go program
+/// that does not handle them, it dies of SIGHUP, SIGTERM and SIGINT, and of
+/// SIGPIPE when it writes to a stdout or stderr nobody reads any more (its
+/// SSH session gone). Killed, it changes nothing (the cluster stays as it
+/// was: kubeadm's own rollback) and leaves a `killed: SIG…` event; the
+/// process then dies of that signal. `Some(code)` when it did not finish.
+fn work(env: &mut Env, args: &[String], node: &str, apply: bool) -> Result<Option<i32>> {
+    let duration = env.shared().cluster()?.kubeadm_duration;
+    let drop = apply
+        && env.shared().update_faults(|f| {
+            let hit = f.drop_ssh_during_upgrade_apply.iter().any(|n| n == node);
+            f.drop_ssh_during_upgrade_apply.retain(|n| n != node);
+            hit
+        })?;
+    if duration <= 0.0 && !drop {
+        return Ok(None);
+    }
+    let watched = signals::Watch::start(env.daemon);
+    let started = std::time::Instant::now();
+    let tick = std::time::Duration::from_millis(50);
+    let mut line = 0;
+    loop {
+        let text = WORK_LINES[line % WORK_LINES.len()];
+        line += 1;
+        let written = std::io::Write::write_all(&mut *env.out, format!("{text}\n").as_bytes())
+            .and_then(|()| std::io::Write::flush(&mut *env.out));
+        if let Err(e) = written
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return Ok(Some(killed(env, args, libc::SIGPIPE)));
+        }
+        if drop && line == 1 {
+            let n = crate::sessions::cut(std::path::Path::new("/proc"), 1, None);
+            complain!(
+                env,
+                "fleetsim: fault drop_ssh_during_upgrade_apply: cut {n} SSH session processes of {node}"
+            );
+        }
+        if started.elapsed().as_secs_f64() >= duration && !(drop && line < 3) {
+            return Ok(None);
+        }
+        if let Some(sig) = watched.wait(tick) {
+            return Ok(Some(killed(env, args, sig)));
+        }
+    }
+}
+
+/// Records the death and, in a real process, dies of `sig` as Go would.
+fn killed(env: &mut Env, args: &[String], sig: i32) -> i32 {
+    let name = super::systemd_run::signal_name(sig);
+    env.record(NAME, args, &format!("killed: SIG{name}"));
+    if env.daemon {
+        signals::die_of(sig);
+    }
+    128 + sig
+}
+
+mod signals {
+    //! The signals a Go program dies of, caught only long enough to put the
+    //! death on the record.
+
+    use std::time::Duration;
+
+    const CAUGHT: [i32; 3] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT];
+
+    pub struct Watch {
+        on: bool,
+    }
+
+    impl Watch {
+        /// Blocks the signals so `wait` can collect them (only in a real process).
+        pub fn start(on: bool) -> Watch {
+            if on {
+                // SAFETY: changes this thread's signal mask only.
+                unsafe {
+                    let set = set();
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                }
+            }
+            Watch { on }
+        }
+
+        /// Sleeps up to `d`; the signal if one came.
+        pub fn wait(&self, d: Duration) -> Option<i32> {
+            if !self.on {
+                std::thread::sleep(d);
+                return None;
+            }
+            let ts = libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: a valid set and timespec; siginfo may be null.
+            let sig = unsafe { libc::sigtimedwait(&set(), std::ptr::null_mut(), &ts) };
+            (sig > 0).then_some(sig)
+        }
+    }
+
+    fn set() -> libc::sigset_t {
+        // SAFETY: plain data initialised by sigemptyset.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in CAUGHT {
+                libc::sigaddset(&mut set, s);
+            }
+            set
+        }
+    }
+
+    /// Default disposition, unblocked, raised: the process ends killed by it.
+    pub fn die_of(sig: i32) -> ! {
+        // SAFETY: resetting and raising a signal in our own process.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            let mut one: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut one);
+            libc::sigaddset(&mut one, sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig)
+    }
 }
 
 fn print_apply_phases(env: &mut Env, cli: &ApplyCli, target: KubeVersion) {
@@ -723,6 +869,9 @@ fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> 
             )
         };
         return Ok(fail(env, args, &msg));
+    }
+    if let Some(code) = work(env, args, &boot.name, false)? {
+        return Ok(code);
     }
     if control_plane {
         upgrade_control_plane_node(env, args, skip, &boot.name, kubeadm, &cluster)

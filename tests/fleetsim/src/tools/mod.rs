@@ -1,6 +1,7 @@
 //! The node's emulated tools: one multi-call binary answers as
 //! `systemd-sysupdate`, `systemctl`, `journalctl`, `update_engine_client`,
-//! `kubelet`, `kubeadm`, `kubectl` and `systemd-sysext`, chosen by argv[0].
+//! `kubelet`, `kubeadm`, `kubectl`, `systemd-sysext` and `systemd-run`,
+//! chosen by argv[0].
 //!
 //! fleetctl runs unmodified commands over SSH, so every tool here prints what
 //! the real one prints (stdout vs stderr, exit codes, error wording) for the
@@ -27,6 +28,7 @@ mod kubectl;
 pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;
+mod systemd_run;
 mod sysupdate;
 #[cfg(test)]
 mod testutil;
@@ -60,6 +62,8 @@ macro_rules! complain {
     }};
 }
 
+/// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
+pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};
 pub(crate) use util::civil;
 pub(crate) use {complain, say};
 
@@ -74,6 +78,7 @@ enum Tool {
     Kubectl,
     Sysext,
     Journalctl,
+    SystemdRun,
 }
 
 impl Tool {
@@ -87,6 +92,7 @@ impl Tool {
             "kubectl" => Tool::Kubectl,
             "systemd-sysext" => Tool::Sysext,
             "journalctl" => Tool::Journalctl,
+            "systemd-run" => Tool::SystemdRun,
             _ => return None,
         })
     }
@@ -101,6 +107,7 @@ impl Tool {
             Tool::Kubectl => "kubectl",
             Tool::Sysext => "systemd-sysext",
             Tool::Journalctl => "journalctl",
+            Tool::SystemdRun => "systemd-run",
         }
     }
 }
@@ -161,6 +168,7 @@ fn run(env: &mut Env, tool: Tool, args: &[String]) -> i32 {
         Tool::Kubectl => kubectl::run(env, args),
         Tool::Sysext => sysext::run(env, args),
         Tool::Journalctl => journalctl::run(env, args),
+        Tool::SystemdRun => systemd_run::run(env, args),
     };
     match result {
         Ok(code) => code,

@@ -40,15 +40,28 @@ struct Cli<'a> {
     quiet: bool,
     verb: &'a str,
     units: Vec<&'a str>,
+    /// `-p`/`--property` names, in the order given.
+    properties: Vec<String>,
+    /// `--value`.
+    value: bool,
 }
 
 fn parse_args(args: &[String]) -> Option<Cli<'_>> {
     let mut quiet = false;
+    let mut value = false;
+    let mut properties = Vec::new();
     let mut words = Vec::new();
-    for a in args {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--no-pager" | "-l" | "--full" | "--no-ask-password" => {}
             "-q" | "--quiet" => quiet = true,
+            "--value" => value = true,
+            "-p" | "--property" => properties.extend(it.next()?.split(',').map(String::from)),
+            s if s.starts_with("--property=") => {
+                properties.extend(s["--property=".len()..].split(',').map(String::from))
+            }
+            s if s.starts_with("-p") => properties.extend(s[2..].split(',').map(String::from)),
             s if s.starts_with('-') => return None,
             s => words.push(s),
         }
@@ -58,6 +71,8 @@ fn parse_args(args: &[String]) -> Option<Cli<'_>> {
         quiet,
         verb,
         units: units.to_vec(),
+        properties,
+        value,
     })
 }
 
@@ -75,7 +90,11 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
         return Ok(env.unsupported(NAME, args));
     };
     let units: Vec<String> = cli.units.iter().map(|u| unit_name(u)).collect();
+    if (!cli.properties.is_empty() || cli.value) && cli.verb != "show" {
+        return Ok(env.unsupported(NAME, args));
+    }
     match (cli.verb, units.as_slice()) {
+        ("show", [u]) if !cli.properties.is_empty() => show(env, args, u, &cli),
         ("start", [u]) if u == "systemd-sysupdate.service" => Ok(start_sysupdate(env, args)),
         ("reboot", []) => Ok(reboot(env, args)),
         ("is-active", [_, ..]) => is_active(env, &units, cli.quiet),
@@ -179,8 +198,8 @@ fn reboot(env: &mut Env, args: &[String]) -> i32 {
 fn is_active(env: &mut Env, units: &[String], quiet: bool) -> Result<i32> {
     let mut any = false;
     for u in units {
-        let state = if u == KUBELET {
-            unit::read_state(&env.root, KUBELET)?.map_or("inactive".to_string(), |s| s.active)
+        let state = if let Some(s) = unit::read_state(&env.root, u)? {
+            s.active
         } else if ACTIVE_UNITS.contains(&u.as_str()) {
             "active".to_string()
         } else {
@@ -192,6 +211,89 @@ fn is_active(env: &mut Env, units: &[String], quiet: bool) -> Result<i32> {
         }
     }
     Ok(if any { 0 } else { 3 })
+}
+
+/// The properties `show` emulates, in the order systemd prints them: the
+/// order of its D-Bus reply, the service's own interface first, then the
+/// unit's — not the order of `-p` (systemd/systemd#4907, #28205).
+const SHOWN: &[&str] = &[
+    "Type",
+    "MainPID",
+    "Result",
+    "ExecMainCode",
+    "ExecMainStatus",
+    "Id",
+    "Description",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+];
+
+/// `systemctl show -p P… [--value] UNIT`: a unit that is not loaded (never
+/// started, or garbage-collected after it ended) shows systemd's defaults,
+/// `LoadState=not-found`, `ActiveState=inactive`, `SubState=dead`,
+/// `Result=success`, and `show` still exits 0.
+fn show(env: &mut Env, args: &[String], u: &str, cli: &Cli) -> Result<i32> {
+    if cli.properties.iter().any(|p| !SHOWN.contains(&p.as_str())) {
+        return Ok(env.unsupported(NAME, args));
+    }
+    let state = unit::read_state(&env.root, u)?;
+    let always = ACTIVE_UNITS.contains(&u);
+    let (load, active, sub) = match &state {
+        Some(s) => ("loaded", s.active.clone(), s.sub.clone()),
+        None if always => ("loaded", "active".into(), "running".into()),
+        None => ("not-found", "inactive".into(), "dead".into()),
+    };
+    let exit = state.as_ref().and_then(|s| s.exit.clone());
+    // `status=15/TERM` is a signal (code 2, CLD_KILLED), else an exit (1).
+    let (code, status) = match exit.as_deref().and_then(|e| e.split_once('/')) {
+        Some((n, name)) if name.chars().all(|c| c.is_ascii_uppercase()) && signal_like(name) => {
+            ("2", n.to_string())
+        }
+        Some((n, _)) => ("1", n.to_string()),
+        None => ("0", "0".to_string()),
+    };
+    let description = state
+        .as_ref()
+        .and_then(|s| s.description.clone())
+        .unwrap_or_else(|| u.to_string());
+    let main_pid = match &state {
+        Some(s) if s.active == "active" => s.main_pid.to_string(),
+        _ => "0".into(),
+    };
+    for p in SHOWN
+        .iter()
+        .filter(|p| cli.properties.iter().any(|q| q == *p))
+    {
+        let v = match *p {
+            "Type" => "simple".to_string(),
+            "MainPID" => main_pid.clone(),
+            "Result" => state
+                .as_ref()
+                .and_then(|s| s.result.clone())
+                .unwrap_or_else(|| "success".into()),
+            "ExecMainCode" => code.to_string(),
+            "ExecMainStatus" => status.clone(),
+            "Id" => u.to_string(),
+            "Description" => description.clone(),
+            "LoadState" => load.to_string(),
+            "ActiveState" => active.clone(),
+            _ => sub.clone(),
+        };
+        if cli.value {
+            say!(env, "{v}");
+        } else {
+            say!(env, "{p}={v}");
+        }
+    }
+    Ok(0)
+}
+
+fn signal_like(name: &str) -> bool {
+    matches!(
+        name,
+        "HUP" | "INT" | "KILL" | "PIPE" | "TERM" | "SEGV" | "ABRT"
+    )
 }
 
 /// `systemctl status kubelet`: systemd's header for the unit, then its
@@ -468,6 +570,81 @@ mod tests {
     }
 
     #[test]
+    fn transient_units_in_is_active_and_show() {
+        let node = Node::worker("w1", "v1.35.3");
+        let show = |node: &Node, unit: &str| {
+            node.run(
+                "systemctl",
+                &[
+                    "show",
+                    "-p",
+                    "ActiveState",
+                    "-p",
+                    "SubState",
+                    "-p",
+                    "Result",
+                    "-p",
+                    "ExecMainStatus",
+                    "--value",
+                    unit,
+                ],
+            )
+        };
+        let r = node.run("systemctl", &["is-active", "fleetctl-x.service"]);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (3, "inactive\n"),
+            "unknown: inactive, 3"
+        );
+        let r = show(&node, "fleetctl-x.service");
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, "success\n0\ninactive\ndead\n")
+        );
+        crate::unit::write_state(
+            &node.root,
+            "fleetctl-x.service",
+            &crate::unit::UnitState {
+                active: "failed".into(),
+                sub: "failed".into(),
+                since: crate::state::now(),
+                main_pid: 77,
+                command: vec!["sh".into()],
+                exit: Some("2/INVALIDARGUMENT".into()),
+                result: Some("exit-code".into()),
+                restarts: 0,
+                description: Some("fleetctl: drain".into()),
+            },
+        )
+        .unwrap();
+        let r = node.run("systemctl", &["is-active", "fleetctl-x"]);
+        assert_eq!((r.code, r.stdout.as_str()), (3, "failed\n"));
+        let r = show(&node, "fleetctl-x.service");
+        assert_eq!(
+            r.stdout, "exit-code\n2\nfailed\nfailed\n",
+            "systemd's order, not -p's"
+        );
+        let r = node.run(
+            "systemctl",
+            &[
+                "show",
+                "-p",
+                "Result,ExecMainCode,Description",
+                "fleetctl-x.service",
+            ],
+        );
+        assert_eq!(
+            r.stdout,
+            "Result=exit-code\nExecMainCode=1\nDescription=fleetctl: drain\n"
+        );
+        let r = node.run(
+            "systemctl",
+            &["show", "-p", "CPUWeight", "fleetctl-x.service"],
+        );
+        assert!(r.stderr.starts_with("fleetsim: unsupported:"));
+    }
+
+    #[test]
     fn status_kubelet_waiting_to_restart_after_a_failure() {
         let node = Node::worker("w1", "v1.35.0");
         crate::unit::write_state(
@@ -482,6 +659,7 @@ mod tests {
                 exit: Some("1/FAILURE".into()),
                 result: Some("exit-code".into()),
                 restarts: 2,
+                description: None,
             },
         )
         .unwrap();

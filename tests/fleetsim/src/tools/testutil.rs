@@ -95,6 +95,7 @@ impl Fleet {
                 exit: None,
                 result: None,
                 restarts: 0,
+                description: None,
             },
         )
         .unwrap();

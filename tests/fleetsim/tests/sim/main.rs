@@ -4,6 +4,7 @@
 //! sudo, like the simulator itself.
 
 mod common;
+mod detach;
 
 mod faults;
 mod hub;
