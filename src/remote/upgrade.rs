@@ -156,7 +156,9 @@ pub fn start_detached(id: &str, what: &str, script: &str) -> String {
         "mkdir -p {dir} && rm -f {log} {exit} && systemd-run --unit={unit} --description={desc} \
          --collect --quiet -- sh -c {body}",
         dir = quote(STEPS_DIR),
-        unit = word(&format!("fleetctl-{id}")),
+        // With its suffix: a name like `…-v1.35.3` would otherwise end in
+        // what systemd reads as an (unknown) unit type.
+        unit = word(&step_unit(id)),
         desc = quote(&format!("fleetctl: {what}")),
         body = quote(&wrapped),
     )

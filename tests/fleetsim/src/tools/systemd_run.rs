@@ -82,7 +82,10 @@ fn parse(args: &[String]) -> Option<Cli> {
     if command.is_empty() || !valid_unit(&unit) {
         return None;
     }
-    if !unit.contains('.') {
+    // systemd-run mangles the name with unit_name_mangle_with_suffix(…,
+    // ".service"): a name without a known unit type after its last dot
+    // (none, or `v1.35.3`'s `3`) gets `.service` appended.
+    if !has_unit_type(&unit) {
         unit.push_str(".service");
     }
     unit.ends_with(".service").then_some(Cli {
@@ -92,6 +95,25 @@ fn parse(args: &[String]) -> Option<Cli> {
         quiet,
         command,
     })
+}
+
+/// The unit types systemd knows (`unit_type_table`).
+fn has_unit_type(name: &str) -> bool {
+    const TYPES: [&str; 11] = [
+        "service",
+        "socket",
+        "target",
+        "device",
+        "mount",
+        "automount",
+        "swap",
+        "timer",
+        "path",
+        "slice",
+        "scope",
+    ];
+    name.rsplit_once('.')
+        .is_some_and(|(_, suffix)| TYPES.contains(&suffix))
 }
 
 fn valid_unit(name: &str) -> bool {
@@ -395,6 +417,20 @@ pub fn signal_name(sig: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::Node;
+
+    #[test]
+    fn a_name_without_a_unit_type_gets_service_as_systemd_mangles_it() {
+        let cli = |unit: &str| {
+            super::parse(&[format!("--unit={unit}"), "--".into(), "true".into()]).map(|c| c.unit)
+        };
+        assert_eq!(cli("a-v1.35.3").as_deref(), Some("a-v1.35.3.service"));
+        assert_eq!(
+            cli("a-v1.35.3.service").as_deref(),
+            Some("a-v1.35.3.service")
+        );
+        assert_eq!(cli("plain").as_deref(), Some("plain.service"));
+        assert_eq!(cli("x.timer"), None, "only services are supported");
+    }
 
     #[test]
     fn a_name_still_loaded_is_refused_as_systemd_does() {
