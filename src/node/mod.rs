@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::version::{Minor, Version};
 
 pub use parse::{
-    CheckOutputs, StaticPod, detect_pin, image_version, parse_check_outputs, parse_cluster,
-    parse_facts, parse_pods,
+    CheckOutputs, GateView, StaticPod, detect_pin, image_version, parse_check_outputs,
+    parse_cluster, parse_facts, parse_gates, parse_pods,
 };
 
 /// Everything `status` and `plan` need to know about one node.

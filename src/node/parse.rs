@@ -86,6 +86,42 @@ pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
     })
 }
 
+/// What `GATES_SCRIPT` printed: whether the API server is ready (`None`) or
+/// what is wrong, and the nodes as it sees them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateView {
+    pub not_ready: Option<String>,
+    pub nodes: Vec<ClusterNode>,
+}
+
+/// Parses the output of `GATES_SCRIPT`. `/readyz` not answering `ok` is a
+/// finding; the node list missing is an error (no gate can pass without it).
+pub fn parse_gates(output: &str) -> Result<GateView> {
+    let sections = Sections::parse(output);
+    if sections.is_empty() {
+        bail!(
+            "the gates script printed no sections, so it did not run as expected; \
+             its output began with: {}",
+            excerpt(output)
+        );
+    }
+    let not_ready = match sections.get("readyz") {
+        Some(s) if s.status == Some(0) && s.stdout.trim() == "ok" => None,
+        Some(s) => Some(format!(
+            "the API server is not healthy (/readyz: {})",
+            s.stderr.trim().lines().last().unwrap_or(s.stdout.trim())
+        )),
+        None => Some("the API server's /readyz was not asked (the output stopped)".into()),
+    };
+    let nodes = match (&not_ready, sections.get("nodes")) {
+        // An API server that is not ready may not list nodes either; its
+        // readiness is the finding.
+        (Some(_), Some(s)) if s.status != Some(0) => Vec::new(),
+        _ => cluster_nodes(&sections.succeeded("nodes", "kubectl get nodes")?.stdout)?,
+    };
+    Ok(GateView { not_ready, nodes })
+}
+
 /// What `CHECKS_SCRIPT` printed: each probe's stdout, or why it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckOutputs {

@@ -28,6 +28,11 @@ pub const CLUSTER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str
 /// plane. Parse with `crate::node::parse_check_outputs`.
 pub const CHECKS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("checks.sh"));
 
+/// What the gates before a drain ask the API server: `/readyz` and every
+/// node, both at once. Read-only; runs on the first control plane. Parse
+/// with `crate::node::parse_gates`.
+pub const GATES_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("gates.sh"));
+
 pub mod kubectl;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the

@@ -38,6 +38,7 @@ fn scripts_are_valid_posix_sh() {
         ("facts", FACTS_SCRIPT),
         ("cluster", CLUSTER_SCRIPT),
         ("checks", CHECKS_SCRIPT),
+        ("gates", GATES_SCRIPT),
     ] {
         let out = Command::new("sh")
             .args(["-n", "-c", script])
@@ -57,6 +58,7 @@ fn scripts_survive_single_quote_wrapping() {
     assert!(!FACTS_SCRIPT.contains('\''));
     assert!(!CLUSTER_SCRIPT.contains('\''));
     assert!(!CHECKS_SCRIPT.contains('\''));
+    assert!(!GATES_SCRIPT.contains('\''));
 }
 
 #[test]
@@ -419,4 +421,49 @@ fn checks_script_reports_a_failed_metrics_fetch_as_a_failure() {
     let out = crate::node::parse_check_outputs(&fake.run(CHECKS_SCRIPT)).unwrap();
     assert!(out.metrics.unwrap_err().contains("was refused"));
     assert!(out.certs.unwrap_err().contains("127"));
+}
+
+#[test]
+fn gates_script_asks_readyz_and_the_nodes_at_once() {
+    let fake = FakeRoot::new();
+    // /readyz answers only once the node list has been asked for: were the
+    // two asked one after the other, it would give up and fail.
+    fake.file("/run/.keep", "")
+        .file("/fixtures/nodes.json", &fixture("kubectl-get-nodes.json"))
+        .tool(
+            "kubectl",
+            &format!(
+                r#"case "$*" in
+*"get --raw /readyz"*)
+  i=0; while [ ! -f {root}/asked-nodes ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  [ -f {root}/asked-nodes ] && echo ok || {{ echo "asked alone" >&2; exit 1; }} ;;
+*"get nodes -o json"*) touch {root}/asked-nodes; cat {root}/fixtures/nodes.json ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac"#,
+                root = fake.root().display()
+            ),
+        );
+    let output = fake.run(GATES_SCRIPT);
+    let view = crate::node::parse_gates(&output).unwrap();
+    assert_eq!(view.not_ready, None, "{output}");
+    assert_eq!(view.nodes.len(), 3);
+    let left: Vec<_> = fs::read_dir(fake.root().join("run")).unwrap().collect();
+    assert_eq!(left.len(), 1, "only .keep is left in /run: {left:?}");
+}
+
+#[test]
+fn gates_script_reports_an_unready_api_server() {
+    let fake = FakeRoot::new();
+    fake.file("/run/.keep", "").tool(
+        "kubectl",
+        r#"echo "The connection to the server 10.0.0.1:6443 was refused - did you specify the right host or port?" >&2; exit 1"#,
+    );
+    let view = crate::node::parse_gates(&fake.run(GATES_SCRIPT)).unwrap();
+    assert!(
+        view.not_ready
+            .as_deref()
+            .is_some_and(|p| p.contains("was refused")),
+        "{view:?}"
+    );
+    assert!(view.nodes.is_empty());
 }

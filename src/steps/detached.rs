@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use super::POLL;
+
+/// How long one poll waits on the node for the step to end, in tenths of a
+/// second: long enough to make polls rare, short enough that a deadline or
+/// a Ctrl-C is noticed quickly.
+const WAIT_TENTHS: u32 = 50;
 use super::runner::{Remote, succeeded};
 use crate::remote::upgrade;
 use crate::ssh::{self, Output};
@@ -66,10 +71,15 @@ pub async fn run(
     script: &str,
     timeout: Duration,
 ) -> anyhow::Result<Output> {
-    let poll = upgrade::poll_detached(id);
     let state = r
-        .run_root(&format!("{what}: is it running?"), &poll, None)
+        .run_root(
+            &format!("{what}: is it running?"),
+            &upgrade::poll_detached(id, 0),
+            None,
+        )
         .await?;
+    // Each poll waits on the node for up to this long while the step runs.
+    let poll = upgrade::poll_detached(id, WAIT_TENTHS);
     match parse_state(&state.stdout) {
         State::Running(_) => r.journal().event(
             "step-resumed",
@@ -84,6 +94,8 @@ pub async fn run(
     }
     let deadline = Instant::now() + timeout;
     loop {
+        // Whether this round's poll already waited on the node.
+        let mut waited = false;
         match r.run_root(&format!("{what}: result"), &poll, None).await {
             Ok(out) => match parse_state(&out.stdout) {
                 State::Finished { exit, output } => {
@@ -94,7 +106,7 @@ pub async fn run(
                         stderr: String::new(),
                     });
                 }
-                State::Running(_) => {}
+                State::Running(_) => waited = true,
                 State::Absent => bail!(
                     "{}: {what} ended without leaving a result in {} (was the node rebooted?)",
                     r.node(),
@@ -121,7 +133,9 @@ pub async fn run(
                 upgrade::step_unit(id)
             );
         }
-        tokio::time::sleep(POLL).await;
+        if !waited {
+            tokio::time::sleep(POLL).await;
+        }
     }
 }
 

@@ -15,18 +15,14 @@ use crate::remote::{self, kubectl};
 pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<()> {
     let node = batch.join(", ");
     let api = apply.api()?;
-    let (mut problems, ready, cluster, checks) = tokio::join!(
-        reachable(apply),
-        readyz(&api),
-        cluster(&api),
-        health_checks(apply, &api),
-    );
-    match ready? {
+    let (mut problems, view, checks) =
+        tokio::join!(reachable(apply), view(&api), health_checks(apply, &api),);
+    let view = view?;
+    match view.not_ready {
         Some(problem) => problems.push(problem),
         None => {
-            let cluster = cluster?;
             for n in &apply.inv.nodes {
-                match cluster.nodes.iter().find(|c| c.name == n.name) {
+                match view.nodes.iter().find(|c| c.name == n.name) {
                     None => problems.push(format!("{} is not known to the API server", n.name)),
                     Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
                     Some(c) if c.cordoned && !batch.contains(&c.name) => problems.push(format!(
@@ -54,11 +50,11 @@ pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
 /// demands; checked here so a control plane that is still coming up after
 /// its reboot is waited for, not failed on.
 pub async fn control_planes_ready(api: &Remote) -> anyhow::Result<Vec<String>> {
-    let (ready, cluster) = tokio::join!(readyz(api), cluster(api));
-    if let Some(problem) = ready? {
+    let view = view(api).await?;
+    if let Some(problem) = view.not_ready {
         return Ok(vec![problem]);
     }
-    Ok(cluster?
+    Ok(view
         .nodes
         .iter()
         .filter(|n| n.control_plane && !n.ready)
@@ -66,23 +62,13 @@ pub async fn control_planes_ready(api: &Remote) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
-/// `None` when `/readyz` says ok, else the problem.
-async fn readyz(api: &Remote) -> anyhow::Result<Option<String>> {
+/// `/readyz` and the nodes, asked at once in one round trip: the two API
+/// reads every gate needs.
+async fn view(api: &Remote) -> anyhow::Result<node::GateView> {
     let out = api
-        .run_root("gate: API readyz", &kubectl::readyz(), None)
+        .run_root("gate: API readyz and nodes", remote::GATES_SCRIPT, None)
         .await?;
-    Ok(if out.success() && out.stdout.trim() == "ok" {
-        None
-    } else {
-        Some(format!(
-            "the API server is not healthy (/readyz: {})",
-            out.stderr
-                .trim()
-                .lines()
-                .last()
-                .unwrap_or(out.stdout.trim())
-        ))
-    })
+    node::parse_gates(&out.stdout).with_context(|| format!("{}: reading the gates", api.node()))
 }
 
 /// Every node answers a command over its session.
@@ -167,10 +153,13 @@ pub fn commands(api_node: &str, checks: &[crate::inventory::HealthCheck]) -> Vec
             "# gates, all at once: `true` on every node; /readyz; every node Ready, no other cordoned; health checks"
                 .to_string(),
         ),
-        (api_node.to_string(), kubectl::readyz()),
         (
             api_node.to_string(),
-            "(cluster facts script: kubectl get nodes -o json, kubeadm-config, kube-proxy)".to_string(),
+            format!(
+                "(gates script, both at once) {} & {}",
+                kubectl::readyz(),
+                kubectl::kubectl(&["get", "nodes", "-o", "json"])
+            ),
         ),
     ];
     lines.extend(

@@ -364,7 +364,7 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
         None,
         &format!("drain-{node}"),
         &format!("cordon and drain {node}"),
-        &kubectl::cordon_and_drain(node, &secs),
+        &kubectl::drain(node, &secs),
         timeout + Duration::from_secs(60),
     )
     .await
@@ -376,11 +376,11 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
     if out.success() {
         return Ok(());
     }
-    if out.exit == Some(kubectl::CORDON_FAILED) {
+    if !kubectl::drain_cordoned(node, &out.stderr) {
         return Err(DrainFailed {
             error: anyhow::anyhow!(
-                "{node}: kubectl cordon {node} failed: {}. Nothing was drained or rebooted; run `fleetctl \
-                 apply` again once the API server accepts it",
+                "{node}: kubectl drain could not cordon {node}: {}. Nothing was drained or rebooted; run \
+                 `fleetctl apply` again once the API server accepts it",
                 out.stderr
                     .trim()
                     .lines()
@@ -634,7 +634,7 @@ pub fn commands(
             crate::remote::upgrade::start_detached(
                 &format!("drain-{node}"),
                 &format!("cordon and drain {node}"),
-                &kubectl::cordon_and_drain(node, "--timeout=<drain-timeout>"),
+                &kubectl::drain(node, "--timeout=<drain-timeout>"),
             ),
         ),
         (node.to_string(), upgrade::before_reboot()),

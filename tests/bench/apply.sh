@@ -18,7 +18,8 @@
 # host's /root/.bashrc, which bash reads for commands sshd runs), NO_BUILD=1 to skip the release build, KEEP=1
 # to keep each run's directory (journal, event log) for a closer look,
 # FLEETCTL=PATH to time another fleetctl binary (an older build, to compare
-# before and after a change under the same load).
+# before and after a change under the same load), APPLY_ARGS to pass apply
+# more flags (e.g. --skip-etcd-snapshot to see what the snapshot costs).
 # The machine's core count and load average are printed with the figures:
 # on a busy machine every SSH login and kubectl call costs more.
 set -euo pipefail
@@ -181,7 +182,8 @@ for run in $(seq "$runs"); do
         die "fleetctl plan $to failed"
     }
     start=$(now)
-    if ! "$fleetctl" -i "$inventory" apply --yes >"$dir/apply.out" 2>&1; then
+    # shellcheck disable=SC2086 # APPLY_ARGS is a list of flags
+    if ! "$fleetctl" -i "$inventory" apply --yes ${APPLY_ARGS:-} >"$dir/apply.out" 2>&1; then
         cat "$dir/apply.out" >&2
         die "fleetctl apply failed (run $run)"
     fi
