@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 pub use crate::kured::{Kured, KuredSpec};
-use crate::state::{Faults, Role};
+use crate::state::{DeprecatedApi, Faults, PdbSpec, PodSpec, Role};
 use crate::version::{Minor, Version};
 
 /// The minors the default hub serves: v1.30 to v1.38.
@@ -58,6 +58,18 @@ pub struct Scenario {
     /// [`KuredSpec`]).
     pub kured: Kured,
     pub hub: HubSpec,
+    /// Workload pods besides the sim's own (see `state::PodSpec`).
+    pub pods: Vec<PodSpec>,
+    /// PodDisruptionBudgets (see `state::PdbSpec`).
+    pub pdbs: Vec<PdbSpec>,
+    /// Deprecated APIs clients use (the API server's metrics say so).
+    pub deprecated_apis: Vec<DeprecatedApi>,
+    /// Days until the control planes' kubeadm certificates expire (default
+    /// 300; kubeadm issues them for a year and renews them on upgrade).
+    pub cert_expiry_days: f64,
+    /// An external etcd's endpoints (kubeadm-config `etcd.external`, no
+    /// etcd static pods); empty: stacked etcd.
+    pub external_etcd: Vec<String>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -137,6 +149,11 @@ impl Default for Scenario {
             light: false,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
+            pods: Vec::new(),
+            pdbs: Vec::new(),
+            deprecated_apis: Vec::new(),
+            cert_expiry_days: 300.0,
+            external_etcd: Vec::new(),
             nodes: Vec::new(),
             faults: Faults::default(),
         }
@@ -352,6 +369,7 @@ impl Scenario {
         self.validate_timing()?;
         self.hub.versions().context("scenario `hub`")?;
         self.validate_faults()?;
+        self.validate_workloads()?;
         if let Some(k) = self.kured.spec() {
             k.validate().context("scenario `kured`")?;
         }
@@ -427,6 +445,61 @@ impl Scenario {
         }
         if self.port == 0 {
             bail!("scenario `port` must not be 0");
+        }
+        Ok(())
+    }
+
+    fn validate_workloads(&self) -> Result<()> {
+        for p in &self.pods {
+            if !self.nodes.iter().any(|n| n.name == p.node) {
+                bail!(
+                    "scenario `pods`: {}/{} is on node {}, which the scenario does not have",
+                    p.namespace,
+                    p.name,
+                    p.node
+                );
+            }
+            if !["Running", "Succeeded", "Failed", "Pending"].contains(&p.phase.as_str()) {
+                bail!(
+                    "scenario `pods`: {}/{} has phase `{}` (Running, Succeeded, Failed or Pending)",
+                    p.namespace,
+                    p.name,
+                    p.phase
+                );
+            }
+            if let Some(o) = &p.owner
+                && !o
+                    .split_once('/')
+                    .is_some_and(|(k, n)| !k.is_empty() && !n.is_empty())
+            {
+                bail!(
+                    "scenario `pods`: {}/{} has owner `{o}`, not KIND/NAME",
+                    p.namespace,
+                    p.name
+                );
+            }
+        }
+        for b in &self.pdbs {
+            let what = format!("scenario `pdbs`: {}/{}", b.namespace, b.name);
+            match (&b.min_available, &b.max_unavailable) {
+                (Some(v), None) | (None, Some(v)) => {
+                    if crate::tools::int_or_percent(v).is_none() {
+                        bail!("{what}: `{v}` is neither an integer nor a percentage");
+                    }
+                }
+                _ => bail!("{what} needs exactly one of min_available and max_unavailable"),
+            }
+            for r in &b.match_expressions {
+                if !["In", "NotIn", "Exists", "DoesNotExist"].contains(&r.operator.as_str()) {
+                    bail!(
+                        "{what}: operator `{}` (In, NotIn, Exists or DoesNotExist)",
+                        r.operator
+                    );
+                }
+            }
+        }
+        if !(self.cert_expiry_days.is_finite()) {
+            bail!("scenario `cert_expiry_days` must be a number of days");
         }
         Ok(())
     }

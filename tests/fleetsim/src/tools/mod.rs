@@ -62,6 +62,21 @@ macro_rules! complain {
     }};
 }
 
+/// An IntOrString of the API (`2`, `"50%"`): `(value, is_percent)`.
+pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().filter(|n| *n >= 0).map(|n| (n, false)),
+        // The API accepts a string only as a percentage.
+        serde_json::Value::String(s) => s
+            .strip_suffix('%')?
+            .parse()
+            .ok()
+            .filter(|p: &i64| *p >= 0)
+            .map(|p| (p, true)),
+        _ => None,
+    }
+}
+
 /// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
 pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};
 pub(crate) use util::civil;
