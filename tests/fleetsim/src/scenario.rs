@@ -28,6 +28,10 @@ pub struct Scenario {
     pub kubernetes: Option<String>,
     /// The Flatcar version every node runs unless it names its own.
     pub os_version: String,
+    /// The containerd sysext every node runs (`2.1.4`, the bakery's naming)
+    /// unless it names its own; unset: the OS's own containerd, no sysext.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containerd: Option<String>,
     /// Seconds between a node going down and sshd answering again.
     pub boot_delay: f64,
     /// Seconds after a boot before the node's kubelet reports Ready.
@@ -87,6 +91,9 @@ pub struct HubSpec {
     pub missing: Vec<String>,
     /// Further full versions served from the start, e.g. `v1.38.7`.
     pub extra: Vec<String>,
+    /// containerd versions served under `containerd/` besides those the
+    /// nodes run (`2.1.5`).
+    pub containerd: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,6 +127,14 @@ pub struct NodeSpec {
     /// The node presents a different host key than known_hosts records.
     #[serde(default)]
     pub wrong_host_key: bool,
+    /// This node's containerd sysext (default: the scenario's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containerd: Option<String>,
+    /// `containerd.conf`'s MatchPattern: `pinned` (default,
+    /// `containerd-2.1.@v-%a.raw`) or `floating` (the bakery's own
+    /// `containerd-@v-%a.raw`).
+    #[serde(default)]
+    pub containerd_pin: Pin,
 }
 
 /// The MatchPattern of the node's `kubernetes.conf`.
@@ -138,6 +153,7 @@ impl Default for Scenario {
         Scenario {
             kubernetes: None,
             os_version: "4081.2.0".into(),
+            containerd: None,
             boot_delay: 0.3,
             kubelet_delay: 0.3,
             api_delay: 0.2,
@@ -167,6 +183,7 @@ impl Default for HubSpec {
             patches_for: BTreeMap::new(),
             missing: Vec::new(),
             extra: Vec::new(),
+            containerd: Vec::new(),
         }
     }
 }
@@ -184,6 +201,8 @@ impl NodeSpec {
             os: None,
             os_update: None,
             wrong_host_key: false,
+            containerd: None,
+            containerd_pin: Pin::Pinned,
         }
     }
 }
@@ -360,6 +379,24 @@ impl Scenario {
         self.running(cp)
     }
 
+    /// The containerd sysext a node runs at its first boot, if any.
+    pub fn containerd(&self, node: &NodeSpec) -> Option<String> {
+        node.containerd.clone().or_else(|| self.containerd.clone())
+    }
+
+    /// Every containerd version the hub serves from the start.
+    pub fn containerd_versions(&self) -> Vec<String> {
+        let mut v: BTreeSet<String> = self
+            .nodes
+            .iter()
+            .filter_map(|n| self.containerd(n))
+            .collect();
+        v.extend(self.hub.containerd.iter().cloned());
+        let mut v: Vec<String> = v.into_iter().collect();
+        v.sort_by(|a, b| crate::tools::vercmp(a, b));
+        v
+    }
+
     pub fn os(&self, node: &NodeSpec) -> String {
         node.os.clone().unwrap_or_else(|| self.os_version.clone())
     }
@@ -368,6 +405,9 @@ impl Scenario {
         self.validate_nodes()?;
         self.validate_timing()?;
         self.hub.versions().context("scenario `hub`")?;
+        for c in &self.hub.containerd {
+            crate::containerd::check_version(c).context("scenario `hub.containerd`")?;
+        }
         self.validate_faults()?;
         self.validate_workloads()?;
         if let Some(k) = self.kured.spec() {
@@ -417,6 +457,10 @@ impl Scenario {
             Minor::parse(m).with_context(|| format!("node {}: extra_configs", n.name))?;
         }
         check_os_version(&self.os(n)).with_context(|| format!("node {}: os", n.name))?;
+        if let Some(c) = self.containerd(n) {
+            crate::containerd::check_version(&c)
+                .with_context(|| format!("node {}: containerd", n.name))?;
+        }
         if let Some(u) = &n.os_update {
             check_os_version(u).with_context(|| format!("node {}: os_update", n.name))?;
         }

@@ -55,6 +55,10 @@ pub struct NodeBoot {
     /// The Flatcar version booted.
     pub os: String,
     pub booted_at: f64,
+    /// The containerd sysext merged at this boot (`2.1.4`), empty for none
+    /// (the OS's own containerd).
+    #[serde(default)]
+    pub containerd: String,
 }
 
 /// The cluster as the API server would describe it.

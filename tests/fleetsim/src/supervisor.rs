@@ -230,6 +230,10 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let versions = scenario.hub.versions()?;
     cache.images(&node_versions(scenario)?)?;
     hub::populate(&fleet.hub(), &cache, &versions)?;
+    let containerd = scenario.containerd_versions();
+    if !containerd.is_empty() {
+        hub::populate_containerd(&fleet.hub(), &cache, &containerd)?;
+    }
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
     let plans: Vec<NodePlan> = scenario
         .nodes

@@ -21,6 +21,7 @@ use anyhow::{Context, Result};
 use crate::state::{self, Event, NodeBoot, Shared};
 use util::KubeVersion;
 
+mod containerd;
 mod http;
 mod journalctl;
 mod kubeadm;
@@ -80,6 +81,7 @@ pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
 /// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
 pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};
 pub(crate) use util::civil;
+pub(crate) use util::vercmp;
 pub(crate) use {complain, say};
 
 /// The tools this binary can be.
@@ -94,6 +96,7 @@ enum Tool {
     Sysext,
     Journalctl,
     SystemdRun,
+    Containerd,
 }
 
 impl Tool {
@@ -108,6 +111,7 @@ impl Tool {
             "systemd-sysext" => Tool::Sysext,
             "journalctl" => Tool::Journalctl,
             "systemd-run" => Tool::SystemdRun,
+            "containerd" => Tool::Containerd,
             _ => return None,
         })
     }
@@ -123,6 +127,7 @@ impl Tool {
             Tool::Sysext => "systemd-sysext",
             Tool::Journalctl => "journalctl",
             Tool::SystemdRun => "systemd-run",
+            Tool::Containerd => "containerd",
         }
     }
 }
@@ -184,6 +189,7 @@ fn run(env: &mut Env, tool: Tool, args: &[String]) -> i32 {
         Tool::Sysext => sysext::run(env, args),
         Tool::Journalctl => journalctl::run(env, args),
         Tool::SystemdRun => systemd_run::run(env, args),
+        Tool::Containerd => containerd::run(env, args),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 
 mod checks;
 mod common;
+mod containerd;
 mod detach;
 
 mod faults;
