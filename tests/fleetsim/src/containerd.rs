@@ -114,6 +114,21 @@ pub fn tree(version: &str) -> Vec<Entry> {
     ]
 }
 
+/// The containerd Flatcar itself ships (its built-in `containerd-flatcar`
+/// sysext), which a node runs when it has no bakery containerd: the
+/// bakery's image, merged above it, takes its place.
+pub const FLATCAR_CONTAINERD: &str = "1.7.23";
+
+/// `/usr/bin/containerd` of the OS's own containerd.
+pub fn os_wrapper() -> String {
+    format!(
+        "#!/bin/sh\n\
+         # Flatcar's own containerd {FLATCAR_CONTAINERD} as fleetsim emulates it.\n\
+         export {TOOL_VERSION_ENV}={FLATCAR_CONTAINERD}\n\
+         exec {TOOL_DIR}/containerd \"$@\"\n"
+    )
+}
+
 /// The version a merged image's wrapper runs (its `FLEETSIM_TOOL_VERSION`).
 pub fn wrapper_version(text: &str) -> Option<String> {
     text.lines()

@@ -126,6 +126,7 @@ pub fn provision(
     write_containerd(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
     hide_host_tools(&disk)?;
+    write_os_containerd(&disk)?;
     write_mount_points(&disk)
 }
 
@@ -515,6 +516,20 @@ fn hide_host_tools(disk: &Disk) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Flatcar's own containerd in the base `/usr` (in place of any whiteout
+/// hiding the host's): what a node runs unless a containerd sysext is
+/// merged above it.
+fn write_os_containerd(disk: &Disk) -> Result<()> {
+    let path = disk.path("/usr/bin/containerd")?;
+    let _ = fs::remove_file(&path);
+    disk.file(
+        "/usr/bin/containerd",
+        crate::containerd::os_wrapper().as_bytes(),
+        0o755,
+        (0, 0),
+    )
 }
 
 /// Empty mount points for the bind mounts node-init makes, created here so

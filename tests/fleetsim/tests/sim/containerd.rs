@@ -76,3 +76,19 @@ fn containerd_is_the_bakerys_sysext_updated_by_sysupdate_and_merged_at_boot() {
         "{out}"
     );
 }
+
+#[test]
+fn without_a_containerd_sysext_a_node_runs_flatcars_own() {
+    let fleet = start(small(0));
+    let out = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "containerd --version; ls /etc/extensions; ls /etc/sysupdate.containerd.d 2>&1 || true",
+    );
+    assert!(
+        out.starts_with("containerd github.com/containerd/containerd v1.7.23 "),
+        "{out}"
+    );
+    assert!(!out.contains("containerd.raw"), "{out}");
+}
