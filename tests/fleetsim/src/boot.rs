@@ -25,6 +25,7 @@ pub fn first_boot(scenario: &Scenario, spec: &NodeSpec) -> Result<NodeBoot> {
         kubernetes: String::new(),
         os: scenario.os(spec),
         booted_at: now(),
+        containerd: String::new(),
     })
 }
 
@@ -61,17 +62,19 @@ pub fn next_boot(fleet: &FleetDir, previous: &NodeBoot) -> Result<(NodeBoot, Vec
         kubernetes: String::new(),
         os,
         booted_at: now(),
+        containerd: String::new(),
     };
     Ok((boot, notes))
 }
 
 /// Fills in the version node-init merged (empty: nothing merged). Runs
 /// inside the booting node before the record is bound read-only.
-pub fn set_kubernetes(node_json: &Path, version: &str) -> Result<()> {
+pub fn set_kubernetes(node_json: &Path, version: &str, containerd: &str) -> Result<()> {
     let bytes = fs::read(node_json).with_context(|| format!("reading {}", node_json.display()))?;
     let mut boot: NodeBoot = serde_json::from_slice(&bytes)
         .with_context(|| format!("parsing {}", node_json.display()))?;
     boot.kubernetes = version.to_string();
+    boot.containerd = containerd.to_string();
     let json = serde_json::to_vec_pretty(&boot).context("serializing the boot record")?;
     replace(node_json, &json)
 }

@@ -17,6 +17,7 @@ fleetsim ctl --dir DIR COMMAND
   release NODE           let a hung NODE boot
   hub-down | hub-up      the extension hub answers 503 / serves again
   publish vX.Y.Z         add an image to the hub (SHA256SUMS follows)
+  publish-containerd X.Y.Z  add a containerd image (the bakery's name: no v)
   fail-upgrade-apply N   the next N `kubeadm upgrade apply` calls fail
   fail-upgrade-node NODE the next `kubeadm upgrade node` on NODE fails
   power-cycle NODE       NODE loses power: killed at once, then boots what is staged
@@ -37,6 +38,7 @@ pub enum Ctl {
     HubDown,
     HubUp,
     Publish(Version),
+    PublishContainerd(String),
     FailUpgradeApply(u32),
     FailUpgradeNode(String),
     PowerCycle(String),
@@ -56,6 +58,10 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
         ["hub-down"] => Ctl::HubDown,
         ["hub-up"] => Ctl::HubUp,
         ["publish", v] => Ctl::Publish(Version::parse(v)?),
+        ["publish-containerd", v] => {
+            crate::containerd::check_version(v)?;
+            Ctl::PublishContainerd(v.to_string())
+        }
         ["fail-upgrade-apply", n] => Ctl::FailUpgradeApply(
             n.parse()
                 .with_context(|| format!("fail-upgrade-apply: `{n}` is not a count"))?,
@@ -110,6 +116,15 @@ pub fn run(fleet: &FleetDir, ctl: &Ctl, argv: &[String]) -> Result<String> {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             format!("{node}'s SSH connections cut")
+        }
+        Ctl::PublishContainerd(v) => {
+            let cache = crate::image::Cache::default_location()?;
+            let name = crate::containerd::image_name(v);
+            if crate::hub::publish_containerd(&fleet.hub(), &cache, v)? {
+                format!("published {name}")
+            } else {
+                format!("the hub already serves {name}")
+            }
         }
         Ctl::Publish(v) => {
             let cache = crate::image::Cache::default_location()?;
@@ -191,7 +206,7 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         }
         Ctl::KuredLockForbidden(on) => f.kured_lock_forbidden = *on,
         Ctl::DropSshDuringUpgradeApply(n) => add(&mut f.drop_ssh_during_upgrade_apply, n),
-        Ctl::Publish(_) | Ctl::PowerCycle(_) | Ctl::DropSsh(_) => {}
+        Ctl::Publish(_) | Ctl::PublishContainerd(_) | Ctl::PowerCycle(_) | Ctl::DropSsh(_) => {}
     }
 }
 
@@ -235,6 +250,11 @@ mod tests {
             parse(&args("publish v1.38.9")).unwrap(),
             Ctl::Publish(Version::parse("v1.38.9").unwrap())
         );
+        assert_eq!(
+            parse(&args("publish-containerd 2.1.5")).unwrap(),
+            Ctl::PublishContainerd("2.1.5".into())
+        );
+        assert!(parse(&args("publish-containerd v2.1.5")).is_err());
         assert_eq!(
             parse(&args("fail-upgrade-apply 2")).unwrap(),
             Ctl::FailUpgradeApply(2)

@@ -261,6 +261,14 @@ impl Fleet {
         Ok(())
     }
 
+    /// Adds a containerd image (`2.1.5`) to the hub, as `fleetsim ctl
+    /// publish-containerd` does.
+    pub fn publish_containerd(&self, version: &str) -> Result<()> {
+        let cache = crate::image::Cache::default_location()?;
+        crate::hub::publish_containerd(&self.fleet.hub(), &cache, version)?;
+        Ok(())
+    }
+
     /// Pulls `node`'s plug, as `fleetsim ctl power-cycle` does: node-init is
     /// killed outright and the node boots again with whatever is staged.
     /// Returns once the request is filed; `wait_rebooted` follows it.

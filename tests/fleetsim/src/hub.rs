@@ -71,6 +71,37 @@ pub fn populate(root: &Path, cache: &Cache, versions: &[Version]) -> Result<()> 
     write_sums(&dir)
 }
 
+/// Writes the containerd images of `versions` under `containerd/` with
+/// their SHA256SUMS (the bakery's names: no `v`).
+pub fn populate_containerd(root: &Path, cache: &Cache, versions: &[String]) -> Result<()> {
+    let dir = root.join(crate::containerd::NAME);
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _lock = HubLock::take(root)?;
+    for v in versions {
+        let cached = cache.containerd(v)?;
+        image::copy_to(&cached, &dir.join(crate::containerd::image_name(v)))?;
+    }
+    write_sums(&dir)
+}
+
+/// Adds one containerd image mid-run; false when the hub already had it.
+pub fn publish_containerd(root: &Path, cache: &Cache, version: &str) -> Result<bool> {
+    let dir = root.join(crate::containerd::NAME);
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cached = cache.containerd(version)?;
+    let _lock = HubLock::take(root)?;
+    let name = crate::containerd::image_name(version);
+    let path = dir.join(&name);
+    if path.exists() {
+        return Ok(false);
+    }
+    let tmp = dir.join(format!(".{name}.tmp"));
+    image::copy_to(&cached, &tmp)?;
+    fs::rename(&tmp, &path).with_context(|| format!("renaming into {}", path.display()))?;
+    write_sums(&dir)?;
+    Ok(true)
+}
+
 /// Adds one image mid-run; returns false when the hub already had it.
 pub fn publish(root: &Path, cache: &Cache, version: &Version) -> Result<bool> {
     let dir = component_dir(root);

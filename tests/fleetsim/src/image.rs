@@ -186,7 +186,19 @@ impl Cache {
     /// renames its own complete file into place, so readers never see half
     /// an image.
     pub fn image(&self, version: &Version) -> Result<PathBuf> {
-        let path = self.dir.join(version.image_name());
+        self.cached(&version.image_name(), || tree(version))
+    }
+
+    /// The cached containerd image for `version` (`2.1.4`), built if missing.
+    pub fn containerd(&self, version: &str) -> Result<PathBuf> {
+        crate::containerd::check_version(version)?;
+        self.cached(&crate::containerd::image_name(version), || {
+            crate::containerd::tree(version)
+        })
+    }
+
+    fn cached(&self, name: &str, tree: impl Fn() -> Vec<Entry>) -> Result<PathBuf> {
+        let path = self.dir.join(name);
         if path.is_file() {
             return Ok(path);
         }
@@ -194,7 +206,7 @@ impl Cache {
         let stem = format!(".build-{}-{n}", std::process::id());
         let root = self.dir.join(&stem);
         let tmp = self.dir.join(format!("{stem}.raw"));
-        let built = build(version, &root, &tmp);
+        let built = build(&tree(), &root, &tmp);
         let _ = fs::remove_dir_all(&root);
         if let Err(e) = built {
             let _ = fs::remove_file(&tmp);
@@ -225,10 +237,10 @@ impl Cache {
     }
 }
 
-/// Writes [`tree`] under `root` and squashes it into `dest`.
-fn build(version: &Version, root: &Path, dest: &Path) -> Result<()> {
+/// Writes `entries` under `root` and squashes it into `dest`.
+fn build(entries: &[Entry], root: &Path, dest: &Path) -> Result<()> {
     let _ = fs::remove_dir_all(root);
-    for e in tree(version) {
+    for e in entries {
         let path = root.join(&e.path);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;

@@ -12,7 +12,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -26,54 +26,123 @@ use crate::version::Version;
 pub struct Merged {
     /// The version in the merged image's `usr/local/share/kubernetes-version`.
     pub version: Option<Version>,
+    /// The containerd sysext's version (`2.1.4`), when one was merged.
+    pub containerd: Option<String>,
     /// Why something was not merged, for the `(boot)` event.
     pub notes: Vec<String>,
 }
 
-/// Merges the kubernetes sysext into `/usr`, or leaves `/usr` alone (and
-/// read-only). `image` overrides the symlink (a first boot runs what the
-/// scenario says even when the link already points at a staged image);
-/// `staging` is an empty directory for the image's own mount, which is
-/// detached once the overlay holds it.
+/// One extension ready to be a layer of the merged `/usr`.
+struct Layer {
+    usr: PathBuf,
+    /// Its loop mount, detached once the overlay holds it.
+    mount: Option<PathBuf>,
+}
+
+/// Merges the kubernetes sysext, and the containerd one when
+/// `/etc/extensions/containerd.raw` exists, into `/usr` as one read-only
+/// overlay (as systemd-sysext merges every extension at once), or leaves
+/// `/usr` alone (and read-only). `image` overrides the kubernetes symlink
+/// (a first boot runs what the scenario says even when the link already
+/// points at a staged image); `staging` is an empty directory for the
+/// kubernetes image's own mount (containerd's is its sibling), detached
+/// once the overlay holds it.
 ///
 /// A light node (`light` = the fleet's directory of unpacked images) does
 /// not loop-mount: it overlays the unpacked tree of the version the image's
 /// file name says, so a thousand nodes need no loop device.
 pub fn merge(staging: &Path, image: Option<&str>, light: Option<&Path>) -> Merged {
     let mut merged = Merged::default();
+    let mut layers = Vec::new();
     let target = match image {
         Some(path) => Ok(Path::new(path).to_path_buf()),
-        None => {
-            fs::canonicalize(CURRENT_SYMLINK).map_err(|e| anyhow::anyhow!("{}", link_problem(&e)))
-        }
+        None => fs::canonicalize(CURRENT_SYMLINK)
+            .map_err(|e| anyhow::anyhow!("{}", link_problem(CURRENT_SYMLINK, &e))),
     };
-    let outcome = match (target, light) {
-        (Ok(target), None) => merge_image(staging, &target),
-        (Ok(target), Some(unpacked)) => merge_unpacked(unpacked, &target),
-        (Err(e), _) => Err(e),
-    };
-    match outcome {
-        Ok(version) => merged.version = Some(version),
-        Err(e) => {
-            merged
+    let kube = target.and_then(|t| {
+        let layer = layer(staging, &t, light, Kind::Kubernetes)?;
+        let version = kube_version(&layer.usr).with_context(|| format!("{}", t.display()));
+        finish(layer, version, &mut layers)
+    });
+    match kube {
+        Ok(v) => merged.version = Some(v),
+        Err(e) => merged
+            .notes
+            .push(format!("no kubernetes sysext merged: {e:#}")),
+    }
+    let link = crate::containerd::CURRENT_SYMLINK;
+    if fs::symlink_metadata(link).is_ok() {
+        let containerd = fs::canonicalize(link)
+            .map_err(|e| anyhow::anyhow!("{}", link_problem(link, &e)))
+            .and_then(|t| {
+                let staging = staging.with_file_name("sysext-containerd");
+                let layer = layer(&staging, &t, light, Kind::Containerd)?;
+                let version =
+                    containerd_version(&layer.usr).with_context(|| format!("{}", t.display()));
+                finish(layer, version, &mut layers)
+            });
+        match containerd {
+            Ok(v) => merged.containerd = Some(v),
+            Err(e) => merged
                 .notes
-                .push(format!("no kubernetes sysext merged: {e:#}"));
-            if let Err(e) = remount_usr_read_only() {
-                merged.notes.push(format!("{e:#}"));
-            }
+                .push(format!("no containerd sysext merged: {e:#}")),
         }
+    }
+    let result = if layers.is_empty() {
+        remount_usr_read_only()
+    } else {
+        let lower: Vec<String> = layers.iter().map(|l| l.usr.display().to_string()).collect();
+        mount_overlay_ro("/usr", &format!("lowerdir={}:/usr", lower.join(":")))
+    };
+    // The overlay keeps the images mounted; their own mounts are detached
+    // so that nothing but /usr shows them.
+    for l in &layers {
+        if let Some(m) = &l.mount {
+            detach(m);
+        }
+    }
+    if let Err(e) = result {
+        merged.notes.push(format!("{e:#}"));
+        merged.version = None;
+        merged.containerd = None;
     }
     merged
 }
 
-fn link_problem(e: &std::io::Error) -> String {
-    match fs::read_link(CURRENT_SYMLINK) {
-        Ok(target) => format!("{CURRENT_SYMLINK} → {}: {e}", target.display()),
-        Err(_) => format!("{CURRENT_SYMLINK}: {e}"),
+/// Keeps a layer whose content checked out; detaches one that did not.
+fn finish<T>(layer: Layer, checked: Result<T>, layers: &mut Vec<Layer>) -> Result<T> {
+    match checked {
+        Ok(v) => {
+            layers.push(layer);
+            Ok(v)
+        }
+        Err(e) => {
+            if let Some(m) = &layer.mount {
+                detach(m);
+            }
+            Err(e)
+        }
     }
 }
 
-fn merge_image(staging: &Path, image: &Path) -> Result<Version> {
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Kubernetes,
+    Containerd,
+}
+
+fn link_problem(link: &str, e: &std::io::Error) -> String {
+    match fs::read_link(link) {
+        Ok(target) => format!("{link} → {}: {e}", target.display()),
+        Err(_) => format!("{link}: {e}"),
+    }
+}
+
+/// The image's tree: loop-mounted on `staging`, or a light node's unpacked copy.
+fn layer(staging: &Path, image: &Path, light: Option<&Path>, kind: Kind) -> Result<Layer> {
+    if let Some(unpacked) = light {
+        return unpacked_layer(unpacked, image, kind);
+    }
     fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
     let out = Command::new("/usr/bin/mount")
         .args(["-o", "loop,ro"])
@@ -82,16 +151,19 @@ fn merge_image(staging: &Path, image: &Path) -> Result<Version> {
         .output()
         .context("running mount (apt-get install mount)")?;
     if !out.status.success() {
-        bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "{}: {}",
+            image.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
-    let result = check_and_overlay(staging);
-    // The overlay keeps the image mounted; the staging mount itself is
-    // detached so that nothing but /usr shows it.
-    detach(staging);
-    result.with_context(|| format!("{}", image.display()))
+    Ok(Layer {
+        usr: staging.join("usr"),
+        mount: Some(staging.to_path_buf()),
+    })
 }
 
-fn merge_unpacked(unpacked: &Path, image: &Path) -> Result<Version> {
+fn unpacked_layer(unpacked: &Path, image: &Path, kind: Kind) -> Result<Layer> {
     let name = image
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -99,13 +171,29 @@ fn merge_unpacked(unpacked: &Path, image: &Path) -> Result<Version> {
     if !image.is_file() {
         bail!("{}: no such image", image.display());
     }
-    let version = Version::from_image_name(&name)
-        .with_context(|| format!("{}: not a kubernetes image name", image.display()))?;
-    let dir = unpacked.join(version.to_string());
-    if !dir.join(VERSION_FILE).exists() {
+    let (dir_name, entries) = match kind {
+        Kind::Kubernetes => {
+            let version = Version::from_image_name(&name)
+                .with_context(|| format!("{}: not a kubernetes image name", image.display()))?;
+            (version.to_string(), crate::image::tree(&version))
+        }
+        Kind::Containerd => {
+            let version = name
+                .strip_prefix("containerd-")
+                .and_then(|r| r.strip_suffix("-x86-64.raw"))
+                .filter(|v| crate::containerd::check_version(v).is_ok())
+                .with_context(|| format!("{}: not a containerd image name", image.display()))?;
+            (
+                format!("containerd-{version}"),
+                crate::containerd::tree(version),
+            )
+        }
+    };
+    let dir = unpacked.join(&dir_name);
+    if !dir.join("usr").is_dir() {
         // Nodes boot in parallel: build aside, then rename into place.
-        let tmp = unpacked.join(format!(".{version}.{}", std::process::id()));
-        for e in crate::image::tree(&version) {
+        let tmp = unpacked.join(format!(".{dir_name}.{}", std::process::id()));
+        for e in entries {
             let path = tmp.join(&e.path);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent)
@@ -119,23 +207,38 @@ fn merge_unpacked(unpacked: &Path, image: &Path) -> Result<Version> {
             let _ = fs::remove_dir_all(&tmp);
         }
     }
-    check_and_overlay(&dir).with_context(|| format!("{}", image.display()))
+    Ok(Layer {
+        usr: dir.join("usr"),
+        mount: None,
+    })
 }
 
-fn check_and_overlay(staging: &Path) -> Result<Version> {
-    let release = fs::read_to_string(staging.join(RELEASE_FILE))
-        .with_context(|| format!("reading {RELEASE_FILE}"))?;
+fn os_release_fits(root: &Path, release_file: &str) -> Result<()> {
+    let release = fs::read_to_string(root.join(release_file))
+        .with_context(|| format!("reading {release_file}"))?;
     let host = fs::read_to_string("/usr/lib/os-release").context("reading /usr/lib/os-release")?;
     if let Err(why) = release_fits(&release, &host) {
         bail!("not merged: {why}");
     }
-    let text = fs::read_to_string(staging.join(VERSION_FILE))
+    Ok(())
+}
+
+/// A kubernetes image's version, once its extension-release fits.
+fn kube_version(usr: &Path) -> Result<Version> {
+    let root = usr.parent().unwrap_or(usr);
+    os_release_fits(root, RELEASE_FILE)?;
+    let text = fs::read_to_string(root.join(VERSION_FILE))
         .with_context(|| format!("reading {VERSION_FILE}"))?;
-    let version = Version::parse(text.trim()).with_context(|| VERSION_FILE.to_string())?;
-    let usr = staging.join("usr");
-    let options = format!("lowerdir={}:/usr", usr.display());
-    mount_overlay_ro("/usr", &options)?;
-    Ok(version)
+    Version::parse(text.trim()).with_context(|| VERSION_FILE.to_string())
+}
+
+/// A containerd image's version (what its `containerd` runs as).
+fn containerd_version(usr: &Path) -> Result<String> {
+    let root = usr.parent().unwrap_or(usr);
+    os_release_fits(root, crate::containerd::RELEASE_FILE)?;
+    let wrapper =
+        fs::read_to_string(usr.join("bin/containerd")).context("reading usr/bin/containerd")?;
+    crate::containerd::wrapper_version(&wrapper).context("usr/bin/containerd names no version")
 }
 
 /// `KEY=value` lines of an os-release style file (quotes removed).

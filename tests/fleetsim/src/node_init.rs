@@ -175,7 +175,8 @@ fn mount_filesystems(fleet: &FleetDir, name: &str, config: &InitConfig) -> Resul
     );
     // The boot record names what was merged; it is read-only from here on.
     let kubernetes = merged.version.map(|v| v.to_string()).unwrap_or_default();
-    crate::boot::set_kubernetes(&fleet.node_json(name), &kubernetes)?;
+    let containerd = merged.containerd.clone().unwrap_or_default();
+    crate::boot::set_kubernetes(&fleet.node_json(name), &kubernetes, &containerd)?;
     bind(&fleet.node_json(name), NODE_FILE, true)?;
     bind(&fleet.boot_id(name), BOOT_ID, true)?;
     mount("tmpfs", "/tmp", Some("tmpfs"), nosuid, Some("mode=1777"))?;

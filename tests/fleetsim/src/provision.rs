@@ -123,8 +123,10 @@ pub fn provision(
     write_sshd_config(&disk, plan)?;
     write_os(&disk, scenario, &plan.spec)?;
     write_kubernetes(&disk, scenario, plan, hub_url, cache)?;
+    write_containerd(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
     hide_host_tools(&disk)?;
+    write_os_containerd(&disk)?;
     write_mount_points(&disk)
 }
 
@@ -421,6 +423,42 @@ fn write_kubernetes(
     write_kubelet_files(disk, &running)
 }
 
+/// The containerd sysext as the bakery's Butane snippet installs it: the
+/// image, the link, the OS's own containerd masked, and the sysupdate
+/// config (pinned to the minor, or the bakery's floating one).
+fn write_containerd(
+    disk: &Disk,
+    scenario: &Scenario,
+    plan: &NodePlan,
+    hub_url: &str,
+    cache: &Cache,
+) -> Result<()> {
+    use crate::containerd as c;
+    let Some(version) = scenario.containerd(&plan.spec) else {
+        return Ok(());
+    };
+    disk.dir(c::IMAGES_DIR)?;
+    let path = disk.path(&format!("{}/{}", c::IMAGES_DIR, c::image_name(&version)))?;
+    image::copy_to(&cache.containerd(&version)?, &path)?;
+    set_attrs(&path, 0o644, 0, 0)?;
+    disk.symlink(
+        c::CURRENT_SYMLINK,
+        &format!("{}/{}", c::IMAGES_DIR, c::image_name(&version)),
+    )?;
+    disk.symlink(c::OS_EXTENSION, "/dev/null")?;
+    let pattern = match plan.spec.containerd_pin {
+        Pin::Pinned => c::pinned_pattern(&version),
+        Pin::Floating => c::FLOATING_PATTERN.to_string(),
+    };
+    let conf = c::sysupdate_conf(hub_url, &pattern);
+    disk.file(
+        &format!("{}/containerd.conf", c::SYSUPDATE_DIR),
+        conf.as_bytes(),
+        0o644,
+        (0, 0),
+    )
+}
+
 /// What `kubeadm init`/`join` left for the kubelet, by the kubeadm of the
 /// node's first kubelet: up to v1.34 the flags carry
 /// `--pod-infra-container-image`.
@@ -455,11 +493,11 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Hides a host's own kubelet, kubeadm or kubectl from the node's /usr (an
+/// Hides a host's own kubelet, kubeadm, kubectl or containerd from the node's /usr (an
 /// overlayfs whiteout: a 0/0 character device in the upper layer), so that
 /// they exist only through the merged sysext, as on Flatcar.
 fn hide_host_tools(disk: &Disk) -> Result<()> {
-    for tool in crate::image::IMAGE_TOOLS {
+    for tool in crate::image::IMAGE_TOOLS.iter().chain(&["containerd"]) {
         let host = format!("/usr/bin/{tool}");
         if fs::symlink_metadata(&host).is_err() {
             continue;
@@ -478,6 +516,20 @@ fn hide_host_tools(disk: &Disk) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Flatcar's own containerd in the base `/usr` (in place of any whiteout
+/// hiding the host's): what a node runs unless a containerd sysext is
+/// merged above it.
+fn write_os_containerd(disk: &Disk) -> Result<()> {
+    let path = disk.path("/usr/bin/containerd")?;
+    let _ = fs::remove_file(&path);
+    disk.file(
+        "/usr/bin/containerd",
+        crate::containerd::os_wrapper().as_bytes(),
+        0o755,
+        (0, 0),
+    )
 }
 
 /// Empty mount points for the bind mounts node-init makes, created here so

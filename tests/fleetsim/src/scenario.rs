@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 pub use crate::kured::{Kured, KuredSpec};
-use crate::state::{Faults, Role};
+use crate::state::{DeprecatedApi, Faults, PdbSpec, PodSpec, Role};
 use crate::version::{Minor, Version};
 
 /// The minors the default hub serves: v1.30 to v1.38.
@@ -28,6 +28,10 @@ pub struct Scenario {
     pub kubernetes: Option<String>,
     /// The Flatcar version every node runs unless it names its own.
     pub os_version: String,
+    /// The containerd sysext every node runs (`2.1.4`, the bakery's naming)
+    /// unless it names its own; unset: the OS's own containerd, no sysext.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containerd: Option<String>,
     /// Seconds between a node going down and sshd answering again.
     pub boot_delay: f64,
     /// Seconds after a boot before the node's kubelet reports Ready.
@@ -58,6 +62,18 @@ pub struct Scenario {
     /// [`KuredSpec`]).
     pub kured: Kured,
     pub hub: HubSpec,
+    /// Workload pods besides the sim's own (see `state::PodSpec`).
+    pub pods: Vec<PodSpec>,
+    /// PodDisruptionBudgets (see `state::PdbSpec`).
+    pub pdbs: Vec<PdbSpec>,
+    /// Deprecated APIs clients use (the API server's metrics say so).
+    pub deprecated_apis: Vec<DeprecatedApi>,
+    /// Days until the control planes' kubeadm certificates expire (default
+    /// 300; kubeadm issues them for a year and renews them on upgrade).
+    pub cert_expiry_days: f64,
+    /// An external etcd's endpoints (kubeadm-config `etcd.external`, no
+    /// etcd static pods); empty: stacked etcd.
+    pub external_etcd: Vec<String>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -75,6 +91,9 @@ pub struct HubSpec {
     pub missing: Vec<String>,
     /// Further full versions served from the start, e.g. `v1.38.7`.
     pub extra: Vec<String>,
+    /// containerd versions served under `containerd/` besides those the
+    /// nodes run (`2.1.5`).
+    pub containerd: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +127,14 @@ pub struct NodeSpec {
     /// The node presents a different host key than known_hosts records.
     #[serde(default)]
     pub wrong_host_key: bool,
+    /// This node's containerd sysext (default: the scenario's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containerd: Option<String>,
+    /// `containerd.conf`'s MatchPattern: `pinned` (default,
+    /// `containerd-2.1.@v-%a.raw`) or `floating` (the bakery's own
+    /// `containerd-@v-%a.raw`).
+    #[serde(default)]
+    pub containerd_pin: Pin,
 }
 
 /// The MatchPattern of the node's `kubernetes.conf`.
@@ -126,6 +153,7 @@ impl Default for Scenario {
         Scenario {
             kubernetes: None,
             os_version: "4081.2.0".into(),
+            containerd: None,
             boot_delay: 0.3,
             kubelet_delay: 0.3,
             api_delay: 0.2,
@@ -137,6 +165,11 @@ impl Default for Scenario {
             light: false,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
+            pods: Vec::new(),
+            pdbs: Vec::new(),
+            deprecated_apis: Vec::new(),
+            cert_expiry_days: 300.0,
+            external_etcd: Vec::new(),
             nodes: Vec::new(),
             faults: Faults::default(),
         }
@@ -150,6 +183,7 @@ impl Default for HubSpec {
             patches_for: BTreeMap::new(),
             missing: Vec::new(),
             extra: Vec::new(),
+            containerd: Vec::new(),
         }
     }
 }
@@ -167,6 +201,8 @@ impl NodeSpec {
             os: None,
             os_update: None,
             wrong_host_key: false,
+            containerd: None,
+            containerd_pin: Pin::Pinned,
         }
     }
 }
@@ -343,6 +379,24 @@ impl Scenario {
         self.running(cp)
     }
 
+    /// The containerd sysext a node runs at its first boot, if any.
+    pub fn containerd(&self, node: &NodeSpec) -> Option<String> {
+        node.containerd.clone().or_else(|| self.containerd.clone())
+    }
+
+    /// Every containerd version the hub serves from the start.
+    pub fn containerd_versions(&self) -> Vec<String> {
+        let mut v: BTreeSet<String> = self
+            .nodes
+            .iter()
+            .filter_map(|n| self.containerd(n))
+            .collect();
+        v.extend(self.hub.containerd.iter().cloned());
+        let mut v: Vec<String> = v.into_iter().collect();
+        v.sort_by(|a, b| crate::tools::vercmp(a, b));
+        v
+    }
+
     pub fn os(&self, node: &NodeSpec) -> String {
         node.os.clone().unwrap_or_else(|| self.os_version.clone())
     }
@@ -351,7 +405,11 @@ impl Scenario {
         self.validate_nodes()?;
         self.validate_timing()?;
         self.hub.versions().context("scenario `hub`")?;
+        for c in &self.hub.containerd {
+            crate::containerd::check_version(c).context("scenario `hub.containerd`")?;
+        }
         self.validate_faults()?;
+        self.validate_workloads()?;
         if let Some(k) = self.kured.spec() {
             k.validate().context("scenario `kured`")?;
         }
@@ -399,6 +457,10 @@ impl Scenario {
             Minor::parse(m).with_context(|| format!("node {}: extra_configs", n.name))?;
         }
         check_os_version(&self.os(n)).with_context(|| format!("node {}: os", n.name))?;
+        if let Some(c) = self.containerd(n) {
+            crate::containerd::check_version(&c)
+                .with_context(|| format!("node {}: containerd", n.name))?;
+        }
         if let Some(u) = &n.os_update {
             check_os_version(u).with_context(|| format!("node {}: os_update", n.name))?;
         }
@@ -427,6 +489,61 @@ impl Scenario {
         }
         if self.port == 0 {
             bail!("scenario `port` must not be 0");
+        }
+        Ok(())
+    }
+
+    fn validate_workloads(&self) -> Result<()> {
+        for p in &self.pods {
+            if !self.nodes.iter().any(|n| n.name == p.node) {
+                bail!(
+                    "scenario `pods`: {}/{} is on node {}, which the scenario does not have",
+                    p.namespace,
+                    p.name,
+                    p.node
+                );
+            }
+            if !["Running", "Succeeded", "Failed", "Pending"].contains(&p.phase.as_str()) {
+                bail!(
+                    "scenario `pods`: {}/{} has phase `{}` (Running, Succeeded, Failed or Pending)",
+                    p.namespace,
+                    p.name,
+                    p.phase
+                );
+            }
+            if let Some(o) = &p.owner
+                && !o
+                    .split_once('/')
+                    .is_some_and(|(k, n)| !k.is_empty() && !n.is_empty())
+            {
+                bail!(
+                    "scenario `pods`: {}/{} has owner `{o}`, not KIND/NAME",
+                    p.namespace,
+                    p.name
+                );
+            }
+        }
+        for b in &self.pdbs {
+            let what = format!("scenario `pdbs`: {}/{}", b.namespace, b.name);
+            match (&b.min_available, &b.max_unavailable) {
+                (Some(v), None) | (None, Some(v)) => {
+                    if crate::tools::int_or_percent(v).is_none() {
+                        bail!("{what}: `{v}` is neither an integer nor a percentage");
+                    }
+                }
+                _ => bail!("{what} needs exactly one of min_available and max_unavailable"),
+            }
+            for r in &b.match_expressions {
+                if !["In", "NotIn", "Exists", "DoesNotExist"].contains(&r.operator.as_str()) {
+                    bail!(
+                        "{what}: operator `{}` (In, NotIn, Exists or DoesNotExist)",
+                        r.operator
+                    );
+                }
+            }
+        }
+        if !(self.cert_expiry_days.is_finite()) {
+            bail!("scenario `cert_expiry_days` must be a number of days");
         }
         Ok(())
     }

@@ -55,6 +55,10 @@ pub struct NodeBoot {
     /// The Flatcar version booted.
     pub os: String,
     pub booted_at: f64,
+    /// The containerd sysext merged at this boot (`2.1.4`), empty for none
+    /// (the OS's own containerd).
+    #[serde(default)]
+    pub containerd: String,
 }
 
 /// The cluster as the API server would describe it.
@@ -87,6 +91,88 @@ pub struct Cluster {
     pub configmaps: BTreeMap<String, ConfigMap>,
     /// Bumped on every change to any object; objects carry their own copy.
     pub resource_version: u64,
+    /// Workload pods the scenario adds (besides the DaemonSets', CoreDNS and
+    /// the per-worker app the sim always runs).
+    #[serde(default)]
+    pub pods: Vec<PodSpec>,
+    /// PodDisruptionBudgets the scenario adds.
+    #[serde(default)]
+    pub pdbs: Vec<PdbSpec>,
+    /// Deprecated APIs clients requested (the API server's
+    /// `apiserver_requested_deprecated_apis` gauge).
+    #[serde(default)]
+    pub deprecated_apis: Vec<DeprecatedApi>,
+    /// When each control plane's kubeadm certificates expire (seconds since
+    /// the epoch); renewed by `kubeadm upgrade apply|node`.
+    #[serde(default)]
+    pub certs_expire: BTreeMap<String, f64>,
+    /// The endpoints of an external etcd (kubeadm-config `etcd.external`);
+    /// empty: kubeadm's stacked etcd, a static pod per control plane.
+    #[serde(default)]
+    pub external_etcd: Vec<String>,
+}
+
+/// A workload pod of the scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodSpec {
+    pub namespace: String,
+    pub name: String,
+    /// The node it is scheduled on.
+    pub node: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `KIND/NAME` of its controller (`ReplicaSet/web-7d9f8b6c5d`,
+    /// `StatefulSet/zk`, `Job/backup`); none: a bare pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// `Running` (default), `Succeeded`, `Failed` or `Pending`.
+    #[serde(default = "running")]
+    pub phase: String,
+}
+
+fn running() -> String {
+    "Running".into()
+}
+
+/// A PodDisruptionBudget of the scenario (policy/v1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PdbSpec {
+    pub namespace: String,
+    pub name: String,
+    /// An integer or a percentage (`"50%"`); exactly one of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<serde_json::Value>,
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<Requirement>,
+}
+
+/// A label selector requirement (`In`, `NotIn`, `Exists`, `DoesNotExist`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// One `apiserver_requested_deprecated_apis` series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeprecatedApi {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    #[serde(default)]
+    pub subresource: String,
+    /// `1.32`: the release that removes it.
+    pub removed_release: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -230,6 +230,10 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let versions = scenario.hub.versions()?;
     cache.images(&node_versions(scenario)?)?;
     hub::populate(&fleet.hub(), &cache, &versions)?;
+    let containerd = scenario.containerd_versions();
+    if !containerd.is_empty() {
+        hub::populate_containerd(&fleet.hub(), &cache, &containerd)?;
+    }
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
     let plans: Vec<NodePlan> = scenario
         .nodes
@@ -296,6 +300,16 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         kured: scenario.kured.spec().map(|k| k.daemonset()),
         configmaps: Default::default(),
         resource_version: 1,
+        pods: scenario.pods.clone(),
+        pdbs: scenario.pdbs.clone(),
+        deprecated_apis: scenario.deprecated_apis.clone(),
+        certs_expire: scenario
+            .nodes
+            .iter()
+            .filter(|n| n.role == Role::ControlPlane)
+            .map(|n| (n.name.clone(), now() + scenario.cert_expiry_days * 86_400.0))
+            .collect(),
+        external_etcd: scenario.external_etcd.clone(),
     };
     let shared = Shared::new(fleet.cluster());
     shared.update_cluster(|c| {

@@ -21,6 +21,7 @@ use anyhow::{Context, Result};
 use crate::state::{self, Event, NodeBoot, Shared};
 use util::KubeVersion;
 
+mod containerd;
 mod http;
 mod journalctl;
 mod kubeadm;
@@ -62,9 +63,25 @@ macro_rules! complain {
     }};
 }
 
+/// An IntOrString of the API (`2`, `"50%"`): `(value, is_percent)`.
+pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().filter(|n| *n >= 0).map(|n| (n, false)),
+        // The API accepts a string only as a percentage.
+        serde_json::Value::String(s) => s
+            .strip_suffix('%')?
+            .parse()
+            .ok()
+            .filter(|p: &i64| *p >= 0)
+            .map(|p| (p, true)),
+        _ => None,
+    }
+}
+
 /// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
 pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};
 pub(crate) use util::civil;
+pub(crate) use util::vercmp;
 pub(crate) use {complain, say};
 
 /// The tools this binary can be.
@@ -79,6 +96,7 @@ enum Tool {
     Sysext,
     Journalctl,
     SystemdRun,
+    Containerd,
 }
 
 impl Tool {
@@ -93,6 +111,7 @@ impl Tool {
             "systemd-sysext" => Tool::Sysext,
             "journalctl" => Tool::Journalctl,
             "systemd-run" => Tool::SystemdRun,
+            "containerd" => Tool::Containerd,
             _ => return None,
         })
     }
@@ -108,6 +127,7 @@ impl Tool {
             Tool::Sysext => "systemd-sysext",
             Tool::Journalctl => "journalctl",
             Tool::SystemdRun => "systemd-run",
+            Tool::Containerd => "containerd",
         }
     }
 }
@@ -169,6 +189,7 @@ fn run(env: &mut Env, tool: Tool, args: &[String]) -> i32 {
         Tool::Sysext => sysext::run(env, args),
         Tool::Journalctl => journalctl::run(env, args),
         Tool::SystemdRun => systemd_run::run(env, args),
+        Tool::Containerd => containerd::run(env, args),
     };
     match result {
         Ok(code) => code,

@@ -195,22 +195,43 @@ fn reboot(env: &mut Env, args: &[String]) -> i32 {
 
 /// One line per unit; exit 0 when at least one is active, as the man page
 /// says, else 3 (also for units that do not exist).
+/// Units a Flatcar node has unit files for that are not running: they are
+/// loaded (`inactive`, exit 3), where a name with no unit file is
+/// `not-found` (`inactive`, exit 4 since systemd 253).
+const INACTIVE_UNITS: &[&str] = &["locksmithd.service", "systemd-sysupdate.service"];
+
+/// `is-active`: each unit's state; exit 0 if any is active, else 4 when
+/// none of them has a unit file (systemd ≥ 253, systemd/systemd#25689:
+/// LSB's "status unknown"), else 3.
 fn is_active(env: &mut Env, units: &[String], quiet: bool) -> Result<i32> {
     let mut any = false;
+    let mut all_not_found = true;
     for u in units {
-        let state = if let Some(s) = unit::read_state(&env.root, u)? {
-            s.active
+        let (state, found) = if let Some(s) = unit::read_state(&env.root, u)? {
+            (s.active, true)
         } else if ACTIVE_UNITS.contains(&u.as_str()) {
-            "active".to_string()
+            ("active".to_string(), true)
+        } else if u == KUBELET {
+            (
+                "inactive".to_string(),
+                unit::load(&env.root, KUBELET)?.is_some(),
+            )
         } else {
-            "inactive".to_string()
+            ("inactive".to_string(), INACTIVE_UNITS.contains(&u.as_str()))
         };
         any |= state == "active";
+        all_not_found &= !found;
         if !quiet {
             say!(env, "{state}");
         }
     }
-    Ok(if any { 0 } else { 3 })
+    Ok(if any {
+        0
+    } else if all_not_found {
+        4
+    } else {
+        3
+    })
 }
 
 /// The properties `show` emulates, in the order systemd prints them: the
@@ -593,8 +614,8 @@ mod tests {
         let r = node.run("systemctl", &["is-active", "fleetctl-x.service"]);
         assert_eq!(
             (r.code, r.stdout.as_str()),
-            (3, "inactive\n"),
-            "unknown: inactive, 3"
+            (4, "inactive\n"),
+            "not loaded: inactive, 4 (systemd ≥ 253)"
         );
         let r = show(&node, "fleetctl-x.service");
         assert_eq!(
@@ -704,7 +725,11 @@ mod tests {
             (4, "Unit kubelet.service could not be found.\n")
         );
         let r = node.run("systemctl", &["is-active", "kubelet"]);
-        assert_eq!((r.code, r.stdout.as_str()), (3, "inactive\n"));
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (4, "inactive\n"),
+            "no unit file: status unknown (systemd ≥ 253)"
+        );
     }
 
     #[test]

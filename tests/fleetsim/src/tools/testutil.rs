@@ -57,6 +57,7 @@ impl Fleet {
             kubernetes: version.to_string(),
             os: "4081.2.0".to_string(),
             booted_at,
+            containerd: String::new(),
         };
         node.write(state::NODE_FILE, &serde_json::to_string(&boot).unwrap());
         let link = node.path(state::CLUSTER_DIR);

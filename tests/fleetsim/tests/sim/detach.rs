@@ -131,7 +131,7 @@ fn a_detached_kubeadm_finishes_and_its_unit_is_collected() {
     assert_eq!(kubeadm_results(&fleet), ["ok"]);
     assert_eq!(fleet.cluster().unwrap().version, "v1.34.2");
     wait_until("the unit is collected", || {
-        state(&fleet) == "inactive\nis-active: 3\nsuccess\n0\ninactive\ndead\n"
+        state(&fleet) == "inactive\nis-active: 4\nsuccess\n0\ninactive\ndead\n"
     });
     let log = run(&fleet, "cp-1", "root", "cat /var/lib/fleetctl/steps/t1.log");
     assert!(

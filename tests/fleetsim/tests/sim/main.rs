@@ -3,7 +3,9 @@
 //! (a module per area) so cargo links once. Needs root, openssh-server and
 //! sudo, like the simulator itself.
 
+mod checks;
 mod common;
+mod containerd;
 mod detach;
 
 mod faults;

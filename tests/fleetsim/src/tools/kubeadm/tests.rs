@@ -600,3 +600,70 @@ fn an_injected_upgrade_node_failure_fails_once_and_changes_nothing() {
     assert_eq!(r.code, 0, "consumed once: {}", r.stderr);
     assert_eq!(w1.read(FLAGS_FILE), NEW_FLAGS);
 }
+
+#[test]
+fn certs_check_expiration_prints_kubeadms_tables_and_upgrades_renew() {
+    let node = cp_running("v1.34.2");
+    let now = crate::state::now();
+    node.update_cluster(|c| {
+        c.certs_expire
+            .insert(node.name.clone(), now + 30.0 * 86_400.0 + 600.0);
+    });
+    let r = node.run("kubeadm", &["certs", "check-expiration"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "[check-expiration] Reading configuration from the cluster..."
+    );
+    assert_eq!(lines[2], "");
+    assert_eq!(
+        lines[3],
+        "CERTIFICATE                EXPIRES                  RESIDUAL TIME   CERTIFICATE AUTHORITY   EXTERNALLY MANAGED"
+    );
+    let names: Vec<&str> = lines[4..]
+        .iter()
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "admin.conf",
+            "apiserver",
+            "apiserver-etcd-client",
+            "apiserver-kubelet-client",
+            "controller-manager.conf",
+            "etcd-healthcheck-client",
+            "etcd-peer",
+            "etcd-server",
+            "front-proxy-client",
+            "scheduler.conf",
+            "super-admin.conf"
+        ]
+    );
+    let etcd_peer = lines.iter().find(|l| l.starts_with("etcd-peer")).unwrap();
+    assert!(
+        etcd_peer.ends_with("   30d             etcd-ca                 no      "),
+        "{etcd_peer:?}"
+    );
+    assert!(lines.contains(
+        &"CERTIFICATE AUTHORITY   EXPIRES                  RESIDUAL TIME   EXTERNALLY MANAGED"
+    ));
+    let ca = lines.iter().find(|l| l.starts_with("ca ")).unwrap();
+    assert!(ca.ends_with("   9y              no      "), "{ca:?}");
+    // An upgrade renews the node's certificates for a year.
+    let r = node.run("kubeadm", &["upgrade", "apply", "v1.34.2", "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = node.run("kubeadm", &["certs", "check-expiration"]);
+    let apiserver = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("apiserver "))
+        .unwrap()
+        .to_string();
+    assert!(
+        apiserver.contains("   364d            ca "),
+        "{apiserver:?}"
+    );
+}

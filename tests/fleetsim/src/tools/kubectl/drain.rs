@@ -1,9 +1,13 @@
 //! `kubectl drain NODE --ignore-daemonsets --delete-emptydir-data [--timeout=…]`:
 //! cordon first (a failed drain leaves the node cordoned, as for real),
-//! refuse DaemonSet pods and emptyDir pods unless told, evict the rest.
-//! A PodDisruptionBudget fault blocks the eviction of the node's app pod
-//! until the timeout, printing kubectl's retry and timeout lines; lifting
-//! the fault during the wait lets the drain finish.
+//! skip mirror pods, refuse DaemonSet pods, emptyDir pods and pods without
+//! a controller unless told, evict the rest. A PodDisruptionBudget that
+//! selects a pod and allows no disruption (`pdb.rs`: the scenario's, or the
+//! `pdb_block` fault's) blocks its eviction until the timeout, printing
+//! kubectl's retry and timeout lines; a budget that allows it again (the
+//! fault lifted, a pod Ready again) lets the drain finish. Evicted pods are
+//! not removed from the API: the sim does not reschedule, so a budget is
+//! judged on the pods as they were.
 //!
 //! Real kubectl waits forever without `--timeout`; the sim uses a short
 //! default and never waits more than a few seconds, so a test cannot hang.
@@ -14,8 +18,8 @@ use anyhow::Result;
 
 use super::nodes::{not_found, set_unschedulable};
 use super::{Cli, Env, Res, connect};
-use crate::state::{Cluster, Role};
-use crate::tools::util::{go_duration, parse_go_duration, pod_suffix};
+use crate::state::Cluster;
+use crate::tools::util::{go_duration, parse_go_duration};
 use crate::tools::{complain, say};
 
 /// The timeout used when `--timeout` is absent or 0 (real kubectl: forever).
@@ -30,6 +34,8 @@ struct Pod {
     name: String,
     daemonset: bool,
     emptydir: bool,
+    /// No controller: only `--force` deletes it.
+    bare: bool,
 }
 
 impl Pod {
@@ -38,38 +44,20 @@ impl Pod {
     }
 }
 
-/// The pods the simulated scheduler placed on `node`: DaemonSet pods
-/// everywhere, CoreDNS on control planes, an app with an emptyDir on workers.
-fn pods_on(c: &Cluster, node: &str, role: Role) -> Vec<Pod> {
-    let sfx = |app: &str| pod_suffix(&format!("{app}@{node}"), 5);
-    let ds = |ns: &str, name: &str| Pod {
-        namespace: ns.to_string(),
-        name: format!("{name}-{}", sfx(name)),
-        daemonset: true,
-        emptydir: false,
-    };
-    let mut pods = vec![ds("kube-system", "cilium")];
-    if c.kube_proxy {
-        pods.push(ds("kube-system", "kube-proxy"));
-    }
-    if let Some(k) = &c.kured {
-        pods.push(ds(&k.namespace, &k.name));
-    }
-    pods.push(match role {
-        Role::ControlPlane => Pod {
-            namespace: "kube-system".to_string(),
-            name: format!("coredns-668d6bf9bc-{}", sfx("coredns")),
-            daemonset: false,
-            emptydir: false,
-        },
-        Role::Worker => Pod {
-            namespace: "default".to_string(),
-            name: format!("web-7d9f8b6c5d-{}", sfx("web")),
-            daemonset: false,
-            emptydir: true,
-        },
-    });
-    pods
+/// The pods the API lists on `node`, as drain sorts them: mirror pods are
+/// skipped silently (the kubelet owns them), finished ones need nothing.
+fn pods_on(c: &Cluster, node: &str) -> Vec<Pod> {
+    super::pods::all_pods(c, crate::state::now())
+        .into_iter()
+        .filter(|p| p.node == node && p.owner_kind.as_deref() != Some("Node"))
+        .map(|p| Pod {
+            daemonset: p.owner_kind.as_deref() == Some("DaemonSet"),
+            bare: p.owner_kind.is_none() && p.phase == "Running",
+            emptydir: p.emptydir,
+            namespace: p.namespace,
+            name: p.name,
+        })
+        .collect()
 }
 
 /// kubectl's aggregate error: one message as is, several in brackets.
@@ -129,14 +117,14 @@ pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     for _ in 0..4 {
         super::round_trip(&cluster);
     }
-    let Some(role) = cluster.nodes.get(node.as_str()).map(|n| n.role) else {
+    if !cluster.nodes.contains_key(node.as_str()) {
         return Ok(Res::fail(env, &not_found("nodes", node)));
-    };
+    }
     match set_unschedulable(env, node, true)? {
         Some(true) => say!(env, "node/{node} cordoned"),
         _ => say!(env, "node/{node} already cordoned"),
     }
-    let pods = pods_on(&cluster, node, role);
+    let pods = pods_on(&cluster, node);
     let (ds, evict): (Vec<&Pod>, Vec<&Pod>) = pods.iter().partition(|p| p.daemonset);
     let ds_ids = ds.iter().map(|p| p.id()).collect::<Vec<_>>().join(", ");
     let local: Vec<String> = evict
@@ -148,6 +136,13 @@ pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     if !cli.switch("ignore-daemonsets") && !ds.is_empty() {
         refusals.push(format!(
             "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): {ds_ids}"
+        ));
+    }
+    let bare: Vec<String> = evict.iter().filter(|p| p.bare).map(|p| p.id()).collect();
+    if !cli.switch("force") && !bare.is_empty() {
+        refusals.push(format!(
+            "cannot delete Pods that declare no controller (use --force to override): {}",
+            bare.join(", ")
         ));
     }
     let delete_local = cli.switch("delete-emptydir-data") || cli.switch("delete-local-data");
@@ -166,10 +161,15 @@ pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     for p in &evict {
         say!(env, "evicting pod {}", p.id());
     }
-    if let Some(blocked) = evict.first()
-        && !wait_for_budget(env, node, blocked, timeout)?
+    if let Some(blocked) = first_blocked(env, &evict)?
+        && !wait_for_budget(env, blocked, timeout)?
     {
-        return Ok(timed_out(env, node, blocked, &evict[1..], timeout));
+        let others: Vec<&Pod> = evict
+            .iter()
+            .copied()
+            .filter(|p| p.id() != blocked.id())
+            .collect();
+        return Ok(timed_out(env, node, blocked, &others, timeout));
     }
     for p in &evict {
         say!(env, "pod/{} evicted", p.name);
@@ -178,14 +178,34 @@ pub(super) fn drain(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
     Ok(Res::ok())
 }
 
-/// Waits while a PodDisruptionBudget fault blocks `pod`; true once evictable.
-fn wait_for_budget(env: &mut Env, node: &str, pod: &Pod, timeout: f64) -> Result<bool> {
-    let blocked = |env: &Env| -> Result<bool> {
-        Ok(env.shared().faults()?.pdb_block.iter().any(|n| n == node))
+/// Whether the API would refuse evicting `pod` now: a budget of its
+/// namespace selects it and allows no disruption.
+fn refused(env: &Env, pod: &Pod) -> Result<bool> {
+    let c = env.shared().cluster()?;
+    let faults = env.shared().faults()?;
+    let pods = super::pods::all_pods(&c, crate::state::now());
+    let Some(api) = pods
+        .iter()
+        .find(|p| p.namespace == pod.namespace && p.name == pod.name)
+    else {
+        return Ok(false);
     };
-    if !blocked(env)? {
-        return Ok(true);
+    Ok(super::pdb::budgets(&c, &faults, &pods)
+        .iter()
+        .any(|b| b.covers(api) && b.allowed == 0))
+}
+
+fn first_blocked<'a>(env: &Env, evict: &[&'a Pod]) -> Result<Option<&'a Pod>> {
+    for p in evict {
+        if refused(env, p)? {
+            return Ok(Some(p));
+        }
     }
+    Ok(None)
+}
+
+/// Retries the eviction of `pod` while a budget refuses it; true once evictable.
+fn wait_for_budget(env: &mut Env, pod: &Pod, timeout: f64) -> Result<bool> {
     complain!(
         env,
         "error when evicting pods/\"{}\" -n \"{}\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.",
@@ -196,7 +216,7 @@ fn wait_for_budget(env: &mut Env, node: &str, pod: &Pod, timeout: f64) -> Result
     let started = Instant::now();
     while started.elapsed().as_secs_f64() < deadline {
         std::thread::sleep(POLL);
-        if !blocked(env)? {
+        if !refused(env, pod)? {
             return Ok(true);
         }
     }

@@ -28,9 +28,12 @@ use super::{Env, complain, say};
 use crate::state::Cluster;
 
 mod drain;
+mod etcd;
 mod jsonpath;
+mod metrics;
 mod nodes;
 mod objects;
+mod pdb;
 mod pods;
 #[cfg(test)]
 mod tests;
@@ -231,11 +234,12 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
         }
         "delete" if cli.only(&["ignore-not-found"]) => objects::delete(env, args, &cli)?,
         "patch" if cli.only(&["type", "patch"]) => objects::patch(env, args, &cli)?,
+        "exec" if cli.only(&[]) => etcd::exec(env, args, &cli)?,
         _ => Res::unsupported(env, args),
     };
     let mutating = matches!(
         verb.as_str(),
-        "cordon" | "uncordon" | "drain" | "annotate" | "create" | "delete" | "patch"
+        "cordon" | "uncordon" | "drain" | "annotate" | "create" | "delete" | "patch" | "exec"
     );
     if mutating && let Some(result) = &res.record {
         env.record(NAME, args, result);
@@ -356,6 +360,7 @@ pub(super) enum Kind {
     Node,
     DaemonSet,
     ConfigMap,
+    Pdb,
 }
 
 pub(super) fn kind_of(word: &str) -> Option<Kind> {
@@ -363,6 +368,12 @@ pub(super) fn kind_of(word: &str) -> Option<Kind> {
         "node" | "nodes" | "no" => Kind::Node,
         "daemonset" | "daemonsets" | "ds" | "daemonset.apps" | "daemonsets.apps" => Kind::DaemonSet,
         "configmap" | "configmaps" | "cm" => Kind::ConfigMap,
+        "pdb"
+        | "pdbs"
+        | "poddisruptionbudget"
+        | "poddisruptionbudgets"
+        | "poddisruptionbudget.policy"
+        | "poddisruptionbudgets.policy" => Kind::Pdb,
         _ => return None,
     })
 }
@@ -408,10 +419,22 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
         if cli.words.len() != 1 || !cli.only(&["raw"]) {
             return Ok(Res::unsupported(env, args));
         }
-        if !["/readyz", "/livez", "/healthz"].contains(&path) {
+        if !["/readyz", "/livez", "/healthz", "/metrics"].contains(&path) {
             return Ok(Res::unsupported(env, args));
         }
         return Ok(match connect(env, cli)? {
+            Ok(c) if path == "/metrics" => {
+                let now = crate::state::now();
+                let started = c
+                    .nodes
+                    .values()
+                    .filter_map(|n| n.kubelet_running())
+                    .map(|k| k.started_at + c.api_delay)
+                    .fold(now, f64::min);
+                let text = metrics::text(&c, started);
+                let _ = std::io::Write::write_all(&mut *env.out, text.as_bytes());
+                Res::ok()
+            }
             Ok(_) => {
                 let _ = std::io::Write::write_all(&mut *env.out, b"ok");
                 Res::ok()
@@ -460,6 +483,7 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
         Kind::Node => nodes::get(env, args, cli, name),
         Kind::DaemonSet => objects::get_daemonsets(env, args, cli, name),
         Kind::ConfigMap => objects::get_configmaps(env, args, cli, name),
+        Kind::Pdb => pdb::get(env, args, cli, name),
     }
 }
 

@@ -331,7 +331,20 @@ struct Cm {
 
 /// kubeadm's stored ClusterConfiguration: `proxy: {}` because the cluster
 /// predates `proxy.disabled`, which is why upgrades must skip the addon.
-fn cluster_configuration(version: &str) -> String {
+fn cluster_configuration(version: &str, external_etcd: &[String]) -> String {
+    let etcd = if external_etcd.is_empty() {
+        "etcd:\n  local:\n    dataDir: /var/lib/etcd\n".to_string()
+    } else {
+        let endpoints: String = external_etcd
+            .iter()
+            .map(|e| format!("    - {e}\n"))
+            .collect();
+        format!(
+            "etcd:\n  external:\n    caFile: /etc/kubernetes/pki/etcd/ca.crt\n    \
+             certFile: /etc/kubernetes/pki/apiserver-etcd-client.crt\n    endpoints:\n{endpoints}    \
+             keyFile: /etc/kubernetes/pki/apiserver-etcd-client.key\n"
+        )
+    };
     format!(
         "apiServer: {{}}\n\
          apiVersion: kubeadm.k8s.io/v1beta4\n\
@@ -342,7 +355,7 @@ fn cluster_configuration(version: &str) -> String {
          controllerManager: {{}}\n\
          dns: {{}}\n\
          encryptionAlgorithm: RSA-2048\n\
-         etcd:\n  local:\n    dataDir: /var/lib/etcd\n\
+         {etcd}\
          imageRepository: registry.k8s.io\n\
          kind: ClusterConfiguration\n\
          kubernetesVersion: {version}\n\
@@ -360,7 +373,7 @@ fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
             namespace: KUBE_SYSTEM.to_string(),
             data: BTreeMap::from([(
                 "ClusterConfiguration".to_string(),
-                cluster_configuration(&c.version),
+                cluster_configuration(&c.version, &c.external_etcd),
             )]),
             resource_version: c.resource_version,
             created: cluster_created(c),

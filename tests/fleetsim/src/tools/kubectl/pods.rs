@@ -12,6 +12,8 @@
 //! a `List` of those found; each missing one an `Error from server
 //! (NotFound)` line on stderr and exit 1, the found ones still printed.
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use serde_json::{Value, json};
 
@@ -21,8 +23,6 @@ use crate::tools::util::{hex_of, human_age, pod_suffix, rfc3339, table, uid_of};
 use crate::tools::{complain, say};
 
 const KUBE_SYSTEM: &str = "kube-system";
-/// The etcd kubeadm v1.34 deploys; one fixed tag is all the sim needs.
-const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.6.4-0";
 const COMPONENTS: [&str; 4] = [
     "etcd",
     "kube-apiserver",
@@ -39,6 +39,8 @@ struct StaticPod {
     image: String,
     started: f64,
     ready_since: f64,
+    /// kube-apiserver's `--etcd-servers`.
+    etcd_servers: String,
 }
 
 /// The static pods that run now, sorted by name as the API lists them.
@@ -56,8 +58,11 @@ fn running(c: &Cluster, now: f64) -> Vec<StaticPod> {
             .clone()
             .unwrap_or_else(|| c.version.clone());
         for component in COMPONENTS {
+            if component == "etcd" && !c.external_etcd.is_empty() {
+                continue;
+            }
             let image = if component == "etcd" {
-                ETCD_IMAGE.to_string()
+                format!("registry.k8s.io/etcd:{}", super::etcd::image_tag(&version))
             } else {
                 format!("registry.k8s.io/{component}:{version}")
             };
@@ -69,6 +74,11 @@ fn running(c: &Cluster, now: f64) -> Vec<StaticPod> {
                 image,
                 started: k.started_at,
                 ready_since: k.started_at + c.api_delay,
+                etcd_servers: if c.external_etcd.is_empty() {
+                    "https://127.0.0.1:2379".into()
+                } else {
+                    c.external_etcd.join(",")
+                },
             });
         }
     }
@@ -83,7 +93,7 @@ fn command(p: &StaticPod) -> Vec<String> {
             format!("--advertise-address={}", p.address),
             "--allow-privileged=true".into(),
             "--authorization-mode=Node,RBAC".into(),
-            "--etcd-servers=https://127.0.0.1:2379".into(),
+            format!("--etcd-servers={}", p.etcd_servers),
             "--secure-port=6443".into(),
         ]),
         "etcd" => cmd.extend([
@@ -198,9 +208,15 @@ pub(super) struct ApiPod {
     pub namespace: String,
     pub name: String,
     pub node: String,
-    pub phase: &'static str,
+    pub phase: String,
     pub ready: bool,
     pub started: f64,
+    pub labels: BTreeMap<String, String>,
+    /// The controller's kind (`DaemonSet`, `ReplicaSet`, `Node` for a
+    /// mirror pod…); `None` for a bare pod.
+    pub owner_kind: Option<String>,
+    /// It has an emptyDir volume (drain needs `--delete-emptydir-data`).
+    pub emptydir: bool,
     pub json: Value,
 }
 
@@ -218,6 +234,64 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
         .fold(f64::INFINITY, f64::min)
         .min(now);
     let daemonsets = super::objects::daemonsets(c, None);
+    let by_name: BTreeMap<&str, &crate::state::ClusterNode> =
+        c.nodes.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    for p in &c.pods {
+        let Some(n) = by_name.get(p.node.as_str()) else {
+            continue;
+        };
+        let running = p.phase == "Running";
+        let ready = running && c.node_ready(&p.node, now);
+        let owner = p.owner.as_ref().and_then(|o| o.split_once('/')).map(|(kind, name)| {
+            let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
+            json!({"apiVersion": api, "blockOwnerDeletion": true, "controller": true, "kind": kind, "name": name,
+                   "uid": uid_of(&format!("{kind}/{}/{name}", p.namespace))})
+        });
+        let mut metadata = json!({
+            "creationTimestamp": rfc3339(created),
+            "labels": p.labels,
+            "name": p.name,
+            "namespace": p.namespace,
+            "resourceVersion": c.resource_version.to_string(),
+            "uid": uid_of(&format!("pod/{}/{}", p.namespace, p.name)),
+        });
+        if let Some(o) = &owner {
+            metadata["ownerReferences"] = json!([o]);
+        }
+        let json = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": {
+                "containers": [{"image": "registry.example/app:1", "imagePullPolicy": "IfNotPresent", "name": "app"}],
+                "nodeName": p.node,
+                "restartPolicy": if owner.as_ref().is_some_and(|o| o["kind"] == "Job") { "Never" } else { "Always" },
+                "schedulerName": "default-scheduler",
+            },
+            "status": {
+                "conditions": [{"lastProbeTime": null, "lastTransitionTime": rfc3339(n.booted_at), "status": if ready { "True" } else { "False" }, "type": "Ready"}],
+                "hostIP": n.address,
+                "phase": p.phase,
+                "startTime": rfc3339(created),
+            },
+        });
+        pods.push(ApiPod {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            node: p.node.clone(),
+            phase: p.phase.clone(),
+            ready,
+            started: created,
+            labels: p.labels.clone(),
+            owner_kind: p
+                .owner
+                .as_ref()
+                .and_then(|o| o.split_once('/'))
+                .map(|(k, _)| k.to_string()),
+            emptydir: false,
+            json,
+        });
+    }
     for (node, n) in &c.nodes {
         let ready = c.node_ready(node, now);
         let sfx = |app: &str| pod_suffix(&format!("{app}@{node}"), 5);
@@ -227,6 +301,9 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                        labels: Value,
                        container: Value,
                        extra: Value| {
+            let emptydir = extra["volumes"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|v| v.get("emptyDir").is_some()));
             let mut spec = json!({
                 "containers": [container],
                 "nodeName": node,
@@ -241,10 +318,10 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                 "kind": "Pod",
                 "metadata": {
                     "creationTimestamp": rfc3339(created),
-                    "labels": labels,
+                    "labels": labels.clone(),
                     "name": name,
                     "namespace": ns,
-                    "ownerReferences": [owner],
+                    "ownerReferences": [owner.clone()],
                     "resourceVersion": c.resource_version.to_string(),
                     "uid": uid_of(&format!("pod/{ns}/{name}")),
                 },
@@ -261,9 +338,12 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                 namespace: ns.to_string(),
                 name,
                 node: node.clone(),
-                phase: "Running",
+                phase: "Running".into(),
                 ready,
                 started: created,
+                labels: serde_json::from_value(labels).unwrap_or_default(),
+                owner_kind: owner["kind"].as_str().map(str::to_string),
+                emptydir,
                 json,
             });
         };
@@ -286,7 +366,7 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                 KUBE_SYSTEM,
                 format!("coredns-668d6bf9bc-{}", sfx("coredns")),
                 rs("coredns-668d6bf9bc"),
-                json!({"k8s-app": "kube-dns", "pod-template-hash": "668d6bf9bc"}),
+                json!({"app.kubernetes.io/instance": format!("coredns-{node}"), "k8s-app": "kube-dns", "pod-template-hash": "668d6bf9bc"}),
                 json!({"args": ["-conf", "/etc/coredns/Corefile"], "image": "registry.k8s.io/coredns/coredns:v1.12.0", "imagePullPolicy": "IfNotPresent", "name": "coredns"}),
                 json!({}),
             ),
@@ -294,7 +374,7 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                 "default",
                 format!("web-7d9f8b6c5d-{}", sfx("web")),
                 rs("web-7d9f8b6c5d"),
-                json!({"app": "web", "pod-template-hash": "7d9f8b6c5d"}),
+                json!({"app": "web", "app.kubernetes.io/instance": format!("web-{node}"), "pod-template-hash": "7d9f8b6c5d"}),
                 json!({"image": "nginx:1.27", "imagePullPolicy": "IfNotPresent", "name": "web", "volumeMounts": [{"mountPath": "/cache", "name": "cache"}]}),
                 json!({"volumes": [{"emptyDir": {}, "name": "cache"}]}),
             ),
@@ -310,11 +390,17 @@ pub(super) fn all_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
         .map(|p| ApiPod {
             namespace: KUBE_SYSTEM.to_string(),
             json: pod_json(&p, c.resource_version),
+            labels: BTreeMap::from([
+                ("component".to_string(), p.component.to_string()),
+                ("tier".to_string(), "control-plane".to_string()),
+            ]),
             name: p.name,
             node: p.node,
-            phase: "Running",
+            phase: "Running".into(),
             ready: true,
             started: p.started,
+            owner_kind: Some("Node".into()),
+            emptydir: false,
         })
         .collect();
     pods.extend(workload_pods(c, now));
@@ -354,7 +440,7 @@ fn selected_by(p: &ApiPod, terms: &[(String, bool, String)]) -> bool {
     terms.iter().all(|(field, negate, value)| {
         let actual = match field.as_str() {
             "spec.nodeName" => p.node.as_str(),
-            "status.phase" => p.phase,
+            "status.phase" => p.phase.as_str(),
             "metadata.namespace" => p.namespace.as_str(),
             _ => p.name.as_str(),
         };
@@ -435,7 +521,7 @@ pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, names: &[String]) -
                 row.extend([
                     p.name.clone(),
                     if p.ready { "1/1" } else { "0/1" }.into(),
-                    p.phase.into(),
+                    p.phase.clone(),
                     "0".into(),
                     human_age(now - p.started),
                 ]);

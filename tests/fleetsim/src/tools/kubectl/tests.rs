@@ -1331,3 +1331,307 @@ fn fleetctls_own_lock_configmap_read_patched_and_deleted_with_preconditions() {
         "{argvs:?}"
     );
 }
+
+// ---------------------------------------------------------------- what the checks read
+
+#[test]
+fn metrics_name_the_deprecated_apis_clients_use() {
+    let (cp, _, _) = cluster();
+    let r = admin(&cp, &["get", "--raw", "/metrics"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout.contains("apiserver_requested_deprecated_apis"),
+        "none requested"
+    );
+    cp.update_cluster(|c| {
+        c.deprecated_apis = vec![crate::state::DeprecatedApi {
+            group: "flowcontrol.apiserver.k8s.io".into(),
+            version: "v1beta3".into(),
+            resource: "flowschemas".into(),
+            subresource: String::new(),
+            removed_release: "1.32".into(),
+        }]
+    });
+    let r = admin(&cp, &["get", "--raw", "/metrics"]);
+    let text = r.stdout;
+    assert!(text.contains(
+        "# HELP apiserver_requested_deprecated_apis [STABLE] Gauge of deprecated APIs that have been requested, broken out by API group, version, resource, subresource, and removed_release.\n\
+         # TYPE apiserver_requested_deprecated_apis gauge\n\
+         apiserver_requested_deprecated_apis{group=\"flowcontrol.apiserver.k8s.io\",removed_release=\"1.32\",resource=\"flowschemas\",subresource=\"\",version=\"v1beta3\"} 1\n"
+    ), "{text}");
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "families in name order");
+}
+
+#[test]
+fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
+    let (cp, _, _) = cluster();
+    cp.update_cluster(|c| {
+        c.pods = ["zk-0", "zk-1", "zk-2"]
+            .iter()
+            .zip(["w1", "w2", "w2"])
+            .map(|(name, node)| crate::state::PodSpec {
+                namespace: "default".into(),
+                name: name.to_string(),
+                node: node.into(),
+                labels: [("app".to_string(), "zookeeper".to_string())].into(),
+                owner: Some("StatefulSet/zk".into()),
+                phase: "Running".into(),
+            })
+            .chain(std::iter::once(crate::state::PodSpec {
+                namespace: "default".into(),
+                name: "backup-x".into(),
+                node: "w1".into(),
+                labels: Default::default(),
+                owner: Some("Job/backup".into()),
+                phase: "Succeeded".into(),
+            }))
+            .collect();
+        c.pdbs = vec![crate::state::PdbSpec {
+            namespace: "default".into(),
+            name: "zk-pdb".into(),
+            min_available: Some(serde_json::json!(2)),
+            match_labels: [("app".to_string(), "zookeeper".to_string())].into(),
+            ..Default::default()
+        }];
+    });
+    let r = admin(&cp, &["get", "pdb", "-A", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let zk = &v["items"][0];
+    assert_eq!(zk["apiVersion"], "policy/v1");
+    assert_eq!(zk["spec"]["minAvailable"], 2);
+    assert_eq!(zk["status"]["expectedPods"], 3);
+    assert_eq!(zk["status"]["currentHealthy"], 3);
+    assert_eq!(zk["status"]["desiredHealthy"], 2);
+    assert_eq!(zk["status"]["disruptionsAllowed"], 1);
+    assert_eq!(zk["status"]["conditions"][0]["reason"], "SufficientPods");
+    // w2 goes down: two of the three are not Ready, so nothing may go.
+    cp.update_cluster(|c| c.nodes.get_mut("w2").unwrap().kubelet = None);
+    let v: serde_json::Value =
+        serde_json::from_str(&admin(&cp, &["get", "pdb", "-A", "-o", "json"]).stdout).unwrap();
+    assert_eq!(v["items"][0]["status"]["disruptionsAllowed"], 0);
+    assert_eq!(v["items"][0]["status"]["conditions"][0]["status"], "False");
+    // Running pods only, and one node's.
+    let r = admin(
+        &cp,
+        &[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector=spec.nodeName=w1,status.phase=Running",
+            "-o",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"zk-0") && !names.contains(&"backup-x"),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| !n.starts_with("zk-1")));
+    // The budget blocks the drain of w1 (zk-0 is under it) until the timeout.
+    let r = admin(
+        &cp,
+        &[
+            "drain",
+            "w1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=200ms",
+        ],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stderr.contains("error when evicting pods/\"zk-0\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget."), "{}", r.stderr);
+    // The pdb_block fault is a real budget too.
+    cp.shared()
+        .update_faults(|f| f.pdb_block = vec!["w1".into()])
+        .unwrap();
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "default",
+            "get",
+            "pdb",
+            "fleetsim-block-w1",
+            "-o",
+            "json",
+        ],
+    );
+    let b: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(b["status"]["disruptionsAllowed"], 0);
+    assert_eq!(b["status"]["expectedPods"], 1);
+}
+
+#[test]
+fn etcd_snapshots_in_the_static_pod_as_the_clusters_etcd_takes_them() {
+    let (cp, _, _) = cluster();
+    let certs = [
+        "--endpoints=https://127.0.0.1:2379",
+        "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+        "--cert=/etc/kubernetes/pki/etcd/server.crt",
+        "--key=/etc/kubernetes/pki/etcd/server.key",
+    ];
+    let exec = |cp: &Node, cmd: &[&str]| {
+        let mut args = vec!["-n", "kube-system", "exec", "etcd-cp1", "--"];
+        args.extend_from_slice(cmd);
+        admin(cp, &args)
+    };
+    // v1.34: etcd 3.6.4, no etcdutl in the image, no `etcdctl snapshot status`.
+    let r = exec(
+        &cp,
+        &[
+            &["etcdctl"],
+            &certs[..],
+            &["snapshot", "save", "/var/lib/etcd/pre.db"],
+        ]
+        .concat(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "Snapshot saved at /var/lib/etcd/pre.db\nServer version 3.6.0\n"
+    );
+    assert!(
+        r.stderr
+            .lines()
+            .all(|l| l.starts_with("{\"level\":\"info\"")),
+        "{}",
+        r.stderr
+    );
+    assert!(cp.exists("/var/lib/etcd/pre.db"));
+    let r = exec(
+        &cp,
+        &[
+            "etcdutl",
+            "snapshot",
+            "status",
+            "/var/lib/etcd/pre.db",
+            "-w",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("exec: \"etcdutl\": executable file not found in $PATH"),
+        "{}",
+        r.stderr
+    );
+    let r = exec(
+        &cp,
+        &[
+            "etcdctl",
+            "snapshot",
+            "status",
+            "/var/lib/etcd/pre.db",
+            "-w",
+            "json",
+        ],
+    );
+    assert_eq!(
+        r.stderr,
+        "Error: unknown command \"status\" for \"etcdctl snapshot\"\nRun 'etcdctl snapshot --help' for usage.\ncommand terminated with exit code 1\n"
+    );
+    // v1.35: etcd 3.6.6 has etcdutl.
+    cp.update_cluster(|c| {
+        c.nodes.get_mut("cp1").unwrap().control_plane_version = Some("v1.35.3".into());
+    });
+    let r = exec(
+        &cp,
+        &[
+            "etcdutl",
+            "snapshot",
+            "status",
+            "/var/lib/etcd/pre.db",
+            "-w",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let status: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        status["totalSize"].as_u64().unwrap(),
+        std::fs::metadata(cp.path("/var/lib/etcd/pre.db"))
+            .unwrap()
+            .len()
+    );
+    assert_eq!(status["version"], "3.6.0");
+    assert!(status["totalKey"].as_u64().unwrap() > 0 && status["hash"].as_u64().unwrap() > 0);
+    // v1.33: etcd 3.5 answers status with a deprecation notice.
+    cp.update_cluster(|c| {
+        c.nodes.get_mut("cp1").unwrap().control_plane_version = Some("v1.33.4".into());
+    });
+    let r = exec(
+        &cp,
+        &[
+            &["etcdctl"],
+            &certs[..],
+            &["snapshot", "save", "/var/lib/etcd/old.db"],
+        ]
+        .concat(),
+    );
+    assert_eq!(r.stdout, "Snapshot saved at /var/lib/etcd/old.db\n");
+    let r = exec(
+        &cp,
+        &[
+            "etcdctl",
+            "snapshot",
+            "status",
+            "/var/lib/etcd/old.db",
+            "-w",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "Deprecated: Use `etcdutl snapshot status` instead.\n\n"
+    );
+    assert!(r.stdout.ends_with(",\"version\":\"\"}\n"), "{}", r.stdout);
+    // Without kubeadm's client certificates etcd does not answer.
+    let r = exec(&cp, &["etcdctl", "snapshot", "save", "/var/lib/etcd/x.db"]);
+    assert_eq!(r.code, 1);
+    // An external etcd: no static pod, and kubeadm-config says so.
+    cp.update_cluster(|c| c.external_etcd = vec!["https://10.0.0.5:2379".into()]);
+    let r = exec(&cp, &["etcdctl", "snapshot", "save", "/var/lib/etcd/x.db"]);
+    assert_eq!(
+        r.stderr,
+        "Error from server (NotFound): pods \"etcd-cp1\" not found\n"
+    );
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "kubeadm-config",
+            "-o",
+            "json",
+        ],
+    );
+    let cm: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let config = cm["data"]["ClusterConfiguration"].as_str().unwrap();
+    assert!(
+        config.contains("etcd:\n  external:\n    caFile: /etc/kubernetes/pki/etcd/ca.crt\n"),
+        "{config}"
+    );
+    assert!(
+        config.contains("    endpoints:\n    - https://10.0.0.5:2379\n"),
+        "{config}"
+    );
+}

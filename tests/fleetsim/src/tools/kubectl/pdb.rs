@@ -1,0 +1,297 @@
+//! PodDisruptionBudgets (policy/v1): the scenario's, and one per node the
+//! `pdb_block` fault names (`fleetsim-block-<node>`, `minAvailable: 1` over
+//! the one app pod of that node, so it allows no disruption). Their status
+//! is computed as the disruption controller does (`pkg/controller/disruption`):
+//!
+//! - `expectedPods`: the matching pods (for `maxUnavailable` and percentages
+//!   the controller uses the scale of their controllers; here every
+//!   controller's scale is its pods in the sim);
+//! - `desiredHealthy`: `minAvailable`, a percentage of `expectedPods`
+//!   rounded up, or `expectedPods − maxUnavailable` (a percentage rounded up);
+//! - `currentHealthy`: the matching pods that are Ready (their node Ready);
+//! - `disruptionsAllowed`: `currentHealthy − desiredHealthy`, never below 0,
+//!   and 0 with no expected pod; condition `DisruptionAllowed` True
+//!   (`SufficientPods`) or False (`InsufficientPods`).
+//!
+//! A selector matches as the API server's label selectors do: `matchLabels`
+//! and every `matchExpressions` requirement ANDed; no selector matches
+//! nothing. Only pods of the budget's namespace count.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::pods::ApiPod;
+use crate::state::{Cluster, Faults, PdbSpec, Requirement};
+use crate::tools::int_or_percent;
+use crate::tools::util::{rfc3339, uid_of};
+
+/// A budget and its computed status.
+pub(super) struct Budget {
+    pub spec: PdbSpec,
+    pub expected: i64,
+    pub desired: i64,
+    pub healthy: i64,
+    pub allowed: i64,
+}
+
+impl Budget {
+    pub fn covers(&self, pod: &ApiPod) -> bool {
+        pod.namespace == self.spec.namespace && selects(&self.spec, &pod.labels)
+    }
+}
+
+fn selects(spec: &PdbSpec, labels: &BTreeMap<String, String>) -> bool {
+    if spec.match_labels.is_empty() && spec.match_expressions.is_empty() {
+        // An empty (not null) selector matches every pod of the namespace.
+        return true;
+    }
+    spec.match_labels
+        .iter()
+        .all(|(k, v)| labels.get(k) == Some(v))
+        && spec
+            .match_expressions
+            .iter()
+            .all(|r| requirement(r, labels))
+}
+
+fn requirement(r: &Requirement, labels: &BTreeMap<String, String>) -> bool {
+    let value = labels.get(&r.key);
+    match r.operator.as_str() {
+        "In" => value.is_some_and(|v| r.values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !r.values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        _ => false,
+    }
+}
+
+/// The budget `pdb_block` puts over `node`'s app pod.
+fn blocking(c: &Cluster, node: &str) -> Option<PdbSpec> {
+    let role = c.nodes.get(node)?.role;
+    let (ns, instance) = match role {
+        crate::state::Role::ControlPlane => ("kube-system", format!("coredns-{node}")),
+        crate::state::Role::Worker => ("default", format!("web-{node}")),
+    };
+    Some(PdbSpec {
+        namespace: ns.into(),
+        name: format!("fleetsim-block-{node}"),
+        min_available: Some(json!(1)),
+        max_unavailable: None,
+        match_labels: BTreeMap::from([("app.kubernetes.io/instance".into(), instance)]),
+        match_expressions: Vec::new(),
+    })
+}
+
+/// Every budget, sorted by namespace then name, with its status over `pods`.
+pub(super) fn budgets(c: &Cluster, faults: &Faults, pods: &[ApiPod]) -> Vec<Budget> {
+    let mut specs: Vec<PdbSpec> = c.pdbs.clone();
+    specs.extend(faults.pdb_block.iter().filter_map(|n| blocking(c, n)));
+    specs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    specs
+        .into_iter()
+        .map(|spec| {
+            let matching: Vec<&ApiPod> = pods
+                .iter()
+                .filter(|p| p.namespace == spec.namespace && selects(&spec, &p.labels))
+                .collect();
+            let expected = matching.len() as i64;
+            let healthy = matching.iter().filter(|p| p.ready).count() as i64;
+            let scaled = |v: &Value| {
+                int_or_percent(v).map_or(
+                    0,
+                    |(n, pct)| {
+                        if pct { (n * expected + 99) / 100 } else { n }
+                    },
+                )
+            };
+            let desired = match (&spec.min_available, &spec.max_unavailable) {
+                (Some(min), _) => scaled(min),
+                (None, Some(max)) => (expected - scaled(max)).max(0),
+                (None, None) => expected,
+            };
+            let allowed = if expected <= 0 {
+                0
+            } else {
+                (healthy - desired).max(0)
+            };
+            Budget {
+                spec,
+                expected,
+                desired,
+                healthy,
+                allowed,
+            }
+        })
+        .collect()
+}
+
+/// The object as `kubectl get pdb -o json` prints it.
+pub(super) fn json(b: &Budget, created: f64, resource_version: u64) -> Value {
+    let mut selector = json!({});
+    if !b.spec.match_labels.is_empty() {
+        selector["matchLabels"] = json!(b.spec.match_labels);
+    }
+    if !b.spec.match_expressions.is_empty() {
+        selector["matchExpressions"] = json!(
+            b.spec
+                .match_expressions
+                .iter()
+                .map(|r| {
+                    let mut e = json!({"key": r.key, "operator": r.operator});
+                    if !r.values.is_empty() {
+                        e["values"] = json!(r.values);
+                    }
+                    e
+                })
+                .collect::<Vec<_>>()
+        );
+    }
+    let mut spec = json!({"selector": selector});
+    if let Some(v) = &b.spec.min_available {
+        spec["minAvailable"] = v.clone();
+    }
+    if let Some(v) = &b.spec.max_unavailable {
+        spec["maxUnavailable"] = v.clone();
+    }
+    let (status, reason) = if b.allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
+    json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "creationTimestamp": rfc3339(created),
+            "generation": 1,
+            "name": b.spec.name,
+            "namespace": b.spec.namespace,
+            "resourceVersion": resource_version.to_string(),
+            "uid": uid_of(&format!("pdb/{}/{}", b.spec.namespace, b.spec.name)),
+        },
+        "spec": spec,
+        "status": {
+            "conditions": [{
+                "lastTransitionTime": rfc3339(created),
+                "message": "",
+                "observedGeneration": 1,
+                "reason": reason,
+                "status": status,
+                "type": "DisruptionAllowed",
+            }],
+            "currentHealthy": b.healthy,
+            "desiredHealthy": b.desired,
+            "disruptionsAllowed": b.allowed,
+            "expectedPods": b.expected,
+            "observedGeneration": 1,
+        },
+    })
+}
+
+/// The `kubectl get pdb` table cell of an IntOrString (`N/A` when unset).
+pub(super) fn cell(v: &Option<Value>) -> String {
+    match v {
+        None => "N/A".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// `get pdb [NAME] [-n NS|-A] [-o json|name|jsonpath=…]`, or its table.
+pub(super) fn get(
+    env: &mut super::Env,
+    args: &[String],
+    cli: &super::Cli,
+    name: Option<&str>,
+) -> anyhow::Result<super::Res> {
+    use crate::tools::say;
+    if cli.output() == Some("yaml") {
+        return Ok(super::Res::unsupported(env, args));
+    }
+    let c = match super::connect(env, cli)? {
+        Ok(c) => c,
+        Err(msg) => return Ok(super::Res::fail(env, &msg)),
+    };
+    let now = crate::state::now();
+    let faults = env.shared().faults()?;
+    let pods = super::pods::all_pods(&c, now);
+    let all = cli.all_namespaces();
+    let ns = cli.namespace().to_string();
+    let selected: Vec<Budget> = budgets(&c, &faults, &pods)
+        .into_iter()
+        .filter(|b| (all || b.spec.namespace == ns) && name.is_none_or(|n| n == b.spec.name))
+        .collect();
+    if let Some(want) = name
+        && selected.is_empty()
+    {
+        if cli.switch("ignore-not-found") {
+            return Ok(super::Res::ok());
+        }
+        let msg = format!(
+            "Error from server (NotFound): poddisruptionbudgets.policy \"{want}\" not found"
+        );
+        return Ok(super::Res::fail(env, &msg));
+    }
+    let created = c
+        .nodes
+        .values()
+        .map(|n| n.booted_at)
+        .fold(f64::INFINITY, f64::min)
+        .min(now);
+    let items: Vec<Value> = selected
+        .iter()
+        .map(|b| json(b, created, c.resource_version))
+        .collect();
+    let doc = if name.is_some() && items.len() == 1 {
+        items.into_iter().next().unwrap_or_default()
+    } else {
+        super::objects::list_doc(items)
+    };
+    if let Some(res) = super::objects::print_doc(env, cli, &doc)? {
+        return Ok(res);
+    }
+    if cli.output() == Some("name") {
+        for b in &selected {
+            say!(env, "poddisruptionbudget.policy/{}", b.spec.name);
+        }
+        return Ok(super::Res::ok());
+    }
+    if selected.is_empty() {
+        return Ok(super::objects::no_resources(env, cli));
+    }
+    let mut header = Vec::new();
+    if all {
+        header.push("NAMESPACE".to_string());
+    }
+    header.extend(
+        [
+            "NAME",
+            "MIN AVAILABLE",
+            "MAX UNAVAILABLE",
+            "ALLOWED DISRUPTIONS",
+            "AGE",
+        ]
+        .map(String::from),
+    );
+    let mut rows = vec![header];
+    for b in &selected {
+        let mut row = Vec::new();
+        if all {
+            row.push(b.spec.namespace.clone());
+        }
+        row.extend([
+            b.spec.name.clone(),
+            cell(&b.spec.min_available),
+            cell(&b.spec.max_unavailable),
+            b.allowed.to_string(),
+            crate::tools::util::human_age(now - created),
+        ]);
+        rows.push(row);
+    }
+    let _ = std::io::Write::write_all(
+        &mut *env.out,
+        crate::tools::util::table(&rows, 3).as_bytes(),
+    );
+    Ok(super::Res::ok())
+}
