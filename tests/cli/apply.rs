@@ -274,9 +274,10 @@ fn assert_downloads_do_not_stage(events: &[Event]) {
 /// deployed it, deleted it or hid it.
 fn assert_kube_proxy_untouched(events: &[Event]) {
     if let Some((i, _)) = events.iter().enumerate().find(|(_, e)| {
-        e.argv
-            .iter()
-            .any(|a| a.contains("kube-proxy") && a != "addon/kube-proxy")
+        !support::is_unit_start(e)
+            && e.argv
+                .iter()
+                .any(|a| a.contains("kube-proxy") && a != "addon/kube-proxy")
     }) {
         panic!(
             "event {i} touches kube-proxy other than skipping its phase:\n{}",
@@ -361,16 +362,28 @@ fn assert_pins_written_after_their_kubeadm_step(fleet: &Fleet, events: &[Event],
     }
 }
 
+/// The lock configmap deleted the only way that carries preconditions:
+/// `kubectl delete --raw /api/v1/namespaces/kube-system/configmaps/fleetctl-lock -f -`.
+fn deletes_lock_configmap(e: &Event) -> bool {
+    e.argv.iter().any(|a| a == "delete")
+        && e.argv.iter().any(|a| a == "--raw")
+        && e.argv
+            .iter()
+            .any(|a| a == "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock")
+}
+
 /// fleetctl's configmap lock was created before the first upgrade action,
 /// deleted after the last, and is gone; Kured's lock was never touched.
 fn assert_configmap_lock_taken_and_released(fleet: &Fleet, events: &[Event]) {
     let log = || support::describe(events);
-    let call = |e: &Event, verb: &str| {
-        is_ok(e) && kubectl_words(e).is_some_and(|w| w == [verb, "configmap", "fleetctl-lock"])
+    let created_at = |e: &Event| {
+        is_ok(e) && kubectl_words(e).is_some_and(|w| w == ["create", "configmap", "fleetctl-lock"])
     };
     let (Some(created), Some(deleted)) = (
-        events.iter().position(|e| call(e, "create")),
-        events.iter().rposition(|e| call(e, "delete")),
+        events.iter().position(created_at),
+        events
+            .iter()
+            .rposition(|e| is_ok(e) && deletes_lock_configmap(e)),
     ) else {
         panic!("the configmap lock was not created and deleted:\n{}", log());
     };
@@ -494,7 +507,15 @@ fn snapshot(fleet: &Fleet, nodes: &[&str]) -> Snapshot {
             .iter()
             .map(|n| (n.to_string(), fleet.ssh_ok(n, "root", NODE_STATE).unwrap()))
             .collect(),
-        cluster: serde_json::to_value(fleet.cluster().unwrap()).unwrap(),
+        cluster: {
+            let mut c = serde_json::to_value(fleet.cluster().unwrap()).unwrap();
+            // Taking and giving back the lock moves the API server's
+            // resourceVersion counter, and nothing else.
+            if let Some(map) = c.as_object_mut() {
+                map.remove("resource_version");
+            }
+            c
+        },
         events: events(fleet)
             .iter()
             .map(|e| format!("{} {} → {}", e.node, e.argv.join(" "), e.result))
@@ -502,12 +523,24 @@ fn snapshot(fleet: &Fleet, nodes: &[&str]) -> Snapshot {
     }
 }
 
+/// Nothing changed but the lock, which apply takes before it looks at the
+/// fleet and gives back on every path (the cluster state shows it gone).
 fn assert_unchanged(fleet: &Fleet, nodes: &[&str], before: &Snapshot, what: &str) {
     let after = snapshot(fleet, nodes);
-    assert_eq!(
-        after.events, before.events,
-        "{what} ran something on a node"
-    );
+    let lock_events: Vec<String> = events(fleet)
+        .iter()
+        .filter(|e| support::is_lock(e))
+        .map(|e| format!("{} {} → {}", e.node, e.argv.join(" "), e.result))
+        .collect();
+    let without_lock = |events: &[String]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| !lock_events.contains(e))
+            .cloned()
+            .collect()
+    };
+    let (other, was) = (without_lock(&after.events), without_lock(&before.events));
+    assert_eq!(other, was, "{what} ran something on a node");
     assert_eq!(
         after.cluster, before.cluster,
         "{what} changed the API server"
@@ -625,7 +658,7 @@ fn without_a_saved_plan_apply_says_to_run_plan_first() {
 }
 
 /// One line per command the dry run announces that changes something:
-/// `node download`, `node apply VERSION`, `node upgrade-node VERSION`,
+/// `node download`, `node etcd-snapshot`, `node apply VERSION`, `node upgrade-node VERSION`,
 /// `node pin`, `node stage VERSION`, `node drain X`, `node reboot`,
 /// `node uncordon X`, `node remove-images`.
 fn dry_run_outline(text: &str) -> Vec<String> {
@@ -635,7 +668,11 @@ fn dry_run_outline(text: &str) -> Vec<String> {
             // The uncordon runs once the node is Ready, in one remote command.
             let cmd = cmd.strip_prefix("(until Ready) ").unwrap_or(cmd);
             let words: Vec<&str> = cmd.split_whitespace().collect();
-            let what = if cmd.starts_with(&format!("# write {CONFIG} ")) {
+            let what = if cmd.contains("etcdctl") && cmd.contains(" snapshot save ") {
+                "etcd-snapshot".to_string()
+            } else if cmd.contains("<etcd.local.dataDir>") {
+                return None; // the snapshot's status, copy and removal
+            } else if cmd.starts_with(&format!("# write {CONFIG} ")) {
                 "pin".to_string()
             } else if cmd.contains("systemd-sysupdate --definitions=") {
                 assert!(!cmd.contains("--component"), "{line}");
@@ -656,8 +693,10 @@ fn dry_run_outline(text: &str) -> Vec<String> {
             } else if cmd.contains("ln -sfn ") && cmd.contains("/etc/extensions/kubernetes.raw") {
                 let image = cmd.split("kubernetes-").nth(1)?.split("-x86-64").next()?;
                 format!("stage {image}")
-            } else if cmd.starts_with("kubectl ") && words.contains(&"drain") {
-                let at = words.iter().position(|w| *w == "drain")?;
+            } else if cmd.contains("systemd-run --unit=fleetctl-drain-") {
+                // A detached step: the kubectl drain inside the unit's script.
+                assert!(cmd.contains("kubectl "), "{line}");
+                let at = words.iter().rposition(|w| *w == "drain")?;
                 format!("drain {}", words.get(at + 1)?)
             } else if cmd.starts_with("kubectl ") && words.contains(&"uncordon") {
                 format!("uncordon {}", words.last()?)
@@ -677,6 +716,7 @@ fn expected_dry_run(hops: &[Version]) -> Vec<String> {
     for (i, hop) in hops.iter().enumerate() {
         out.extend(SMALL.iter().map(|n| format!("{n} download")));
         out.extend([
+            "cp-1 etcd-snapshot".to_string(),
             format!("cp-1 apply {hop}"),
             "cp-1 pin".into(),
             format!("cp-1 stage {hop}"),
@@ -726,6 +766,12 @@ fn dry_run_prints_every_command_in_order_and_changes_nothing() {
         .lines()
         .find(|l| l.starts_with("[cp-1] ") && l.contains("upgrade apply v1.35.3"))
         .unwrap_or_else(|| panic!("no upgrade apply line in\n{}", run.stdout));
+    // It runs as a detached unit: `sh -c '<script>'`, single-quoted once more.
+    assert!(
+        apply_line.contains("systemd-run --unit=fleetctl-kubeadm-upgrade-apply-v1.35.3.service "),
+        "{apply_line}"
+    );
+    let apply_line = apply_line.replace("'\\''", "'");
     for part in [
         "'/opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw'",
         "mktemp -d '/run'/fleetctl-kubeadm.XXXXXX",
@@ -871,9 +917,9 @@ fn a_configmap_lock_held_by_someone_else_stops_apply_until_force_unlock() {
         run.stderr
     );
     let log = &events(&fleet)[start..];
-    let removed = log.iter().position(|e| {
-        is_ok(e) && kubectl_words(e).is_some_and(|w| w == ["delete", "configmap", "fleetctl-lock"])
-    });
+    let removed = log
+        .iter()
+        .position(|e| is_ok(e) && deletes_lock_configmap(e));
     let first_action = log.iter().position(is_upgrade_action);
     assert!(
         matches!((removed, first_action), (Some(r), Some(a)) if r < a),

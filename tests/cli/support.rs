@@ -134,6 +134,21 @@ pub fn is_ok(e: &Event) -> bool {
     e.result == "ok"
 }
 
+/// `systemd-run` starting a detached step: the command it wraps is
+/// recorded as its own event when the unit runs it.
+pub fn is_unit_start(e: &Event) -> bool {
+    program(e) == Some("systemd-run")
+}
+
+/// apply's lock (fleetctl's configmap, or Kured's annotation) being taken,
+/// refreshed, read or given back: apply holds it before it looks at the
+/// fleet, so even a run that changes nothing takes and releases it.
+pub fn is_lock(e: &Event) -> bool {
+    e.argv
+        .iter()
+        .any(|a| a.contains("fleetctl-lock") || a.contains("kured-node-lock"))
+}
+
 /// The supervisor brought the node up (sshd answers).
 pub fn is_boot(e: &Event) -> bool {
     e.argv.len() == 1 && e.argv[0] == "(boot)"

@@ -308,7 +308,10 @@ nodes:
 #[test]
 fn kured_is_a_namespace_and_a_daemonset_name() {
     let inv = parse_ok(&format!("{MINIMAL}kured: kured/kured\n"));
-    assert_eq!(inv.kured.map(|k| k.to_string()).as_deref(), Some("kured/kured"));
+    assert_eq!(
+        inv.kured.map(|k| k.to_string()).as_deref(),
+        Some("kured/kured")
+    );
     let err = parse_err(&format!("{MINIMAL}kured: kured\n"));
     assert!(
         err.starts_with("inventory.yaml:4:8: kured: `kured` does not name a DaemonSet"),
