@@ -45,6 +45,9 @@ pub async fn roll(
     apply.check_stop(None)?;
     let names = batch.join(", ");
     apply.progress.step(&format!("{names}: gates, then drain"));
+    // The ledger says which stage each node is in, so a stop (a failure, a
+    // second Ctrl-C) names it precisely.
+    apply.begin(&names, "gates and drain");
     gates::before_drain(apply, batch).await?;
     for node in batch {
         apply.mark(node)?;
@@ -93,6 +96,7 @@ pub async fn roll(
             }
         }
     }
+    apply.begin(&names, "reboot into the staged images");
     for (node, r, before) in &befores {
         r.journal()
             .event("reboot", Some(node), &format!("boot id {}", before.boot_id));

@@ -1,7 +1,7 @@
-//! `fleetctl apply` when things go wrong (issue 5's failure bullets): a
-//! worker that never comes back, `kubeadm upgrade apply` failing, a drain
-//! blocked by a PodDisruptionBudget, the hub down, a newer patch on the hub,
-//! and Ctrl-C (once, and twice). Each must end with exit 1 and a message
+//! `fleetctl apply` when things go wrong (issue 5's failure bullets, in
+//! issue 8's kubeadm-first order): a worker that never comes back,
+//! `kubeadm upgrade apply` failing, a drain blocked by a PodDisruptionBudget,
+//! the hub down, a newer patch on the hub, and Ctrl-C (once, and twice). Each must end with exit 1 and a message
 //! that names the node and the next action, touch no node after the failing
 //! one, leave the fleet consistent (nothing cordoned unless the message says
 //! so, the lock released), and be finished by a plain `fleetctl apply --yes`
@@ -196,7 +196,9 @@ fn apply(fleet: &Fleet, extra: &[&str]) -> Run {
 /// node they name (they run on cp-1), everything else on the node it ran
 /// on. The lock's configmap and `fleetsim ctl` act on no node.
 fn subject(e: &Event) -> Option<&str> {
-    if e.node == "(fleetsim)" {
+    // The supervisor, the lock, and systemd-run starting a detached step
+    // (its command is recorded on its own when the unit runs it).
+    if e.node == "(fleetsim)" || support::is_lock(e) || support::is_unit_start(e) {
         return None;
     }
     if e.argv.first().is_some_and(|a| a == "kubectl") {
@@ -285,6 +287,12 @@ fn untouched_after(events: &[Event], from: usize, failing: &str) {
         show(&strays),
         show(events)
     );
+}
+
+/// How many events acted on a node (the lock, taken and given back by
+/// every apply, acts on none).
+fn acted(events: &[Event]) -> usize {
+    events.iter().filter(|e| subject(e).is_some()).count()
 }
 
 /// Events after the first `n` (what a later run did).
@@ -393,6 +401,14 @@ fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
     assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
     assert_eq!(kubelet(&c, "w-2"), FROM);
 
+    // Its kubeadm step ran before the reboot, in kubeadm's order.
+    assert_eq!(
+        count_ok(&first, "w-1", "upgrade node"),
+        1,
+        "\n{}",
+        show(&first)
+    );
+
     fleet.release("w-1").unwrap();
     fleet.wait_up("w-1").unwrap();
     let second = rerun(&fleet);
@@ -404,8 +420,8 @@ fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
     );
     assert_eq!(
         count(&second, "w-1", "upgrade node"),
-        1,
-        "\n{}",
+        0,
+        "w-1's kubeadm step is done (its marker says so)\n{}",
         show(&second)
     );
     assert_eq!(count(&second, "w-1", "uncordon"), 1, "\n{}", show(&second));
@@ -435,30 +451,29 @@ fn a_failed_upgrade_apply_is_retried_alone_and_earlier_hops_are_not_repeated() {
     assert_has(
         &run.stderr,
         &[
-            &format!("cp-1: kubeadm upgrade apply {second_patch} failed"),
-            "cp-1 IS STILL CORDONED",
-            "it resumes with upgrade apply",
+            &format!("cp-1: kubeadm upgrade apply with the {second_patch} image's kubeadm failed"),
             "injected fault fail_upgrade_apply",
+            "run `fleetctl apply` again",
         ],
     );
+    // kubeadm runs before the drain and the reboot: nothing is cordoned.
+    assert!(!run.stderr.contains("STILL CORDONED"), "{}", run.stderr);
     let first = events(&fleet);
     let failed = last(&first, |e| {
         what(e) == format!("upgrade apply {second_patch}") && e.result != "ok"
     });
     untouched_after(&first, failed, "cp-1");
-    let c = consistent(&fleet, Some("cp-1"));
+    let c = consistent(&fleet, None);
     assert_eq!(
         c.version,
         first_patch.to_string(),
         "the API server stays on hop 1"
     );
-    assert_eq!(kubelet(&c, "cp-1"), second_patch.to_string());
-    for w in ["w-1", "w-2"] {
-        assert_eq!(kubelet(&c, w), first_patch.to_string());
+    for n in NODES {
+        assert_eq!(kubelet(&c, n), first_patch.to_string(), "{n}");
     }
 
     let second = rerun(&fleet);
-    assert_eq!(count(&second, "cp-1", "reboot"), 0, "\n{}", show(&second));
     assert_eq!(
         count(&second, "cp-1", &format!("upgrade apply {first_patch}")),
         0,
@@ -532,7 +547,7 @@ fn a_drain_blocked_by_a_budget_is_undone_and_resumed_once_the_budget_allows() {
 }
 
 #[test]
-fn the_hub_down_after_planning_stops_apply_at_staging_before_any_reboot() {
+fn the_hub_down_after_planning_stops_apply_at_the_downloads_before_any_kubeadm() {
     let fleet = support::start(scenario());
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
@@ -544,21 +559,26 @@ fn the_hub_down_after_planning_stops_apply_at_staging_before_any_reboot() {
         &[
             "could not read the hub's image list",
             "going on with the patches the plan stages",
-            "cp-1: systemd-sysupdate could not stage kubernetes v1.35",
-            "nothing was rebooted",
+            "systemd-sysupdate could not download kubernetes v1.35",
+            "Nothing was staged or rebooted",
             "run `fleetctl apply` again",
         ],
     );
     let first = events(&fleet);
-    let stage = last(&first, |e| what(e) == "sysupdate");
-    assert_eq!(subject(&first[stage]), Some("cp-1"));
-    assert_ne!(first[stage].result, "ok");
-    untouched_after(&first, stage, "cp-1");
+    // Every node tried its download, at once; none got further.
     for n in NODES {
-        for step in ["cordon", "drain", "reboot"] {
+        assert_eq!(count(&first, n, "sysupdate"), 1, "{n}\n{}", show(&first));
+        assert_eq!(count_ok(&first, n, "sysupdate"), 0, "{n}\n{}", show(&first));
+        for step in ["cordon", "drain", "reboot", "upgrade node"] {
             assert_eq!(count(&first, n, step), 0, "{n} {step}\n{}", show(&first));
         }
     }
+    assert_eq!(
+        count(&first, "cp-1", &format!("upgrade apply {patch}")),
+        0,
+        "no kubeadm without the image\n{}",
+        show(&first)
+    );
     let c = consistent(&fleet, None);
     for n in NODES {
         assert_eq!(kubelet(&c, n), FROM);
@@ -567,48 +587,25 @@ fn the_hub_down_after_planning_stops_apply_at_staging_before_any_reboot() {
     fleet.faults(|f| f.hub_down = false).unwrap();
     rerun(&fleet);
     on_target(&fleet, patch);
-    done_once(&events(&fleet), patch);
+    let all = events(&fleet);
+    for n in NODES {
+        assert_eq!(count(&all, n, "reboot"), 1, "{n}\n{}", show(&all));
+    }
 }
 
 #[test]
-fn the_hub_down_while_workers_stage_leaves_them_unrebooted_and_a_rerun_finishes() {
+fn the_hub_down_once_the_images_are_downloaded_changes_nothing() {
+    // Every node downloads the hop's image first, in parallel: from then on
+    // the hop needs no hub, and a hub outage mid-hop costs nothing.
     let fleet = support::start(scenario());
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 
     let mut running = Apply::spawn(&fleet, &[]);
-    running.wait_for("cp-1: uncordon");
+    running.wait_for("first control plane: kubeadm upgrade");
     fleet.faults(|f| f.hub_down = true).unwrap();
-    let run = running.finish().expect_code(1);
-    assert_has(
-        &run.stderr,
-        &[
-            "staging stopped before any reboot",
-            "w-1: systemd-sysupdate could not stage kubernetes v1.35",
-            "w-2: systemd-sysupdate could not stage kubernetes v1.35",
-            "run `fleetctl apply` again",
-        ],
-    );
-    let first = events(&fleet);
-    for w in ["w-1", "w-2"] {
-        assert_eq!(count_ok(&first, w, "sysupdate"), 0, "{w}\n{}", show(&first));
-        for step in ["cordon", "drain", "reboot"] {
-            assert_eq!(count(&first, w, step), 0, "{w} {step}\n{}", show(&first));
-        }
-    }
-    let c = consistent(&fleet, None);
-    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
-    assert_eq!(c.version, patch.to_string());
-
-    fleet.faults(|f| f.hub_down = false).unwrap();
-    let second = rerun(&fleet);
-    assert_eq!(count(&second, "cp-1", "reboot"), 0, "\n{}", show(&second));
-    assert_eq!(
-        count(&second, "cp-1", "sysupdate"),
-        0,
-        "\n{}",
-        show(&second)
-    );
+    let run = running.finish().expect_code(0);
+    assert_has(&run.stderr, &["done: 3 nodes upgraded"]);
     on_target(&fleet, patch);
     done_once(&events(&fleet), patch);
 }
@@ -620,7 +617,7 @@ fn ctrl_c_during_a_drain_stops_at_a_safe_point_and_a_rerun_finishes() {
     let patch = &patches(&planned)[0];
 
     let mut running = Apply::spawn(&fleet, &[]);
-    running.wait_for("w-1: drain");
+    running.wait_for("w-1: gates, then drain");
     let at = events(&fleet).len();
     running.interrupt();
     let run = running.finish().expect_code(1);
@@ -708,7 +705,7 @@ fn a_newer_patch_on_the_hub_makes_the_plan_stale_until_planned_again() {
     let planned = plan(&fleet, "v1.35");
     let old = &patches(&planned)[0];
     fleet.publish("v1.35.9").unwrap();
-    let before = events(&fleet).len();
+    let before = acted(&events(&fleet));
 
     let run = apply(&fleet, &[]).expect_code(2);
     assert_has(
@@ -720,9 +717,9 @@ fn a_newer_patch_on_the_hub_makes_the_plan_stale_until_planned_again() {
         ],
     );
     assert_eq!(
-        events(&fleet).len(),
+        acted(&events(&fleet)),
         before,
-        "a refused plan touches nothing"
+        "a refused plan touches nothing but the lock"
     );
     consistent(&fleet, None);
 
@@ -735,65 +732,37 @@ fn a_newer_patch_on_the_hub_makes_the_plan_stale_until_planned_again() {
 }
 
 #[test]
-fn a_patch_published_while_workers_stage_stops_before_their_reboot() {
+fn a_patch_published_after_the_downloads_leaves_the_hop_on_its_plan_and_the_next_plan_converges() {
     let fleet = support::start(scenario());
     let planned = plan(&fleet, "v1.35");
     let old = &patches(&planned)[0];
 
+    // The hop's images are on every node before cp-1's kubeadm runs; a
+    // patch the hub publishes after that does not reach this hop.
     let mut running = Apply::spawn(&fleet, &[]);
-    running.wait_for("cp-1: uncordon");
+    running.wait_for("first control plane: kubeadm upgrade");
     fleet.publish("v1.35.9").unwrap();
-    let run = running.finish().expect_code(1);
-    assert_has(
-        &run.stderr,
-        &[
-            &format!("staged kubernetes v1.35.9, but the plan expected {old}"),
-            "Nothing was rebooted",
-            "Run `fleetctl plan` again to plan with v1.35.9",
-        ],
-    );
-    let first = events(&fleet);
-    for w in ["w-1", "w-2"] {
-        for step in ["cordon", "drain", "reboot"] {
-            assert_eq!(count(&first, w, step), 0, "{w} {step}\n{}", show(&first));
-        }
-    }
-    let c = consistent(&fleet, None);
-    assert_eq!(kubelet(&c, "cp-1"), old.to_string());
-    assert_eq!(kubelet(&c, "w-1"), FROM);
+    let run = running.finish().expect_code(0);
+    assert_has(&run.stderr, &["done: 3 nodes upgraded"]);
+    on_target(&fleet, old);
+    done_once(&events(&fleet), old);
 
-    // The saved plan stages a patch the hub no longer calls newest.
-    let before = events(&fleet).len();
-    let stale = apply(&fleet, &[]).expect_code(2);
-    assert_has(
-        &stale.stderr,
-        &[&format!(
-            "the newest v1.35 patch is now v1.35.9, the plan stages {old}"
-        )],
-    );
-    assert_eq!(
-        events(&fleet).len(),
-        before,
-        "a refused plan touches nothing"
-    );
-
+    // The next plan sees the new patch: a converge (no kubeadm, one
+    // reboot each); the control plane stays on the patch it was upgraded
+    // to, as docs/upgrade-path.md decides.
     let replanned = plan(&fleet, "v1.35");
     let new = &patches(&replanned)[0];
     assert_eq!(new.to_string(), "v1.35.9");
     let second = rerun(&fleet);
-    for w in ["w-1", "w-2"] {
+    for n in NODES {
+        assert_eq!(count(&second, n, "reboot"), 1, "{n}\n{}", show(&second));
         assert_eq!(
-            count(&second, w, "sysupdate"),
+            count(&second, n, "upgrade node"),
             0,
-            "{w} has it staged\n{}",
+            "{n}\n{}",
             show(&second)
         );
-        assert_eq!(count(&second, w, "reboot"), 1, "{w}\n{}", show(&second));
     }
-    // cp-1 moves to the new patch too (a converge: one more reboot), and,
-    // as docs/upgrade-path.md decides, without kubeadm: the control plane
-    // stays on the patch it was upgraded to.
-    assert_eq!(count(&second, "cp-1", "reboot"), 1, "\n{}", show(&second));
     let c = consistent(&fleet, None);
     for n in NODES {
         assert_eq!(kubelet(&c, n), new.to_string(), "{n}");
