@@ -4,6 +4,7 @@
 
 mod apply;
 mod apply_faults;
+mod batches;
 mod checks;
 mod plan;
 mod status;
