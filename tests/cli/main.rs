@@ -6,6 +6,7 @@ mod apply;
 mod apply_faults;
 mod batches;
 mod checks;
+mod containerd;
 mod plan;
 mod status;
 mod support;
