@@ -16,10 +16,11 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 
-use crate::checks::{CheckName, HubImage};
+use crate::checks::{CheckName, HubImage, Verdict};
 use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather::Gathered;
@@ -152,6 +153,7 @@ impl Run<'_> {
     ) -> anyhow::Result<ExitCode> {
         let (fresh, gathered, hub_images) =
             recheck(self.inv, self.global, self.printer, saved, self.args).await?;
+        let judged = Instant::now();
         if fresh.hops.is_empty() {
             self.printer.out(&plan::summary(&fresh));
             self.printer
@@ -169,6 +171,7 @@ impl Run<'_> {
                 &format!("the operator goes past `{name}` (--ignore-check)"),
             );
         }
+        journal_checks(self.journal, &fresh);
         confirm(
             self.args.roll.yes,
             "Apply this plan? Nodes will be drained and rebooted one at a time.",
@@ -178,7 +181,11 @@ impl Run<'_> {
                 "stopped before anything was changed".into(),
             )));
         }
-        self.hops(fresh, &gathered, hub_images, stop, second).await
+        // Asked at a prompt, the operator may have taken their time: the
+        // first hop's checks are only trusted as fresh without one.
+        let judged = self.args.roll.yes.then_some(judged);
+        self.hops(fresh, &gathered, hub_images, judged, stop, second)
+            .await
     }
 
     async fn hops(
@@ -186,6 +193,7 @@ impl Run<'_> {
         fresh: Plan,
         gathered: &Gathered,
         hub_images: Option<Vec<HubImage>>,
+        checks_judged: Option<Instant>,
         stop: Stop,
         second: Arc<tokio::sync::Notify>,
     ) -> anyhow::Result<ExitCode> {
@@ -214,6 +222,7 @@ impl Run<'_> {
             hub_images,
             etcd_backups: (!self.args.skip_etcd_snapshot)
                 .then(|| etcd::backups_dir(&self.inv.state_dir())),
+            checks_judged,
         };
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
@@ -265,6 +274,25 @@ impl Run<'_> {
                 self.printer.note(&report);
                 Err(e)
             }
+        }
+    }
+}
+
+/// What the re-check found, in the journal: every check that did not pass.
+fn journal_checks(journal: &Journal, plan: &Plan) {
+    for hop in &plan.hops {
+        for check in &hop.checks {
+            let kind = match check.verdict {
+                Verdict::Pass => continue,
+                Verdict::Warn => "check-warn",
+                Verdict::Ignored => "check-ignored",
+                Verdict::Block => "check-block",
+            };
+            let mut text = format!("hop to {}: {}: {}", hop.minor, check.name, check.summary);
+            for detail in &check.details {
+                text.push_str(&format!("\n      - {detail}"));
+            }
+            journal.event(kind, None, &text);
         }
     }
 }

@@ -106,6 +106,7 @@ async fn rolling(
         ignored_checks: Vec::new(),
         hub_images: None,
         etcd_backups: None,
+        checks_judged: None,
     };
     let progress = Progress::new(
         printer.interactive && printer.verbose() == 0,

@@ -84,6 +84,9 @@ pub struct Settings {
     /// Where etcd snapshots go before each `upgrade apply`; `None` with
     /// `--skip-etcd-snapshot`.
     pub etcd_backups: Option<PathBuf>,
+    /// When the plan's checks were last judged on the live fleet (apply's
+    /// re-check): the first hop need not read it all again right away.
+    pub checks_judged: Option<Instant>,
 }
 
 /// What each node went through in this run, for the closing report and a

@@ -41,7 +41,14 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
             .progress
             .line(&format!("hop {}/{}: {what} {version}", i + 1, hops.len()));
         apply.journal_event("hop-start", None, &format!("{what} {version}"));
-        preflight::checks(apply, hop).await?;
+        let just_judged = i == 0
+            && apply
+                .settings
+                .checks_judged
+                .is_some_and(|t| t.elapsed() < preflight::FRESH);
+        if !just_judged {
+            preflight::checks(apply, hop).await?;
+        }
         let last = last_steps(hop);
         let mut verified = false;
         for (p, phase) in hop.phases.iter().enumerate() {

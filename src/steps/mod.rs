@@ -34,3 +34,8 @@ use std::time::Duration;
 
 /// Between polls while a node boots or an API server starts.
 const POLL: Duration = Duration::from_millis(300);
+
+/// Between polls of a rebooting node itself (a connection attempt, the
+/// kubelet unit): each costs the node almost nothing, and the sooner the
+/// new boot is seen, the sooner the next node can go.
+const NODE_POLL: Duration = Duration::from_millis(100);

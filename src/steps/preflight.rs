@@ -4,12 +4,18 @@
 //! apply before the hop touches anything; warnings and the operator's
 //! overrides are printed and journaled.
 
+use std::time::Duration;
+
 use futures_util::future::join_all;
 
 use super::context::{Apply, settled_facts};
 use crate::checks::{self, Verdict};
 use crate::gather;
 use crate::plan::Hop;
+
+/// Checks judged this recently (apply's re-check, with `--yes`) are not
+/// read again for the first hop: nothing has run in between.
+pub const FRESH: Duration = Duration::from_secs(60);
 
 pub async fn checks(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
     let reads = apply

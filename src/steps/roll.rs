@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures_util::future::join_all;
 
-use super::POLL;
 use super::context::{Apply, settled_facts};
 use super::detached;
 use super::gates;
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
+use super::{NODE_POLL, POLL};
 use crate::inventory::Role;
 use crate::node;
 use crate::plan::Component;
@@ -480,7 +480,7 @@ async fn wait_rebooted(
             },
             Err(e) => last = format!("{:#}", e),
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(NODE_POLL).await;
     }
 }
 
@@ -535,7 +535,7 @@ async fn wait_kubelet(r: &Remote, want: &Version, deadline: Instant) -> anyhow::
                 state.journal.join("\n  ")
             );
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(NODE_POLL).await;
     }
 }
 

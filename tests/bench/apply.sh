@@ -17,7 +17,8 @@
 # its commands through sudo. With root, every command also pays for the
 # host's /root/.bashrc, which bash reads for commands sshd runs), NO_BUILD=1 to skip the release build, KEEP=1
 # to keep each run's directory (journal, event log) for a closer look,
-# FLEETCTL=PATH to time another fleetctl binary (an older build, to compare
+# FLEETSIM=PATH to use another simulator build, FLEETCTL=PATH to time
+# another fleetctl binary (an older build, to compare
 # before and after a change under the same load), APPLY_ARGS to pass apply
 # more flags (e.g. --skip-etcd-snapshot to see what the snapshot costs).
 # The machine's core count and load average are printed with the figures:
@@ -51,7 +52,7 @@ if [ -z "${NO_BUILD:-}" ]; then
     cargo build -q --release --workspace --bins || die "the release build failed"
 fi
 fleetctl=${FLEETCTL:-target/release/fleetctl}
-fleetsim=target/release/fleetsim
+fleetsim=${FLEETSIM:-target/release/fleetsim}
 [ -x "$fleetctl" ] && [ -x "$fleetsim" ] || die "$fleetctl or $fleetsim is missing (build without NO_BUILD)"
 
 dir=
