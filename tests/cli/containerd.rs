@@ -44,7 +44,10 @@ fn a_node_pinned_to_containerd_2_1_keeps_its_pin_and_a_new_minor_really_stages()
     scenario.hub.containerd = vec!["2.2.0".into()];
     let fleet = support::start(scenario);
     // The hub's newest v1.34 patch: kubernetes has nothing to do here.
-    assert_eq!(support::newest_on_hub(&fleet, "v1.34").to_string(), "v1.34.3");
+    assert_eq!(
+        support::newest_on_hub(&fleet, "v1.34").to_string(),
+        "v1.34.3"
+    );
     let conf = "grep MatchPattern /etc/sysupdate.containerd.d/containerd.conf";
 
     pin_containerd(&fleet, "v2.1");
