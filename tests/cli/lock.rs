@@ -1,0 +1,1252 @@
+//! apply's lock against a fleet where someone else wants it too: Kured
+//! installed by its Helm chart with its own loop running, Kured's lock that
+//! RBAC will not let fleetctl write, a second `fleetctl apply` while one
+//! runs, a holder whose heartbeat stopped; and what must survive around
+//! it: SIGTERM mid-drain, the SSH connection cut while `kubeadm upgrade
+//! apply` works, and an image tampered with on the hub after the plan.
+//!
+//! Each is judged on the fleet's event log and the API server's state
+//! (who took which lock when, what ran on which node), not only on what
+//! fleetctl printed.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use fleetctl::plan::Plan;
+use fleetctl::version::Version;
+use fleetsim::state::Role;
+
+use super::support::{
+    self, Cluster, Event, Fleet, Run, Scenario, describe, is_ok, is_reboot, is_unit_start,
+    kubeadm_upgrade, kubectl_words, schedulability,
+};
+
+/// 1 control plane and 1 worker, reached as `core` through sudo.
+const PAIR: [&str; 2] = ["cp-1", "w-1"];
+const FROM: &str = "v1.34.2";
+/// Kured's default lock annotation.
+const KURED_LOCK: &str = "weave.works/kured-node-lock";
+/// fleetctl's own lock without Kured, as `Cluster::configmaps` keys it.
+const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
+/// kubectl as root on cp-1, the way an operator would type it there.
+const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf";
+/// A guard against a run that never ends; only turns a hang into a
+/// failure that shows the output so far.
+const WATCHDOG: Duration = Duration::from_secs(600);
+
+/// cp-1 + w-1 at v1.34.2, w-1 reached as `core`, with the simulator's
+/// short delays; `more` adds Kured, faults…
+fn pair(more: impl FnOnce(Scenario) -> Scenario) -> Fleet {
+    support::start(more(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes(FROM)
+            .with_node("w-1", |n| n.user = Some("core".into())),
+    ))
+}
+
+fn fleetctl(fleet: &Fleet, args: &[&str]) -> Run {
+    support::run(&fleet.inventory(), args)
+}
+
+/// `fleetctl plan TARGET`, which must succeed; returns the hop's patch.
+fn plan(fleet: &Fleet, target: &str) -> Version {
+    fleetctl(fleet, &["plan", target]).expect_code(0);
+    let saved: Plan = fleetctl::plan::load(&fleet.dir().join(".fleetctl/plan.yaml")).unwrap();
+    let [hop] = &saved.hops[..] else {
+        panic!("expected one hop to {target}: {:?}", saved.hops);
+    };
+    hop.version
+        .clone()
+        .expect("the hub was readable: the hop has its patch")
+}
+
+/// `fleetctl apply ARGS`, timed.
+fn apply(fleet: &Fleet, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let run = fleetctl(fleet, &all);
+    eprintln!(
+        "fleetctl {} took {:.1} s (exit {:?})",
+        all.join(" "),
+        started.elapsed().as_secs_f64(),
+        run.code
+    );
+    run
+}
+
+fn events(fleet: &Fleet) -> Vec<Event> {
+    fleet.events().unwrap()
+}
+
+fn assert_has(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "no `{n}` in:\n{text}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A running apply, its stderr read as it comes (from apply_faults.rs)
+
+struct Apply {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<String>>,
+}
+
+impl Apply {
+    fn spawn(fleet: &Fleet, args: &[&str]) -> Apply {
+        let mut all = vec!["apply"];
+        all.extend_from_slice(args);
+        let mut child = support::fleetctl(&fleet.inventory(), &all)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting fleetctl apply");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().expect("piped stdout");
+        let mut err = child.stderr.take().expect("piped stderr");
+        let seen = stderr.clone();
+        let readers = vec![
+            thread::spawn(move || {
+                let mut text = String::new();
+                let _ = out.read_to_string(&mut text);
+                text
+            }),
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+                String::new()
+            }),
+        ];
+        Apply {
+            child,
+            stderr,
+            readers,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr shows `needle`; panics if apply ends first.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + WATCHDOG;
+        loop {
+            if self.stderr().contains(needle) {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "apply ended ({status}) before printing `{needle}`:\n{}",
+                    self.stderr()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("apply never printed `{needle}`:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `kill -SIG pid`, as a supervisor or an operator would.
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{sig} {} failed", self.pid());
+    }
+
+    /// Waits for apply to end by itself.
+    fn finish(mut self) -> Run {
+        let deadline = Instant::now() + WATCHDOG;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("apply did not end on its own:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        let texts: Vec<String> = std::mem::take(&mut self.readers)
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .collect();
+        Run {
+            code: status.code(),
+            stdout: texts.into_iter().next().unwrap_or_default(),
+            stderr: self.stderr(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reading the log
+
+/// The upgrade's own actions, as opposed to the lock and the supervisor.
+fn is_upgrade_action(e: &Event) -> bool {
+    schedulability(e).is_some()
+        || is_reboot(e)
+        || kubeadm_upgrade(e).is_some()
+        || is_unit_start(e)
+        || e.argv
+            .first()
+            .is_some_and(|a| a.ends_with("systemd-sysupdate"))
+}
+
+/// The node an event acted on: kubectl's cordon/drain/uncordon act on the
+/// node they name; the lock, the supervisor and a unit's start on none.
+fn subject(e: &Event) -> Option<&str> {
+    if e.node == "(fleetsim)" || support::is_lock(e) || is_unit_start(e) || is_kured(e) {
+        return None;
+    }
+    if e.argv.first().is_some_and(|a| a == "kubectl") {
+        let at = e
+            .argv
+            .iter()
+            .position(|a| matches!(a.as_str(), "cordon" | "drain" | "uncordon"))?;
+        return e.argv.get(at + 1).map(String::as_str);
+    }
+    Some(&e.node)
+}
+
+/// What an event did: `reboot`, `sysupdate`, `drain`, `upgrade apply
+/// v1.35.3`, `upgrade node`, `(boot)`, …
+fn what(e: &Event) -> String {
+    let argv: Vec<&str> = e.argv.iter().map(String::as_str).collect();
+    match argv.as_slice() {
+        ["kubeadm", "upgrade", "apply", v, ..] => format!("upgrade apply {v}"),
+        ["kubeadm", "upgrade", "node", ..] => "upgrade node".into(),
+        [first, ..] if first.ends_with("systemd-sysupdate") => "sysupdate".into(),
+        ["kubectl", rest @ ..] => rest
+            .iter()
+            .find(|a| matches!(**a, "cordon" | "drain" | "uncordon"))
+            .map_or_else(|| "kubectl".into(), |a| a.to_string()),
+        [first, ..] => first.to_string(),
+        [] => String::new(),
+    }
+}
+
+fn count(events: &[Event], node: &str, action: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| subject(e) == Some(node) && what(e) == action)
+        .count()
+}
+
+fn count_ok(events: &[Event], node: &str, action: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| subject(e) == Some(node) && what(e) == action && is_ok(e))
+        .count()
+}
+
+/// A Kured pod's own step: `(kured) acquire|cordon|drain|reboot|…`.
+fn is_kured(e: &Event) -> bool {
+    e.argv.first().is_some_and(|a| a == "(kured)")
+}
+
+/// The lock configmap deleted the only way that carries preconditions.
+fn deletes_lock_configmap(e: &Event) -> bool {
+    kubectl_words(e).is_some_and(|w| w.first() == Some(&"delete"))
+        && e.argv.iter().any(|a| a == "--raw")
+        && e.argv
+            .iter()
+            .any(|a| a == "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock")
+        && e.argv.windows(2).any(|w| w == ["-f", "-"])
+}
+
+fn creates_lock_configmap(e: &Event) -> bool {
+    kubectl_words(e).is_some_and(|w| w == ["create", "configmap", "fleetctl-lock"])
+}
+
+/// `(index of the first, index of the last)` upgrade action of `log`.
+fn upgrade_span(log: &[Event]) -> (usize, usize) {
+    let actions: Vec<usize> = (0..log.len())
+        .filter(|&i| is_upgrade_action(&log[i]))
+        .collect();
+    match (actions.first(), actions.last()) {
+        (Some(&a), Some(&b)) => (a, b),
+        _ => panic!("no upgrade happened:\n{}", describe(log)),
+    }
+}
+
+/// The configmap lock was created (ok) before the first upgrade action of
+/// `log` and deleted (ok, preconditioned) after the last, exactly once
+/// each, and is gone; nothing was annotated.
+fn assert_configmap_lock_brackets_the_run(fleet: &Fleet, log: &[Event]) {
+    let created: Vec<usize> = (0..log.len())
+        .filter(|&i| is_ok(&log[i]) && creates_lock_configmap(&log[i]))
+        .collect();
+    let deleted: Vec<usize> = (0..log.len())
+        .filter(|&i| is_ok(&log[i]) && deletes_lock_configmap(&log[i]))
+        .collect();
+    let ([c], [d]) = (&created[..], &deleted[..]) else {
+        panic!(
+            "the lock must be created once and deleted once (created at {created:?}, deleted at \
+             {deleted:?}):\n{}",
+            describe(log)
+        );
+    };
+    let (first, last) = upgrade_span(log);
+    assert!(
+        *c < first && last < *d,
+        "the lock (taken at {c}, released at {d}) must cover every upgrade action ({first}..={last}):\n{}",
+        describe(log)
+    );
+    assert!(
+        !log.iter()
+            .any(|e| kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate"))),
+        "without Kured nothing is annotated:\n{}",
+        describe(log)
+    );
+    assert!(
+        !fleet
+            .cluster()
+            .unwrap()
+            .configmaps
+            .contains_key(LOCK_CONFIGMAP),
+        "the lock configmap is still there"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The fleet's state
+
+/// Every node schedulable (but `cordoned`), fleetctl's lock gone.
+fn consistent(fleet: &Fleet, cordoned: Option<&str>) -> Cluster {
+    let c = fleet.cluster().unwrap();
+    for n in PAIR {
+        assert_eq!(
+            c.nodes[n].unschedulable,
+            Some(n) == cordoned,
+            "{n}: unschedulable is {} (only {cordoned:?} may be)",
+            c.nodes[n].unschedulable
+        );
+    }
+    assert!(
+        !c.configmaps.contains_key(LOCK_CONFIGMAP),
+        "apply ended without releasing its lock: {:?}",
+        c.configmaps.get(LOCK_CONFIGMAP)
+    );
+    c
+}
+
+/// Every node up, schedulable and booted on `version`, the control plane
+/// and kubeadm-config on it, no kube-proxy, the lock released.
+fn on_target(fleet: &Fleet, version: &Version) {
+    let want = version.to_string();
+    let c = consistent(fleet, None);
+    assert_eq!(c.version, want, "kubeadm-config");
+    assert!(!c.kube_proxy, "kube-proxy came back");
+    for n in PAIR {
+        let node = &c.nodes[n];
+        assert!(node.up, "{n} is down");
+        assert_eq!(node.kubelet_version, want, "{n}'s kubelet");
+        assert_eq!(fleet.boot(n).unwrap().kubernetes, want, "{n}'s sysext");
+        if node.role == Role::ControlPlane {
+            assert_eq!(
+                node.control_plane_version.as_deref(),
+                Some(want.as_str()),
+                "{n}'s static pods"
+            );
+        }
+    }
+}
+
+/// Over `all`, the hop happened once: one successful `upgrade apply` on
+/// cp-1, one `upgrade node` on w-1, one download and one reboot per node,
+/// and the simulator's invariants hold.
+fn done_once(all: &[Event], patch: &Version) {
+    let apply = format!("upgrade apply {patch}");
+    assert_eq!(count_ok(all, "cp-1", &apply), 1, "\n{}", describe(all));
+    assert_eq!(
+        count_ok(all, "w-1", "upgrade node"),
+        1,
+        "\n{}",
+        describe(all)
+    );
+    for n in PAIR {
+        assert_eq!(count_ok(all, n, "sysupdate"), 1, "{n}\n{}", describe(all));
+        assert_eq!(count(all, n, "reboot"), 1, "{n}\n{}", describe(all));
+    }
+    let violations = fleetsim::invariants::check(all);
+    assert!(
+        violations.is_empty(),
+        "the simulator's invariants are broken:\n{}\n{}",
+        violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        describe(all)
+    );
+    support::assert_one_node_out_at_a_time(all);
+    support::assert_reboots_drained_then_uncordoned(all);
+}
+
+/// Per node its sysupdate configs, staged link, downloaded images, reboot
+/// flag and boot id; and the API server's objects.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    nodes: BTreeMap<String, String>,
+    cluster: serde_json::Value,
+}
+
+const NODE_STATE: &str = r#"
+for f in /etc/sysupdate.kubernetes.d/*; do echo "== $f"; cat "$f"; done
+echo "link $(readlink /etc/extensions/kubernetes.raw)"
+ls -a /opt/extensions/kubernetes
+test -e /run/reboot-required && echo reboot-required
+echo "boot $(cat /proc/sys/kernel/random/boot_id)"
+"#;
+
+fn snapshot(fleet: &Fleet) -> Snapshot {
+    Snapshot {
+        nodes: PAIR
+            .iter()
+            .map(|n| (n.to_string(), fleet.ssh_ok(n, "root", NODE_STATE).unwrap()))
+            .collect(),
+        cluster: {
+            let mut c = serde_json::to_value(fleet.cluster().unwrap()).unwrap();
+            // Taking and giving back the lock moves the API server's
+            // resourceVersion counter, and nothing else.
+            if let Some(map) = c.as_object_mut() {
+                map.remove("resource_version");
+            }
+            c
+        },
+    }
+}
+
+/// `RFC 3339` UTC, `ago` before now.
+fn rfc3339_ago(ago: Duration) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now() - ago).to_string()
+}
+
+// ---------------------------------------------------------------------------
+// 1. Kured from its Helm chart, its loop running
+
+#[test]
+fn kured_from_its_helm_chart_is_found_held_off_for_the_whole_run_and_released() {
+    let fleet = pair(|s| {
+        s.kured_with(|k| {
+            k.helm = Some("kured/kured".into());
+            k.run = true;
+            k.period = 0.2;
+        })
+    });
+    let kured = fleet.cluster().unwrap().kured.expect("Kured is installed");
+    assert_eq!(
+        (kured.namespace.as_str(), kured.name.as_str()),
+        ("kured", "kured")
+    );
+    let inventory = std::fs::read_to_string(fleet.inventory()).unwrap();
+    assert!(
+        !inventory.contains("kured"),
+        "apply must find Kured without being told:\n{inventory}"
+    );
+    let patch = plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+
+    let mut running = Apply::spawn(&fleet, &["--yes"]);
+    running.wait_for("holding Kured's reboot lock");
+    // Now every node wants a reboot: Kured's pods, ticking every 0.2 s,
+    // try to take their lock for the rest of the run. fleetctl reboots
+    // both nodes, and a fresh /run has no sentinel, so none is left after.
+    let at_touch = events(&fleet).len();
+    for n in PAIR {
+        fleet
+            .ssh_ok(n, "root", "touch /run/reboot-required")
+            .unwrap();
+    }
+    let run = running.finish().expect_code(0);
+    assert_has(
+        &run.stderr,
+        &[
+            "holding Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock); \
+             Kured runs as daemonset kured/kured",
+            "done: 2 nodes upgraded",
+        ],
+    );
+    let log = &events(&fleet)[start..];
+
+    // Kured's lock, in Kured's namespace, taken before the first upgrade
+    // action and removed after the last, both guarded by a resourceVersion.
+    let annotates = |e: &Event, value: &dyn Fn(&str) -> bool| {
+        is_ok(e)
+            && kubectl_words(e).is_some_and(|w| {
+                w.len() == 4 && w[..3] == ["annotate", "daemonset", "kured"] && value(w[3])
+            })
+            && e.argv.windows(2).any(|w| w == ["-n", "kured"])
+            && e.argv
+                .iter()
+                .any(|a| a.starts_with("--resource-version=") && a.len() > 19)
+    };
+    let set = format!("{KURED_LOCK}=");
+    let removal = format!("{KURED_LOCK}-");
+    let takes: Vec<usize> = (0..log.len())
+        .filter(|&i| annotates(&log[i], &|w| w.starts_with(&set)))
+        .collect();
+    let removals: Vec<usize> = (0..log.len())
+        .filter(|&i| annotates(&log[i], &|w| w == removal))
+        .collect();
+    let (Some(&taken), [released]) = (takes.first(), &removals[..]) else {
+        panic!(
+            "Kured's lock in namespace kured was not taken (at {takes:?}) and removed once (at {removals:?}):\n{}",
+            describe(log)
+        );
+    };
+    let (first, last) = upgrade_span(log);
+    assert!(
+        taken < first && last < *released,
+        "Kured's lock (taken at {taken}, removed at {released}) must cover every upgrade action \
+         ({first}..={last}):\n{}",
+        describe(log)
+    );
+    let value = log[taken]
+        .argv
+        .iter()
+        .find_map(|a| a.strip_prefix(&set))
+        .unwrap();
+    let lock: serde_json::Value = serde_json::from_str(value).unwrap();
+    let holder = lock["nodeID"].as_str().unwrap_or_default().to_string();
+    assert!(holder.starts_with("fleetctl/"), "{value}");
+    assert!(
+        lock["TTL"].as_u64().is_some_and(|ttl| ttl > 0),
+        "fleetctl's entry must expire by itself: {value}"
+    );
+    assert!(
+        !log.iter()
+            .any(|e| support::is_lock(e) && e.argv.iter().any(|a| a.contains("fleetctl-lock"))),
+        "with Kured there is no configmap lock:\n{}",
+        describe(log)
+    );
+
+    // Kured competed and lost every time: each pod found the lock held by
+    // fleetctl, and none took it, cordoned, drained or rebooted anything.
+    for n in PAIR {
+        assert!(
+            log[at_touch - start..].iter().any(|e| e.node == n
+                && e.argv == ["(kured)", "acquire"]
+                && e.result == format!("held by {holder}")),
+            "Kured on {n} never tried to take its lock while fleetctl held it:\n{}",
+            describe(log)
+        );
+    }
+    let kured_acted: Vec<&Event> = log
+        .iter()
+        .filter(|e| is_kured(e) && !(e.argv[1] == "acquire" && e.result.starts_with("held by")))
+        .collect();
+    assert!(
+        kured_acted.is_empty(),
+        "Kured acted during the run: {kured_acted:?}\n{}",
+        describe(log)
+    );
+
+    // The upgrade itself, once, and Kured's lock free at the end.
+    done_once(log, &patch);
+    on_target(&fleet, &patch);
+    let kured = fleet.cluster().unwrap().kured.unwrap();
+    assert!(
+        !kured.annotations.contains_key(KURED_LOCK),
+        "Kured's DaemonSet still carries the lock: {:?}",
+        kured.annotations
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 2. Kured's pods are there, but its lock may not be written
+
+#[test]
+fn kureds_lock_forbidden_by_rbac_stops_apply_without_falling_back_to_the_configmap() {
+    let fleet = pair(|s| s.kured(true).faults(|f| f.kured_lock_forbidden = true));
+    plan(&fleet, "v1.35");
+    let before = snapshot(&fleet);
+    let start = events(&fleet).len();
+
+    // A runtime refusal, not a usage error (README: exit 1 is a runtime
+    // failure; docs/apply.md: a Kured lock that cannot be had "stops apply
+    // with the reason").
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "Error from server (Forbidden)",
+            "cannot patch resource \"daemonsets\"",
+            "kube-system",
+        ],
+    );
+    assert!(!run.stderr.contains("holding"), "{}", run.stderr);
+    assert!(!run.stderr.contains("done:"), "{}", run.stderr);
+
+    let log = &events(&fleet)[start..];
+    // The one write it tried: Kured's annotation, refused.
+    let attempts: Vec<&Event> = log
+        .iter()
+        .filter(|e| kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate")))
+        .collect();
+    assert!(
+        !attempts.is_empty()
+            && attempts
+                .iter()
+                .all(|e| !is_ok(e) && e.result.contains("Forbidden")),
+        "apply should have tried Kured's lock and been refused:\n{}",
+        describe(log)
+    );
+    // Never fleetctl's own lock instead, and nothing else at all.
+    assert!(
+        !log.iter()
+            .any(|e| e.argv.iter().any(|a| a.contains("fleetctl-lock"))),
+        "apply fell back to the configmap lock:\n{}",
+        describe(log)
+    );
+    assert!(
+        log.iter()
+            .all(|e| e.node == "cp-1" && !is_ok(e) && kubectl_words(e).is_some()),
+        "a refused apply must change nothing:\n{}",
+        describe(log)
+    );
+    assert_eq!(
+        snapshot(&fleet),
+        before,
+        "a refused apply changed the fleet"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 3. A second apply while one runs
+
+#[test]
+fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
+    // w-1 is held down after its reboot, so the first apply is surely
+    // alive, mid-run, and cp-1 (where the lock lives) is up, while the
+    // second one tries.
+    let fleet = pair(|s| s.faults(|f| f.hang_on_reboot = vec!["w-1".into()]));
+    let patch = plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+
+    let mut first = Apply::spawn(&fleet, &["--yes"]);
+    first.wait_for("w-1: rebooting");
+    let held = fleet.cluster().unwrap().configmaps[LOCK_CONFIGMAP].clone();
+    let data = |k: &str| held.data.get(k).cloned().unwrap_or_default();
+    assert_eq!(
+        data("pid"),
+        first.pid().to_string(),
+        "the lock names the first apply: {:?}",
+        held.data
+    );
+    let at_second = events(&fleet).len();
+
+    let second = apply(&fleet, &["--yes"]).expect_code(1);
+    // Who, where, which pid, since when, and how old its heartbeat is (the
+    // heartbeat itself may have been refreshed since it was read here).
+    let who = format!(
+        "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by {} (pid {} on {}), \
+         started {}, last heartbeat ",
+        data("holder"),
+        data("pid"),
+        data("host"),
+        data("started"),
+    );
+    let at = second
+        .stderr
+        .find(&who)
+        .unwrap_or_else(|| panic!("no `{who}` in:\n{}", second.stderr));
+    let beat = &second.stderr[at + who.len()..];
+    let (when, age) = beat
+        .split_once(" (")
+        .and_then(|(when, rest)| Some((when, rest.split_once(" ago)")?.0)))
+        .unwrap_or_else(|| panic!("no heartbeat and age after `{who}`:\n{}", second.stderr));
+    assert!(
+        humantime::parse_rfc3339(when).is_ok() && humantime::parse_duration(age).is_ok(),
+        "heartbeat `{when}`, age `{age}`:\n{}",
+        second.stderr
+    );
+    assert_has(
+        &second.stderr,
+        &[
+            "That apply is alive (its last heartbeat is ",
+            " old, under 5m): wait for it to finish.",
+        ],
+    );
+    // Nor does --force-unlock alone remove a live holder's lock.
+    let forced = apply(&fleet, &["--force-unlock"]).expect_code(1);
+    assert_has(
+        &forced.stderr,
+        &[
+            &format!("is held by {} (pid {} on ", data("holder"), data("pid")),
+            "That apply is alive",
+            "--force-unlock alone does not remove a lock whose holder may be alive",
+        ],
+    );
+    let now = fleet.cluster().unwrap().configmaps[LOCK_CONFIGMAP].clone();
+    assert_eq!(
+        (
+            &now.uid,
+            &now.data["holder"],
+            &now.data["pid"],
+            &now.data["started"]
+        ),
+        (
+            &held.uid,
+            &held.data["holder"],
+            &held.data["pid"],
+            &held.data["started"]
+        ),
+        "the second apply must leave the first's lock alone"
+    );
+    // What the second apply did: one create, refused as AlreadyExists.
+    let during = &events(&fleet)[at_second..];
+    let creates: Vec<&Event> = during
+        .iter()
+        .filter(|e| creates_lock_configmap(e))
+        .collect();
+    assert!(
+        !creates.is_empty() && creates.iter().all(|e| !is_ok(e)),
+        "{}",
+        describe(during)
+    );
+    assert!(
+        !during.iter().any(deletes_lock_configmap),
+        "{}",
+        describe(during)
+    );
+
+    fleet.release("w-1").unwrap();
+    let run = first.finish().expect_code(0);
+    assert_has(&run.stderr, &["done: 2 nodes upgraded"]);
+    assert!(!run.stderr.contains("no longer held"), "{}", run.stderr);
+    assert!(!run.stderr.contains("could not release"), "{}", run.stderr);
+    let log = &events(&fleet)[start..];
+    assert_configmap_lock_brackets_the_run(&fleet, log);
+    done_once(log, &patch);
+    on_target(&fleet, &patch);
+}
+
+// ---------------------------------------------------------------------------
+// 4. A holder whose heartbeat stopped
+
+#[test]
+fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_completes() {
+    let fleet = pair(|s| s);
+    let patch = plan(&fleet, "v1.35");
+    let then = rfc3339_ago(Duration::from_secs(20 * 60));
+    let bob = format!(
+        "{KUBECTL} -n kube-system create configmap fleetctl-lock \
+         --from-literal=holder=fleetctl/bob@ops-1 --from-literal=host=ops-1 --from-literal=pid=77 \
+         --from-literal=started={then} --from-literal=heartbeat={then}"
+    );
+    fleet.ssh_ok("cp-1", "root", &bob).unwrap();
+    let bobs = fleet.cluster().unwrap().configmaps[LOCK_CONFIGMAP].clone();
+    let before = snapshot(&fleet);
+    let start = events(&fleet).len();
+
+    // Refused, saying whose, since when, and that it looks dead.
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert!(
+        run.stderr.contains(&format!("last heartbeat {then} (20m"))
+            || run.stderr.contains(&format!("last heartbeat {then} (21m")),
+        "the heartbeat's age should be about 20 minutes:\n{}",
+        run.stderr
+    );
+    assert_has(
+        &run.stderr,
+        &[
+            &format!(
+                "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 \
+                 (pid 77 on ops-1), started {then}, last heartbeat {then} (2"
+            ),
+            "That fleetctl looks dead: no heartbeat for over 5m",
+            "Run `fleetctl apply --force-unlock` to remove its lock.",
+        ],
+    );
+    assert_eq!(
+        snapshot(&fleet),
+        before,
+        "a refused apply changed the fleet"
+    );
+    let refused = &events(&fleet)[start..];
+    assert!(
+        refused
+            .iter()
+            .all(|e| e.node == "cp-1" && !is_ok(e) && kubectl_words(e).is_some()),
+        "a refused apply must change nothing:\n{}",
+        describe(refused)
+    );
+
+    // `--force-unlock` alone (no --yes) removes a dead holder. Without a
+    // terminal apply then cannot ask for confirmation and stops (exit 2)
+    // before touching a node, giving back the lock it took.
+    let at = events(&fleet).len();
+    let run = apply(&fleet, &["--force-unlock"]).expect_code(2);
+    assert_has(
+        &run.stderr,
+        &[
+            "--force-unlock removed a lock held by ",
+            "is held by fleetctl/bob@ops-1 (pid 77 on ops-1)",
+            "no terminal",
+        ],
+    );
+    let log = &events(&fleet)[at..];
+    let removed = log
+        .iter()
+        .position(|e| is_ok(e) && deletes_lock_configmap(e))
+        .unwrap_or_else(|| panic!("bob's lock was not removed:\n{}", describe(log)));
+    let mine = log
+        .iter()
+        .position(|e| is_ok(e) && creates_lock_configmap(e))
+        .unwrap_or_else(|| panic!("apply never took the lock:\n{}", describe(log)));
+    assert!(removed < mine, "{}", describe(log));
+    assert!(
+        !log.iter().any(is_upgrade_action),
+        "nothing is done without confirmation:\n{}",
+        describe(log)
+    );
+    assert!(
+        !fleet
+            .cluster()
+            .unwrap()
+            .configmaps
+            .contains_key(LOCK_CONFIGMAP),
+        "neither bob's lock nor this run's may be left"
+    );
+
+    // Bob's lock again, then `--force-unlock --yes`: removed by the
+    // preconditioned delete before anything else, then the whole upgrade.
+    fleet.ssh_ok("cp-1", "root", &bob).unwrap();
+    let again = fleet.cluster().unwrap().configmaps[LOCK_CONFIGMAP].clone();
+    assert_ne!(again.uid, bobs.uid, "a new object");
+    let at = events(&fleet).len();
+    let run = apply(&fleet, &["--force-unlock", "--yes"]).expect_code(0);
+    assert_has(
+        &run.stderr,
+        &[
+            "--force-unlock removed a lock held by ",
+            "is held by fleetctl/bob@ops-1 (pid 77 on ops-1)",
+            "done: 2 nodes upgraded",
+        ],
+    );
+    let log = &events(&fleet)[at..];
+    let removed = log
+        .iter()
+        .position(|e| is_ok(e) && deletes_lock_configmap(e))
+        .unwrap_or_else(|| panic!("bob's lock was not removed:\n{}", describe(log)));
+    let (first, _) = upgrade_span(log);
+    assert!(
+        removed < first,
+        "bob's lock must go (event {removed}) before any upgrade action ({first}):\n{}",
+        describe(log)
+    );
+    assert!(
+        log[..removed].iter().all(|e| !is_ok(e)),
+        "nothing may be written before bob's lock is removed:\n{}",
+        describe(log)
+    );
+    // What was deleted is bob's second configmap, by its uid, as the API's
+    // answer to the DELETE (in the journal) says.
+    assert_eq!(
+        force_unlocked_uids(&fleet),
+        [bobs.uid.clone(), again.uid.clone()],
+        "--force-unlock must remove exactly bob's locks, once each"
+    );
+    assert_configmap_lock_brackets_the_run(&fleet, &log[removed + 1..]);
+    done_once(&events(&fleet)[start..], &patch);
+    on_target(&fleet, &patch);
+}
+
+// ---------------------------------------------------------------------------
+// 5. SIGTERM mid-drain
+
+#[test]
+fn sigterm_during_a_drain_stops_at_a_safe_point_releases_the_lock_and_a_rerun_finishes() {
+    let fleet = pair(|s| s);
+    let patch = plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+
+    let mut running = Apply::spawn(&fleet, &["--yes"]);
+    running.wait_for("w-1: gates, then drain");
+    let at = events(&fleet).len();
+    running.signal("TERM");
+    let run = running.finish();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_has(
+        &run.stderr,
+        &[
+            "SIGTERM: finishing the step in progress, then stopping at a safe point",
+            "at a safe point",
+            "Run `fleetctl apply` again to continue",
+        ],
+    );
+    assert!(!run.stderr.contains("fix the cause"), "{}", run.stderr);
+    let first = events(&fleet);
+    // Nothing but w-1 was touched once the signal came.
+    let strays: Vec<&Event> = first[at..]
+        .iter()
+        .filter(|e| subject(e).is_some_and(|n| n != "w-1"))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "{strays:?}\n{}",
+        describe(&first[start..])
+    );
+
+    // Consistent: w-1 cordoned only if the message says so (it must not
+    // be: a drained node that did not reboot is uncordoned again), on the
+    // new version if it rebooted, on the old one if not; the lock gone.
+    let cordoned = run
+        .stderr
+        .contains("w-1 IS STILL CORDONED")
+        .then_some("w-1");
+    let c = consistent(&fleet, cordoned);
+    assert_eq!(cordoned, None, "{}", run.stderr);
+    if count(&first[start..], "w-1", "reboot") > 0 {
+        assert_eq!(c.nodes["w-1"].kubelet_version, patch.to_string());
+    } else {
+        assert_eq!(c.nodes["w-1"].kubelet_version, FROM);
+        if count_ok(&first[start..], "w-1", "drain") > 0 {
+            assert_has(
+                &run.stderr,
+                &["w-1 was drained but not rebooted, and was uncordoned again"],
+            );
+        }
+    }
+    assert_eq!(c.nodes["cp-1"].kubelet_version, patch.to_string());
+    let released = first[start..]
+        .iter()
+        .rposition(|e| is_ok(e) && deletes_lock_configmap(e));
+    assert!(
+        released.is_some_and(|r| r + start >= at),
+        "the lock must be given back after the signal:\n{}",
+        describe(&first[start..])
+    );
+
+    // A plain rerun finishes without repeating what is done.
+    let second_start = events(&fleet).len();
+    let rerun = apply(&fleet, &["--yes"]).expect_code(0);
+    assert_has(&rerun.stderr, &["done: 2 nodes upgraded"]);
+    let second = &events(&fleet)[second_start..];
+    for (node, step) in [
+        ("cp-1", format!("upgrade apply {patch}")),
+        ("cp-1", "reboot".to_string()),
+        ("cp-1", "sysupdate".to_string()),
+        ("w-1", "sysupdate".to_string()),
+        ("w-1", "upgrade node".to_string()),
+    ] {
+        assert_eq!(
+            count(second, node, &step),
+            0,
+            "{node}: `{step}` was done already\n{}",
+            describe(second)
+        );
+    }
+    assert_configmap_lock_brackets_the_run(&fleet, second);
+    done_once(&events(&fleet)[start..], &patch);
+    on_target(&fleet, &patch);
+}
+
+// ---------------------------------------------------------------------------
+// 6. The SSH connection cut while kubeadm upgrade apply works
+
+/// Every record of the `.jsonl` journals apply wrote.
+fn journal_records(fleet: &Fleet) -> Vec<serde_json::Value> {
+    let dir = fleet.dir().join(".fleetctl/journal");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The uids the API server reported deleted by `--force-unlock` (its
+/// Status answer to the preconditioned DELETE), in the order of the runs.
+fn force_unlocked_uids(fleet: &Fleet) -> Vec<String> {
+    journal_records(fleet)
+        .iter()
+        .filter(|r| {
+            r["kind"] == "command"
+                && r["exit"] == 0
+                && r["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("lock: force-unlock"))
+        })
+        .map(|r| {
+            let status: serde_json::Value =
+                serde_json::from_str(r["stdout"].as_str().unwrap_or_default().trim())
+                    .unwrap_or_else(|e| panic!("not the API's Status ({e}): {r}"));
+            assert_eq!(status["status"], "Success", "{r}");
+            status["details"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn ssh_cut_during_upgrade_apply_does_not_stop_kubeadm_and_it_runs_once() {
+    let fleet = pair(|s| s.faults(|f| f.drop_ssh_during_upgrade_apply = vec!["cp-1".into()]));
+    let patch = plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+
+    let run = apply(&fleet, &["--yes"]);
+    // The fault fired: consumed, and kubeadm (in its unit) says it cut
+    // fleetctl's sessions, in the step's log on the node.
+    assert!(
+        fleet
+            .shared()
+            .faults()
+            .unwrap()
+            .drop_ssh_during_upgrade_apply
+            .is_empty(),
+        "kubeadm upgrade apply never ran with the fault armed"
+    );
+    let step_log = fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            &format!("cat /var/lib/fleetctl/steps/kubeadm-upgrade-apply-{patch}.log"),
+        )
+        .unwrap();
+    let cut: usize = step_log
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("fleetsim: fault drop_ssh_during_upgrade_apply: cut ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no cut in the step's log:\n{step_log}"));
+    assert!(cut > 0, "the fault cut no session:\n{step_log}");
+    // fleetctl saw its connection go: a command on cp-1 failed with it.
+    let dropped = journal_records(&fleet).into_iter().any(|r| {
+        r["node"] == "cp-1"
+            && r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("the SSH connection dropped"))
+    });
+    assert!(dropped, "fleetctl never noticed the cut:\n{}", run.stderr);
+
+    let log_after_first = events(&fleet);
+    let applies = |log: &[Event]| -> Vec<String> {
+        log.iter()
+            .filter(|e| e.node == "cp-1" && what(e) == format!("upgrade apply {patch}"))
+            .map(|e| e.result.clone())
+            .collect()
+    };
+    // kubeadm ran detached, so the cut did not kill it: it finished once.
+    assert_eq!(
+        applies(&log_after_first[start..]),
+        ["ok"],
+        "\n{}",
+        describe(&log_after_first[start..])
+    );
+    // What really happens: apply reconnects, keeps polling the unit, and
+    // finishes the run. Should it ever stop instead (the cut landing on
+    // the unit's start), a rerun must finish without a second upgrade apply.
+    if run.code != Some(0) {
+        assert_eq!(run.code, Some(1), "{}", run.stderr);
+        assert_has(&run.stderr, &["run `fleetctl apply` again"]);
+        consistent(&fleet, None);
+        let second_start = events(&fleet).len();
+        apply(&fleet, &["--yes"]).expect_code(0);
+        assert!(
+            applies(&events(&fleet)[second_start..]).is_empty(),
+            "the rerun ran upgrade apply again:\n{}",
+            describe(&events(&fleet)[second_start..])
+        );
+    } else {
+        assert_has(&run.stderr, &["done: 2 nodes upgraded"]);
+        assert!(!run.stderr.contains("could not release"), "{}", run.stderr);
+    }
+    let all = &events(&fleet)[start..];
+    assert_eq!(applies(all), ["ok"], "\n{}", describe(all));
+    done_once(all, &patch);
+    on_target(&fleet, &patch);
+    assert_eq!(
+        fleet
+            .ssh_ok("cp-1", "root", "cat /var/lib/fleetctl/kubeadm-step")
+            .unwrap()
+            .trim(),
+        patch.to_string(),
+        "the step's marker"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 7. An image tampered with on the hub after the plan
+
+const IMAGES: &str = "/opt/extensions/kubernetes";
+
+/// `ls -a` of the images directory on `node`.
+fn images_on(fleet: &Fleet, node: &str) -> Vec<String> {
+    fleet
+        .ssh_ok(node, "root", &format!("ls -a {IMAGES}/"))
+        .unwrap()
+        .lines()
+        .filter(|l| *l != "." && *l != "..")
+        .map(String::from)
+        .collect()
+}
+
+/// Replaces `path` by `bytes` through a rename, so a file shared by a hard
+/// link (the image cache) could never be changed in place.
+fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tampered.tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// No kubeadm, no drain or cordon, no reboot, no unit, nothing staged in `log`.
+fn assert_nothing_but_downloads(log: &[Event]) {
+    let acted: Vec<String> = log
+        .iter()
+        .filter(|e| is_upgrade_action(e) && what(e) != "sysupdate")
+        .map(|e| format!("{}: {}", e.node, what(e)))
+        .collect();
+    assert!(
+        acted.is_empty(),
+        "apply went past the downloads: {acted:?}\n{}",
+        describe(log)
+    );
+}
+
+#[test]
+fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_a_node() {
+    let fleet = pair(|s| s);
+    let patch = plan(&fleet, "v1.35");
+    let image = format!("kubernetes-{patch}-x86-64.raw");
+    let on_hub = fleet.layout().hub().join("kubernetes").join(&image);
+    let sums = fleet.layout().hub().join("kubernetes/SHA256SUMS");
+    let sums_before = std::fs::read(&sums).unwrap();
+    let good = std::fs::read(&on_hub).unwrap();
+    let mut bad = good.clone();
+    bad.extend_from_slice(b"\0tampered on the hub\n");
+    replace_file(&on_hub, &bad);
+    let before = snapshot(&fleet);
+
+    // (a) The hub serves a file whose sum is not the one SHA256SUMS (and
+    // the plan) give. systemd-sysupdate checks every download against
+    // SHA256SUMS itself (systemd-pull --verify=<sum>) and refuses it, so it
+    // never reaches the node, and apply stops at the downloads.
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "before any kubeadm step or reboot",
+            "Checksum of downloaded resource does not match expected checksum",
+            "Nothing was staged or rebooted",
+        ],
+    );
+    let log = &events(&fleet)[start..];
+    assert_nothing_but_downloads(log);
+    for n in PAIR {
+        assert_eq!(count(log, n, "sysupdate"), 1, "{n}\n{}", describe(log));
+        assert_eq!(count_ok(log, n, "sysupdate"), 0, "{n}\n{}", describe(log));
+        let there = images_on(&fleet, n);
+        assert!(
+            !there.iter().any(|f| f.contains("v1.35")),
+            "{n}: a v1.35 image (or part of one) is on the node: {there:?}"
+        );
+    }
+    consistent(&fleet, None);
+    assert_eq!(
+        snapshot(&fleet),
+        before,
+        "a refused download changed the fleet"
+    );
+    assert_eq!(
+        std::fs::read(&sums).unwrap(),
+        sums_before,
+        "SHA256SUMS untouched"
+    );
+
+    // (b) The hub fixed, a plain rerun downloads the real image and
+    // finishes: the refused download left nothing behind in the way.
+    replace_file(&on_hub, &good);
+    let rerun_start = events(&fleet).len();
+    apply(&fleet, &["--yes"]).expect_code(0);
+    let log = &events(&fleet)[rerun_start..];
+    for n in PAIR {
+        assert_eq!(count_ok(log, n, "sysupdate"), 1, "{n}\n{}", describe(log));
+    }
+    done_once(log, &patch);
+    on_target(&fleet, &patch);
+}
+
+/// A worker that already holds a file under the hop's image name that is
+/// not the image (corrupted on its disk, or put there by hand). The planner
+/// trusts an image that is present ("already in /opt/extensions/kubernetes/
+/// → no download", docs/upgrade-path.md), so the worker gets no download
+/// and fleetctl's sha256 check after a download (src/steps/download.rs)
+/// never looks at it; the file is caught only by the sha256 check inside
+/// the worker's own kubeadm step, after cp-1 ran `upgrade apply`, was
+/// rebooted onto the new minor, and the hop is half done; and it is left
+/// on the node for the operator to remove. The plan records the hop's
+/// sha256, so the file could be checked, and removed, with the downloads,
+/// before any kubeadm step or reboot, as a bad download is.
+#[test]
+#[ignore = "fleetctl gap: an image already on a node is not checked against the plan's sha256 before the hop's kubeadm steps (see the doc comment)"]
+fn a_corrupt_image_already_on_a_worker_is_caught_with_the_downloads_and_removed() {
+    let fleet = pair(|s| s);
+    let patch = plan(&fleet, "v1.35");
+    let image = format!("kubernetes-{patch}-x86-64.raw");
+    fleet
+        .ssh_ok(
+            "w-1",
+            "root",
+            &format!("printf 'not the image\\n' > {IMAGES}/{image}"),
+        )
+        .unwrap();
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    let log = &events(&fleet)[start..];
+    assert_nothing_but_downloads(log);
+    assert_has(
+        &run.stderr,
+        &[&format!(
+            "w-1: the downloaded kubernetes {patch} has sha256 "
+        )],
+    );
+    let there = images_on(&fleet, "w-1");
+    assert!(
+        !there.contains(&image),
+        "w-1: the bad file is still there: {there:?}"
+    );
+}
