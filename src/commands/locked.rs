@@ -113,7 +113,7 @@ pub async fn take_lock(
     let held =
         Arc::new(lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?);
     if let Some(prev) = held.forced() {
-        printer.warn(&format!("--force-unlock removed a lock held by {prev}"));
+        printer.warn(&format!("--force-unlock removed {prev}"));
     }
     for w in held.warnings() {
         printer.warn(w);
@@ -322,10 +322,14 @@ pub fn spawn_interrupt_handler(
                 Some(()) = hup.recv() => "SIGHUP",
                 else => return,
             };
-            if stop.press() == 1 {
+            if stop.press(name) == 1 {
+                let again = match name {
+                    "Ctrl-C" => "Ctrl-C again",
+                    _ => "Ctrl-C, or the signal again,",
+                };
                 printer.warn(&format!(
                     "{name}: finishing the step in progress, then stopping at a safe point \
-                     (Ctrl-C again to stop now)"
+                     ({again} to stop now)"
                 ));
             } else {
                 second.notify_one();

@@ -25,15 +25,25 @@ use crate::ui::Progress;
 #[derive(Debug, Clone, Default)]
 pub struct Stop {
     presses: Arc<AtomicU8>,
+    /// What the first press was (`Ctrl-C`, `SIGTERM`, `SIGHUP`), for the report.
+    signal: Arc<Mutex<Option<&'static str>>>,
     reason: Arc<Mutex<Option<String>>>,
 }
 
 impl Stop {
-    /// Counts a press; returns how many there have been.
-    pub fn press(&self) -> u8 {
+    /// Counts a press of `signal`; returns how many there have been.
+    pub fn press(&self, signal: &'static str) -> u8 {
+        if let Ok(mut s) = self.signal.lock() {
+            s.get_or_insert(signal);
+        }
         self.presses
             .fetch_add(1, Ordering::SeqCst)
             .saturating_add(1)
+    }
+
+    /// The signal that asked to stop first, if one did.
+    pub fn signal(&self) -> Option<&'static str> {
+        self.signal.lock().ok().and_then(|s| *s)
     }
 
     /// Stops at the next safe point for `reason` (said in the report).
@@ -211,7 +221,10 @@ impl<'a> Apply<'a> {
             .unwrap_or_default();
         let mut msg = match self.stop.reason() {
             Some(reason) => format!("stopped at a safe point: {reason}"),
-            None => String::from("stopped by Ctrl-C at a safe point"),
+            None => format!(
+                "stopped by {} at a safe point",
+                self.stop.signal().unwrap_or("Ctrl-C")
+            ),
         };
         if let Some(n) = drained {
             msg.push_str(&format!(

@@ -86,11 +86,7 @@ pub async fn run(
             Some(r.node()),
             &format!("{what} is still running from an earlier run; waiting for it"),
         ),
-        _ => {
-            let start = upgrade::start_detached(id, what, script);
-            let out = r.run_root(what, &start, None).await?;
-            succeeded(r.node(), what, out)?;
-        }
+        _ => start(r, reconnect, id, what, script).await?,
     }
     let deadline = Instant::now() + timeout;
     loop {
@@ -137,6 +133,54 @@ pub async fn run(
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// Starts the step's unit. A connection that drops while the start command
+/// runs leaves it unknown whether the unit started: reconnect and ask, and
+/// start it only if it is not there (never a second kubeadm beside one).
+async fn start(
+    r: &mut Remote,
+    reconnect: Option<&Reconnect<'_>>,
+    id: &str,
+    what: &str,
+    script: &str,
+) -> anyhow::Result<()> {
+    let command = upgrade::start_detached(id, what, script);
+    for attempt in 0..2 {
+        match r.run_root(what, &command, None).await {
+            Ok(out) => {
+                succeeded(r.node(), what, out)?;
+                return Ok(());
+            }
+            Err(e) if attempt == 0 && ssh::is_disconnected(&e) && reconnect.is_some() => {
+                let Some(again) = reconnect else {
+                    return Err(e);
+                };
+                let s = ssh::connect(again.target, again.opts).await.map_err(|c| {
+                    c.context(format!(
+                        "{}: the connection dropped while {what} was being started, and \
+                         reconnecting failed: it may be running on the node (unit {}); run \
+                         `fleetctl apply` again, it waits for it",
+                        r.node(),
+                        upgrade::step_unit(id)
+                    ))
+                })?;
+                *r = r.with_session(std::sync::Arc::new(s));
+                let state = r
+                    .run_root(
+                        &format!("{what}: did it start?"),
+                        &upgrade::poll_detached(id, 0),
+                        None,
+                    )
+                    .await?;
+                if parse_state(&state.stdout) != State::Absent {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

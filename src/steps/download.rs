@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use super::runner::{Remote, succeeded};
 use crate::node;
-use crate::plan::{self, Component};
+use crate::plan::{self, Action, Component, Hop};
 use crate::remote::upgrade;
 use crate::version::{Minor, Version};
 
@@ -43,12 +43,25 @@ pub async fn run(
             TIMEOUT,
         )
         .await?;
+    // systemd-sysupdate checks every download against the hub's own
+    // SHA256SUMS (through systemd-pull, which it runs for url-file sources)
+    // and says so in these words (src/import/pull-job.c).
+    let tampered = out.stderr.contains("does not match expected checksum");
     let out = succeeded(r.node(), &label, out).with_context(|| {
-        format!(
-            "{}: systemd-sysupdate could not download kubernetes {minor} (is the hub reachable from \
-             the node?). Nothing was staged or rebooted; fix it and run `fleetctl apply` again",
-            r.node()
-        )
+        if tampered {
+            format!(
+                "{}: the hub's kubernetes {minor} image does not match the hub's own SHA256SUMS, so \
+                 systemd-sysupdate refused it: the hub serves a corrupted or tampered file. Nothing \
+                 was staged or rebooted; fix the hub, then run `fleetctl apply` again",
+                r.node()
+            )
+        } else {
+            format!(
+                "{}: systemd-sysupdate could not download kubernetes {minor} (is the hub reachable \
+                 from the node?). Nothing was staged or rebooted; fix it and run `fleetctl apply` again",
+                r.node()
+            )
+        }
     })?;
     let got = newest_of(&out.stdout, minor).with_context(|| {
         format!(
@@ -69,14 +82,44 @@ pub async fn run(
         );
     }
     if let Some(want) = sha256 {
-        verify(r, &got, want).await?;
+        verify(r, &got, want, "downloaded").await?;
     }
     Ok(got)
 }
 
-/// The downloaded image's sha256 is the hub's; a mismatching file is
-/// removed, so that the next download fetches it again.
-async fn verify(r: &Remote, version: &Version, want: &str) -> anyhow::Result<()> {
+/// The nodes of `hop` that will run or boot its image without downloading
+/// it in this hop (it was already in /opt/extensions/kubernetes/): the
+/// file there is checked too, before anything runs from it on any node.
+pub fn present_images(hop: &Hop) -> Vec<String> {
+    let downloads: Vec<&str> = hop
+        .steps()
+        .filter(|s| matches!(s.action, Action::Download { .. }))
+        .map(|s| s.node.as_str())
+        .collect();
+    let mut nodes: Vec<String> = hop
+        .steps()
+        .filter(|s| {
+            matches!(
+                s.action,
+                Action::UpgradeApply { .. }
+                    | Action::UpgradeNode { .. }
+                    | Action::Stage {
+                        component: Component::Kubernetes,
+                        ..
+                    }
+            )
+        })
+        .map(|s| s.node.clone())
+        .filter(|n| !downloads.contains(&n.as_str()))
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// The image's sha256 is the hub's; a mismatching file is removed, so that
+/// the next run downloads it again. `what`: how it got there, for the message.
+pub async fn verify(r: &Remote, version: &Version, want: &str, what: &str) -> anyhow::Result<()> {
     let component = Component::Kubernetes.name();
     let v = version.to_string();
     let out = r
@@ -100,9 +143,10 @@ async fn verify(r: &Remote, version: &Version, want: &str) -> anyhow::Result<()>
             |_| "it was removed".to_string(),
         );
     bail!(
-        "{node}: the downloaded kubernetes {v} has sha256 {got}, but the hub's SHA256SUMS gave {want} when \
-         the plan was made: the image was corrupted or tampered with on the way. Nothing was staged or \
-         rebooted; {removed}. Check the hub, then run `fleetctl plan` and `fleetctl apply` again",
+        "{node}: the {what} kubernetes {v} image has sha256 {got}, but the hub's SHA256SUMS gave {want} \
+         when the plan was made: the image was corrupted or tampered with. Nothing ran from it and nothing \
+         was staged or rebooted; {removed}. Check the hub, then run `fleetctl plan` and `fleetctl apply` \
+         again",
         node = r.node()
     )
 }

@@ -32,6 +32,17 @@ pub fn render(
             "(the checks before the hop: the deprecated-API gauge of /metrics, every \
              PodDisruptionBudget, kubeadm certs check-expiration; stop on a block)",
         );
+        if let (Some(v), Some(sum)) = (&hop.version, &hop.sha256) {
+            for node in download::present_images(hop) {
+                let check = crate::remote::upgrade::image_sha256("kubernetes", &v.to_string());
+                line(
+                    &node,
+                    &format!(
+                        "(already downloaded: must print {sum}, else the file is removed) {check}"
+                    ),
+                );
+            }
+        }
         for phase in &hop.phases {
             let how = if phase.kind.parallel() {
                 ", nodes in parallel"

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::bail;
+use futures_util::future::join_all;
 use tokio::sync::Semaphore;
 
 use super::context::{Apply, settled_facts};
@@ -49,6 +50,7 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
         if !just_judged {
             preflight::checks(apply, hop).await?;
         }
+        verify_present_images(apply, hop).await?;
         let last = last_steps(hop);
         let mut verified = false;
         for (p, phase) in hop.phases.iter().enumerate() {
@@ -88,6 +90,29 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The hop's image on the nodes that already had it (a download checks its
+/// own): all at once, before anything of the hop runs from it anywhere.
+async fn verify_present_images(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
+    let (Some(version), Some(sha256)) = (&hop.version, &hop.sha256) else {
+        return Ok(());
+    };
+    let checks = download::present_images(hop)
+        .into_iter()
+        .map(|node| async move {
+            let r = apply.remote(&node)?;
+            download::verify(&r, version, sha256, "already downloaded").await
+        });
+    let failures: Vec<String> = join_all(checks)
+        .await
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+    if failures.is_empty() {
+        return Ok(());
+    }
+    bail!("{}", failures.join("\n"))
 }
 
 fn hop_version(hop: &Hop) -> String {

@@ -133,7 +133,7 @@ pub(super) async fn acquire<K: Kubectl>(
                 mine,
                 ttl: opts.ttl,
                 chosen: "no Kured DaemonSet or pod in any namespace".into(),
-                forced: forced.map(|held| held.to_string()),
+                forced: forced.map(|held| held.removed()),
                 warnings: Vec::new(),
             });
         }
@@ -151,7 +151,7 @@ pub(super) async fn acquire<K: Kubectl>(
                 if delete_if_unchanged(api, &label, namespace, name, &current).await? {
                     api.note(
                         "lock-force-unlocked",
-                        &format!("--force-unlock removed it: {held}"),
+                        &format!("--force-unlock removed {}", held.removed()),
                     );
                     forced = Some(held);
                 }

@@ -854,7 +854,7 @@ pub(super) async fn acquire<K: Kubectl>(
                     mine,
                     ttl: opts.ttl,
                     chosen: how,
-                    forced: forced.map(|held| held.to_string()),
+                    forced: forced.map(|held| held.removed()),
                     warnings,
                 });
             }
@@ -874,7 +874,7 @@ pub(super) async fn acquire<K: Kubectl>(
                 if out.success() {
                     api.note(
                         "lock-force-unlocked",
-                        &format!("--force-unlock removed it: {held}"),
+                        &format!("--force-unlock removed {}", held.removed()),
                     );
                     forced = Some(held);
                 } else if api_error(&out.stderr) != Some(ApiError::Conflict) {

@@ -325,6 +325,26 @@ pub struct LockHeld {
     pub refused_force: bool,
 }
 
+impl LockHeld {
+    /// What a forced removal removed: the lock and who held it, without the
+    /// advice the refusal gives.
+    pub fn removed(&self) -> String {
+        match &self.state {
+            LockState::Held(holders) => format!(
+                "{} held by {}",
+                self.lock,
+                holders
+                    .iter()
+                    .map(|h| describe_holder(h, self.now))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            LockState::Unreadable { value, .. } => format!("{} holding {value}", self.lock),
+            LockState::Free => format!("{} (free)", self.lock),
+        }
+    }
+}
+
 impl fmt::Display for LockHeld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let yes_hint = "run `fleetctl apply --force-unlock --yes`";
