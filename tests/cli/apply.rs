@@ -607,6 +607,69 @@ fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
 }
 
 #[test]
+fn v1_34_to_v1_37_on_one_control_plane_and_one_worker_keeps_the_api_up_but_for_cp_1s_reboots() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    let hops = hops(&fleet, "v1.34", "v1.37");
+    assert_eq!(hops.len(), 3);
+    plan(&fleet, "v1.37");
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        run.stderr.contains("done: 2 nodes upgraded"),
+        "{}",
+        run.stderr
+    );
+    let log = &events(&fleet)[start..];
+    assert_upgrade_log(log, "cp-1", &["w-1"], &hops);
+    assert_cluster_at(&fleet, &["cp-1", "w-1"], &hops[2]);
+
+    // With one control plane the API is down only while cp-1 reboots:
+    // every outage lies between one of cp-1's shutdowns and the start of
+    // its static pods after that boot; at most one per hop.
+    let outages = fleetsim::invariants::api_outages(log);
+    let reboots: Vec<(f64, f64)> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.node == "cp-1" && support::is_shutdown(e))
+        .map(|(i, e)| {
+            let up = log[i..]
+                .iter()
+                .find(|x| x.node == "cp-1" && x.argv == ["(static-pods)"] && is_ok(x))
+                .map_or(f64::INFINITY, |x| x.t);
+            (e.t, up)
+        })
+        .collect();
+    assert_eq!(reboots.len(), 3, "cp-1 rebooted once per hop");
+    assert!(
+        reboots.iter().all(|(_, up)| up.is_finite()),
+        "cp-1's static pods came back after every reboot: {reboots:?}"
+    );
+    assert!(
+        !outages.is_empty(),
+        "a single control plane's reboot is an outage"
+    );
+    for (from, to) in &outages {
+        assert!(
+            reboots
+                .iter()
+                .any(|(down, up)| *from >= *down - 1e-6 && *to <= *up + 1e-6),
+            "the API was down from {from} to {to}, outside cp-1's reboots {reboots:?}:\n{}",
+            support::describe(log)
+        );
+    }
+    assert!(
+        outages.len() <= hops.len(),
+        "{outages:?}\n{}",
+        support::describe(log)
+    );
+}
+
+#[test]
 fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() {
     let nodes = ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"];
     let fleet = support::start(
