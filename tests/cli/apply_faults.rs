@@ -772,3 +772,154 @@ fn a_patch_published_after_the_downloads_leaves_the_hop_on_its_plan_and_the_next
     assert_eq!(count(&all, "cp-1", &format!("upgrade apply {old}")), 1);
     assert_eq!(count(&all, "cp-1", &format!("upgrade apply {new}")), 0);
 }
+
+/// `readlink` of the node's kubernetes symlink and its config's MatchPattern.
+fn staged_and_pin(fleet: &Fleet, node: &str) -> String {
+    fleet
+        .ssh_ok(
+            node,
+            "root",
+            "readlink /etc/extensions/kubernetes.raw; grep MatchPattern /etc/sysupdate.kubernetes.d/kubernetes.conf",
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_failed_upgrade_node_on_a_worker_leaves_it_unstaged_touches_nothing_further_and_a_rerun_finishes()
+ {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    let before = staged_and_pin(&fleet, "w-1");
+    fleet
+        .faults(|f| f.fail_upgrade_node = vec!["w-1".into()])
+        .unwrap();
+
+    let run = apply(&fleet, &[]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("w-1: kubeadm upgrade node with the {patch} image's kubeadm failed"),
+            "run `fleetctl apply` again",
+        ],
+    );
+    let first = events(&fleet);
+    let failed = last(&first, |e| {
+        subject(e) == Some("w-1") && what(e) == "upgrade node" && e.result != "ok"
+    });
+    // Nothing after it but the other worker's own preparation, which runs
+    // beside it: no drain, no reboot anywhere.
+    for e in &first[failed + 1..] {
+        let w = what(e);
+        assert!(
+            !matches!(w.as_str(), "drain" | "reboot" | "cordon"),
+            "{w} after the failure\n{}",
+            show(&first)
+        );
+    }
+    for w in ["w-1", "w-2"] {
+        assert_eq!(count(&first, w, "reboot"), 0, "{w}\n{}", show(&first));
+    }
+    // w-1 boots what it runs, pinned as it was.
+    assert_eq!(staged_and_pin(&fleet, "w-1"), before);
+    let c = consistent(&fleet, None);
+    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
+    assert_eq!(kubelet(&c, "w-1"), FROM);
+
+    fleet.faults(|f| f.fail_upgrade_node.clear()).unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(
+        count_ok(&second, "w-1", "upgrade node"),
+        1,
+        "\n{}",
+        show(&second)
+    );
+    assert_eq!(
+        count(&second, "cp-1", &format!("upgrade apply {patch}")),
+        0,
+        "\n{}",
+        show(&second)
+    );
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
+
+#[test]
+fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+
+    // Once the workers are prepared (their kubeadm step done, staged), w-2
+    // loses power while apply rolls w-1: it boots the staged kubelet, whose
+    // config its own kubeadm step already wrote.
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("workers: reboot onto the new kubelet");
+    fleet.power_cycle("w-2").unwrap();
+    let run = running.finish();
+    let all = events(&fleet);
+    let broken = fleetsim::invariants::check(&all);
+    assert!(
+        broken.is_empty(),
+        "{}\n{}",
+        broken
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        show(&all)
+    );
+    // apply either rode it out or stopped (a gate saw w-2 down); either way
+    // a rerun ends on the target with nothing repeated that was done.
+    if run.code != Some(0) {
+        eprintln!("the first apply stopped:\n{}", run.stderr);
+        fleet.wait_ready("w-2").unwrap();
+        // w-2 may well have nothing left to do: its power cycle booted
+        // what its kubeadm step had prepared.
+        let again = apply(&fleet, &[]).expect_code(0);
+        assert!(
+            again.stderr.contains("done: 3 nodes upgraded")
+                || again.stderr.contains("nothing to do"),
+            "{}",
+            again.stderr
+        );
+    }
+    on_target(&fleet, patch);
+    let all = events(&fleet);
+    assert!(fleetsim::invariants::check(&all).is_empty());
+    assert_eq!(count_ok(&all, "cp-1", &format!("upgrade apply {patch}")), 1);
+}
+
+#[test]
+fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgrade_apply() {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+
+    let mut running = Apply::spawn(&fleet, &[]);
+    running.wait_for("control planes: reboot onto the new kubelet");
+    running.interrupt();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &["at a safe point", "Run `fleetctl apply` again"],
+    );
+    let first = events(&fleet);
+    assert_eq!(
+        count_ok(&first, "cp-1", &format!("upgrade apply {patch}")),
+        1,
+        "\n{}",
+        show(&first)
+    );
+    consistent(&fleet, None);
+
+    let second = rerun(&fleet);
+    assert_eq!(
+        count(&second, "cp-1", &format!("upgrade apply {patch}")),
+        0,
+        "the cluster is at {patch} already: no second upgrade apply\n{}",
+        show(&second)
+    );
+    on_target(&fleet, patch);
+    done_once(&events(&fleet), patch);
+}
