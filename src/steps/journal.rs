@@ -31,8 +31,9 @@ use serde::Serialize;
 use crate::ssh::Output;
 
 /// How many same-second journals may exist before we give up looking for a
-/// free name (two applies started in the same second, tests).
-const MAX_SAME_SECOND: u32 = 100;
+/// free name (two applies started in the same second, tests). Two digits
+/// keep `ls` order = run order.
+const MAX_SAME_SECOND: u32 = 99;
 
 /// An open journal; share it as `Arc<Journal>`.
 #[derive(Debug)]
@@ -103,7 +104,9 @@ impl Journal {
             let base = if n == 1 {
                 stamp.clone()
             } else {
-                format!("{stamp}-{n}")
+                // `_` sorts after the `.` of the first run's name (`-`
+                // would sort before it): a listing stays in run order.
+                format!("{stamp}_{n:02}")
             };
             let log_path = dir.join(format!("{base}.log"));
             let events_path = dir.join(format!("{base}.jsonl"));
@@ -630,7 +633,20 @@ mod tests {
         first.event("apply-started", None, "first");
         let second = Journal::create_at(dir.path(), t).unwrap();
         assert_ne!(first.path(), second.path());
-        assert!(second.path().ends_with("20261129T193012Z-2.log"));
+        assert!(second.path().ends_with("20261129T193012Z_02.log"));
+        let mut names: Vec<_> = (3..=11)
+            .map(|_| {
+                Journal::create_at(dir.path(), t)
+                    .unwrap()
+                    .events_path()
+                    .to_path_buf()
+            })
+            .collect();
+        names.insert(0, second.events_path().to_path_buf());
+        names.insert(0, first.events_path().to_path_buf());
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(sorted, names, "file names sort in run order");
         assert_eq!(events(&first).len(), 1);
         assert!(events(&second).is_empty());
     }
