@@ -111,6 +111,8 @@ pub struct Options {
     /// Unreadable known_hosts lines already reported in this run: each is
     /// warned about once, not once per node.
     pub reported: ReportedLines,
+    /// The known_hosts files, parsed once for the whole run.
+    pub hosts_files: known_hosts::HostsFiles,
 }
 
 /// The set behind [`Options::reported`], shared by the clones of one run's options.
@@ -153,6 +155,7 @@ impl Options {
             prompt_passphrase: console::Term::stderr().is_term(),
             keys: KeyCache::default(),
             reported: ReportedLines::default(),
+            hosts_files: known_hosts::HostsFiles::default(),
         }
     }
 

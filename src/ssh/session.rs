@@ -222,12 +222,12 @@ async fn connect_one(
     Ok(handle)
 }
 
-/// The known_hosts files of one target, read once per connection: user
-/// files first, then global ones, as ssh reads them.
+/// The known_hosts files of one target, user files first, then global ones,
+/// as ssh reads them; parsed once per run (`Options::hosts_files`).
 struct Lookup {
     /// `[host]:port`, `host`, or the HostKeyAlias.
     name: String,
-    files: Vec<HostsFile>,
+    files: Vec<Arc<HostsFile>>,
     /// The first user file: the one accept-new writes to (ssh writes there too).
     record_to: Option<PathBuf>,
     hash: bool,
@@ -248,9 +248,9 @@ impl Lookup {
         let files = user
             .iter()
             .chain(global)
-            .map(|path| HostsFile::read(path))
+            .map(|path| opts.hosts_files.get(path))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let unreadable = files.iter().flat_map(HostsFile::unreadable).collect();
+        let unreadable = files.iter().flat_map(|f| f.unreadable()).collect();
         Ok(Lookup {
             name: known_hosts::lookup_name(&target.host, target.port, keys.alias.as_deref()),
             files,
