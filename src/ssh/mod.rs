@@ -7,12 +7,14 @@
 //! - [`known_hosts`]: the pure host key decision, and recording a key
 //! - `auth`: ssh-agent, identity files, passphrases
 //! - `session`: connect (jump hosts, timeouts, keepalive) and run commands
+//! - [`handshake`]: pacing handshakes under sshd's MaxStartups, retrying its drops
 //! - `proxy`: a `ProxyCommand` as the connection's transport
 //! - [`shell`]: quoting for `sh -c`
 
 mod auth;
 pub mod config;
 mod error;
+pub mod handshake;
 pub mod known_hosts;
 mod proxy;
 mod session;
@@ -113,6 +115,8 @@ pub struct Options {
     pub reported: ReportedLines,
     /// The known_hosts files, parsed once for the whole run.
     pub hosts_files: known_hosts::HostsFiles,
+    /// Handshakes in flight per sshd, shared by the run (MaxStartups).
+    pub handshakes: handshake::Handshakes,
 }
 
 /// The set behind [`Options::reported`], shared by the clones of one run's options.
@@ -156,6 +160,7 @@ impl Options {
             keys: KeyCache::default(),
             reported: ReportedLines::default(),
             hosts_files: known_hosts::HostsFiles::default(),
+            handshakes: handshake::Handshakes::default(),
         }
     }
 
