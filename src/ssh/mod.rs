@@ -39,8 +39,10 @@ pub use error::{
 pub use session::{Session, connect};
 pub use shell::quote;
 
-/// Nodes connected at once unless `--parallel` says otherwise: below sshd's
-/// default MaxStartups (10), which a shared bastion also enforces.
+/// Nodes connected at once by [`connect_all`] callers that do not say
+/// (fleetctl's commands use `--parallel`). Whatever the number, no sshd —
+/// a node's or a shared jump host's — gets more than
+/// [`handshake::PER_SSHD`] handshakes at once, below its MaxStartups.
 pub const DEFAULT_PARALLEL: usize = 8;
 
 /// Where and as whom to connect, fully resolved (see [`config`]).

@@ -184,7 +184,7 @@ run_loop() {
 # Returns non-zero, saying what was missing, unless every node's facts and
 # the cluster's answer came back complete.
 check_loop() {
-    local nodes=$1 f bad=0 first_bad=""
+    local nodes=$1 side=$2 f bad=0 first_bad=""
     for f in "$work"/out.facts.* "$work/out.cluster"; do
         tail -n 1 "$f" | grep -qx '@@fleetctl:done@@' || {
             bad=$((bad + 1))
@@ -192,7 +192,7 @@ check_loop() {
         }
     done
     if [ "$bad" -gt 0 ]; then
-        echo "status.sh: the loop ($1 nodes) left $bad of $((nodes + 1)) outputs incomplete; e.g. $(basename "$first_bad"):" >&2
+        echo "status.sh: the loop ($side, $nodes nodes) left $bad of $((nodes + 1)) outputs incomplete; e.g. $(basename "$first_bad"):" >&2
         tail -n 2 "$first_bad" >&2
         echo "  (all reasons: $(cat "$work"/out.* | grep -v '^@@' | grep -oE 'Connection timed out during banner exchange|Connection reset by peer|Connection closed by [^ ]+ port [0-9]+|Connection refused|Exceeded MaxStartups|kex_exchange_identification: [a-z ]+' | sort | uniq -c | sort -rn | head -n 4 | awk '{c=$1; $1=""; printf "%s×%s;", c, $0}'))" >&2
         return 1
@@ -231,13 +231,22 @@ measure() {
         echo "status.sh: the simulated fleet went away during a run" >&2
         exit 1
     }
-    [ "$side" = fleetctl ] || check_loop "$nodes" || ok=0
+    [ "$side" = fleetctl ] || check_loop "$nodes" "$(label "$side")" || ok=0
     if [ "$ok" -eq 1 ]; then
         echo "$(((t1 - t0) / 1000000)) $(((c1 - c0) * 1000 / ticks))" >>"$work/t.$side"
         [ "$side" != fleetctl ] || cat "$work/fleetctl.rss" >>"$work/rss"
     else
         echo x >>"$work/failed.$side"
     fi
+}
+
+label() {
+    case $1 in
+        all) echo "ssh, all at once" ;;
+        bounded) echo "ssh, $bound at a time" ;;
+        default) echo "all at once, OpenSSH kex" ;;
+        *) echo "$1" ;;
+    esac
 }
 
 # median FIELD <FILE
