@@ -58,7 +58,7 @@ impl std::fmt::Debug for Handshakes {
 
 impl Handshakes {
     /// Waits for a handshake slot on `host:port`; hold it until authenticated.
-    pub async fn acquire(&self, host: &str, port: u16) -> Option<OwnedSemaphorePermit> {
+    pub async fn acquire(&self, host: &str, port: u16) -> Slot {
         let semaphore = self
             .0
             .lock()
@@ -67,7 +67,27 @@ impl Handshakes {
             .or_insert_with(|| Arc::new(Semaphore::new(PER_SSHD)))
             .clone();
         // Never closed; were it, connecting without a slot is still correct.
-        semaphore.acquire_owned().await.ok()
+        let permit = semaphore.clone().acquire_owned().await.ok();
+        Slot { semaphore, permit }
+    }
+}
+
+/// One handshake in flight to an sshd; given back when dropped.
+pub struct Slot {
+    semaphore: Arc<Semaphore>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    /// Other handshakes to the same sshd are in flight (or waiting).
+    ///
+    /// sshd stops counting a connection against MaxStartups only when its
+    /// post-authentication process takes over, a moment after it sent
+    /// "authentication succeeded". When others are queued for this sshd,
+    /// the caller hands the slot on only after one more round trip, which
+    /// that process answers; alone, it need not wait.
+    pub fn contended(&self) -> bool {
+        self.permit.is_some() && self.semaphore.available_permits() + 1 < PER_SSHD
     }
 }
 
@@ -374,12 +394,16 @@ mod tests {
     async fn one_sshd_gets_at_most_per_sshd_handshakes_at_once() {
         let h = Handshakes::default();
         let mut held = Vec::new();
-        for _ in 0..PER_SSHD {
+        let alone = h.acquire("bastion", 22).await;
+        assert!(!alone.contended());
+        held.push(alone);
+        for _ in 1..PER_SSHD {
             held.push(h.acquire("bastion", 22).await);
         }
+        assert!(held.iter().all(Slot::contended));
         // Another sshd is not held up by the first one's slots...
         let other = tokio::time::timeout(Duration::from_secs(30), h.acquire("w-1", 22)).await;
-        assert!(other.is_ok());
+        assert!(!other.unwrap().contended());
         // ...but one more on the same sshd waits until a slot is given back.
         let clone = h.clone();
         let waiting = tokio::spawn(async move { clone.acquire("BASTION", 22).await });
@@ -390,6 +414,6 @@ mod tests {
         }
         assert!(!waiting.is_finished());
         held.pop();
-        assert!(waiting.await.unwrap().is_some());
+        assert!(waiting.await.unwrap().permit.is_some());
     }
 }

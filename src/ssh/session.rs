@@ -151,7 +151,7 @@ async fn connect_one(
         &known_hosts::recorded_algorithms(&lookup.files, &lookup.name),
     ));
     // Held until authenticated: MaxStartups counts a connection until then.
-    let _slot = opts.handshakes.acquire(&target.host, target.port).await;
+    let slot = opts.handshakes.acquire(&target.host, target.port).await;
     let mut dropped: Vec<String> = Vec::new();
     let mut handle = loop {
         let failed = match attempt(target, opts, via, &lookup, &config, got).await {
@@ -179,6 +179,11 @@ async fn connect_one(
         ));
     }
     auth::authenticate(&mut handle, target, opts).await?;
+    if slot.contended() {
+        // See `Slot::contended`. Only pacing: whatever the outcome, go on.
+        let _ = tokio::time::timeout(opts.connect_timeout, handle.send_ping()).await;
+    }
+    drop(slot);
     Ok(handle)
 }
 
