@@ -322,12 +322,14 @@ fn turned_away(target: &Target, dropped: &[String]) -> String {
     format!(
         "{}: {}:{} closed the connection before its SSH banner {} times in a row{}: \
          sshd does that when too many connections are still authenticating (MaxStartups); \
-         if a jump host carries many connections, lower --parallel, or try again",
+         fleetctl keeps at most {} handshakes in flight to one sshd, so others are connecting \
+         to it as well, or its MaxStartups is lower: try again, or raise it",
         target.node,
         target.host,
         target.port,
         dropped.len(),
-        said_note(dropped)
+        said_note(dropped),
+        handshake::PER_SSHD
     )
 }
 
