@@ -2,7 +2,8 @@
 //! trip for the facts script; the first control-plane node is also asked what
 //! the API server says, on a second channel at the same time. Each node runs
 //! its script as soon as it is connected, without waiting for the others.
-//! The sessions are kept so that `apply` reuses them.
+//! The sessions are kept so that `apply` reuses them. A [`Progress`] counts
+//! the nodes that have answered (or failed) as they do.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use crate::inventory::{Inventory, Node, Role};
 use crate::node::{self, ClusterFacts, NodeFacts};
 use crate::remote;
 use crate::ssh::{self, Session};
+use crate::ui::Progress;
 
 /// What one node told us, or why it could not.
 pub struct NodeReport {
@@ -31,6 +33,9 @@ pub struct Gathered {
     pub warnings: Vec<String>,
     /// From the first reachable control-plane node (named), or why not.
     pub cluster: anyhow::Result<(String, ClusterFacts)>,
+    /// Connections that sshd turned away before its banner (MaxStartups)
+    /// and that succeeded when tried again: nothing went wrong, shown with `-v`.
+    pub retried: Vec<String>,
 }
 
 impl Gathered {
@@ -39,14 +44,20 @@ impl Gathered {
     }
 }
 
+/// `progress` advances by one as each node is done; it is cleared before
+/// this returns, so the caller's output never lands under a stale bar.
 pub async fn gather(
     inv: &Inventory,
     opts: &ssh::Options,
     parallel: usize,
+    progress: &Progress,
 ) -> anyhow::Result<Gathered> {
     // Resolving touches no node: what fails here is the operator's
     // configuration (no user to log in as, a bad ~/.ssh/config), so exit 2.
     let targets = ssh::resolve_all(inv).map_err(|e| crate::usage!("{e:#}"))?;
+    // A passphrase asked while connecting must not be drawn over.
+    opts.keys.quiet_while_prompting(progress.bar().cloned());
+    let _cleared = Cleared(progress, &opts.keys);
     let permits = Arc::new(Semaphore::new(parallel.max(1)));
     let first_control_plane = inv.nodes.iter().position(|n| n.role == Role::ControlPlane);
     let tasks: Vec<_> = inv
@@ -62,7 +73,12 @@ pub async fn gather(
                 permits.clone(),
                 Some(i) == first_control_plane,
             );
-            tokio::spawn(visit)
+            let progress = progress.clone();
+            tokio::spawn(async move {
+                let done = visit.await;
+                progress.advance();
+                done
+            })
         })
         .collect();
 
@@ -78,16 +94,30 @@ pub async fn gather(
         reports.push(report);
     }
     let cluster = cluster_facts(&reports, first_answer).await;
-    let warnings = reports
-        .iter()
-        .filter_map(|r| r.session.as_ref())
+    let sessions = || reports.iter().filter_map(|r| r.session.as_ref());
+    let warnings = sessions()
         .flat_map(|s| s.warnings().iter().cloned())
+        .collect();
+    let retried = sessions()
+        .flat_map(|s| s.retried().iter().cloned())
         .collect();
     Ok(Gathered {
         nodes: reports,
         warnings,
         cluster,
+        retried,
     })
+}
+
+/// Clears the progress bar however `gather` returns, and stops passphrase
+/// prompts from suspending a bar that is gone.
+struct Cleared<'a>(&'a Progress, &'a ssh::KeyCache);
+
+impl Drop for Cleared<'_> {
+    fn drop(&mut self) {
+        self.1.quiet_while_prompting(None);
+        self.0.finish();
+    }
 }
 
 /// One node from connection to facts, without waiting for the others: the

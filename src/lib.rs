@@ -12,6 +12,7 @@ pub mod commands;
 pub mod error;
 pub mod gather;
 pub mod inventory;
+pub mod limits;
 pub mod node;
 pub mod plan;
 pub mod remote;

@@ -8,6 +8,9 @@ use fleetctl::ui::Printer;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let printer = Printer::new(cli.global.no_color, cli.global.verbose);
+    // Before the runtime's threads exist: one open connection per node needs
+    // more descriptors than the usual soft limit of 1,024 (see limits.rs).
+    fleetctl::limits::raise_open_files();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -254,7 +254,9 @@ pub async fn fleet_now(inv: &Inventory, global: &Global) -> String {
     let mut opts = super::ssh_options(inv, global);
     opts.connect_timeout = opts.connect_timeout.min(Duration::from_secs(5));
     opts.command_timeout = Duration::from_secs(30);
-    match gather::gather(inv, &opts, global.parallel.into()).await {
+    // Part of a failure report: no bar, the report is what matters.
+    let quiet = crate::ui::Progress::hidden();
+    match gather::gather(inv, &opts, global.parallel.into(), &quiet).await {
         Ok(g) => status::render_table(&super::status::report(&g)),
         Err(e) => format!("(could not read it again: {e:#})"),
     }

@@ -104,9 +104,18 @@ pub async fn gather_fleet(
     global: &Global,
     printer: &Printer,
 ) -> anyhow::Result<gather::Gathered> {
-    let gathered = gather::gather(inv, &ssh_options(inv, global), global.parallel.into()).await?;
+    let opts = ssh_options(inv, global);
+    let progress = crate::ui::Progress::nodes(
+        printer.interactive,
+        "gathering facts",
+        inv.nodes.len() as u64,
+    );
+    let gathered = gather::gather(inv, &opts, global.parallel.into(), &progress).await?;
     for w in &gathered.warnings {
         printer.warn(w);
+    }
+    for r in &gathered.retried {
+        printer.debug(r);
     }
     Ok(gathered)
 }

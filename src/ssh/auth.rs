@@ -30,6 +30,9 @@ const PASSPHRASE_ATTEMPTS: usize = 3;
 #[derive(Clone, Default)]
 pub struct KeyCache {
     keys: Arc<Mutex<HashMap<PathBuf, Arc<PrivateKey>>>>,
+    /// A progress bar drawing on the terminal meanwhile, hidden while a
+    /// passphrase is asked so it does not draw over the prompt.
+    bar: Arc<std::sync::Mutex<Option<indicatif::ProgressBar>>>,
 }
 
 impl std::fmt::Debug for KeyCache {
@@ -39,6 +42,11 @@ impl std::fmt::Debug for KeyCache {
 }
 
 impl KeyCache {
+    /// While `bar` is drawn (gathering facts), passphrase prompts suspend it.
+    pub fn quiet_while_prompting(&self, bar: Option<indicatif::ProgressBar>) {
+        *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = bar;
+    }
+
     /// The key in `path`, decrypting it (asking for its passphrase when
     /// `prompt`) the first time.
     async fn load(&self, path: &Path, prompt: bool) -> anyhow::Result<Arc<PrivateKey>> {
@@ -52,7 +60,8 @@ impl KeyCache {
         let key = match russh::keys::decode_secret_key(&text, None) {
             Ok(key) => key,
             Err(russh::keys::Error::KeyIsEncrypted) => {
-                decrypt_interactively(path, &text, prompt).await?
+                let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                decrypt_interactively(path, &text, prompt, bar).await?
             }
             Err(e) => {
                 return Err(e).with_context(|| {
@@ -73,6 +82,7 @@ async fn decrypt_interactively(
     path: &Path,
     text: &str,
     prompt: bool,
+    bar: Option<indicatif::ProgressBar>,
 ) -> anyhow::Result<PrivateKey> {
     if !prompt {
         return Err(anyhow!(
@@ -84,10 +94,19 @@ async fn decrypt_interactively(
     }
     for _ in 0..PASSPHRASE_ATTEMPTS {
         let question = format!("Enter passphrase for key '{}': ", path.display());
+        let bar = bar.clone();
         let passphrase = tokio::task::spawn_blocking(move || {
-            let term = console::Term::stderr();
-            term.write_str(&question)?;
-            term.read_secure_line()
+            let ask = || {
+                let term = console::Term::stderr();
+                term.write_str(&question)?;
+                term.read_secure_line()
+            };
+            // The bar's own ticker does the drawing, so suspending it here
+            // never blocks the tasks that advance it.
+            match &bar {
+                Some(bar) => bar.suspend(ask),
+                None => ask(),
+            }
         })
         .await
         .context("passphrase prompt task failed")?

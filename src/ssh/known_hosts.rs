@@ -16,11 +16,13 @@
 //!
 //! Recording a key (accept-new) is the one side effect and lives at the end.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use hmac::{Hmac, KeyInit, Mac};
@@ -42,11 +44,17 @@ impl fmt::Display for Place {
     }
 }
 
-/// One known_hosts file as read for one connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One known_hosts file, parsed once: the entries fleetctl can read and the
+/// lines it skipped. Parsing (base64 and key decoding) is the costly part of a
+/// host key check, so a run parses each file once ([`HostsFiles`]) rather
+/// than once per connection: with a thousand nodes in one file that is a
+/// million key decodings saved, and one copy in memory instead of one per
+/// open session.
+#[derive(Debug, Clone)]
 pub struct HostsFile {
     pub path: PathBuf,
-    pub text: String,
+    entries: Vec<Parsed>,
+    unreadable: Vec<Unreadable>,
 }
 
 /// A line of a known_hosts file that was skipped because it cannot be read.
@@ -57,10 +65,32 @@ pub struct Unreadable {
 }
 
 impl HostsFile {
-    pub fn new(path: impl Into<PathBuf>, text: impl Into<String>) -> Self {
+    pub fn new(path: impl Into<PathBuf>, text: impl AsRef<str>) -> Self {
+        let path = path.into();
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for (index, line) in text.as_ref().lines().enumerate() {
+            match parse_line(line) {
+                Ok(None) => {}
+                Ok(Some((marker, hosts, key))) => entries.push(Parsed {
+                    line: index + 1,
+                    marker,
+                    patterns: hosts.split(',').map(HostPattern::new).collect(),
+                    key,
+                }),
+                Err(reason) => unreadable.push(Unreadable {
+                    place: Place {
+                        file: path.clone(),
+                        line: index + 1,
+                    },
+                    reason,
+                }),
+            }
+        }
         HostsFile {
-            path: path.into(),
-            text: text.into(),
+            path,
+            entries,
+            unreadable,
         }
     }
 
@@ -82,19 +112,74 @@ impl HostsFile {
     /// The lines skipped because they are neither blank, a comment nor an
     /// entry fleetctl can read, with the reason.
     pub fn unreadable(&self) -> Vec<Unreadable> {
-        self.text
-            .lines()
-            .enumerate()
-            .filter_map(|(index, line)| {
-                parse_line(line).err().map(|reason| Unreadable {
-                    place: Place {
-                        file: self.path.clone(),
-                        line: index + 1,
-                    },
-                    reason,
-                })
-            })
-            .collect()
+        self.unreadable.clone()
+    }
+}
+
+impl AsRef<HostsFile> for HostsFile {
+    fn as_ref(&self) -> &HostsFile {
+        self
+    }
+}
+
+/// The known_hosts files of one run, each parsed once and shared by every
+/// connection (clones share the cache). A file is read again when its size,
+/// modification time or inode changed since it was parsed — accept-new
+/// appending a line, another run, an editor — so a check never sees a stale
+/// file.
+#[derive(Clone, Default)]
+pub struct HostsFiles(Arc<Mutex<HashMap<PathBuf, Cached>>>);
+
+/// A parsed file and the stamp of the file it was parsed from.
+type Cached = (Option<Stamp>, Arc<HostsFile>);
+
+impl fmt::Debug for HostsFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HostsFiles")
+    }
+}
+
+/// What tells a changed file from the one parsed: `None` for a missing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+impl HostsFiles {
+    /// `path` parsed, from the cache when the file has not changed since.
+    pub fn get(&self, path: &Path) -> anyhow::Result<Arc<HostsFile>> {
+        // Held while reading: connections racing for the same file wait for
+        // one parse instead of each doing its own.
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Taken before reading: a change while we read makes the next stamp
+        // differ, so the file is read again then rather than trusted stale.
+        let stamp = Stamp::of(path);
+        if let Some((seen, file)) = cache.get(path)
+            && *seen == stamp
+        {
+            return Ok(file.clone());
+        }
+        let file = Arc::new(HostsFile::read(path)?);
+        cache.insert(path.to_path_buf(), (stamp, file.clone()));
+        Ok(file)
     }
 }
 
@@ -144,22 +229,22 @@ pub fn lookup_name(host: &str, port: u16, alias: Option<&str>) -> String {
 /// Checks `key`, presented by the host known as `name` (see [`lookup_name`]),
 /// against known_hosts files read as one list, in order: user files first,
 /// then global ones, as ssh does.
-pub fn check(files: &[HostsFile], name: &str, key: &PublicKey) -> HostKeyStatus {
+pub fn check<F: AsRef<HostsFile>>(files: &[F], name: &str, key: &PublicKey) -> HostKeyStatus {
     let mut changed = None;
     let mut other_types = Vec::new();
     let mut cert_authorities = Vec::new();
     let mut known = None;
     for entry in entries(files).filter(|e| e.matches(name)) {
         match entry.marker {
-            Marker::Revoked if same_key(&entry.key, key) => {
+            Marker::Revoked if same_key(entry.key, key) => {
                 return HostKeyStatus::Revoked { at: entry.place() };
             }
             Marker::Revoked => {}
             Marker::CertAuthority => cert_authorities.push(entry.place()),
-            Marker::None if same_key(&entry.key, key) => {
+            Marker::None if same_key(entry.key, key) => {
                 known.get_or_insert_with(|| entry.place());
             }
-            Marker::None if same_type(&entry.key, key) => {
+            Marker::None if same_type(entry.key, key) => {
                 changed.get_or_insert_with(|| entry.place());
             }
             Marker::None => other_types.push((entry.place(), entry.key.algorithm())),
@@ -178,7 +263,7 @@ pub fn check(files: &[HostsFile], name: &str, key: &PublicKey) -> HostKeyStatus 
 /// The key algorithms recorded for `name`, in file order, without
 /// duplicates: offered first during key exchange so a host known by its
 /// ECDSA key is not reported unknown because Ed25519 was negotiated.
-pub fn recorded_algorithms(files: &[HostsFile], name: &str) -> Vec<Algorithm> {
+pub fn recorded_algorithms<F: AsRef<HostsFile>>(files: &[F], name: &str) -> Vec<Algorithm> {
     let mut algorithms: Vec<Algorithm> = Vec::new();
     for entry in entries(files).filter(|e| e.marker == Marker::None && e.matches(name)) {
         let algorithm = entry.key.algorithm();
@@ -332,12 +417,45 @@ enum Marker {
     Revoked,
 }
 
+/// A readable line, parsed once with its host patterns prepared.
+#[derive(Debug, Clone)]
+struct Parsed {
+    /// 1-based.
+    line: usize,
+    marker: Marker,
+    patterns: Vec<HostPattern>,
+    key: PublicKey,
+}
+
+/// One comma-separated host pattern of a line, ready to match: plain and
+/// negated patterns lower-cased, hashed ones decoded.
+#[derive(Debug, Clone)]
+enum HostPattern {
+    Plain(String),
+    Negated(String),
+    /// salt, HMAC-SHA1 of the name; `None` when it cannot be decoded (such a
+    /// line is refused by `parse_line`, so this never matches anything).
+    Hashed(Option<(Vec<u8>, Vec<u8>)>),
+}
+
+impl HostPattern {
+    fn new(pattern: &str) -> HostPattern {
+        if let Some(negated) = pattern.strip_prefix('!') {
+            HostPattern::Negated(negated.to_ascii_lowercase())
+        } else if let Some(hashed) = pattern.strip_prefix("|1|") {
+            HostPattern::Hashed(decode_hashed(hashed))
+        } else {
+            HostPattern::Plain(pattern.to_ascii_lowercase())
+        }
+    }
+}
+
 struct Entry<'a> {
     file: &'a Path,
     line: usize,
     marker: Marker,
-    hosts: &'a str,
-    key: PublicKey,
+    patterns: &'a [HostPattern],
+    key: &'a PublicKey,
 }
 
 impl Entry<'_> {
@@ -352,15 +470,18 @@ impl Entry<'_> {
     /// no negated (`!`) pattern does.
     fn matches(&self, name: &str) -> bool {
         let mut matched = false;
-        for pattern in self.hosts.split(',') {
-            if let Some(negated) = pattern.strip_prefix('!') {
-                if glob(&negated.to_ascii_lowercase(), name) {
-                    return false;
+        for pattern in self.patterns {
+            match pattern {
+                HostPattern::Negated(negated) => {
+                    if glob(negated, name) {
+                        return false;
+                    }
                 }
-            } else if let Some(hashed) = pattern.strip_prefix("|1|") {
-                matched |= hashed_matches(hashed, name);
-            } else {
-                matched |= glob(&pattern.to_ascii_lowercase(), name);
+                HostPattern::Hashed(Some((salt, hash))) => {
+                    matched |= hashed_matches(salt, hash, name);
+                }
+                HostPattern::Hashed(None) => {}
+                HostPattern::Plain(plain) => matched |= glob(plain, name),
             }
         }
         matched
@@ -368,21 +489,16 @@ impl Entry<'_> {
 }
 
 /// The readable entries of the files, in order; see [`parse_line`] for what is skipped.
-fn entries(files: &[HostsFile]) -> impl Iterator<Item = Entry<'_>> {
+fn entries<F: AsRef<HostsFile>>(files: &[F]) -> impl Iterator<Item = Entry<'_>> {
     files.iter().flat_map(|file| {
-        file.text
-            .lines()
-            .enumerate()
-            .filter_map(move |(index, text)| {
-                let (marker, hosts, key) = parse_line(text).ok()??;
-                Some(Entry {
-                    file: &file.path,
-                    line: index + 1,
-                    marker,
-                    hosts,
-                    key,
-                })
-            })
+        let file = file.as_ref();
+        file.entries.iter().map(move |e| Entry {
+            file: &file.path,
+            line: e.line,
+            marker: e.marker,
+            patterns: &e.patterns,
+            key: &e.key,
+        })
     })
 }
 
@@ -427,22 +543,22 @@ fn decode_hashed(hashed: &str) -> Option<(Vec<u8>, Vec<u8>)> {
     ))
 }
 
-/// `salt|hash` of a `|1|salt|hash` entry: HMAC-SHA1 of the name keyed by salt.
-fn hashed_matches(hashed: &str, name: &str) -> bool {
-    let Some((salt, hash)) = decode_hashed(hashed) else {
+/// A `|1|salt|hash` entry's test: HMAC-SHA1 of the name keyed by salt.
+fn hashed_matches(salt: &[u8], hash: &[u8], name: &str) -> bool {
+    let Ok(mac) = Hmac::<Sha1>::new_from_slice(salt) else {
         return false;
     };
-    let Ok(mac) = Hmac::<Sha1>::new_from_slice(&salt) else {
-        return false;
-    };
-    mac.chain_update(name.as_bytes())
-        .verify_slice(&hash)
-        .is_ok()
+    mac.chain_update(name.as_bytes()).verify_slice(hash).is_ok()
 }
 
 /// Shell-style wildcard match (`*` any run, `?` one character), as OpenSSH's
 /// `match_pattern`; both sides are already lower-case.
 fn glob(pattern: &str, name: &str) -> bool {
+    // Most entries are a literal name: every connection compares its name
+    // with every line of the file, so skip the general matcher for them.
+    if !pattern.contains(['*', '?']) {
+        return pattern == name;
+    }
     let pattern: Vec<char> = pattern.chars().collect();
     let name: Vec<char> = name.chars().collect();
     let (mut p, mut n) = (0, 0);
@@ -947,5 +1063,47 @@ mod tests {
             check(&files, "[node2]:2200", &key(K2)),
             HostKeyStatus::Known { .. }
         ));
+    }
+
+    #[test]
+    fn a_run_parses_each_file_once_and_again_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        let files = HostsFiles::default();
+        // Missing: empty, as for ssh, and noticed once it appears.
+        let missing = files.get(&path).unwrap();
+        assert_eq!(check(&[&*missing], "node1", &key(K1)), unknown());
+        std::fs::write(&path, format!("node1 {K1}\n")).unwrap();
+        let first = files.get(&path).unwrap();
+        assert!(matches!(
+            check(&[&*first], "node1", &key(K1)),
+            HostKeyStatus::Known { .. }
+        ));
+        // Unchanged: the very same parse, shared (also by clones of the cache).
+        assert!(Arc::ptr_eq(&first, &files.clone().get(&path).unwrap()));
+        // accept-new appends: the next connection sees the new line.
+        assert_eq!(record(&path, "node2", &key(K2), false).unwrap(), None);
+        let after = files.get(&path).unwrap();
+        assert!(!Arc::ptr_eq(&first, &after));
+        assert!(matches!(
+            check(&[&*after], "node2", &key(K2)),
+            HostKeyStatus::Known { .. }
+        ));
+    }
+
+    #[test]
+    fn literal_and_wildcard_patterns_match_as_before() {
+        assert!(glob("node1", "node1"));
+        assert!(!glob("node1", "node10"));
+        assert!(glob("node?", "node1"));
+        assert!(glob("[10.0.0.*]:2222", "[10.0.0.7]:2222"));
+        assert!(!glob("10.0.0.*", "10.0.1.7"));
+        // Upper case in the file still matches: patterns are lower-cased once.
+        let text = format!("Node1.Example {K1}\n!BAD*,*.example {K2}\n");
+        assert!(matches!(
+            st(&text, "node1.example", 22, &key(K1)),
+            HostKeyStatus::Known { .. }
+        ));
+        assert_eq!(st(&text, "bad.example", 22, &key(K2)), unknown());
     }
 }

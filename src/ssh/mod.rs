@@ -7,12 +7,14 @@
 //! - [`known_hosts`]: the pure host key decision, and recording a key
 //! - `auth`: ssh-agent, identity files, passphrases
 //! - `session`: connect (jump hosts, timeouts, keepalive) and run commands
+//! - [`handshake`]: pacing handshakes under sshd's MaxStartups, retrying its drops
 //! - `proxy`: a `ProxyCommand` as the connection's transport
 //! - [`shell`]: quoting for `sh -c`
 
 mod auth;
 pub mod config;
 mod error;
+pub mod handshake;
 pub mod known_hosts;
 mod proxy;
 mod session;
@@ -37,8 +39,10 @@ pub use error::{
 pub use session::{Session, connect};
 pub use shell::quote;
 
-/// Nodes connected at once unless `--parallel` says otherwise: below sshd's
-/// default MaxStartups (10), which a shared bastion also enforces.
+/// Nodes connected at once by [`connect_all`] callers that do not say
+/// (fleetctl's commands use `--parallel`). Whatever the number, no sshd —
+/// a node's or a shared jump host's — gets more than
+/// [`handshake::PER_SSHD`] handshakes at once, below its MaxStartups.
 pub const DEFAULT_PARALLEL: usize = 8;
 
 /// Where and as whom to connect, fully resolved (see [`config`]).
@@ -111,6 +115,10 @@ pub struct Options {
     /// Unreadable known_hosts lines already reported in this run: each is
     /// warned about once, not once per node.
     pub reported: ReportedLines,
+    /// The known_hosts files, parsed once for the whole run.
+    pub hosts_files: known_hosts::HostsFiles,
+    /// Handshakes in flight per sshd, shared by the run (MaxStartups).
+    pub handshakes: handshake::Handshakes,
 }
 
 /// The set behind [`Options::reported`], shared by the clones of one run's options.
@@ -153,6 +161,8 @@ impl Options {
             prompt_passphrase: console::Term::stderr().is_term(),
             keys: KeyCache::default(),
             reported: ReportedLines::default(),
+            hosts_files: known_hosts::HostsFiles::default(),
+            handshakes: handshake::Handshakes::default(),
         }
     }
 

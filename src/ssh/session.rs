@@ -20,7 +20,7 @@ use super::error::{
 };
 use super::known_hosts::{self, HostKeyStatus, HostsFile, Unreadable};
 use super::proxy::{self, ProxyProcess};
-use super::{Options, Output, Target, auth, shell};
+use super::{Options, Output, Target, auth, handshake, shell};
 use crate::inventory::HostKeyChecking;
 
 /// What sudo prints when `-n` meets a password requirement.
@@ -38,6 +38,7 @@ pub struct Session {
     _carriers: Carriers,
     command_timeout: Duration,
     warnings: Vec<String>,
+    retried: Vec<String>,
 }
 
 #[derive(Default)]
@@ -53,6 +54,8 @@ struct Gathered {
     warnings: Vec<String>,
     /// (node, line): reported once per run, see `Options::reported`.
     unreadable: Vec<(String, Unreadable)>,
+    /// Connections sshd dropped before its banner and that then succeeded.
+    retried: Vec<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -86,6 +89,7 @@ pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session>
         _carriers: got.carriers,
         command_timeout: opts.command_timeout,
         warnings,
+        retried: got.retried,
     })
 }
 
@@ -117,28 +121,19 @@ async fn connect_chain(
                 target.node, jump.node, jump.user, jump.host, jump.port
             )
         })?;
-    let channel = tokio::time::timeout(
-        opts.connect_timeout,
-        bastion.channel_open_direct_tcpip(target.host.as_str(), u32::from(target.port), "127.0.0.1", 0),
-    )
-    .await
-    .map_err(|_| anyhow!("{}: {} did not open a tunnel within {}", target.node, jump.node, fmt_duration(opts.connect_timeout)))?
-    .with_context(|| {
-        format!(
-            "{}: {} refused to forward to {}:{} (does it allow TCP forwarding — AllowTcpForwarding — and reach that address?)",
-            target.node, jump.node, target.host, target.port
-        )
-    })?;
+    let handle = connect_one(target, opts, Some((jump, &bastion)), got).await;
     got.carriers.via.push(bastion);
-    connect_one(target, opts, Some(channel.into_stream()), got).await
+    handle
 }
 
-/// Handshake, host key check and authentication over a tunnel, a
-/// ProxyCommand or TCP.
+/// Handshake, host key check and authentication over a tunnel through a
+/// jump host (`via`), a ProxyCommand or TCP. The handshake holds one of the
+/// sshd's slots ([`handshake::Handshakes`]) until authenticated, and is
+/// tried again when sshd turns it away before its banner (MaxStartups).
 async fn connect_one(
     target: &Target,
     opts: &Options,
-    tunnel: Option<russh::ChannelStream<client::Msg>>,
+    via: Option<(&Target, &Handle<Client>)>,
     got: &mut Gathered,
 ) -> anyhow::Result<Handle<Client>> {
     let lookup = Arc::new(
@@ -155,79 +150,215 @@ async fn connect_one(
         opts,
         &known_hosts::recorded_algorithms(&lookup.files, &lookup.name),
     ));
+    // Held until authenticated: MaxStartups counts a connection until then.
+    let slot = opts.handshakes.acquire(&target.host, target.port).await;
+    let mut dropped: Vec<String> = Vec::new();
+    let mut handle = loop {
+        let failed = match attempt(target, opts, via, &lookup, &config, got).await {
+            Ok(handle) => break handle,
+            Err(failed) => failed,
+        };
+        match failed.dropped {
+            Some(said) if (dropped.len() as u32) + 1 < handshake::ATTEMPTS => {
+                dropped.push(said);
+                tokio::time::sleep(handshake::backoff(dropped.len() as u32)).await;
+            }
+            Some(said) => {
+                dropped.push(said);
+                return Err(failed.error.context(turned_away(target, &dropped)));
+            }
+            None => return Err(failed.error),
+        }
+    };
+    if !dropped.is_empty() {
+        got.retried.push(format!(
+            "{}: connected on attempt {}; sshd closed the earlier ones before its banner{}",
+            target.node,
+            dropped.len() + 1,
+            said_note(&dropped)
+        ));
+    }
+    auth::authenticate(&mut handle, target, opts).await?;
+    if slot.contended() {
+        // See `Slot::contended`. Only pacing: whatever the outcome, go on.
+        let _ = tokio::time::timeout(opts.connect_timeout, handle.send_ping()).await;
+    }
+    drop(slot);
+    Ok(handle)
+}
+
+/// Why a connection failed; `dropped`: sshd closed it before its banner
+/// (with what it said first, maybe nothing), so trying again is safe.
+struct Failed {
+    error: anyhow::Error,
+    dropped: Option<String>,
+}
+
+impl From<anyhow::Error> for Failed {
+    fn from(error: anyhow::Error) -> Self {
+        Failed {
+            error,
+            dropped: None,
+        }
+    }
+}
+
+/// One connection attempt up to the end of the key exchange and host key check.
+async fn attempt(
+    target: &Target,
+    opts: &Options,
+    via: Option<(&Target, &Handle<Client>)>,
+    lookup: &Arc<Lookup>,
+    config: &Arc<client::Config>,
+    got: &mut Gathered,
+) -> Result<Handle<Client>, Failed> {
     let verdict = Arc::new(Mutex::new(Verdict::default()));
     let client = Client {
         node: target.node.clone(),
         host: target.host.clone(),
         port: target.port,
-        lookup,
+        lookup: lookup.clone(),
         checking: opts.host_key_checking,
         verdict: verdict.clone(),
     };
+    let config = config.clone();
     let mut proxy = None;
     let mut addr = format!("{}:{}", target.host, target.port);
-    let result = match (tunnel, &target.proxy_command) {
-        (Some(stream), _) => {
-            tokio::time::timeout(
+    let (result, banner) = match (via, &target.proxy_command) {
+        (Some((jump, bastion)), _) => {
+            let channel = tokio::time::timeout(
+                opts.connect_timeout,
+                bastion.channel_open_direct_tcpip(target.host.as_str(), u32::from(target.port), "127.0.0.1", 0),
+            )
+            .await
+            .map_err(|_| anyhow!("{}: {} did not open a tunnel within {}", target.node, jump.node, fmt_duration(opts.connect_timeout)))?
+            .with_context(|| {
+                format!(
+                    "{}: {} refused to forward to {}:{} (does it allow TCP forwarding — AllowTcpForwarding — and reach that address?)",
+                    target.node, jump.node, target.host, target.port
+                )
+            })?;
+            let (stream, banner) = handshake::Watched::new(channel.into_stream());
+            let result = tokio::time::timeout(
                 opts.connect_timeout,
                 client::connect_stream(config, stream, client),
             )
-            .await
+            .await;
+            (result, banner)
         }
         (None, Some(command)) => {
             let (process, stream) = proxy::spawn(target, command)?;
             proxy = Some(process);
             addr = format!("{addr} through ProxyCommand `{command}`");
-            tokio::time::timeout(
+            let (stream, banner) = handshake::Watched::new(stream);
+            let result = tokio::time::timeout(
                 opts.connect_timeout,
                 client::connect_stream(config, stream, client),
             )
-            .await
+            .await;
+            (result, banner)
         }
         (None, None) => {
-            tokio::time::timeout(
-                opts.connect_timeout,
-                client::connect(config, (target.host.as_str(), target.port), client),
-            )
-            .await
+            let mut banner = None;
+            // One deadline for TCP and the handshake, as before.
+            let result = tokio::time::timeout(opts.connect_timeout, async {
+                let socket =
+                    tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
+                // Commands are small round trips: no Nagle delay on them.
+                let _ = socket.set_nodelay(true);
+                let (stream, watched) = handshake::Watched::new(socket);
+                banner = Some(watched);
+                client::connect_stream(config, stream, client).await
+            })
+            .await;
+            (result, banner.unwrap_or_default())
         }
     };
     let mut verdict = take(&verdict);
     got.warnings.append(&mut verdict.warnings);
     if let Some(rejected) = verdict.rejected {
-        return Err(anyhow::Error::new(rejected));
+        return Err(anyhow::Error::new(rejected).into());
     }
     let failure = match result {
-        Ok(Ok(handle)) => Ok(handle),
-        Err(_) => Err(anyhow!(
+        Ok(Ok(handle)) => {
+            // The command carries the connection: it lives as long as the session.
+            got.carriers.proxies.extend(proxy);
+            return Ok(handle);
+        }
+        Err(_) => anyhow!(
             "{}: no SSH handshake with {addr} within {}: is the address right and sshd running?",
             target.node,
             fmt_duration(opts.connect_timeout)
-        )),
-        Ok(Err(e)) => Err(e.context(format!(
-            "{}: cannot connect to {addr} over SSH",
-            target.node
-        ))),
-    };
-    let mut handle = match (failure, proxy.as_mut()) {
-        (Ok(handle), _) => handle,
-        (Err(e), None) => return Err(e),
-        // The command usually knows best why nothing came through.
-        (Err(e), Some(process)) => {
-            return Err(e.context(format!("{}: {}", target.node, process.diagnose().await)));
+        ),
+        Ok(Err(e)) => {
+            let hint = if handshake::out_of_files(&e) {
+                format!(": {}", out_of_files_hint())
+            } else {
+                String::new()
+            };
+            e.context(format!(
+                "{}: cannot connect to {addr} over SSH{hint}",
+                target.node
+            ))
         }
     };
-    got.carriers.proxies.extend(proxy);
-    auth::authenticate(&mut handle, target, opts).await?;
-    Ok(handle)
+    let Some(process) = proxy.as_mut() else {
+        let dropped =
+            handshake::dropped_before_banner(&failure, banner.seen()).then(|| banner.said());
+        return Err(Failed {
+            error: failure,
+            dropped,
+        });
+    };
+    // Not retried: an end before the banner may be the command giving up
+    // (no route, its own ssh -W refused), not sshd. The command usually
+    // knows best why nothing came through.
+    let error = failure.context(format!("{}: {}", target.node, process.diagnose().await));
+    Err(error.into())
 }
 
-/// The known_hosts files of one target, read once per connection: user
-/// files first, then global ones, as ssh reads them.
+/// The error of a connection sshd closed before its banner every time.
+fn turned_away(target: &Target, dropped: &[String]) -> String {
+    format!(
+        "{}: {}:{} closed the connection before its SSH banner {} times in a row{}: \
+         sshd does that when too many connections are still authenticating (MaxStartups); \
+         fleetctl keeps at most {} handshakes in flight to one sshd, so others are connecting \
+         to it as well, or its MaxStartups is lower: try again, or raise it",
+        target.node,
+        target.host,
+        target.port,
+        dropped.len(),
+        said_note(dropped),
+        handshake::PER_SSHD
+    )
+}
+
+/// ` (it said: Exceeded MaxStartups)`, or nothing when sshd said nothing.
+fn said_note(dropped: &[String]) -> String {
+    match dropped.iter().rev().find(|s| !s.is_empty()) {
+        Some(said) => format!(" (it said: {said})"),
+        None => String::new(),
+    }
+}
+
+/// What to do about "Too many open files", with the limit in force.
+fn out_of_files_hint() -> String {
+    let limit = crate::limits::open_files()
+        .map(|(soft, _)| format!(" (now {soft})"))
+        .unwrap_or_default();
+    format!(
+        "fleetctl keeps one connection per node open (two through a jump host), \
+         and ran out of file descriptors: raise the open-file limit{limit}, e.g. `ulimit -n 65536`, \
+         or ask your administrator to raise the hard limit"
+    )
+}
+
+/// The known_hosts files of one target, user files first, then global ones,
+/// as ssh reads them; parsed once per run (`Options::hosts_files`).
 struct Lookup {
     /// `[host]:port`, `host`, or the HostKeyAlias.
     name: String,
-    files: Vec<HostsFile>,
+    files: Vec<Arc<HostsFile>>,
     /// The first user file: the one accept-new writes to (ssh writes there too).
     record_to: Option<PathBuf>,
     hash: bool,
@@ -248,9 +379,9 @@ impl Lookup {
         let files = user
             .iter()
             .chain(global)
-            .map(|path| HostsFile::read(path))
+            .map(|path| opts.hosts_files.get(path))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let unreadable = files.iter().flat_map(HostsFile::unreadable).collect();
+        let unreadable = files.iter().flat_map(|f| f.unreadable()).collect();
         Ok(Lookup {
             name: known_hosts::lookup_name(&target.host, target.port, keys.alias.as_deref()),
             files,
@@ -485,6 +616,13 @@ impl Session {
     /// off). ssh never prints; the caller hands these to the printer.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Connections (to the node or a jump host) that sshd closed before its
+    /// banner — MaxStartups — and that succeeded when tried again. Not a
+    /// problem; the caller may show it with `-v`.
+    pub fn retried(&self) -> &[String] {
+        &self.retried
     }
 
     /// Runs `cmd` through the remote user's shell, feeding `stdin` (then EOF).

@@ -1327,3 +1327,124 @@ async fn user_known_hosts_file_none_accepts_new_keys_without_recording_them() {
     let msg = format!("{err:#}");
     assert!(msg.contains("there is no file to add it to"), "{msg}");
 }
+
+/// An sshd with `MaxStartups 1:100:1` and one connection held open without
+/// a word: every further connection is turned away before the banner, as a
+/// busy bastion turns away the connections over its MaxStartups.
+fn crowded_sshd(fx: &Fixture) -> (Sshd, std::net::TcpStream) {
+    let sshd = fx.sshd("crowded", "MaxStartups 1:100:1\nLogLevel VERBOSE");
+    fx.trust(&sshd);
+    // sshd's own banner says it let the connection in; until the probe
+    // that saw sshd listen is gone, it turns this one away too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let hold = std::net::TcpStream::connect(("127.0.0.1", sshd.port)).unwrap();
+        let mut banner = [0u8; 4];
+        std::io::Read::read_exact(&mut &hold, &mut banner).unwrap();
+        if &banner == b"SSH-" {
+            return (sshd, hold);
+        }
+        assert!(Instant::now() < deadline, "{}", sshd.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn a_connection_sshd_keeps_turning_away_fails_saying_so() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let (sshd, _hold) = crowded_sshd(&fx);
+    let before = sshd.log().matches("past MaxStartups").count();
+    let err = connect(
+        &target("w-1", &sshd, "root", &[&key]),
+        &fx.options(HostKeyChecking::Strict),
+    )
+    .await
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.starts_with(&format!(
+            "w-1: 127.0.0.1:{} closed the connection before its SSH banner {} times in a row",
+            sshd.port,
+            handshake::ATTEMPTS
+        )),
+        "{msg}"
+    );
+    assert!(msg.contains("MaxStartups"), "{msg}");
+    assert_eq!(
+        sshd.log().matches("past MaxStartups").count() - before,
+        handshake::ATTEMPTS as usize,
+        "{}",
+        sshd.log()
+    );
+}
+
+#[tokio::test]
+async fn a_connection_sshd_turned_away_is_tried_again_and_succeeds() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let (sshd, hold) = crowded_sshd(&fx);
+    let drops = || sshd.log().matches("past MaxStartups").count();
+    let before = drops();
+    let t = target("w-1", &sshd, "root", &[&key]);
+    let opts = fx.options(HostKeyChecking::Strict);
+    let connecting = tokio::spawn(async move { connect(&t, &opts).await });
+    // Once sshd has turned the first attempt away, make room: a later
+    // attempt gets in.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while drops() == before {
+        assert!(Instant::now() < deadline, "never dropped: {}", sshd.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(hold);
+    let session = connecting.await.unwrap().unwrap();
+    assert_eq!(session.exec("echo in", None).await.unwrap().stdout, "in\n");
+    let retried = session.retried().join("\n");
+    assert!(
+        retried.starts_with("w-1: connected on attempt "),
+        "{retried}"
+    );
+    assert!(
+        retried.contains("sshd closed the earlier ones before its banner"),
+        "{retried}"
+    );
+    assert_eq!(sshd.accepted(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_nodes_behind_one_bastion_all_get_through_its_max_startups() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    // OpenSSH's default MaxStartups 10:30:100 on both.
+    let bastion = fx.sshd("bastion", "AllowTcpForwarding yes");
+    let node = fx.sshd("node", "");
+    let known = format!(
+        "[127.0.0.1]:{} {}[127.0.0.1]:{} {}",
+        bastion.port,
+        public(&bastion.host_key),
+        node.port,
+        public(&node.host_key)
+    );
+    std::fs::create_dir_all(fx.path("ssh")).unwrap();
+    std::fs::write(fx.known_hosts(), known).unwrap();
+    let jump = target("jump host 127.0.0.1", &bastion, "root", &[&key]);
+    // Forty "nodes" (one sshd, which MaxStartups also guards) all at once,
+    // each over its own connection to the bastion.
+    let targets: Vec<Target> = (0..40)
+        .map(|i| Target {
+            jump: Some(Box::new(jump.clone())),
+            ..target(&format!("w-{i}"), &node, "root", &[&key])
+        })
+        .collect();
+    let results = connect_all(&targets, &fx.options(HostKeyChecking::Strict), 40).await;
+    for (name, result) in &results {
+        let session = result.as_ref().unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        // Paced, not merely retried: a slot is handed on only once sshd
+        // has stopped counting the connection that held it.
+        assert!(session.retried().is_empty(), "{:?}", session.retried());
+    }
+    assert_eq!((bastion.accepted(), node.accepted()), (40, 40));
+}
