@@ -113,7 +113,9 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
         threads.push(handle);
     }
     drop(tx);
-    let outcome = wait_first_boots(&rx, setup.plans.len());
+    let names: Vec<String> = setup.plans.iter().map(|p| p.spec.name.clone()).collect();
+    let outcome = wait_first_boots(&rx, setup.plans.len())
+        .and_then(|()| wait_settled(&Shared::new(fleet.cluster()), scenario, &names));
     if let Err(e) = outcome {
         teardown(&fleet, &stop, threads);
         return Err(e);
@@ -444,6 +446,56 @@ fn wait_first_boots(rx: &mpsc::Receiver<Result<String>>, count: usize) -> Result
         );
     }
     Ok(())
+}
+
+/// An operator meets a fleet at rest, not one still booting: returns once
+/// every node's first kubelet has started or failed (a scenario may start a
+/// broken node; what it does then is the test's business). The kubelets
+/// that started have been running for a while by then, as on a real
+/// cluster: their start is dated back past the readiness delays, so their
+/// Nodes are Ready and their API servers answer from the first request.
+/// Without this, whoever uses the fleet first races its boot (`kubectl`
+/// refused right after `ready`). Later boots pay the delays in full.
+fn wait_settled(shared: &Shared, scenario: &Scenario, names: &[String]) -> Result<()> {
+    let timeout = Duration::from_secs(30) + Duration::from_millis(50 * names.len() as u64);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let events = shared.events()?;
+        let waiting: Vec<&str> = names
+            .iter()
+            .filter(|n| {
+                !events
+                    .iter()
+                    .any(|e| &e.node == *n && e.argv.first().is_some_and(|a| a == "(kubelet)"))
+            })
+            .map(String::as_str)
+            .collect();
+        if waiting.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let shown: Vec<&str> = waiting.iter().take(5).copied().collect();
+            bail!(
+                "{} nodes booted but their kubelet neither started nor failed within {} s (first: {})",
+                waiting.len(),
+                timeout.as_secs(),
+                shown.join(", ")
+            );
+        }
+        if let Some(sig) = crate::sig::wait(false, Duration::from_millis(50)) {
+            bail!("interrupted by signal {sig} while the fleet settled");
+        }
+    }
+    let long_ago = now() - scenario.kubelet_delay.max(scenario.api_delay);
+    shared.update_cluster(|c| {
+        for node in c.nodes.values_mut() {
+            if let Some(k) = node.kubelet.as_mut() {
+                k.started_at = k.started_at.min(long_ago);
+            }
+        }
+        c.resource_version += 1;
+        Ok(())
+    })
 }
 
 /// Blocks until SIGTERM/SIGINT/SIGHUP or until our parent process is gone
