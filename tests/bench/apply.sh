@@ -92,9 +92,7 @@ start_fleet() {
     supervisor=$!
     for _ in $(seq 600); do
         if [ -e "$dir/fleet/ready" ]; then
-            # Every node has booted; an operator starts from a settled
-            # cluster: API server answering, every kubelet Ready.
-            sleep "$(awk -v a="$api" -v k="$kubelet" 'BEGIN { print (a > k ? a : k) + 0.5 }')"
+            # `ready` means at rest: API answering, every kubelet Ready.
             return 0
         fi
         kill -0 "$supervisor" 2>/dev/null || break
