@@ -50,6 +50,26 @@ pub mod markers {
 
 pub mod upgrade;
 
+/// The etcd snapshot's file on the first control plane (`steps::etcd`; the
+/// snapshot itself is `kubectl::etcd_snapshot_save`): its sha256, its bytes
+/// streamed to the laptop, and its removal, which runs whatever else failed
+/// (the file holds every Secret).
+pub mod snapshot_file {
+    use crate::ssh::quote;
+
+    pub fn sha256(path: &str) -> String {
+        format!("sha256sum -- {}", quote(path))
+    }
+
+    pub fn cat(path: &str) -> String {
+        format!("cat -- {}", quote(path))
+    }
+
+    pub fn remove(path: &str) -> String {
+        format!("rm -f -- {}", quote(path))
+    }
+}
+
 /// `arg` bare when no shell reads anything into it (so the journal reads
 /// like what an operator types: `-n kube-system get daemonset kured`),
 /// quoted otherwise.

@@ -467,3 +467,44 @@ fn gates_script_reports_an_unready_api_server() {
     );
     assert!(view.nodes.is_empty());
 }
+
+#[test]
+fn the_snapshot_file_commands_take_any_path_literally() {
+    let dir = tempfile::tempdir().unwrap();
+    // A data directory an operator could have chosen, with what a shell
+    // would otherwise split, expand or glob.
+    let sub = dir.path().join("etcd data $HOME 'x' *");
+    fs::create_dir(&sub).unwrap();
+    let file = sub.join("fleetctl-etcd-v1.36-20261201T120000Z.db");
+    fs::write(&file, b"snapshot bytes").unwrap();
+    let decoy = dir.path().join("etcd");
+    fs::write(&decoy, b"not this").unwrap();
+    let path = file.to_str().unwrap();
+    let run = |cmd: &str| {
+        Command::new("/bin/sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .expect("sh runs")
+    };
+
+    let sum = run(&snapshot_file::sha256(path));
+    assert!(sum.status.success(), "{sum:?}");
+    // sha256 of "snapshot bytes"
+    let expected = {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"snapshot bytes");
+        format!("{:x}", h.finalize())
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&sum.stdout).split_whitespace().next(),
+        Some(expected.as_str())
+    );
+    assert_eq!(run(&snapshot_file::cat(path)).stdout, b"snapshot bytes");
+    assert!(run(&snapshot_file::remove(path)).status.success());
+    assert!(!file.exists(), "the snapshot copy is gone");
+    assert!(decoy.exists() && sub.exists(), "nothing else was removed");
+    // Removing it again is not an error: the removal runs whatever failed before.
+    assert!(run(&snapshot_file::remove(path)).status.success());
+}

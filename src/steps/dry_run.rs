@@ -4,7 +4,7 @@
 use super::{download, gates, kubeadm, roll, stage, verify};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{Action, Plan};
-use crate::remote::{kubectl, upgrade};
+use crate::remote::{kubectl, snapshot_file, upgrade};
 use crate::version::Version;
 
 pub fn render(
@@ -254,11 +254,14 @@ fn etcd_lines(line: &mut impl FnMut(&str, &str), node: &str, minor: crate::versi
         node,
         &kubectl::etcdutl_snapshot_status(node, &format!("<etcd.local.dataDir>/{file}")),
     );
+    let on_node = format!("<etcd.local.dataDir>/{file}");
+    line(node, &snapshot_file::sha256(&on_node));
     line(
         node,
         &format!(
-            "(copied to .fleetctl/backups/<cluster>-{minor}-<time>.db, sha256 compared) cat -- <etcd.local.dataDir>/{file}"
+            "(copied to .fleetctl/backups/<cluster>-{minor}-<time>.db, sha256 compared) {}",
+            snapshot_file::cat(&on_node)
         ),
     );
-    line(node, &format!("rm -f -- <etcd.local.dataDir>/{file}"));
+    line(node, &snapshot_file::remove(&on_node));
 }

@@ -25,8 +25,7 @@ use sha2::{Digest, Sha256};
 use super::context::Apply;
 use super::runner::Remote;
 use crate::checks::{self, EtcdTopology, SnapshotStatus};
-use crate::remote::kubectl;
-use crate::ssh::quote;
+use crate::remote::{kubectl, snapshot_file};
 use crate::version::Minor;
 
 /// How long saving, checking or copying one snapshot may take: etcd's
@@ -108,7 +107,7 @@ pub async fn snapshot(
     let removed = r
         .run_root(
             "remove the node's snapshot copy",
-            &format!("rm -f -- {}", quote(&on_node)),
+            &snapshot_file::remove(&on_node),
             None,
         )
         .await;
@@ -144,10 +143,7 @@ pub async fn snapshot(
 async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::Result<Snapshot> {
     let status = status(r, node, on_node).await?;
     let sum = r
-        .check_root(
-            "sha256 of the snapshot",
-            &format!("sha256sum {}", quote(on_node)),
-        )
+        .check_root("sha256 of the snapshot", &snapshot_file::sha256(on_node))
         .await?;
     let Some(node_sha) = sum.stdout.split_whitespace().next().map(str::to_string) else {
         bail!("{node}: sha256sum printed nothing for {on_node}");
@@ -242,7 +238,7 @@ async fn copy(r: &Remote, on_node: &str, dest: &Path) -> anyhow::Result<()> {
     let out = r
         .run_root_into(
             "copy the snapshot to this machine",
-            &format!("cat -- {}", quote(on_node)),
+            &snapshot_file::cat(on_node),
             &mut file,
             TIMEOUT,
         )
