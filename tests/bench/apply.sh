@@ -12,7 +12,7 @@
 # else is apply's overhead: gathering, staging, gates, drains, kubeadm,
 # noticing that a node is back, uncordoning, saving the plan.
 #
-# Settings (environment): WORKERS=3 BOOT=3 KUBELET=3 API=1 FROM=v1.34.2
+# Settings (environment): WORKERS=3 BOOT=30 KUBELET=15 API=1 FROM=v1.34.2
 # TO=v1.36 (two minor hops), SSH_USER=core (Flatcar's login; fleetctl runs
 # its commands through sudo. With root, every command also pays for the
 # host's /root/.bashrc, which bash reads for commands sshd runs), NO_BUILD=1 to skip the release build, KEEP=1
@@ -28,8 +28,11 @@ cd "$(dirname "$0")/../.."
 
 runs=${1:-1}
 workers=${WORKERS:-3}
-boot=${BOOT:-3}
-kubelet=${KUBELET:-3}
+# A VM's Flatcar reboot and its kubelet's first Ready status take about
+# this long (bare metal: minutes). BOOT=3 KUBELET=3 gives a quick run in
+# which kubectl's fixed cost per node dominates the percentage (README).
+boot=${BOOT:-30}
+kubelet=${KUBELET:-15}
 api=${API:-1}
 from=${FROM:-v1.34.2}
 to=${TO:-v1.36}
