@@ -31,6 +31,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || die "apt-get install ${missing[*]} failed"
 fi
+# rustup's installer puts cargo there without touching this shell's PATH.
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 command -v cargo >/dev/null || die "cargo is missing: install Rust first (https://rustup.rs)"
 
 say "Building fleetctl and the simulator (cargo build --workspace)"
