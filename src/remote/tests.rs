@@ -498,7 +498,9 @@ fn the_snapshot_file_commands_take_any_path_literally() {
         format!("{:x}", h.finalize())
     };
     assert_eq!(
-        String::from_utf8_lossy(&sum.stdout).split_whitespace().next(),
+        String::from_utf8_lossy(&sum.stdout)
+            .split_whitespace()
+            .next(),
         Some(expected.as_str())
     );
     assert_eq!(run(&snapshot_file::cat(path)).stdout, b"snapshot bytes");
