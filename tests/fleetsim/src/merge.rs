@@ -191,26 +191,52 @@ fn unpacked_layer(unpacked: &Path, image: &Path, kind: Kind) -> Result<Layer> {
     };
     let dir = unpacked.join(&dir_name);
     if !dir.join("usr").is_dir() {
-        // Nodes boot in parallel: build aside, then rename into place.
-        let tmp = unpacked.join(format!(".{dir_name}.{}", std::process::id()));
-        for e in entries {
-            let path = tmp.join(&e.path);
-            if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent)
-                    .with_context(|| format!("creating {}", parent.display()))?;
-            }
-            fs::write(&path, &e.content).with_context(|| format!("writing {}", path.display()))?;
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&path, fs::Permissions::from_mode(e.mode))?;
-        }
-        if fs::rename(&tmp, &dir).is_err() {
+        // Nodes boot in parallel: each builds aside under a name of its
+        // own, then renames into place; the first rename wins. (Not the
+        // pid: every node-init is pid 1 in its own namespace, and two
+        // nodes sharing one scratch tree removed it under each other.)
+        let tmp = unpacked.join(format!(".{dir_name}.{}", scratch_suffix()));
+        let built = write_tree(&tmp, &entries);
+        let renamed = built.is_ok() && fs::rename(&tmp, &dir).is_ok();
+        if !renamed {
             let _ = fs::remove_dir_all(&tmp);
+        }
+        if !dir.join("usr").is_dir() {
+            built?;
+            bail!(
+                "{}: could not put the unpacked tree in place",
+                dir.display()
+            );
         }
     }
     Ok(Layer {
         usr: dir.join("usr"),
         mount: None,
     })
+}
+
+fn write_tree(root: &Path, entries: &[crate::image::Entry]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for e in entries {
+        let path = root.join(&e.path);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        fs::write(&path, &e.content).with_context(|| format!("writing {}", path.display()))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(e.mode))?;
+    }
+    Ok(())
+}
+
+/// Unique among the nodes of a fleet: the node's name (its UTS namespace's
+/// hostname), the pid and the time.
+fn scratch_suffix() -> String {
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{}.{}.{nanos}", host.trim(), std::process::id())
 }
 
 fn os_release_fits(root: &Path, release_file: &str) -> Result<()> {
@@ -349,6 +375,43 @@ fn detach(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn light_nodes_booting_at_once_all_get_the_whole_unpacked_tree() {
+        // Threads share a pid, as every node-init (pid 1 in its namespace)
+        // does: the scratch trees must not collide all the same.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let unpacked = dir.path().join("light");
+            fs::create_dir(&unpacked).unwrap();
+            let image = dir.path().join("kubernetes-v1.34.2-x86-64.raw");
+            fs::write(&image, b"squashfs").unwrap();
+            let want = crate::image::tree(&Version::parse("v1.34.2").unwrap());
+            let layers: Vec<Result<Layer>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| scope.spawn(|| unpacked_layer(&unpacked, &image, Kind::Kubernetes)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for layer in layers {
+                let layer = layer.unwrap_or_else(|e| panic!("a node's merge failed: {e:#}"));
+                let root = layer.usr.parent().unwrap();
+                for e in &want {
+                    assert_eq!(
+                        fs::read_to_string(root.join(&e.path)).ok().as_deref(),
+                        Some(e.content.as_str()),
+                        "{}",
+                        e.path
+                    );
+                }
+            }
+            let left: Vec<_> = fs::read_dir(&unpacked)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(left, ["v1.34.2"], "no scratch tree is left behind");
+        }
+    }
 
     const FLATCAR: &str = "ID=flatcar\nID_LIKE=coreos\nVERSION_ID=4081.2.0\nSYSEXT_LEVEL=1.0\n";
 
