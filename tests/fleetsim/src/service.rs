@@ -274,24 +274,40 @@ impl Kubelet {
     /// seeing it (a kubelet that failed its start said so itself).
     fn stopped_running(&self, why: &str) {
         let shared = Shared::in_node();
-        let was = shared.update_cluster(|c| {
-            let Some(n) = c.nodes.get_mut(&self.node) else {
-                return Ok(None);
-            };
-            if n.kubelet
+        let this_boot = |n: &crate::state::ClusterNode| {
+            n.kubelet
                 .as_ref()
                 .is_some_and(|k| k.boot_id == self.boot_id)
+        };
+        let running = match shared.cluster() {
+            Ok(c) => c
+                .nodes
+                .get(&self.node)
+                .filter(|n| this_boot(n))
+                .map(|n| n.kubelet_version.clone()),
+            Err(e) => {
+                eprintln!("node-init {}: reading the cluster: {e:#}", self.node);
+                None
+            }
+        };
+        let Some(version) = running else {
+            return;
+        };
+        // On the record before the Node changes, as for a start, so whoever
+        // waits for the change finds the event already in the log. Only this
+        // node-init changes this boot's kubelet, so nothing moves in between.
+        self.event_with(&format!("failed: {why}"), Some(version));
+        let stopped = shared.update_cluster(|c| {
+            if let Some(n) = c.nodes.get_mut(&self.node)
+                && this_boot(n)
             {
                 n.kubelet = None;
                 c.resource_version += 1;
-                return Ok(Some(n.kubelet_version.clone()));
             }
-            Ok(None)
+            Ok(())
         });
-        match was {
-            Ok(Some(version)) => self.event_with(&format!("failed: {why}"), Some(version)),
-            Ok(None) => {}
-            Err(e) => eprintln!("node-init {}: updating the cluster: {e:#}", self.node),
+        if let Err(e) = stopped {
+            eprintln!("node-init {}: updating the cluster: {e:#}", self.node);
         }
     }
 

@@ -816,6 +816,13 @@ impl NodeRunner {
                 self.fleet.console_log(self.name()).display()
             );
         }
+        let result = match status {
+            Some(_) => "ok",
+            None => "power cycle: node-init killed, no clean shutdown",
+        };
+        // On the record before the node is marked down, so whoever waits
+        // for it to be down finds the event already in the log.
+        self.record("(shutdown)", result);
         let marked = self.shared.update_cluster(|c| {
             c.resource_version += 1;
             if let Some(n) = c.nodes.get_mut(self.name()) {
@@ -827,11 +834,6 @@ impl NodeRunner {
         if let Err(e) = marked {
             eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
         }
-        let result = match status {
-            Some(_) => "ok",
-            None => "power cycle: node-init killed, no clean shutdown",
-        };
-        self.record("(shutdown)", result);
     }
 
     /// The boot delay, then as long as a hang fault holds the node. Returns
