@@ -26,6 +26,12 @@ if ! command -v mksquashfs >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq squashfs-tools >/dev/null
 fi
 
+# The memory figure walks the process tree with ps (procps).
+if ! command -v ps >/dev/null; then
+    echo "==> installing procps" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq procps >/dev/null
+fi
+
 cargo build -q -p fleetsim
 now() { date +%s.%N; }
 

@@ -599,7 +599,13 @@ impl Pod {
         // Kured drains without a timeout by default: a budget that blocks
         // an eviction keeps it here, lock held, until the budget allows it.
         let mut told = false;
-        while self.shared.faults()?.pdb_block.contains(&self.me) {
+        while !crate::tools::evictions_refused(
+            &self.shared.cluster()?,
+            &self.shared.faults()?,
+            &self.me,
+        )
+        .is_empty()
+        {
             if !told {
                 self.record(
                     "drain",

@@ -2,6 +2,7 @@
 //! `systemd-run` finishes when the node's SSH connections are cut, one run
 //! in the SSH session dies with it and leaves the cluster as it was.
 
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 
 #[test]
 fn a_kubeadm_in_the_ssh_session_dies_with_it_and_changes_nothing() {
-    let fleet = fleet(3.0);
+    let fleet = fleet(2.0);
     fleet.wait_ready("cp-1").unwrap();
     let mut ssh = fleet
         .ssh_command("cp-1", "root")
@@ -55,7 +56,13 @@ fn a_kubeadm_in_the_ssh_session_dies_with_it_and_changes_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    thread::sleep(Duration::from_millis(1500));
+    // Cut the connection once kubeadm is at work (its progress lines).
+    let mut lines = BufReader::new(ssh.stdout.take().unwrap()).lines();
+    let working = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("[upgrade/staticpods]"));
+    assert!(working, "kubeadm never got to work");
     fleet.drop_ssh("cp-1").unwrap();
     let status = wait_child(&mut ssh, Duration::from_secs(10)).expect("ssh ended");
     assert_eq!(
@@ -76,7 +83,8 @@ fn a_kubeadm_in_the_ssh_session_dies_with_it_and_changes_nothing() {
 
 #[test]
 fn a_detached_kubeadm_finishes_and_its_unit_is_collected() {
-    let fleet = fleet(2.0);
+    // Long enough to be seen running after two SSH logins on a busy machine.
+    let fleet = fleet(3.0);
     fleet.wait_ready("cp-1").unwrap();
     let script = format!(
         "mkdir -p /var/lib/fleetctl/steps; {APPLY} >/var/lib/fleetctl/steps/t1.log 2>&1; \

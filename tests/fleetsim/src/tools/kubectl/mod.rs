@@ -247,6 +247,25 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     Ok(res.code)
 }
 
+/// The pods on `node` whose eviction a PodDisruptionBudget refuses now
+/// (`namespace/name`), as a drain of it would meet them: for Kured's drain.
+pub(crate) fn evictions_refused(
+    c: &Cluster,
+    faults: &crate::state::Faults,
+    node: &str,
+) -> Vec<String> {
+    let pods = pods::all_pods(c, crate::state::now());
+    let budgets = pdb::budgets(c, faults, &pods);
+    pods.iter()
+        .filter(|p| {
+            p.node == node
+                && !matches!(p.owner_kind.as_deref(), Some("Node" | "DaemonSet"))
+                && budgets.iter().any(|b| b.covers(p) && b.allowed == 0)
+        })
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect()
+}
+
 /// Where kubectl would connect, or the error it prints first.
 enum Target {
     Server(String),
