@@ -6,13 +6,13 @@
 //! as `core` through sudo, as real Flatcar fleets often do.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use fleetctl::version::{Minor, Version};
 
 use super::support::{
-    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, is_boot, is_ok, is_reboot, kubeadm_upgrade,
-    kubectl_words, m, newest_on_hub, pinned_pattern, schedulability, skips_kube_proxy, v,
+    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, apply, deletes_lock_configmap, is_boot,
+    is_ok, is_reboot, kubeadm_upgrade, kubectl_words, m, newest_on_hub, pinned_pattern,
+    schedulability, skips_kube_proxy, v,
 };
 
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -39,21 +39,6 @@ fn fleetctl(fleet: &Fleet, args: &[&str]) -> Run {
 
 fn plan(fleet: &Fleet, target: &str) -> Run {
     fleetctl(fleet, &["plan", target]).expect_code(0)
-}
-
-/// `apply ARGS`, timed, so the report can say what each run costs.
-fn apply(fleet: &Fleet, args: &[&str]) -> Run {
-    let mut all = vec!["apply"];
-    all.extend_from_slice(args);
-    let started = Instant::now();
-    let run = fleetctl(fleet, &all);
-    eprintln!(
-        "fleetctl {} took {:.1} s (exit {:?})",
-        all.join(" "),
-        started.elapsed().as_secs_f64(),
-        run.code
-    );
-    run
 }
 
 fn events(fleet: &Fleet) -> Vec<Event> {
@@ -154,17 +139,7 @@ fn assert_upgrade_log(events: &[Event], first: &str, others: &[&str], hops: &[Ve
     assert_kube_proxy_untouched(events);
     support::assert_one_node_out_at_a_time(events);
     support::assert_reboots_drained_then_uncordoned(events);
-    let violations = fleetsim::invariants::check(events);
-    assert!(
-        violations.is_empty(),
-        "the simulator's invariants are broken:\n{}\n{}",
-        violations
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        support::describe(events)
-    );
+    support::assert_invariants_hold(events);
 }
 
 /// Every `kubeadm upgrade apply` (index, version), having checked that each
@@ -364,14 +339,6 @@ fn assert_pins_written_after_their_kubeadm_step(fleet: &Fleet, events: &[Event],
 
 /// The lock configmap deleted the only way that carries preconditions:
 /// `kubectl delete --raw /api/v1/namespaces/kube-system/configmaps/fleetctl-lock -f -`.
-fn deletes_lock_configmap(e: &Event) -> bool {
-    e.argv.iter().any(|a| a == "delete")
-        && e.argv.iter().any(|a| a == "--raw")
-        && e.argv
-            .iter()
-            .any(|a| a == "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock")
-}
-
 /// fleetctl's configmap lock was created before the first upgrade action,
 /// deleted after the last, and is gone; Kured's lock was never touched.
 fn assert_configmap_lock_taken_and_released(fleet: &Fleet, events: &[Event]) {

@@ -12,18 +12,13 @@
 //! Everything is checked on the fleet itself (its event log and the API
 //! server's state), not only on what fleetctl prints.
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
 
 use fleetctl::plan::Plan;
 use fleetctl::version::Version;
 use fleetsim::state::{Cluster, Event, Role};
 
-use super::support::{self, Fleet, Run, Scenario};
+use super::support::{self, Fleet, Run, Running, Scenario};
 
 const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
 const FROM: &str = "v1.34.2";
@@ -33,10 +28,6 @@ const HANG_TIMEOUT: &str = "8s";
 /// Everywhere else: generous, so a machine busy with parallel fleets does
 /// not turn a slow boot into a failure the test did not ask for.
 const NODE_TIMEOUT: &str = "90s";
-/// A guard against a run that never ends: far above anything a passing
-/// run takes, even on a loaded machine; it only turns a hang into a
-/// failure that shows the output so far.
-const WATCHDOG: Duration = Duration::from_secs(600);
 
 /// One control plane and two workers at v1.34.2, w-2 reached as `core`
 /// (sudo), with the simulator's short default delays.
@@ -80,116 +71,16 @@ fn apply_args(extra: &[&str]) -> Vec<String> {
     args.into_iter().map(String::from).collect()
 }
 
-/// `fleetctl apply --yes` with its output read as it comes, so a test can
-/// wait for a step to start and interrupt it.
-struct Apply {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    readers: Vec<JoinHandle<String>>,
-}
-
-impl Apply {
-    fn spawn(fleet: &Fleet, extra: &[&str]) -> Apply {
-        let args = apply_args(extra);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = support::fleetctl(&fleet.inventory(), &args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting fleetctl apply");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut out = child.stdout.take().expect("piped stdout");
-        let mut err = child.stderr.take().expect("piped stderr");
-        let seen = stderr.clone();
-        let readers = vec![
-            thread::spawn(move || {
-                let mut text = String::new();
-                let _ = out.read_to_string(&mut text);
-                text
-            }),
-            thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = err.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    seen.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-                String::new()
-            }),
-        ];
-        Apply {
-            child,
-            stderr,
-            readers,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits until stderr shows `needle` (the plain, timestamped progress
-    /// lines: stderr is not a terminal). Panics if apply ends first.
-    fn wait_for(&mut self, needle: &str) {
-        let deadline = Instant::now() + WATCHDOG;
-        loop {
-            if self.stderr().contains(needle) {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "apply ended ({status}) before printing `{needle}`:\n{}",
-                    self.stderr()
-                );
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("apply never printed `{needle}`:\n{}", self.stderr());
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Ctrl-C, as the terminal would send it to the foreground process.
-    fn interrupt(&self) {
-        let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("running kill");
-        assert!(status.success(), "kill -INT {} failed", self.child.id());
-    }
-
-    /// Waits for apply to end by itself.
-    fn finish(mut self) -> Run {
-        let deadline = Instant::now() + WATCHDOG;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("apply did not end on its own:\n{}", self.stderr());
-            }
-            thread::sleep(Duration::from_millis(50));
-        };
-        let readers = std::mem::take(&mut self.readers);
-        // Join both readers, so stderr is complete before it is read.
-        let texts: Vec<String> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-        let stdout = texts.into_iter().next().unwrap_or_default();
-        Run {
-            code: status.code(),
-            stdout,
-            stderr: self.stderr(),
-        }
-    }
+/// `fleetctl apply --yes` ([`apply_args`]) with its output read as it
+/// comes, so a test can wait for a step to start and interrupt it.
+fn spawn_apply(fleet: &Fleet, extra: &[&str]) -> Running {
+    let args = apply_args(extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Running::spawn(&fleet.inventory(), &args)
 }
 
 fn apply(fleet: &Fleet, extra: &[&str]) -> Run {
-    Apply::spawn(fleet, extra).finish()
+    spawn_apply(fleet, extra).finish()
 }
 
 /// The node an event acted on: kubectl's cordon/drain/uncordon act on the
@@ -444,7 +335,7 @@ fn a_failed_upgrade_apply_is_retried_alone_and_earlier_hops_are_not_repeated() {
     // The fault is switched on once hop 2 starts, so hop 1's upgrade apply
     // succeeds and hop 2's (seconds later, after a pin, stage, drain and
     // reboot) fails.
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("hop 2/2");
     fleet.faults(|f| f.fail_upgrade_apply = 1).unwrap();
     let run = running.finish().expect_code(1);
@@ -601,7 +492,7 @@ fn the_hub_down_once_the_images_are_downloaded_changes_nothing() {
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("first control plane: kubeadm upgrade");
     fleet.faults(|f| f.hub_down = true).unwrap();
     let run = running.finish().expect_code(0);
@@ -616,10 +507,10 @@ fn ctrl_c_during_a_drain_stops_at_a_safe_point_and_a_rerun_finishes() {
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("w-1: gates, then drain");
     let at = events(&fleet).len();
-    running.interrupt();
+    running.signal("INT");
     let run = running.finish().expect_code(1);
     assert_has(
         &run.stderr,
@@ -667,11 +558,11 @@ fn a_second_ctrl_c_while_a_node_reboots_stops_at_once_and_names_the_node() {
         .unwrap();
 
     // A long node timeout: only the second Ctrl-C can end this wait.
-    let mut running = Apply::spawn(&fleet, &["--node-timeout", "30m"]);
+    let mut running = spawn_apply(&fleet, &["--node-timeout", "30m"]);
     running.wait_for("w-1: rebooting");
-    running.interrupt();
+    running.signal("INT");
     running.wait_for("Ctrl-C: finishing the step in progress");
-    running.interrupt();
+    running.signal("INT");
     let run = running.finish().expect_code(1);
     assert_has(
         &run.stderr,
@@ -739,7 +630,7 @@ fn a_patch_published_after_the_downloads_leaves_the_hop_on_its_plan_and_the_next
 
     // The hop's images are on every node before cp-1's kubeadm runs; a
     // patch the hub publishes after that does not reach this hop.
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("first control plane: kubeadm upgrade");
     fleet.publish("v1.35.9").unwrap();
     let run = running.finish().expect_code(0);
@@ -853,22 +744,12 @@ fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
     // Once the workers are prepared (their kubeadm step done, staged), w-2
     // loses power while apply rolls w-1: it boots the staged kubelet, whose
     // config its own kubeadm step already wrote.
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("workers: reboot onto the new kubelet");
     fleet.power_cycle("w-2").unwrap();
     let run = running.finish();
     let all = events(&fleet);
-    let broken = fleetsim::invariants::check(&all);
-    assert!(
-        broken.is_empty(),
-        "{}\n{}",
-        broken
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        show(&all)
-    );
+    support::assert_invariants_hold(&all);
     // apply either rode it out or stopped (a gate saw w-2 down); either way
     // a rerun ends on the target with nothing repeated that was done.
     if run.code != Some(0) {
@@ -886,7 +767,7 @@ fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
     }
     on_target(&fleet, patch);
     let all = events(&fleet);
-    assert!(fleetsim::invariants::check(&all).is_empty());
+    support::assert_invariants_hold(&all);
     assert_eq!(count_ok(&all, "cp-1", &format!("upgrade apply {patch}")), 1);
 }
 
@@ -896,9 +777,9 @@ fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgra
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 
-    let mut running = Apply::spawn(&fleet, &[]);
+    let mut running = spawn_apply(&fleet, &[]);
     running.wait_for("control planes: reboot onto the new kubelet");
-    running.interrupt();
+    running.signal("INT");
     let run = running.finish().expect_code(1);
     assert_has(
         &run.stderr,

@@ -68,20 +68,6 @@ fn out_sets(events: &[Event]) -> (Vec<BTreeSet<String>>, usize) {
     (sets, most)
 }
 
-fn assert_no_invariant_broken(events: &[Event]) {
-    let broken = fleetsim::invariants::check(events);
-    assert!(
-        broken.is_empty(),
-        "{}\n{}",
-        broken
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        describe(events)
-    );
-}
-
 #[test]
 fn two_workers_at_a_time_with_the_control_plane_alone() {
     let fleet = support::start(fleet_of(6));
@@ -149,7 +135,7 @@ fn two_workers_at_a_time_with_the_control_plane_alone() {
         );
     }
     support::assert_reboots_drained_then_uncordoned(&events);
-    assert_no_invariant_broken(&events);
+    support::assert_invariants_hold(&events);
     let c = fleet.cluster().unwrap();
     for (name, node) in &c.nodes {
         assert_eq!(node.kubelet_version, "v1.35.3", "{name}");
@@ -248,7 +234,7 @@ fn zones_keep_batches_apart() {
             describe(&events)
         );
     }
-    assert_no_invariant_broken(&events);
+    support::assert_invariants_hold(&events);
 }
 
 #[test]

@@ -10,19 +10,15 @@
 //! fleetctl printed.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use fleetctl::plan::Plan;
 use fleetctl::version::Version;
 use fleetsim::state::Role;
 
 use super::support::{
-    self, Cluster, Event, Fleet, Run, Scenario, describe, is_ok, is_reboot, is_unit_start,
-    kubeadm_upgrade, kubectl_words, schedulability,
+    self, Cluster, Event, Fleet, Run, Running, Scenario, apply, deletes_lock_configmap, describe,
+    is_ok, is_reboot, is_unit_start, kubeadm_upgrade, kubectl_words, schedulability,
 };
 
 /// 1 control plane and 1 worker, reached as `core` through sudo.
@@ -34,9 +30,6 @@ const KURED_LOCK: &str = "weave.works/kured-node-lock";
 const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
 /// kubectl as root on cp-1, the way an operator would type it there.
 const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf";
-/// A guard against a run that never ends; only turns a hang into a
-/// failure that shows the output so far.
-const WATCHDOG: Duration = Duration::from_secs(600);
 
 /// cp-1 + w-1 at v1.34.2, w-1 reached as `core`, with the simulator's
 /// short delays; `more` adds Kured, faults…
@@ -66,21 +59,6 @@ fn plan(fleet: &Fleet, target: &str) -> Version {
         .expect("the hub was readable: the hop has its patch")
 }
 
-/// `fleetctl apply ARGS`, timed.
-fn apply(fleet: &Fleet, args: &[&str]) -> Run {
-    let mut all = vec!["apply"];
-    all.extend_from_slice(args);
-    let started = Instant::now();
-    let run = fleetctl(fleet, &all);
-    eprintln!(
-        "fleetctl {} took {:.1} s (exit {:?})",
-        all.join(" "),
-        started.elapsed().as_secs_f64(),
-        run.code
-    );
-    run
-}
-
 fn events(fleet: &Fleet) -> Vec<Event> {
     fleet.events().unwrap()
 }
@@ -91,116 +69,11 @@ fn assert_has(text: &str, needles: &[&str]) {
     }
 }
 
-// ---------------------------------------------------------------------------
-// A running apply, its stderr read as it comes (from apply_faults.rs)
-
-struct Apply {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    readers: Vec<JoinHandle<String>>,
-}
-
-impl Apply {
-    fn spawn(fleet: &Fleet, args: &[&str]) -> Apply {
-        let mut all = vec!["apply"];
-        all.extend_from_slice(args);
-        let mut child = support::fleetctl(&fleet.inventory(), &all)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting fleetctl apply");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut out = child.stdout.take().expect("piped stdout");
-        let mut err = child.stderr.take().expect("piped stderr");
-        let seen = stderr.clone();
-        let readers = vec![
-            thread::spawn(move || {
-                let mut text = String::new();
-                let _ = out.read_to_string(&mut text);
-                text
-            }),
-            thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = err.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    seen.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-                String::new()
-            }),
-        ];
-        Apply {
-            child,
-            stderr,
-            readers,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits until stderr shows `needle`; panics if apply ends first.
-    fn wait_for(&mut self, needle: &str) {
-        let deadline = Instant::now() + WATCHDOG;
-        loop {
-            if self.stderr().contains(needle) {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "apply ended ({status}) before printing `{needle}`:\n{}",
-                    self.stderr()
-                );
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("apply never printed `{needle}`:\n{}", self.stderr());
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// `kill -SIG pid`, as a supervisor or an operator would.
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status()
-            .expect("running kill");
-        assert!(status.success(), "kill -{sig} {} failed", self.pid());
-    }
-
-    /// Waits for apply to end by itself.
-    fn finish(mut self) -> Run {
-        let deadline = Instant::now() + WATCHDOG;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("apply did not end on its own:\n{}", self.stderr());
-            }
-            thread::sleep(Duration::from_millis(50));
-        };
-        let texts: Vec<String> = std::mem::take(&mut self.readers)
-            .into_iter()
-            .map(|r| r.join().unwrap())
-            .collect();
-        Run {
-            code: status.code(),
-            stdout: texts.into_iter().next().unwrap_or_default(),
-            stderr: self.stderr(),
-        }
-    }
+/// `fleetctl apply ARGS` in the background (`support::Running`).
+fn spawn_apply(fleet: &Fleet, args: &[&str]) -> Running {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    Running::spawn(&fleet.inventory(), &all)
 }
 
 // ---------------------------------------------------------------------------
@@ -270,15 +143,6 @@ fn is_kured(e: &Event) -> bool {
 }
 
 /// The lock configmap deleted the only way that carries preconditions.
-fn deletes_lock_configmap(e: &Event) -> bool {
-    kubectl_words(e).is_some_and(|w| w.first() == Some(&"delete"))
-        && e.argv.iter().any(|a| a == "--raw")
-        && e.argv
-            .iter()
-            .any(|a| a == "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock")
-        && e.argv.windows(2).any(|w| w == ["-f", "-"])
-}
-
 fn creates_lock_configmap(e: &Event) -> bool {
     kubectl_words(e).is_some_and(|w| w == ["create", "configmap", "fleetctl-lock"])
 }
@@ -393,17 +257,7 @@ fn done_once(all: &[Event], patch: &Version) {
         assert_eq!(count_ok(all, n, "sysupdate"), 1, "{n}\n{}", describe(all));
         assert_eq!(count(all, n, "reboot"), 1, "{n}\n{}", describe(all));
     }
-    let violations = fleetsim::invariants::check(all);
-    assert!(
-        violations.is_empty(),
-        "the simulator's invariants are broken:\n{}\n{}",
-        violations
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        describe(all)
-    );
+    support::assert_invariants_hold(all);
     support::assert_one_node_out_at_a_time(all);
     support::assert_reboots_drained_then_uncordoned(all);
 }
@@ -472,7 +326,7 @@ fn kured_from_its_helm_chart_is_found_held_off_for_the_whole_run_and_released() 
     let patch = plan(&fleet, "v1.35");
     let start = events(&fleet).len();
 
-    let mut running = Apply::spawn(&fleet, &["--yes"]);
+    let mut running = spawn_apply(&fleet, &["--yes"]);
     running.wait_for("holding Kured's reboot lock");
     // Now every node wants a reboot: Kured's pods, ticking every 0.2 s,
     // try to take their lock for the rest of the run. fleetctl reboots
@@ -649,7 +503,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
     let patch = plan(&fleet, "v1.35");
     let start = events(&fleet).len();
 
-    let mut first = Apply::spawn(&fleet, &["--yes"]);
+    let mut first = spawn_apply(&fleet, &["--yes"]);
     first.wait_for("w-1: rebooting");
     let held = fleet.cluster().unwrap().configmaps[LOCK_CONFIGMAP].clone();
     let data = |k: &str| held.data.get(k).cloned().unwrap_or_default();
@@ -885,7 +739,7 @@ fn sigterm_during_a_drain_stops_at_a_safe_point_releases_the_lock_and_a_rerun_fi
     let patch = plan(&fleet, "v1.35");
     let start = events(&fleet).len();
 
-    let mut running = Apply::spawn(&fleet, &["--yes"]);
+    let mut running = spawn_apply(&fleet, &["--yes"]);
     running.wait_for("w-1: gates, then drain");
     let at = events(&fleet).len();
     running.signal("TERM");

@@ -3,8 +3,12 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 pub use fleetsim::Scenario;
 pub use fleetsim::harness::Fleet;
@@ -101,6 +105,138 @@ pub fn run(inventory: &Path, args: &[&str]) -> Run {
     )
 }
 
+/// `fleetctl apply ARGS`, timed, so the test's output says what each run
+/// cost.
+pub fn apply(fleet: &Fleet, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let run = run(&fleet.inventory(), &all);
+    eprintln!(
+        "fleetctl {} took {:.1} s (exit {:?})",
+        all.join(" "),
+        started.elapsed().as_secs_f64(),
+        run.code
+    );
+    run
+}
+
+/// How long a test waits for a running fleetctl before it gives up (a
+/// watchdog against a hang, not a timing assertion).
+const WATCHDOG: Duration = Duration::from_secs(600);
+
+/// A fleetctl run in the background with its stderr read as it comes, so a
+/// test can wait for a step to start and then signal it.
+pub struct Running {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<String>>,
+}
+
+impl Running {
+    pub fn spawn(inventory: &Path, args: &[&str]) -> Running {
+        let mut child = fleetctl(inventory, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting fleetctl");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().expect("piped stdout");
+        let mut err = child.stderr.take().expect("piped stderr");
+        let seen = stderr.clone();
+        let readers = vec![
+            thread::spawn(move || {
+                let mut text = String::new();
+                let _ = out.read_to_string(&mut text);
+                text
+            }),
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+                String::new()
+            }),
+        ];
+        Running {
+            child,
+            stderr,
+            readers,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr shows `needle` (the plain, timestamped progress
+    /// lines: stderr is not a terminal). Panics if fleetctl ends first.
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + WATCHDOG;
+        loop {
+            if self.stderr().contains(needle) {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "fleetctl ended ({status}) before printing `{needle}`:\n{}",
+                    self.stderr()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("fleetctl never printed `{needle}`:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `kill -SIG pid`, as a terminal (`INT`: Ctrl-C), a supervisor or an
+    /// operator would.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{sig} {} failed", self.pid());
+    }
+
+    /// Waits for fleetctl to end by itself.
+    pub fn finish(mut self) -> Run {
+        let deadline = Instant::now() + WATCHDOG;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("fleetctl did not end on its own:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        // Join both readers, so stderr is complete before it is read.
+        let texts: Vec<String> = std::mem::take(&mut self.readers)
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .collect();
+        Run {
+            code: status.code(),
+            stdout: texts.into_iter().next().unwrap_or_default(),
+            stderr: self.stderr(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The fleet's event log. Tests judge fleetctl by what happened on the nodes
 // and the API server, not by what it printed; these read the log the way a
@@ -150,6 +286,17 @@ pub fn is_lock(e: &Event) -> bool {
 }
 
 /// The supervisor brought the node up (sshd answers).
+/// fleetctl removing its configmap lock: a preconditioned `delete --raw`
+/// with the DeleteOptions on stdin.
+pub fn deletes_lock_configmap(e: &Event) -> bool {
+    kubectl_words(e).is_some_and(|w| w.first() == Some(&"delete"))
+        && e.argv.iter().any(|a| a == "--raw")
+        && e.argv
+            .iter()
+            .any(|a| a == "/api/v1/namespaces/kube-system/configmaps/fleetctl-lock")
+        && e.argv.windows(2).any(|w| w == ["-f", "-"])
+}
+
 pub fn is_boot(e: &Event) -> bool {
     e.argv.len() == 1 && e.argv[0] == "(boot)"
 }
@@ -293,6 +440,23 @@ pub fn out_of_service(events: &[Event]) -> Vec<NodeSet> {
             cordoned.union(&down).cloned().collect()
         })
         .collect()
+}
+
+/// The simulator's own invariants of the upgrade order (no kubelet newer
+/// than a running kube-apiserver, none booted before its kubeadm step,
+/// none crashed) hold over `events`.
+pub fn assert_invariants_hold(events: &[Event]) {
+    let violations = fleetsim::invariants::check(events);
+    assert!(
+        violations.is_empty(),
+        "the simulator's invariants are broken:\n{}\n{}",
+        violations
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        describe(events)
+    );
 }
 
 /// Never two nodes cordoned or down at the same time, replayed over the
