@@ -25,14 +25,7 @@ const ARCHES: &[&str] = &["x86-64", "arm64", "amd64", "aarch64", "x86_64"];
 
 /// Parses the output of `FACTS_SCRIPT`.
 pub fn parse_facts(output: &str) -> Result<NodeFacts> {
-    let sections = Sections::parse(output);
-    if sections.is_empty() {
-        bail!(
-            "the facts script printed no sections, so it did not run as expected; \
-             its output began with: {}",
-            excerpt(output)
-        );
-    }
+    let sections = Sections::of_script("facts", output)?;
     let kubernetes = extension(&sections, "kubernetes", "kubelet")
         .context("cannot read the node's Kubernetes facts")?;
     let containerd = extension(&sections, "containerd", "containerd")
@@ -62,14 +55,7 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
 
 /// Parses the output of `CLUSTER_SCRIPT`.
 pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
-    let sections = Sections::parse(output);
-    if sections.is_empty() {
-        bail!(
-            "the cluster script printed no sections, so it did not run as expected; \
-             its output began with: {}",
-            excerpt(output)
-        );
-    }
+    let sections = Sections::of_script("cluster", output)?;
     let nodes = sections.succeeded("nodes", "kubectl get nodes")?;
     let nodes = cluster_nodes(&nodes.stdout)?;
     let version = match sections.found("kubeadm-config", "kubectl get configmap kubeadm-config")? {
@@ -97,14 +83,7 @@ pub struct GateView {
 /// Parses the output of `GATES_SCRIPT`. `/readyz` not answering `ok` is a
 /// finding; the node list missing is an error (no gate can pass without it).
 pub fn parse_gates(output: &str) -> Result<GateView> {
-    let sections = Sections::parse(output);
-    if sections.is_empty() {
-        bail!(
-            "the gates script printed no sections, so it did not run as expected; \
-             its output began with: {}",
-            excerpt(output)
-        );
-    }
+    let sections = Sections::of_script("gates", output)?;
     let not_ready = match sections.get("readyz") {
         Some(s) if s.status == Some(0) && s.stdout.trim() == "ok" => None,
         Some(s) => Some(format!(
@@ -137,14 +116,7 @@ pub struct CheckOutputs {
 /// is an error; a probe that failed is kept as its failure, for its check
 /// to report.
 pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
-    let sections = Sections::parse(output);
-    if sections.is_empty() {
-        bail!(
-            "the checks script printed no sections, so it did not run as expected; \
-             its output began with: {}",
-            excerpt(output)
-        );
-    }
+    let sections = Sections::of_script("checks", output)?;
     let take = |name: &str, what: &str| -> Result<String, String> {
         sections
             .succeeded(name, what)
@@ -289,6 +261,20 @@ struct Sections<'a> {
 }
 
 impl<'a> Sections<'a> {
+    /// A script's sections; an error naming the script when it printed
+    /// none (it did not run as expected: a shell or sudo problem, say).
+    fn of_script(script: &str, output: &'a str) -> Result<Self> {
+        let sections = Sections::parse(output);
+        if sections.is_empty() {
+            bail!(
+                "the {script} script printed no sections, so it did not run as expected; \
+                 its output began with: {}",
+                excerpt(output)
+            );
+        }
+        Ok(sections)
+    }
+
     fn parse(output: &'a str) -> Self {
         let mut list = Vec::new();
         let mut current: Option<Section<'a>> = None;
