@@ -282,11 +282,7 @@ pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, name: Option<&str>)
                 .iter()
                 .map(|(i, n, node)| node_json(&c, n, node, *i, now))
                 .collect();
-            let doc = if name.is_some() && items.len() == 1 {
-                items.into_iter().next().unwrap_or_default()
-            } else {
-                json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}})
-            };
+            let doc = super::objects::get_doc(name.is_some(), items);
             say!(env, "{}", serde_json::to_string_pretty(&doc)?);
         }
         Some("name") => {

@@ -21,13 +21,14 @@ const KUBEADM_CONFIG: &str = "kubeadm-config";
 const ADMIN_USER: &str = "kubernetes-admin";
 const KUBE_SYSTEM: &str = "kube-system";
 
-/// When the cluster was created, as far as the state knows: its oldest boot.
-fn cluster_created(c: &Cluster) -> f64 {
+/// When the cluster was created, as far as the state knows: its oldest boot
+/// (never after `now`).
+pub(super) fn cluster_created(c: &Cluster, now: f64) -> f64 {
     c.nodes
         .values()
         .map(|n| n.booted_at)
         .fold(f64::INFINITY, f64::min)
-        .min(crate::state::now())
+        .min(now)
 }
 
 // ---------------------------------------------------------------- DaemonSets
@@ -164,7 +165,7 @@ fn ds_json(c: &Cluster, l: &Listed) -> Value {
         "kind": "DaemonSet",
         "metadata": {
             "annotations": annotations,
-            "creationTimestamp": rfc3339(cluster_created(c)),
+            "creationTimestamp": rfc3339(cluster_created(c, crate::state::now())),
             "generation": 1,
             "labels": labels,
             "name": l.name,
@@ -213,7 +214,7 @@ fn ds_row(c: &Cluster, l: &Listed, all: bool) -> Vec<String> {
         desired.to_string(),
         ready.to_string(),
         "kubernetes.io/os=linux".to_string(),
-        human_age(crate::state::now() - cluster_created(c)),
+        human_age(crate::state::now() - cluster_created(c, crate::state::now())),
     ]);
     row
 }
@@ -231,6 +232,16 @@ pub(super) fn no_resources(env: &mut Env, cli: &Cli) -> Res {
 fn print_json(env: &mut Env, doc: &Value) -> Result<Res> {
     say!(env, "{}", serde_json::to_string_pretty(doc)?);
     Ok(Res::ok())
+}
+
+/// What `kubectl get` prints: the object itself when one was asked for by
+/// name and found, else a List of them.
+pub(super) fn get_doc(by_name: bool, items: Vec<Value>) -> Value {
+    if by_name && items.len() == 1 {
+        items.into_iter().next().unwrap_or_default()
+    } else {
+        list_doc(items)
+    }
 }
 
 pub(super) fn list_doc(items: Vec<Value>) -> Value {
@@ -276,11 +287,7 @@ pub(super) fn get_daemonsets(
         return Ok(Res::fail(env, &not_found("daemonsets.apps", want)));
     }
     let items: Vec<Value> = selected.iter().map(|l| ds_json(&c, l)).collect();
-    let doc = if name.is_some() && items.len() == 1 {
-        items.into_iter().next().unwrap_or_default()
-    } else {
-        list_doc(items)
-    };
+    let doc = get_doc(name.is_some(), items);
     if let Some(res) = print_doc(env, cli, &doc)? {
         return Ok(res);
     }
@@ -376,7 +383,7 @@ fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
                 cluster_configuration(&c.version, &c.external_etcd),
             )]),
             resource_version: c.resource_version,
-            created: cluster_created(c),
+            created: cluster_created(c, crate::state::now()),
             uid: uid_of("configmap/kube-system/kubeadm-config"),
         });
     }
@@ -484,11 +491,7 @@ pub(super) fn get_configmaps(
         return Ok(Res::fail(env, &not_found("configmaps", want)));
     }
     let items: Vec<Value> = selected.iter().map(cm_json).collect();
-    let doc = if name.is_some() && items.len() == 1 {
-        items.into_iter().next().unwrap_or_default()
-    } else {
-        list_doc(items)
-    };
+    let doc = get_doc(name.is_some(), items);
     if let Some(res) = print_doc(env, cli, &doc)? {
         return Ok(res);
     }

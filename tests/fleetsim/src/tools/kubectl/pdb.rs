@@ -233,21 +233,12 @@ pub(super) fn get(
         );
         return Ok(super::Res::fail(env, &msg));
     }
-    let created = c
-        .nodes
-        .values()
-        .map(|n| n.booted_at)
-        .fold(f64::INFINITY, f64::min)
-        .min(now);
+    let created = super::objects::cluster_created(&c, now);
     let items: Vec<Value> = selected
         .iter()
         .map(|b| json(b, created, c.resource_version))
         .collect();
-    let doc = if name.is_some() && items.len() == 1 {
-        items.into_iter().next().unwrap_or_default()
-    } else {
-        super::objects::list_doc(items)
-    };
+    let doc = super::objects::get_doc(name.is_some(), items);
     if let Some(res) = super::objects::print_doc(env, cli, &doc)? {
         return Ok(res);
     }

@@ -227,12 +227,7 @@ pub(super) struct ApiPod {
 /// evicted.
 fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
     let mut pods = Vec::new();
-    let created = c
-        .nodes
-        .values()
-        .map(|n| n.booted_at)
-        .fold(f64::INFINITY, f64::min)
-        .min(now);
+    let created = super::objects::cluster_created(c, now);
     let daemonsets = super::objects::daemonsets(c, None);
     let by_name: BTreeMap<&str, &crate::state::ClusterNode> =
         c.nodes.iter().map(|(k, v)| (k.as_str(), v)).collect();
