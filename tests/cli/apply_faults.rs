@@ -16,13 +16,14 @@ use std::path::PathBuf;
 
 use fleetctl::plan::Plan;
 use fleetctl::version::Version;
-use fleetsim::state::{Cluster, Event, Role};
+use fleetsim::state::{Cluster, Event};
 
-use super::support::{self, Fleet, Run, Running, Scenario};
+use super::support::{
+    self, Fleet, Run, Running, Scenario, assert_consistent, assert_has, assert_on_target,
+};
 
 const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
 const FROM: &str = "v1.34.2";
-const LOCK: &str = "kube-system/fleetctl-lock";
 /// Where a node is held down on purpose: short, so the run fails quickly.
 const HANG_TIMEOUT: &str = "8s";
 /// Everywhere else: generous, so a machine busy with parallel fleets does
@@ -195,52 +196,6 @@ fn kubelet(c: &Cluster, node: &str) -> String {
     c.nodes[node].kubelet_version.clone()
 }
 
-/// Only `cordoned` (if any) is unschedulable, and fleetctl's lock is gone.
-fn consistent(fleet: &Fleet, cordoned: Option<&str>) -> Cluster {
-    let c = fleet.cluster().unwrap();
-    for n in NODES {
-        assert_eq!(
-            c.nodes[n].unschedulable,
-            Some(n) == cordoned,
-            "{n}: unschedulable is {} (only {cordoned:?} may be)\n{c:#?}",
-            c.nodes[n].unschedulable
-        );
-    }
-    assert!(
-        !c.configmaps.contains_key(LOCK),
-        "apply ended without releasing its lock: {:?}",
-        c.configmaps.get(LOCK)
-    );
-    c
-}
-
-/// Every node runs `version`, is schedulable and up; the cluster and the
-/// control plane's static pods are on it; the lock is released.
-fn on_target(fleet: &Fleet, version: &Version) {
-    let want = version.to_string();
-    let c = consistent(fleet, None);
-    assert_eq!(c.version, want, "kubeadm-config");
-    for n in NODES {
-        let node = &c.nodes[n];
-        assert!(node.up, "{n} is down");
-        assert_eq!(node.kubelet_version, want, "{n}'s kubelet");
-        if node.role == Role::ControlPlane {
-            assert_eq!(
-                node.control_plane_version.as_deref(),
-                Some(want.as_str()),
-                "{n}'s static pods"
-            );
-        }
-    }
-    assert!(!c.kube_proxy, "kube-proxy came back");
-}
-
-fn assert_has(text: &str, needles: &[&str]) {
-    for n in needles {
-        assert!(text.contains(n), "no `{n}` in:\n{text}");
-    }
-}
-
 /// The second run: exit 0 from the saved plan, without `plan` in between.
 fn rerun(fleet: &Fleet) -> Vec<Event> {
     let before = events(fleet).len();
@@ -287,7 +242,7 @@ fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
     let reboot = last(&first, |e| subject(e) == Some("w-1") && what(e) == "reboot");
     untouched_after(&first, reboot, "w-1");
     assert_eq!(count(&first, "w-2", "reboot"), 0, "\n{}", show(&first));
-    let c = consistent(&fleet, Some("w-1"));
+    let c = assert_consistent(&fleet, &NODES, Some("w-1"));
     assert!(!c.nodes["w-1"].up, "w-1 was held down by the fault");
     assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
     assert_eq!(kubelet(&c, "w-2"), FROM);
@@ -322,7 +277,7 @@ fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
         "w-1 was drained already\n{}",
         show(&second)
     );
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -354,7 +309,7 @@ fn a_failed_upgrade_apply_is_retried_alone_and_earlier_hops_are_not_repeated() {
         what(e) == format!("upgrade apply {second_patch}") && e.result != "ok"
     });
     untouched_after(&first, failed, "cp-1");
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     assert_eq!(
         c.version,
         first_patch.to_string(),
@@ -375,7 +330,7 @@ fn a_failed_upgrade_apply_is_retried_alone_and_earlier_hops_are_not_repeated() {
         count_ok(&second, "cp-1", &format!("upgrade apply {second_patch}")),
         1
     );
-    on_target(&fleet, &second_patch);
+    assert_on_target(&fleet, &NODES, &second_patch);
     let all = events(&fleet);
     for n in NODES {
         assert_eq!(
@@ -418,7 +373,7 @@ fn a_drain_blocked_by_a_budget_is_undone_and_resumed_once_the_budget_allows() {
     assert_ne!(first[drain].result, "ok");
     untouched_after(&first, drain, "w-1");
     assert_eq!(count(&first, "w-1", "reboot"), 0);
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
     assert_eq!(kubelet(&c, "w-1"), FROM);
     assert_eq!(kubelet(&c, "w-2"), FROM);
@@ -433,7 +388,7 @@ fn a_drain_blocked_by_a_budget_is_undone_and_resumed_once_the_budget_allows() {
         "w-1 was staged\n{}",
         show(&second)
     );
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -470,14 +425,14 @@ fn the_hub_down_after_planning_stops_apply_at_the_downloads_before_any_kubeadm()
         "no kubeadm without the image\n{}",
         show(&first)
     );
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     for n in NODES {
         assert_eq!(kubelet(&c, n), FROM);
     }
 
     fleet.faults(|f| f.hub_down = false).unwrap();
     rerun(&fleet);
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     let all = events(&fleet);
     for n in NODES {
         assert_eq!(count(&all, n, "reboot"), 1, "{n}\n{}", show(&all));
@@ -497,7 +452,7 @@ fn the_hub_down_once_the_images_are_downloaded_changes_nothing() {
     fleet.faults(|f| f.hub_down = true).unwrap();
     let run = running.finish().expect_code(0);
     assert_has(&run.stderr, &["done: 3 nodes upgraded"]);
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -528,7 +483,7 @@ fn ctrl_c_during_a_drain_stops_at_a_safe_point_and_a_rerun_finishes() {
     // had already begun and w-1 was taken all the way through, or it was
     // drained and uncordoned again without a reboot (or, had the signal
     // beaten the drain, not touched at all).
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     if count(&first, "w-1", "reboot") > 0 {
         assert_eq!(kubelet(&c, "w-1"), patch.to_string());
         assert_eq!(count_ok(&first, "w-1", "upgrade node"), 1);
@@ -544,7 +499,7 @@ fn ctrl_c_during_a_drain_stops_at_a_safe_point_and_a_rerun_finishes() {
     assert_eq!(kubelet(&c, "w-2"), FROM);
 
     rerun(&fleet);
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -579,14 +534,14 @@ fn a_second_ctrl_c_while_a_node_reboots_stops_at_once_and_names_the_node() {
     let first = events(&fleet);
     let reboot = last(&first, |e| subject(e) == Some("w-1") && what(e) == "reboot");
     untouched_after(&first, reboot, "w-1");
-    let c = consistent(&fleet, Some("w-1"));
+    let c = assert_consistent(&fleet, &NODES, Some("w-1"));
     assert_eq!(kubelet(&c, "w-2"), FROM);
 
     fleet.release("w-1").unwrap();
     fleet.wait_up("w-1").unwrap();
     let second = rerun(&fleet);
     assert_eq!(count(&second, "w-1", "reboot"), 0, "\n{}", show(&second));
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -612,13 +567,13 @@ fn a_newer_patch_on_the_hub_makes_the_plan_stale_until_planned_again() {
         before,
         "a refused plan touches nothing but the lock"
     );
-    consistent(&fleet, None);
+    assert_consistent(&fleet, &NODES, None);
 
     let replanned = plan(&fleet, "v1.35");
     let new = &patches(&replanned)[0];
     assert_eq!(new.to_string(), "v1.35.9");
     rerun(&fleet);
-    on_target(&fleet, new);
+    assert_on_target(&fleet, &NODES, new);
     done_once(&events(&fleet), new);
 }
 
@@ -635,7 +590,7 @@ fn a_patch_published_after_the_downloads_leaves_the_hop_on_its_plan_and_the_next
     fleet.publish("v1.35.9").unwrap();
     let run = running.finish().expect_code(0);
     assert_has(&run.stderr, &["done: 3 nodes upgraded"]);
-    on_target(&fleet, old);
+    assert_on_target(&fleet, &NODES, old);
     done_once(&events(&fleet), old);
 
     // The next plan sees the new patch: a converge (no kubeadm, one
@@ -654,7 +609,7 @@ fn a_patch_published_after_the_downloads_leaves_the_hop_on_its_plan_and_the_next
             show(&second)
         );
     }
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     for n in NODES {
         assert_eq!(kubelet(&c, n), new.to_string(), "{n}");
     }
@@ -713,7 +668,7 @@ fn a_failed_upgrade_node_on_a_worker_leaves_it_unstaged_touches_nothing_further_
     }
     // w-1 boots what it runs, pinned as it was.
     assert_eq!(staged_and_pin(&fleet, "w-1"), before);
-    let c = consistent(&fleet, None);
+    let c = assert_consistent(&fleet, &NODES, None);
     assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
     assert_eq!(kubelet(&c, "w-1"), FROM);
 
@@ -731,7 +686,7 @@ fn a_failed_upgrade_node_on_a_worker_leaves_it_unstaged_touches_nothing_further_
         "\n{}",
         show(&second)
     );
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
 
@@ -765,7 +720,7 @@ fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
             again.stderr
         );
     }
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     let all = events(&fleet);
     support::assert_invariants_hold(&all);
     assert_eq!(count_ok(&all, "cp-1", &format!("upgrade apply {patch}")), 1);
@@ -792,7 +747,7 @@ fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgra
         "\n{}",
         show(&first)
     );
-    consistent(&fleet, None);
+    assert_consistent(&fleet, &NODES, None);
 
     let second = rerun(&fleet);
     assert_eq!(
@@ -801,6 +756,6 @@ fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgra
         "the cluster is at {patch} already: no second upgrade apply\n{}",
         show(&second)
     );
-    on_target(&fleet, patch);
+    assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }

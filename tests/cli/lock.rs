@@ -14,11 +14,11 @@ use std::time::{Duration, SystemTime};
 
 use fleetctl::plan::Plan;
 use fleetctl::version::Version;
-use fleetsim::state::Role;
 
 use super::support::{
-    self, Cluster, Event, Fleet, Run, Running, Scenario, apply, deletes_lock_configmap, describe,
-    is_ok, is_reboot, is_unit_start, kubeadm_upgrade, kubectl_words, schedulability,
+    self, Event, Fleet, LOCK_CONFIGMAP, Run, Running, Scenario, apply, assert_consistent,
+    assert_has, assert_on_target, deletes_lock_configmap, describe, is_ok, is_reboot,
+    is_unit_start, kubeadm_upgrade, kubectl_words, schedulability,
 };
 
 /// 1 control plane and 1 worker, reached as `core` through sudo.
@@ -26,8 +26,6 @@ const PAIR: [&str; 2] = ["cp-1", "w-1"];
 const FROM: &str = "v1.34.2";
 /// Kured's default lock annotation.
 const KURED_LOCK: &str = "weave.works/kured-node-lock";
-/// fleetctl's own lock without Kured, as `Cluster::configmaps` keys it.
-const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
 /// kubectl as root on cp-1, the way an operator would type it there.
 const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf";
 
@@ -61,12 +59,6 @@ fn plan(fleet: &Fleet, target: &str) -> Version {
 
 fn events(fleet: &Fleet) -> Vec<Event> {
     fleet.events().unwrap()
-}
-
-fn assert_has(text: &str, needles: &[&str]) {
-    for n in needles {
-        assert!(text.contains(n), "no `{n}` in:\n{text}");
-    }
 }
 
 /// `fleetctl apply ARGS` in the background (`support::Running`).
@@ -199,47 +191,6 @@ fn assert_configmap_lock_brackets_the_run(fleet: &Fleet, log: &[Event]) {
 
 // ---------------------------------------------------------------------------
 // The fleet's state
-
-/// Every node schedulable (but `cordoned`), fleetctl's lock gone.
-fn consistent(fleet: &Fleet, cordoned: Option<&str>) -> Cluster {
-    let c = fleet.cluster().unwrap();
-    for n in PAIR {
-        assert_eq!(
-            c.nodes[n].unschedulable,
-            Some(n) == cordoned,
-            "{n}: unschedulable is {} (only {cordoned:?} may be)",
-            c.nodes[n].unschedulable
-        );
-    }
-    assert!(
-        !c.configmaps.contains_key(LOCK_CONFIGMAP),
-        "apply ended without releasing its lock: {:?}",
-        c.configmaps.get(LOCK_CONFIGMAP)
-    );
-    c
-}
-
-/// Every node up, schedulable and booted on `version`, the control plane
-/// and kubeadm-config on it, no kube-proxy, the lock released.
-fn on_target(fleet: &Fleet, version: &Version) {
-    let want = version.to_string();
-    let c = consistent(fleet, None);
-    assert_eq!(c.version, want, "kubeadm-config");
-    assert!(!c.kube_proxy, "kube-proxy came back");
-    for n in PAIR {
-        let node = &c.nodes[n];
-        assert!(node.up, "{n} is down");
-        assert_eq!(node.kubelet_version, want, "{n}'s kubelet");
-        assert_eq!(fleet.boot(n).unwrap().kubernetes, want, "{n}'s sysext");
-        if node.role == Role::ControlPlane {
-            assert_eq!(
-                node.control_plane_version.as_deref(),
-                Some(want.as_str()),
-                "{n}'s static pods"
-            );
-        }
-    }
-}
 
 /// Over `all`, the hop happened once: one successful `upgrade apply` on
 /// cp-1, one `upgrade node` on w-1, one download and one reboot per node,
@@ -423,7 +374,7 @@ fn kured_from_its_helm_chart_is_found_held_off_for_the_whole_run_and_released() 
 
     // The upgrade itself, once, and Kured's lock free at the end.
     done_once(log, &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
     let kured = fleet.cluster().unwrap().kured.unwrap();
     assert!(
         !kured.annotations.contains_key(KURED_LOCK),
@@ -598,7 +549,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
     let log = &events(&fleet)[start..];
     assert_configmap_lock_brackets_the_run(&fleet, log);
     done_once(log, &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
 }
 
 // ---------------------------------------------------------------------------
@@ -727,7 +678,7 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
     );
     assert_configmap_lock_brackets_the_run(&fleet, &log[removed + 1..]);
     done_once(&events(&fleet)[start..], &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
 }
 
 // ---------------------------------------------------------------------------
@@ -773,7 +724,7 @@ fn sigterm_during_a_drain_stops_at_a_safe_point_releases_the_lock_and_a_rerun_fi
         .stderr
         .contains("w-1 IS STILL CORDONED")
         .then_some("w-1");
-    let c = consistent(&fleet, cordoned);
+    let c = assert_consistent(&fleet, &PAIR, cordoned);
     assert_eq!(cordoned, None, "{}", run.stderr);
     if count(&first[start..], "w-1", "reboot") > 0 {
         assert_eq!(c.nodes["w-1"].kubelet_version, patch.to_string());
@@ -817,7 +768,7 @@ fn sigterm_during_a_drain_stops_at_a_safe_point_releases_the_lock_and_a_rerun_fi
     }
     assert_configmap_lock_brackets_the_run(&fleet, second);
     done_once(&events(&fleet)[start..], &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
 }
 
 // ---------------------------------------------------------------------------
@@ -934,7 +885,7 @@ fn ssh_cut_during_upgrade_apply_does_not_stop_kubeadm_and_it_runs_once() {
     if run.code != Some(0) {
         assert_eq!(run.code, Some(1), "{}", run.stderr);
         assert_has(&run.stderr, &["run `fleetctl apply` again"]);
-        consistent(&fleet, None);
+        assert_consistent(&fleet, &PAIR, None);
         let second_start = events(&fleet).len();
         apply(&fleet, &["--yes"]).expect_code(0);
         assert!(
@@ -949,7 +900,7 @@ fn ssh_cut_during_upgrade_apply_does_not_stop_kubeadm_and_it_runs_once() {
     let all = &events(&fleet)[start..];
     assert_eq!(applies(all), ["ok"], "\n{}", describe(all));
     done_once(all, &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
     assert_eq!(
         fleet
             .ssh_ok("cp-1", "root", "cat /var/lib/fleetctl/kubeadm-step")
@@ -1037,7 +988,7 @@ fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_
             "{n}: a v1.35 image (or part of one) is on the node: {there:?}"
         );
     }
-    consistent(&fleet, None);
+    assert_consistent(&fleet, &PAIR, None);
     assert_eq!(
         snapshot(&fleet),
         before,
@@ -1059,7 +1010,7 @@ fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_
         assert_eq!(count_ok(log, n, "sysupdate"), 1, "{n}\n{}", describe(log));
     }
     done_once(log, &patch);
-    on_target(&fleet, &patch);
+    assert_on_target(&fleet, &PAIR, &patch);
 }
 
 /// A worker that already holds a file under the hop's image name that is

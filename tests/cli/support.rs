@@ -442,6 +442,58 @@ pub fn out_of_service(events: &[Event]) -> Vec<NodeSet> {
         .collect()
 }
 
+/// fleetctl's own lock when Kured is absent, as `Cluster::configmaps` keys it.
+pub const LOCK_CONFIGMAP: &str = "kube-system/fleetctl-lock";
+
+/// Only `cordoned` (if any) of `nodes` is unschedulable, and fleetctl's
+/// lock is gone.
+pub fn assert_consistent(fleet: &Fleet, nodes: &[&str], cordoned: Option<&str>) -> Cluster {
+    let c = fleet.cluster().unwrap();
+    for &n in nodes {
+        assert_eq!(
+            c.nodes[n].unschedulable,
+            Some(n) == cordoned,
+            "{n}: unschedulable is {} (only {cordoned:?} may be)\n{c:#?}",
+            c.nodes[n].unschedulable
+        );
+    }
+    assert!(
+        !c.configmaps.contains_key(LOCK_CONFIGMAP),
+        "apply ended without releasing its lock: {:?}",
+        c.configmaps.get(LOCK_CONFIGMAP)
+    );
+    c
+}
+
+/// Every one of `nodes` up, schedulable and booted on `version` (kubelet
+/// and merged sysext), a control plane's static pods and kubeadm-config on
+/// it, no kube-proxy, the lock released.
+pub fn assert_on_target(fleet: &Fleet, nodes: &[&str], version: &fleetctl::version::Version) {
+    let want = version.to_string();
+    let c = assert_consistent(fleet, nodes, None);
+    assert_eq!(c.version, want, "kubeadm-config");
+    assert!(!c.kube_proxy, "kube-proxy came back");
+    for &n in nodes {
+        let node = &c.nodes[n];
+        assert!(node.up, "{n} is down");
+        assert_eq!(node.kubelet_version, want, "{n}'s kubelet");
+        assert_eq!(fleet.boot(n).unwrap().kubernetes, want, "{n}'s sysext");
+        if node.role == fleetsim::state::Role::ControlPlane {
+            assert_eq!(
+                node.control_plane_version.as_deref(),
+                Some(want.as_str()),
+                "{n}'s static pods"
+            );
+        }
+    }
+}
+
+pub fn assert_has(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "no `{n}` in:\n{text}");
+    }
+}
+
 /// The simulator's own invariants of the upgrade order (no kubelet newer
 /// than a running kube-apiserver, none booted before its kubeadm step,
 /// none crashed) hold over `events`.
