@@ -14,6 +14,7 @@ pub mod gather;
 pub mod inventory;
 pub mod limits;
 pub mod node;
+pub mod pacing;
 pub mod plan;
 pub mod remote;
 pub mod ssh;
