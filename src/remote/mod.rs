@@ -70,6 +70,23 @@ pub mod snapshot_file {
     }
 }
 
+/// The alert gate's reading (`steps::hold`), on the first control plane:
+/// Prometheus or Alertmanager is usually reachable from the nodes (a
+/// Service's ClusterIP, a NodePort), not from the operator's laptop.
+pub mod alerts {
+    use crate::ssh::quote;
+
+    /// `url` was checked by `pacing::AlertGate::new` (http(s), no
+    /// credentials); quoted all the same. `-f`: an HTTP error is a failed
+    /// reading, never an empty list of alerts.
+    pub fn query(url: &str) -> String {
+        format!(
+            "curl -fsS --max-time 10 -H 'Accept: application/json' -- {}",
+            quote(url)
+        )
+    }
+}
+
 /// `arg` bare when no shell reads anything into it (so the journal reads
 /// like what an operator types: `-n kube-system get daemonset kured`),
 /// quoted otherwise.

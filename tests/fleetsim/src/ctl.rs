@@ -28,7 +28,9 @@ fleetsim ctl --dir DIR COMMAND
   drop-ssh-during-upgrade-apply NODE
                          cut them while NODE's next `kubeadm upgrade apply` works
   kured-lock-forbidden   the admin kubeconfig may no longer change Kured's DaemonSet
-  kured-lock-allowed     it may again";
+  kured-lock-allowed     it may again
+  alert NAME firing|pending|resolved
+                         the fleet's Prometheus (and Alertmanager) report alert NAME so";
 
 /// One `fleetsim ctl` command, parsed.
 #[derive(Debug, PartialEq)]
@@ -48,6 +50,8 @@ pub enum Ctl {
     KuredLockForbidden(bool),
     DropSsh(String),
     DropSshDuringUpgradeApply(String),
+    /// An alert's state: `firing`, `pending`, or `None` once resolved.
+    Alert(String, Option<String>),
 }
 
 pub fn parse(args: &[String]) -> Result<Ctl> {
@@ -81,6 +85,14 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
                 .filter(|x: &f64| x.is_finite() && *x >= 0.0)
                 .with_context(|| format!("slow-boot: `{s}` is not a number of seconds ≥ 0"))?;
             Ctl::SlowBoot(n.to_string(), secs)
+        }
+        ["alert", name, state] => {
+            let state = match *state {
+                "firing" | "pending" => Some(state.to_string()),
+                "resolved" => None,
+                other => bail!("alert {name}: `{other}` is not firing, pending or resolved"),
+            };
+            Ctl::Alert(name.to_string(), state)
         }
         _ => bail!("unknown ctl command `{}`\n{CTL_USAGE}", a.join(" ")),
     })
@@ -206,6 +218,12 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         }
         Ctl::KuredLockForbidden(on) => f.kured_lock_forbidden = *on,
         Ctl::DropSshDuringUpgradeApply(n) => add(&mut f.drop_ssh_during_upgrade_apply, n),
+        Ctl::Alert(name, Some(state)) => {
+            f.alerts.insert(name.clone(), state.clone());
+        }
+        Ctl::Alert(name, None) => {
+            f.alerts.remove(name);
+        }
         Ctl::Publish(_) | Ctl::PublishContainerd(_) | Ctl::PowerCycle(_) | Ctl::DropSsh(_) => {}
     }
 }
@@ -271,9 +289,18 @@ mod tests {
             parse(&args("slow-boot w-2 1.5")).unwrap(),
             Ctl::SlowBoot("w-2".into(), 1.5)
         );
+        assert_eq!(
+            parse(&args("alert KubeNodeNotReady firing")).unwrap(),
+            Ctl::Alert("KubeNodeNotReady".into(), Some("firing".into()))
+        );
+        assert_eq!(
+            parse(&args("alert KubeNodeNotReady resolved")).unwrap(),
+            Ctl::Alert("KubeNodeNotReady".into(), None)
+        );
         for bad in [
             "",
             "hang",
+            "alert X burning",
             "publish 1.38",
             "slow-boot w-1 -1",
             "fail-upgrade-apply x",

@@ -75,6 +75,7 @@ impl Scenario {
             supervisor: Some(child),
             info: FleetInfo {
                 hub: String::new(),
+                prometheus: String::new(),
                 port: 0,
                 supervisor_pid: 0,
                 nodes: Vec::new(),
@@ -163,6 +164,11 @@ impl Fleet {
 
     pub fn hub_url(&self) -> &str {
         &self.info.hub
+    }
+
+    /// The fleet's Prometheus (and Alertmanager under `/api/v2/alerts`).
+    pub fn prometheus_url(&self) -> &str {
+        &self.info.prometheus
     }
 
     pub fn info(&self) -> &FleetInfo {

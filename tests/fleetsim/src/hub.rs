@@ -254,7 +254,7 @@ fn handle(stream: TcpStream, root: &Path, shared: &Shared) -> Result<()> {
 }
 
 /// Reads the request line and the headers; `None` if the client sent nothing.
-fn read_head(reader: &mut impl BufRead) -> Result<Option<String>> {
+pub(crate) fn read_head(reader: &mut impl BufRead) -> Result<Option<String>> {
     let mut first = String::new();
     let mut total = 0;
     loop {
@@ -282,7 +282,7 @@ fn read_head(reader: &mut impl BufRead) -> Result<Option<String>> {
     }
 }
 
-fn respond(
+pub(crate) fn respond(
     out: &mut TcpStream,
     status: u16,
     kind: &str,

@@ -20,6 +20,7 @@ pub mod net;
 pub mod node_init;
 pub mod pins;
 pub mod power;
+pub mod prometheus;
 pub mod provision;
 pub mod scenario;
 pub mod service;

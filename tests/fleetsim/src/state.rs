@@ -326,6 +326,10 @@ pub struct Faults {
     /// upgrade apply` works (each consumed once).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drop_ssh_during_upgrade_apply: Vec<String>,
+    /// The alerts the fleet's Prometheus reports, by name: `firing` or
+    /// `pending` (`crate::prometheus`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alerts: BTreeMap<String, String>,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).

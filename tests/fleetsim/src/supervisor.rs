@@ -44,6 +44,9 @@ const POLL: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FleetInfo {
     pub hub: String,
+    /// The fleet's Prometheus and Alertmanager (`crate::prometheus`).
+    #[serde(default)]
+    pub prometheus: String,
     pub port: u16,
     pub supervisor_pid: u32,
     pub nodes: Vec<FleetNode>,
@@ -237,6 +240,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
         hub::populate_containerd(&fleet.hub(), &cache, &containerd)?;
     }
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
+    let prometheus = crate::prometheus::serve(Shared::new(fleet.cluster()))?;
     let plans: Vec<NodePlan> = scenario
         .nodes
         .iter()
@@ -252,7 +256,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let minor = scenario.cluster_version()?.minor_series();
     let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
     fs::write(fleet.inventory(), inventory).context("writing inventory.yaml")?;
-    write_info(fleet, &hub, scenario.port, &plans)?;
+    write_info(fleet, &hub, &prometheus.url(), scenario.port, &plans)?;
     Ok(Setup { subnet, hub, plans })
 }
 
@@ -398,9 +402,16 @@ fn known_hosts_line(plan: &NodePlan, public_key: &str) -> String {
     format!("{host} {}\n", key.join(" "))
 }
 
-fn write_info(fleet: &FleetDir, hub: &Hub, port: u16, plans: &[NodePlan]) -> Result<()> {
+fn write_info(
+    fleet: &FleetDir,
+    hub: &Hub,
+    prometheus: &str,
+    port: u16,
+    plans: &[NodePlan],
+) -> Result<()> {
     let info = FleetInfo {
         hub: hub.url(),
+        prometheus: prometheus.to_string(),
         port,
         supervisor_pid: std::process::id(),
         nodes: plans
