@@ -13,7 +13,9 @@ pub const AFTER_HELP: &str = "\
 Exit codes:
   0  success
   1  runtime failure (a node failed or did not answer; nothing further was touched)
-  2  usage, inventory or plan error (nothing was changed on any node)";
+  2  usage, inventory or plan error (nothing was changed on any node)
+ 75  stopped, or not started, because the maintenance window (--window) leaves no
+     time for the next node; the fleet is consistent, run again in the next window";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -199,6 +201,89 @@ pub struct RollArgs {
     /// always taken down one at a time
     #[arg(long, default_value = "1", value_name = "N|P%")]
     pub max_unavailable: crate::plan::MaxUnavailable,
+
+    #[command(flatten)]
+    pub pace: PaceArgs,
+}
+
+/// What holds the next node back (docs/apply.md, "Pacing").
+#[derive(Debug, Args)]
+pub struct PaceArgs {
+    /// After each node or batch is back, and after each hop, watch the
+    /// fleet this long, then judge the gates again before going on
+    #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
+    pub soak: Duration,
+
+    /// Start a node or batch only inside this weekly window, and only if it
+    /// can finish (drain and node timeouts) before the window closes:
+    /// 'DAYS START-END [ZONE]', e.g. 'Sat,Sun 01:00-05:00' (UTC unless a
+    /// time zone such as Europe/Berlin is given) [default: the inventory's
+    /// `window:`]
+    #[arg(long, value_name = "WINDOW", value_parser = parse_window)]
+    pub window: Option<crate::pacing::Window>,
+
+    /// Hold each drain while alerts fire: a Prometheus URL (its ALERTS, as
+    /// Kured's --prometheus-url) or an Alertmanager URL ending in
+    /// /api/v2/alerts, reachable from the first control plane
+    #[arg(long, value_name = "URL")]
+    pub alert_gate: Option<String>,
+
+    /// Alerts whose name matches this regular expression do not hold a
+    /// drain (Kured's --alert-filter-regexp), e.g. '^(Watchdog|InfoInhibitor)$'
+    #[arg(long, value_name = "REGEX", requires = "alert_gate", value_parser = parse_regex)]
+    pub alert_filter: Option<regex_lite::Regex>,
+
+    /// Only firing alerts hold a drain, not pending ones (Kured's
+    /// --alert-firing-only)
+    #[arg(long, requires = "alert_gate")]
+    pub alert_firing_only: bool,
+
+    /// How long a drain may be held by alerts before apply fails, naming them
+    #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DURATION",
+          requires = "alert_gate")]
+    pub alert_gate_timeout: Duration,
+
+    /// How often a held drain reads the alerts again
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION",
+          requires = "alert_gate")]
+    pub alert_gate_interval: Duration,
+}
+
+impl PaceArgs {
+    /// The pacing of a run; `inventory_window` when --window is not given.
+    pub fn pace(
+        &self,
+        inventory_window: Option<&crate::pacing::Window>,
+    ) -> Result<crate::pacing::Pace, String> {
+        let alert_gate = match &self.alert_gate {
+            Some(url) => {
+                let mut gate = crate::pacing::AlertGate::new(
+                    url,
+                    crate::pacing::Filter {
+                        exclude: self.alert_filter.clone(),
+                        firing_only: self.alert_firing_only,
+                    },
+                    self.alert_gate_timeout,
+                )?;
+                gate.interval = self.alert_gate_interval;
+                Some(gate)
+            }
+            None => None,
+        };
+        Ok(crate::pacing::Pace {
+            soak: self.soak,
+            window: self.window.clone().or_else(|| inventory_window.cloned()),
+            alert_gate,
+        })
+    }
+}
+
+fn parse_window(s: &str) -> Result<crate::pacing::Window, String> {
+    crate::pacing::Window::parse(s)
+}
+
+fn parse_regex(s: &str) -> Result<regex_lite::Regex, String> {
+    regex_lite::Regex::new(s).map_err(|e| e.to_string())
 }
 
 /// `90s`, `15m`, `1h`, `1h30m`.

@@ -61,6 +61,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         return Ok(ExitCode::SUCCESS);
     }
 
+    super::refuse_outside_window(&super::pacing(&inv, &args.roll)?, &args.roll)?;
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
@@ -211,6 +212,7 @@ impl Run<'_> {
             .into_iter()
             .map(|t| (t.node.clone(), t))
             .collect();
+        let pace = super::pacing(self.inv, &self.args.roll)?;
         let settings = Settings {
             node_timeout: self.args.roll.node_timeout,
             drain_timeout: self.args.roll.drain_timeout,
@@ -223,6 +225,7 @@ impl Run<'_> {
             etcd_backups: (!self.args.skip_etcd_snapshot)
                 .then(|| etcd::backups_dir(&self.inv.state_dir())),
             checks_judged,
+            pace,
         };
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.

@@ -129,6 +129,29 @@ pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
     inventory::load(&path)
 }
 
+/// The run's pacing (`--soak`, `--window`, `--alert-gate`); a bad flag is
+/// exit 2, before anything is touched.
+pub fn pacing(
+    _inv: &Inventory,
+    roll: &crate::cli::RollArgs,
+) -> anyhow::Result<crate::pacing::Pace> {
+    roll.pace.pace(None).map_err(|e| crate::usage!("{e}"))
+}
+
+/// A run started outside its maintenance window, or too late in it for one
+/// node, stops before the lock is taken (exit 75).
+pub fn refuse_outside_window(
+    pace: &crate::pacing::Pace,
+    roll: &crate::cli::RollArgs,
+) -> anyhow::Result<()> {
+    match &pace.window {
+        Some(window) => {
+            crate::steps::hold::in_window(window, "the run", roll.drain_timeout + roll.node_timeout)
+        }
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

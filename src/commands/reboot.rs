@@ -51,6 +51,7 @@ pub async fn run(
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
+    super::refuse_outside_window(&super::pacing(&inv, &args.roll)?, &args.roll)?;
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
@@ -96,6 +97,7 @@ async fn rolling(
         .into_iter()
         .map(|t| (t.node.clone(), t))
         .collect();
+    let pace = super::pacing(inv, &args.roll)?;
     let settings = Settings {
         node_timeout: args.roll.node_timeout,
         drain_timeout: args.roll.drain_timeout,
@@ -107,6 +109,7 @@ async fn rolling(
         hub_images: None,
         etcd_backups: None,
         checks_judged: None,
+        pace,
     };
     let progress = Progress::new(
         printer.interactive && printer.verbose() == 0,

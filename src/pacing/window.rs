@@ -7,8 +7,8 @@
 //! `DAYS START-END [ZONE]`.
 //! - DAYS: comma-separated day names as Kured spells them (`su`, `sun`,
 //!   `sunday`, …, any case), ranges (`mon-fri`), or `*` for every day;
-//! - START and END: `HH:MM` on a 24-hour clock; END at or before START
-//!   runs past midnight;
+//! - START and END: `HH:MM` (or `HH:MM:SS`, as Kured also reads) on a
+//!   24-hour clock; END at or before START runs past midnight;
 //! - ZONE: an IANA name (`Europe/Berlin`) or `UTC`, the default as in
 //!   Kured, so a window means the same on every laptop and in CI.
 //!
@@ -134,13 +134,7 @@ impl Window {
                 canonical.push_str(&short[1..]);
             }
         }
-        let text = format!(
-            "{canonical} {:02}:{:02}-{:02}:{:02} {zone_name}",
-            start.hour(),
-            start.minute(),
-            end.hour(),
-            end.minute()
-        );
+        let text = format!("{canonical} {}-{} {zone_name}", hms(start), hms(end));
         Ok(Window {
             days,
             start,
@@ -259,14 +253,34 @@ fn parse_days(text: &str) -> Result<u8, String> {
 }
 
 fn parse_time(text: &str) -> Result<Time, String> {
-    let bad = || format!("{text:?} is not a time of day (HH:MM, 24-hour clock)");
-    let (h, m) = text.split_once(':').ok_or_else(bad)?;
-    if h.is_empty() || h.len() > 2 || m.len() != 2 {
+    let bad = || format!("{text:?} is not a time of day (HH:MM or HH:MM:SS, 24-hour clock)");
+    let mut parts = text.split(':');
+    let mut field = |max_len: usize| -> Result<Option<i8>, String> {
+        match parts.next() {
+            None => Ok(None),
+            Some(p)
+                if p.is_empty() || p.len() > max_len || !p.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                Err(bad())
+            }
+            Some(p) => p.parse().map(Some).map_err(|_| bad()),
+        }
+    };
+    let h = field(2)?.ok_or_else(bad)?;
+    let m = field(2)?.ok_or_else(bad)?;
+    let sec = field(2)?.unwrap_or(0);
+    if parts.next().is_some() {
         return Err(bad());
     }
-    let h: i8 = h.parse().map_err(|_| bad())?;
-    let m: i8 = m.parse().map_err(|_| bad())?;
-    Time::new(h, m, 0, 0).map_err(|_| bad())
+    Time::new(h, m, sec, 0).map_err(|_| bad())
+}
+
+fn hms(t: Time) -> String {
+    if t.second() == 0 {
+        format!("{:02}:{:02}", t.hour(), t.minute())
+    } else {
+        format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second())
+    }
 }
 
 #[cfg(test)]
@@ -307,6 +321,10 @@ mod tests {
             "Mon,Sat,Sun 09:30-10:00 UTC"
         );
         assert_eq!(
+            Window::parse("fri 12:00:30-12:05").unwrap().to_string(),
+            "Fri 12:00:30-12:05 UTC"
+        );
+        assert_eq!(
             Window::parse("* 00:00-23:59").unwrap().to_string(),
             "Mon,Tue,Wed,Thu,Fri,Sat,Sun 00:00-23:59 UTC"
         );
@@ -320,6 +338,8 @@ mod tests {
             ("Caturday 01:00-05:00", "\"Caturday\" is not a day"),
             ("Sat 1-5", "is not a time of day"),
             ("Sat 25:00-05:00", "\"25:00\" is not a time of day"),
+            ("Sat 01:00:00:00-05:00", "is not a time of day"),
+            ("Sat 01:+5-05:00", "is not a time of day"),
             ("Sat 01:00-01:00", "opens and closes at the same time"),
             (
                 "Sat 01:00-05:00 Mars/Olympus",

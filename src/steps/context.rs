@@ -97,6 +97,8 @@ pub struct Settings {
     /// When the plan's checks were last judged on the live fleet (apply's
     /// re-check): the first hop need not read it all again right away.
     pub checks_judged: Option<Instant>,
+    /// Soak, maintenance window, alert gate (`steps::hold`).
+    pub pace: crate::pacing::Pace,
 }
 
 /// What each node went through in this run, for the closing report and a
@@ -123,6 +125,9 @@ pub struct Apply<'a> {
     /// When fleetctl started working on each node, for "w-1 done (42s)".
     began: BTreeMap<String, Instant>,
     pub ledger: Arc<Mutex<Ledger>>,
+    /// When the last node of this run was back and uncordoned: the soak
+    /// counts from there.
+    pub back_at: Option<Instant>,
 }
 
 impl<'a> Apply<'a> {
@@ -145,6 +150,7 @@ impl<'a> Apply<'a> {
             plan,
             began: BTreeMap::new(),
             ledger: Arc::new(Mutex::new(Ledger::default())),
+            back_at: None,
         }
     }
 

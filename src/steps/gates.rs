@@ -14,6 +14,42 @@ use crate::remote::{self, kubectl};
 /// the operator's checks.
 pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<()> {
     let node = batch.join(", ");
+    let problems = problems(apply, batch).await?;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
+         Fix these, then run `fleetctl apply` again",
+        problems.join("\n  - ")
+    )
+}
+
+/// After a soak (`--soak`, after a hop): the same gates, with nothing
+/// about to go down.
+pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
+    let problems = problems(apply, &[]).await?;
+    apply.journal_event(
+        "gates",
+        None,
+        &format!("{when}: {} problems", problems.len()),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{when}, the fleet is not healthy:\n  - {}\nFix these, then run `fleetctl apply` again",
+        problems.join("\n  - ")
+    )
+}
+
+/// What is wrong with the fleet for taking `batch` down (none: all well).
+async fn problems(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<Vec<String>> {
+    let node = if batch.is_empty() {
+        "the batch about to go down".to_string()
+    } else {
+        batch.join(", ")
+    };
     let api = apply.api()?;
     let (mut problems, view, checks) =
         tokio::join!(reachable(apply), view(&api), health_checks(apply, &api),);
@@ -35,14 +71,7 @@ pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
         }
     }
     problems.extend(checks?);
-    if problems.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
-         Fix these, then run `fleetctl apply` again",
-        problems.join("\n  - ")
-    )
+    Ok(problems)
 }
 
 /// Before `kubeadm upgrade apply`: `/readyz` ok and every control-plane

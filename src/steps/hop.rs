@@ -24,7 +24,7 @@ use super::context::{Apply, settled_facts};
 use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
-use super::{POLL, download, etcd, gates, preflight, roll, stage, verify};
+use super::{POLL, download, etcd, gates, hold, preflight, roll, stage, verify};
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
 use crate::version::{Minor, Version};
@@ -41,6 +41,11 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
         apply
             .progress
             .line(&format!("hop {}/{}: {what} {version}", i + 1, hops.len()));
+        if let Some(window) = &apply.settings.pace.window {
+            // A hop starts only if its first node could still be done.
+            let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
+            hold::in_window(window, &format!("hop {}/{}", i + 1, hops.len()), needed)?;
+        }
         apply.journal_event("hop-start", None, &format!("{what} {version}"));
         let just_judged = i == 0
             && apply
@@ -88,6 +93,11 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
             i + 1,
             hops.len()
         ));
+        if !apply.settings.pace.soak.is_zero() && apply.back_at.is_some() {
+            let what = format!("after hop {}/{}", i + 1, hops.len());
+            hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
+            gates::healthy(apply, &what).await?;
+        }
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ mod download;
 pub mod dry_run;
 pub mod etcd;
 mod gates;
+pub mod hold;
 pub mod hop;
 pub mod journal;
 mod kubeadm;

@@ -17,6 +17,7 @@ use futures_util::future::join_all;
 use super::context::{Apply, settled_facts};
 use super::detached;
 use super::gates;
+use super::hold;
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
 use super::{NODE_POLL, POLL};
@@ -44,6 +45,9 @@ pub async fn roll(
 ) -> anyhow::Result<()> {
     apply.check_stop(None)?;
     let names = batch.join(", ");
+    let pace = apply.settings.pace.clone();
+    let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
+    hold::before_node(apply, &pace, apply.back_at, batch, needed).await?;
     apply.progress.step(&format!("{names}: gates, then drain"));
     // The ledger says which stage each node is in, so a stop (a failure, a
     // second Ctrl-C) names it precisely.
@@ -154,6 +158,7 @@ pub async fn roll(
         }
     }
     if failures.is_empty() {
+        apply.back_at = Some(Instant::now());
         Ok(())
     } else {
         Err(batch_error(failures, Ok(())))

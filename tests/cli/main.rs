@@ -8,6 +8,7 @@ mod batches;
 mod checks;
 mod containerd;
 mod lock;
+mod pacing;
 mod plan;
 mod status;
 mod support;
