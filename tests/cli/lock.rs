@@ -18,7 +18,7 @@ use fleetctl::version::Version;
 use super::support::{
     self, Event, Fleet, LOCK_CONFIGMAP, Run, Running, Scenario, apply, assert_consistent,
     assert_has, assert_on_target, deletes_lock_configmap, describe, is_ok, is_reboot,
-    is_unit_start, kubeadm_upgrade, kubectl_words, schedulability,
+    is_unit_start, journal_records, kubeadm_upgrade, kubectl_words, schedulability,
 };
 
 /// 1 control plane and 1 worker, reached as `core` through sudo.
@@ -773,27 +773,6 @@ fn sigterm_during_a_drain_stops_at_a_safe_point_releases_the_lock_and_a_rerun_fi
 
 // ---------------------------------------------------------------------------
 // 6. The SSH connection cut while kubeadm upgrade apply works
-
-/// Every record of the `.jsonl` journals apply wrote.
-fn journal_records(fleet: &Fleet) -> Vec<serde_json::Value> {
-    let dir = fleet.dir().join(".fleetctl/journal");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
 
 /// The uids the API server reported deleted by `--force-unlock` (its
 /// Status answer to the preconditioned DELETE), in the order of the runs.

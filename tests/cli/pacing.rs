@@ -84,6 +84,17 @@ fn soak_waits_after_each_node_and_after_the_hop_then_judges_the_gates() {
             describe(&events)
         );
     }
+    // The journal records each soak, for whoever reads the run later.
+    let soaks: Vec<String> = support::journal_records(&fleet)
+        .iter()
+        .filter(|r| r["kind"] == "soak")
+        .filter_map(|r| r["detail"].as_str().map(String::from))
+        .collect();
+    assert!(
+        soaks.iter().any(|d| d.contains("before w-2"))
+            && soaks.iter().any(|d| d.contains("after hop 1/1")),
+        "the journal's soaks: {soaks:?}"
+    );
     // And the lock was held through the soak after the hop.
     let released = events
         .iter()

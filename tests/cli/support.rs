@@ -585,3 +585,24 @@ pub fn newest_on_hub(fleet: &Fleet, minor: &str) -> fleetctl::version::Version {
         .max()
         .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
 }
+
+/// Every record of the `.jsonl` journals apply wrote.
+pub fn journal_records(fleet: &Fleet) -> Vec<serde_json::Value> {
+    let dir = fleet.dir().join(".fleetctl/journal");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
