@@ -26,6 +26,8 @@
 //!   command's stdin/stdout. An inventory `ssh.jump` replaces it, as `ssh -J`
 //!   does; with both `ProxyJump` and `ProxyCommand` for a host the order in
 //!   the file decides for ssh, which the parser does not keep, so that is refused.
+//!   Every expanded value reaches `sh` as one word, or the command is refused
+//!   (config/tokens.rs: CVE-2023-51385).
 //! - Refused, naming the option and the host, because ignoring them would
 //!   connect somewhere else or trust something else than ssh would:
 //!   `KnownHostsCommand`, `ProxyUseFdpass yes`, and `Match` blocks (the
@@ -47,6 +49,9 @@ use ssh2_config::{HostParams, ParseRule, SshConfig};
 
 use super::{HostKeyLookup, Target};
 use crate::inventory::{Inventory, Jump, Node};
+
+mod tokens;
+use tokens::{expand_command, expand_tokens};
 
 /// Default identity files, in the order they are tried.
 const DEFAULT_IDENTITIES: [&str; 3] = ["id_ed25519", "id_ecdsa", "id_rsa"];
@@ -350,7 +355,7 @@ fn honour_options(
                 ('r', target.user.as_str()),
             ];
             Some(
-                expand_tokens(&command, &tokens)
+                expand_command(&command, &tokens)
                     .map_err(|why| refuse(&format!("ProxyCommand {command}"), &why))?,
             )
         }
@@ -370,40 +375,6 @@ fn parse_bool(args: &[String]) -> Option<bool> {
         [one] if one.eq_ignore_ascii_case("no") || one.eq_ignore_ascii_case("false") => Some(false),
         _ => None,
     }
-}
-
-/// ssh_config(5) TOKENS: `%%` and the given `%x`; any other token, or an
-/// environment variable, is an error rather than a path or command that
-/// silently means something else.
-fn expand_tokens(value: &str, tokens: &[(char, &str)]) -> Result<String, String> {
-    if value.contains("${") {
-        return Err(
-            "it uses an environment variable (${…}), which fleetctl does not expand".into(),
-        );
-    }
-    let mut out = String::with_capacity(value.len());
-    let mut chars = value.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('%') => out.push('%'),
-            Some(t) => match tokens.iter().find(|(k, _)| *k == t) {
-                Some((_, v)) => out.push_str(v),
-                None => {
-                    let known: Vec<String> = tokens.iter().map(|(k, _)| format!("%{k}")).collect();
-                    return Err(format!(
-                        "it uses %{t}, which fleetctl does not expand here (it expands %% {})",
-                        known.join(" ")
-                    ));
-                }
-            },
-            None => return Err("it ends with a lone %".into()),
-        }
-    }
-    Ok(out)
 }
 
 fn query(ssh_config: Option<&SshConfig>, host: &str) -> HostParams {
@@ -985,11 +956,19 @@ Match host other
     }
 
     #[test]
-    fn tokens() {
-        let t = [('h', "host"), ('p', "22")];
-        assert_eq!(expand_tokens("nc %h %p %%h", &t).unwrap(), "nc host 22 %h");
-        assert!(expand_tokens("nc %x", &t).unwrap_err().contains("%x"));
-        assert!(expand_tokens("nc %", &t).unwrap_err().contains("lone %"));
-        assert_eq!(expand_tokens("plain", &[]).unwrap(), "plain");
+    fn a_proxy_command_never_lets_sh_read_an_address() {
+        // The inventory refuses such an address; resolution quotes it anyway.
+        let cfg = "Host *\n  ProxyCommand nc %h %p\n";
+        let t = resolve_in(cfg, "$(touch /tmp/pwned)").unwrap();
+        assert_eq!(
+            t.proxy_command.as_deref(),
+            Some("nc '$(touch /tmp/pwned)' 22")
+        );
+        let cfg = "Host *\n  ProxyCommand sh -c 'nc %h %p'\n";
+        let err = resolve_in(cfg, "a;b").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("inside its own quotes"),
+            "{err:#}"
+        );
     }
 }
