@@ -13,6 +13,7 @@ pub mod error;
 pub mod gather;
 pub mod inventory;
 pub mod limits;
+pub mod local_fs;
 pub mod node;
 pub mod plan;
 pub mod remote;

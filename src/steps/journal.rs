@@ -19,7 +19,7 @@
 //! caller can warn without mistaking it for a failed step.
 
 use std::borrow::Cow;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -255,26 +255,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating the journal directory {}", dir.display()))
+    // The state directory itself must be the user's own, not only what fleetctl creates in it.
+    if let Some(state_dir) = dir.parent() {
+        crate::local_fs::private_dir(state_dir)?;
+    }
+    crate::local_fs::private_dir(dir).context("the journal directory")
 }
 
 /// `Ok(None)` when the file already exists (the name is taken).
 fn create_new(path: &Path) -> anyhow::Result<Option<File>> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(file) => Ok(Some(file)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("creating the journal file {}", path.display())),
-    }
+    crate::local_fs::create_new(path).context("creating the journal file")
 }
 
 fn rfc3339(t: SystemTime) -> String {
