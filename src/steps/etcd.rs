@@ -160,8 +160,17 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
         .parent()
         .context("the backups directory has no parent")?;
     crate::local_fs::private_dir(dir)?;
+    let size = r
+        .check_root("size of the snapshot", &snapshot_file::size(on_node))
+        .await?;
+    let Ok(size) = size.stdout.trim().parse::<u64>() else {
+        bail!(
+            "{node}: stat printed {:?} for the size of {on_node}",
+            size.stdout.trim()
+        );
+    };
     let partial = local.with_extension("db.partial");
-    let copied = copy(r, on_node, &partial).await;
+    let copied = copy(r, on_node, &partial, size).await;
     let verified = copied.and_then(|()| {
         let (sha, bytes) = sha256_of(&partial)?;
         if sha != node_sha {
@@ -246,14 +255,16 @@ fn missing_tool(stderr: &str) -> bool {
         || stderr.contains("unknown command")
 }
 
-/// Streams the node's file into `dest`, created 0600.
-async fn copy(r: &Remote, on_node: &str, dest: &Path) -> anyhow::Result<()> {
+/// Streams the node's file into `dest`, created 0600; never more than the
+/// `size` the node reported before the copy (the file is complete by then).
+async fn copy(r: &Remote, on_node: &str, dest: &Path, size: u64) -> anyhow::Result<()> {
     let mut file = private_file(dest).await?;
     let out = r
         .run_root_into(
             "copy the snapshot to this machine",
             &snapshot_file::cat(on_node),
             &mut file,
+            size,
             TIMEOUT,
         )
         .await;

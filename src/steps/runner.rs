@@ -92,16 +92,17 @@ impl Remote {
     }
 
     /// Runs `cmd` as root with its stdout streamed into `sink` (a file
-    /// copied off the node); journaled without the bytes.
+    /// copied off the node), stopped past `max_bytes`; journaled without the bytes.
     pub async fn run_root_into(
         &self,
         label: &str,
         cmd: &str,
         sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        max_bytes: u64,
         timeout: Duration,
     ) -> anyhow::Result<Output> {
         let ran = self.ran(label, cmd, true);
-        let exec = self.session.exec_root_into(cmd, sink, timeout);
+        let exec = self.session.exec_root_into(cmd, sink, max_bytes, timeout);
         journaled(&self.journal, ran, exec).await
     }
 
