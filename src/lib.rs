@@ -16,6 +16,7 @@ pub mod limits;
 pub mod local_fs;
 pub mod node;
 pub mod plan;
+pub mod redact;
 pub mod remote;
 pub mod ssh;
 pub mod status;

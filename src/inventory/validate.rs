@@ -205,6 +205,23 @@ pub(super) fn hub(url: &str) -> Result<String, String> {
     if host.is_empty() {
         return Err(format!("hub `{url}` has no host name"));
     }
+    // Refused rather than hidden: the hub URL is written into every node's
+    // /etc/sysupdate.*.d/*.conf (readable there), the saved plan and the
+    // journal, so a credential in it would be copied everywhere.
+    if host.contains('@') {
+        return Err(format!(
+            "hub `{url}` carries credentials (user:password@): they would be copied into every \
+             node's sysupdate config, the plan and the journal. Serve the hub without them, e.g. \
+             a mirror the nodes may read"
+        ));
+    }
+    if trimmed.contains('?') || trimmed.contains('#') {
+        return Err(format!(
+            "hub `{url}` has a query or fragment (`?`, `#`): fleetctl appends \
+             `/<extension>/SHA256SUMS` to the hub URL, and a query is where access tokens go, which \
+             would be copied into every node's sysupdate config. Use a plain URL"
+        ));
+    }
     if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("hub `{url}` contains whitespace"));
     }
@@ -362,6 +379,17 @@ mod tests {
         assert!(hub("https://").is_err());
         assert!(hub("https:///path").is_err());
         assert!(hub("https://a b").is_err());
+    }
+
+    #[test]
+    fn hub_credentials_and_query_tokens_are_refused() {
+        let err = hub("https://alice:hunter2@mirror.example/ext").unwrap_err();
+        assert!(err.contains("carries credentials"), "{err}");
+        assert!(hub("https://token@mirror.example").is_err());
+        let err = hub("https://mirror.example/ext?sig=abc").unwrap_err();
+        assert!(err.contains("query or fragment"), "{err}");
+        // An '@' in the path is not a credential.
+        assert!(hub("https://mirror.example/@team/ext").is_ok());
     }
 
     #[test]
