@@ -17,17 +17,22 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("fleetctl: error: cannot start the async runtime: {e}");
+            fleetctl::ui::err_line(&format!(
+                "fleetctl: error: cannot start the async runtime: {e}"
+            ));
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(fleetctl::commands::run(cli, &printer)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!(
-                "{} {err:#}",
-                console::style("fleetctl: error:").red().bold().for_stderr()
-            );
+            // Every error path ends here: secrets masked, and a hung-up
+            // terminal (SIGHUP, EIO) costs the message, never a panic.
+            fleetctl::ui::err_line(&format!(
+                "{} {}",
+                console::style("fleetctl: error:").red().bold().for_stderr(),
+                fleetctl::redact::mask_secrets(&format!("{err:#}"))
+            ));
             ExitCode::from(fleetctl::error::exit_code(&err) as u8)
         }
     }

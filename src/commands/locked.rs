@@ -2,7 +2,7 @@
 //! journal, the lock (taken first, given back on every path), Ctrl-C, the
 //! confirmation, and the report after a failure.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -78,6 +78,7 @@ impl LockSession {
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
         let session = ssh::connect(&self.target, &quick).await?;
         self.remote = Remote::new(Arc::new(session), self.journal.clone());
+        self.remote.report_warnings();
         Ok(())
     }
 }
@@ -290,8 +291,7 @@ pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
             "apply changes the cluster and needs confirmation, but there is no terminal to ask on: pass --yes"
         ));
     }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
+    crate::ui::err_text(&format!("{question} [y/N] "));
     let mut answer = String::new();
     std::io::stdin()
         .read_line(&mut answer)

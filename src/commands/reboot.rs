@@ -33,19 +33,23 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let gathered = super::gather_fleet(&inv, global, printer).await?;
-    let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
-    let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+    let (chosen, order) = {
+        // What to ask the operator about; looked at again under the lock.
+        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
+        let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+        let order = batches(&inv, &chosen, args.roll.max_unavailable);
+        (chosen, order)
+    };
     if chosen.is_empty() {
         printer.note("nothing to reboot: no node has a staged update or /run/reboot-required");
         return Ok(ExitCode::SUCCESS);
     }
-    let batches = batches(&inv, &chosen, args.roll.max_unavailable);
     if args.roll.dry_run {
-        printer.out(&dry_run::render_reboots(&batches, &inv));
+        printer.out(&dry_run::render_reboots(&order, &inv));
         return Ok(ExitCode::SUCCESS);
     }
-    printer.out(&describe(&chosen, &batches));
+    printer.out(&describe(&chosen, &order));
     confirm(
         args.roll.yes,
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
@@ -59,9 +63,23 @@ pub async fn run(
     let request = LockRequest::new(&inv, &args.roll);
     let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
 
-    let outcome = AssertUnwindSafe(rolling(
-        &inv, global, args, printer, &journal, &gathered, &state, &chosen, &batches, stop, second,
-    ))
+    let outcome = AssertUnwindSafe(async {
+        // As apply does: the fleet again, now that nobody else may reboot
+        // a node (Kured, another operator) until the lock is given back.
+        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
+        let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+        let chosen = still_confirmed(&chosen, fresh, printer)?;
+        if chosen.is_empty() {
+            printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let order = batches(&inv, &chosen, args.roll.max_unavailable);
+        rolling(
+            &inv, global, args, printer, &journal, &gathered, &state, &chosen, &order, stop, second,
+        )
+        .await
+    })
     .catch_unwind()
     .await;
     held.release(printer).await;
@@ -69,6 +87,45 @@ pub async fn run(
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The reboots still due under the lock, of those the operator confirmed.
+/// A node that no longer needs one (rebooted meanwhile) is dropped; a node
+/// that newly needs one, or would now boot another minor, was not what the
+/// operator said yes to: nothing is rebooted and a rerun asks again.
+fn still_confirmed(
+    confirmed: &[Reboot],
+    fresh: Vec<Reboot>,
+    printer: &Printer,
+) -> anyhow::Result<Vec<Reboot>> {
+    let was = |r: &Reboot| {
+        confirmed
+            .iter()
+            .any(|c| c.node == r.node && c.minor == r.minor)
+    };
+    let new: Vec<String> = fresh
+        .iter()
+        .filter(|r| !was(r))
+        .map(|r| format!("{} ({})", r.node, r.reasons.join(", ")))
+        .collect();
+    if !new.is_empty() {
+        anyhow::bail!(
+            "the fleet changed between the confirmation and taking the lock: {} now \
+             need a reboot you did not confirm. Nothing was rebooted; run `fleetctl reboot` again \
+             to see and confirm what is due now",
+            new.join(", ")
+        );
+    }
+    for gone in confirmed
+        .iter()
+        .filter(|c| !fresh.iter().any(|r| r.node == c.node))
+    {
+        printer.note(&format!(
+            "{}: no reboot due any more (rebooted meanwhile); left alone",
+            gone.node
+        ));
+    }
+    Ok(fresh)
 }
 
 /// The reboots, under the lock.

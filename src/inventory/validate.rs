@@ -47,6 +47,14 @@ pub(super) fn node_name(name: &str) -> Result<(), String> {
 
 /// An SSH address: a host name or an IP address, without user or port
 /// (those have their own keys). IPv6 may be written with or without brackets.
+///
+/// A name is letters, digits, `.`, `_` and `-`, not starting with `-` or
+/// `.`: the address reaches a `ProxyCommand` that `sh` runs on the laptop
+/// (`%h`, `%n`), and a name with `$(…)` or `;` in it would run a command
+/// there. OpenSSH ≥ 9.6 refuses most shell metacharacters in names given on
+/// its command line for the same reason (CVE-2023-51385;
+/// `ssh_valid_hostname` in openssh-portable's readconf.c); a DNS name or an
+/// IPv4 address never needs more.
 pub(super) fn address(address: &str) -> Result<String, String> {
     if address.trim().is_empty() {
         return Err("address is empty".to_string());
@@ -71,20 +79,63 @@ pub(super) fn address(address: &str) -> Result<String, String> {
             "address `{address}` contains ':': put the port in `port:`, not in the address"
         ));
     }
+    host_name("address", address)?;
     Ok(address.to_string())
 }
 
-/// A login name for SSH.
+/// Letters, digits, `.`, `_`, `-`; not starting with `-` (an option to ssh
+/// or to a ProxyCommand) or `.`.
+fn host_name(what: &str, name: &str) -> Result<(), String> {
+    let hint = "a host name or IP address is letters, digits, '.', '_' and '-' \
+                (fleetctl, like OpenSSH 9.6, refuses shell metacharacters: they would reach \
+                the ProxyCommand's shell on this machine)";
+    if name.starts_with('-') || name.starts_with('.') {
+        return Err(format!(
+            "{what} `{name}` starts with '{}': {hint}",
+            &name[..1]
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+    {
+        return Err(format!(
+            "{what} `{}` contains {}: {hint}",
+            name.escape_default(),
+            describe(bad)
+        ));
+    }
+    Ok(())
+}
+
+/// A character named for an error message, control characters escaped.
+fn describe(c: char) -> String {
+    if c.is_control() {
+        format!("the control character {}", c.escape_default())
+    } else {
+        format!("'{c}'")
+    }
+}
+
+/// A login name for SSH: letters, digits, `.`, `_`, `-`, not starting with
+/// `-` (POSIX's portable user names; `%r` reaches the ProxyCommand's shell,
+/// see [`address`] and `ssh_valid_ruser` in openssh-portable's readconf.c).
 pub(super) fn user(user: &str) -> Result<String, String> {
     if user.is_empty() {
         return Err("user is empty: remove the key to use the default".to_string());
     }
-    if user
+    let hint = "an SSH user name is letters, digits, '.', '_' and '-', not starting with '-'";
+    if user.starts_with('-') {
+        return Err(format!("user `{user}` starts with '-': {hint}"));
+    }
+    if let Some(bad) = user
         .chars()
-        .any(|c| c.is_whitespace() || c == '@' || c == ':')
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
     {
         return Err(format!(
-            "user `{user}` contains whitespace, '@' or ':', which SSH user names cannot"
+            "user `{}` contains {}: {hint}",
+            user.escape_default(),
+            describe(bad)
         ));
     }
     Ok(user.to_string())
@@ -154,6 +205,23 @@ pub(super) fn hub(url: &str) -> Result<String, String> {
     if host.is_empty() {
         return Err(format!("hub `{url}` has no host name"));
     }
+    // Refused rather than hidden: the hub URL is written into every node's
+    // /etc/sysupdate.*.d/*.conf (readable there), the saved plan and the
+    // journal, so a credential in it would be copied everywhere.
+    if host.contains('@') {
+        return Err(format!(
+            "hub `{url}` carries credentials (user:password@): they would be copied into every \
+             node's sysupdate config, the plan and the journal. Serve the hub without them, e.g. \
+             a mirror the nodes may read"
+        ));
+    }
+    if trimmed.contains('?') || trimmed.contains('#') {
+        return Err(format!(
+            "hub `{url}` has a query or fragment (`?`, `#`): fleetctl appends \
+             `/<extension>/SHA256SUMS` to the hub URL, and a query is where access tokens go, which \
+             would be copied into every node's sysupdate config. Use a plain URL"
+        ));
+    }
     if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("hub `{url}` contains whitespace"));
     }
@@ -175,6 +243,9 @@ pub(super) fn jump(value: &str) -> Result<Option<Jump>, String> {
     let (host, port) = split_host_port(hostport).map_err(|e| bad(&e))?;
     if host.is_empty() {
         return Err(bad("has no host"));
+    }
+    if host.parse::<Ipv6Addr>().is_err() {
+        host_name("host", host).map_err(|e| bad(&e))?;
     }
     let port = match port {
         Some(p) => {
@@ -311,6 +382,17 @@ mod tests {
     }
 
     #[test]
+    fn hub_credentials_and_query_tokens_are_refused() {
+        let err = hub("https://alice:hunter2@mirror.example/ext").unwrap_err();
+        assert!(err.contains("carries credentials"), "{err}");
+        assert!(hub("https://token@mirror.example").is_err());
+        let err = hub("https://mirror.example/ext?sig=abc").unwrap_err();
+        assert!(err.contains("query or fragment"), "{err}");
+        // An '@' in the path is not a credential.
+        assert!(hub("https://mirror.example/@team/ext").is_ok());
+    }
+
+    #[test]
     fn jump_accepts_every_optional_part() {
         assert_eq!(jump("").unwrap(), None);
         assert_eq!(jump("  ").unwrap(), None);
@@ -375,5 +457,73 @@ mod tests {
             HostKeyChecking::AcceptNew
         );
         assert!(host_key_checking("yes").is_err());
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What sh or ssh would read as more than a name: OpenSSH 9.6's list
+    /// (ssh_valid_hostname), whitespace, and the globs, `~`, `!` and `#`.
+    fn special(c: char) -> bool {
+        "'`\"$\\;&<>|(){},*?[]~!#^".contains(c) || c.is_whitespace() || c.is_control()
+    }
+
+    proptest! {
+        #[test]
+        fn an_address_with_a_shell_metacharacter_is_refused(
+            head in "[a-z0-9.]{0,8}",
+            bad in prop::sample::select("'`\"$\\;&<>|(){},*?~!#^\n\t".chars().collect::<Vec<_>>()),
+            tail in "[a-z0-9.]{0,8}",
+        ) {
+            let value = format!("{head}{bad}{tail}");
+            prop_assert!(address(&value).is_err(), "{value:?} accepted");
+            prop_assert!(user(&value).is_err(), "{value:?} accepted as a user");
+            prop_assert!(jump(&format!("core@{value}:22")).is_err(), "{value:?} accepted as a jump host");
+        }
+
+        #[test]
+        fn whatever_an_address_accepts_is_plain_for_sh(value in "\\PC{1,20}") {
+            if let Ok(accepted) = address(&value) {
+                prop_assert!(!accepted.starts_with('-'));
+                prop_assert!(!accepted.chars().any(special), "{accepted:?}");
+            }
+            if let Ok(accepted) = user(&value) {
+                prop_assert!(!accepted.starts_with('-'));
+                prop_assert!(!accepted.chars().any(special) && !accepted.contains(':'), "{accepted:?}");
+            }
+        }
+
+        #[test]
+        fn host_names_and_ip_addresses_are_accepted(
+            labels in prop::collection::vec("[a-z0-9]([a-z0-9_-]{0,10}[a-z0-9])?", 1..4),
+            v4 in any::<std::net::Ipv4Addr>(),
+            v6 in any::<std::net::Ipv6Addr>(),
+        ) {
+            let name = labels.join(".");
+            prop_assert_eq!(address(&name), Ok(name.clone()));
+            prop_assert_eq!(address(&v4.to_string()), Ok(v4.to_string()));
+            prop_assert_eq!(address(&format!("[{v6}]")), Ok(v6.to_string()));
+            prop_assert_eq!(user(&labels[0]), Ok(labels[0].clone()));
+        }
+    }
+
+    #[test]
+    fn leading_dashes_are_refused() {
+        assert!(
+            address("-oProxyCommand=x")
+                .unwrap_err()
+                .contains("starts with '-'")
+        );
+        assert!(user("-l").unwrap_err().contains("starts with '-'"));
+        assert!(jump("-bastion").is_err());
+        assert_eq!(
+            address("a$b").unwrap_err(),
+            "address `a$b` contains '$': a host name or IP address is letters, digits, '.', '_' \
+             and '-' (fleetctl, like OpenSSH 9.6, refuses shell metacharacters: they would reach \
+             the ProxyCommand's shell on this machine)"
+        );
     }
 }

@@ -65,6 +65,11 @@ pub mod snapshot_file {
         format!("cat -- {}", quote(path))
     }
 
+    /// Its size in bytes, which bounds the copy.
+    pub fn size(path: &str) -> String {
+        format!("stat -c %s -- {}", quote(path))
+    }
+
     pub fn remove(path: &str) -> String {
         format!("rm -f -- {}", quote(path))
     }

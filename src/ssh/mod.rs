@@ -102,6 +102,9 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// Default limit for one command ([`Session::exec_timeout`] overrides it).
     pub command_timeout: Duration,
+    /// Most bytes of one command's stdout kept, head and tail (stderr: at
+    /// most 1 MiB of it); what is cut is marked in the text.
+    pub max_output: usize,
     /// Silence after which a keepalive is sent...
     pub keepalive_interval: Duration,
     /// ...and how many may go unanswered before the connection is dropped.
@@ -153,6 +156,7 @@ impl Options {
             host_key_checking,
             connect_timeout: Duration::from_secs(15),
             command_timeout: Duration::from_secs(600),
+            max_output: session::DEFAULT_MAX_OUTPUT,
             keepalive_interval: Duration::from_secs(15),
             keepalive_max: 3,
             agent_socket: std::env::var_os("SSH_AUTH_SOCK")

@@ -23,6 +23,10 @@ use super::proxy::{self, ProxyProcess};
 use super::{Options, Output, Target, auth, handshake, shell};
 use crate::inventory::HostKeyChecking;
 
+mod capture;
+pub use capture::DEFAULT_MAX_OUTPUT;
+use capture::{Capture, MAX_STDERR};
+
 /// What sudo prints when `-n` meets a password requirement.
 const SUDO_NEEDS_PASSWORD: &str = "a password is required";
 
@@ -37,6 +41,8 @@ pub struct Session {
     /// and must outlive it.
     _carriers: Carriers,
     command_timeout: Duration,
+    /// Most bytes of one command's stdout kept (capture.rs).
+    max_output: usize,
     warnings: Vec<String>,
     retried: Vec<String>,
 }
@@ -88,6 +94,7 @@ pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session>
         handle,
         _carriers: got.carriers,
         command_timeout: opts.command_timeout,
+        max_output: opts.max_output,
         warnings,
         retried: got.retried,
     })
@@ -697,10 +704,13 @@ impl Session {
     /// Runs `cmd` as root with its stdout streamed, byte for byte, into
     /// `sink` instead of kept (a file copied off the node: binary, and
     /// possibly larger than memory). The returned output has no stdout.
+    /// More than `max_bytes` on stdout stops the command with an error: the
+    /// caller knows how much to expect.
     pub async fn exec_root_into(
         &self,
         cmd: &str,
         sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        max_bytes: u64,
         timeout: Duration,
     ) -> anyhow::Result<Output> {
         let wrapped;
@@ -711,17 +721,21 @@ impl Session {
             &wrapped
         };
         let label = shell::label(cmd);
-        let output = match tokio::time::timeout(timeout, self.run_into(cmd, None, Some(sink))).await
-        {
-            Ok(result) => result.with_context(|| format!("{}: running `{label}`", self.node))?,
-            Err(_) => {
-                return Err(anyhow::Error::new(CommandTimedOut {
-                    node: self.node.clone(),
-                    command: label,
-                    after: timeout,
-                }));
-            }
-        };
+        let output =
+            match tokio::time::timeout(timeout, self.run_into(cmd, None, Some((sink, max_bytes))))
+                .await
+            {
+                Ok(result) => {
+                    result.with_context(|| format!("{}: running `{label}`", self.node))?
+                }
+                Err(_) => {
+                    return Err(anyhow::Error::new(CommandTimedOut {
+                        node: self.node.clone(),
+                        command: label,
+                        after: timeout,
+                    }));
+                }
+            };
         if !self.is_root() && output.exit == Some(1) && output.stderr.contains(SUDO_NEEDS_PASSWORD)
         {
             return Err(anyhow::Error::new(SudoPasswordRequired {
@@ -740,7 +754,7 @@ impl Session {
         &self,
         cmd: &str,
         stdin: Option<&[u8]>,
-        mut sink: Option<&mut (dyn tokio::io::AsyncWrite + Unpin + Send)>,
+        mut sink: Option<(&mut (dyn tokio::io::AsyncWrite + Unpin + Send), u64)>,
     ) -> anyhow::Result<Output> {
         if self.handle.is_closed() {
             return Err(self.disconnected());
@@ -763,14 +777,25 @@ impl Session {
         // EOF even without input: a command reading stdin must not wait forever.
         channel.eof().await.map_err(|e| self.channel_error(e))?;
 
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut stdout = Capture::new(self.max_output);
+        let mut stderr = Capture::new(self.max_output.min(MAX_STDERR));
+        let mut streamed = 0u64;
         let mut exit = None;
         let mut signal = None;
         while let Some(msg) = channel.wait().await {
             match msg {
                 ChannelMsg::Data { data } => match sink.as_mut() {
-                    Some(sink) => {
+                    Some((sink, max_bytes)) => {
                         use tokio::io::AsyncWriteExt;
+                        streamed += data.len() as u64;
+                        if streamed > *max_bytes {
+                            // Dropping the channel closes it: the node stops being read.
+                            let _ = channel.close().await;
+                            return Err(anyhow!(
+                                "it sent more than the {max_bytes} bytes expected; fleetctl \
+                                 stopped reading it"
+                            ));
+                        }
                         sink.write_all(&data).await.with_context(|| {
                             format!(
                                 "{}: writing what `{}` printed",
@@ -779,9 +804,9 @@ impl Session {
                             )
                         })?;
                     }
-                    None => stdout.extend_from_slice(&data),
+                    None => stdout.push(&data),
                 },
-                ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => stderr.push(&data),
                 ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
                 ChannelMsg::ExitSignal {
                     signal_name,
@@ -810,8 +835,8 @@ impl Session {
         Ok(Output {
             exit,
             signal,
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            stdout: stdout.finish("stdout"),
+            stderr: stderr.finish("stderr"),
         })
     }
 

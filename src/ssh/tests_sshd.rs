@@ -1448,3 +1448,80 @@ async fn many_nodes_behind_one_bastion_all_get_through_its_max_startups() {
     }
     assert_eq!((bastion.accepted(), node.accepted()), (40, 40));
 }
+
+#[tokio::test]
+async fn endless_output_is_kept_to_its_head_and_tail_and_a_copy_to_what_was_announced() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    fx.trust(&sshd);
+    let opts = Options {
+        max_output: 64 << 10,
+        ..fx.options(HostKeyChecking::Strict)
+    };
+    let session = connect(&target("w-9", &sshd, "root", &[&key]), &opts)
+        .await
+        .unwrap();
+    // 16 MiB on each stream: 256 times what is kept.
+    let out = session
+        .exec(
+            "yes | head -c 16777216; yes err | head -c 16777216 >&2; echo last line",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit, Some(0));
+    let marker = |stream: &str, kept: usize| {
+        format!(
+            "\n[fleetctl: {} bytes of {stream} cut here: the node printed more than fleetctl keeps]\n",
+            16_777_216 + if stream == "stdout" { 10 } else { 0 } - kept
+        )
+    };
+    assert!(out.stdout.len() < (64 << 10) + 200, "{}", out.stdout.len());
+    assert!(out.stdout.starts_with("y\ny\n"));
+    assert!(out.stdout.ends_with("y\ny\nlast line\n"));
+    assert!(
+        out.stdout.contains(&marker("stdout", 64 << 10)),
+        "{}",
+        &out.stdout[48 << 10..(48 << 10) + 200]
+    );
+    assert!(out.stderr.len() < (64 << 10) + 200);
+    assert!(out.stderr.contains(&marker("stderr", 64 << 10)));
+
+    // A stream that never ends: memory stays bounded until the timeout ends it.
+    let err = session
+        .exec_timeout("yes", None, Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(err.downcast_ref::<CommandTimedOut>().is_some(), "{err:#}");
+
+    // A copy stops past the size announced, whatever the node keeps sending.
+    let mut sink = Vec::new();
+    let err = session
+        .exec_root_into("yes", &mut sink, 100_000, Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains(
+            "w-9: running `yes`: it sent more than the 100000 bytes expected; fleetctl stopped"
+        ),
+        "{err:#}"
+    );
+    assert!(sink.len() <= 100_000, "{}", sink.len());
+    let mut sink = Vec::new();
+    let out = session
+        .exec_root_into(
+            "head -c 100000 /dev/zero",
+            &mut sink,
+            100_000,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.exit, sink.len()), (Some(0), 100_000));
+    assert_eq!(
+        session.exec("echo still here", None).await.unwrap().stdout,
+        "still here\n"
+    );
+}

@@ -48,6 +48,13 @@ pub fn backups_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("backups")
 }
 
+/// `<dir>/<cluster>-<minor>-<stamp>.db`: the cluster's name comes from the
+/// cluster, and must not lead out of `dir` (crate::local_fs::name_part).
+fn local_path(dir: &Path, cluster: &str, minor: Minor, stamp: &str) -> anyhow::Result<PathBuf> {
+    let cluster = crate::local_fs::name_part("the cluster name (clusterName)", cluster)?;
+    Ok(dir.join(format!("{cluster}-{minor}-{stamp}.db")))
+}
+
 /// Takes, copies and verifies the snapshot on `node` (the first control
 /// plane, which runs `upgrade apply`) before the hop to `minor`. `Ok(None)`
 /// for an external etcd, after saying so.
@@ -78,11 +85,12 @@ pub async fn snapshot(
     };
     let cluster = checks::cluster_name(&config.stdout)?;
     let stamp = stamp(SystemTime::now());
+    let local = local_path(dir, &cluster, minor, &stamp)
+        .with_context(|| format!("{node}: kubeadm-config"))?;
     let on_node = format!(
         "{}/fleetctl-etcd-{minor}-{stamp}.db",
         data_dir.trim_end_matches('/')
     );
-    let local = dir.join(format!("{cluster}-{minor}-{stamp}.db"));
     apply
         .progress
         .step(&format!("{node}: etcd snapshot before upgrade apply"));
@@ -151,9 +159,18 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
     let dir = local
         .parent()
         .context("the backups directory has no parent")?;
-    create_private_dir(dir)?;
+    crate::local_fs::private_dir(dir)?;
+    let size = r
+        .check_root("size of the snapshot", &snapshot_file::size(on_node))
+        .await?;
+    let Ok(size) = size.stdout.trim().parse::<u64>() else {
+        bail!(
+            "{node}: stat printed {:?} for the size of {on_node}",
+            size.stdout.trim()
+        );
+    };
     let partial = local.with_extension("db.partial");
-    let copied = copy(r, on_node, &partial).await;
+    let copied = copy(r, on_node, &partial, size).await;
     let verified = copied.and_then(|()| {
         let (sha, bytes) = sha256_of(&partial)?;
         if sha != node_sha {
@@ -178,7 +195,13 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    std::fs::write(&sums, format!("{node_sha}  {name}\n"))
+    crate::local_fs::create_new_or_fail(&sums)
+        .and_then(|mut f| {
+            Ok(std::io::Write::write_all(
+                &mut f,
+                format!("{node_sha}  {name}\n").as_bytes(),
+            )?)
+        })
         .with_context(|| format!("writing {}", sums.display()))?;
     Ok(Snapshot {
         path: local.to_path_buf(),
@@ -232,14 +255,16 @@ fn missing_tool(stderr: &str) -> bool {
         || stderr.contains("unknown command")
 }
 
-/// Streams the node's file into `dest`, created 0600.
-async fn copy(r: &Remote, on_node: &str, dest: &Path) -> anyhow::Result<()> {
+/// Streams the node's file into `dest`, created 0600; never more than the
+/// `size` the node reported before the copy (the file is complete by then).
+async fn copy(r: &Remote, on_node: &str, dest: &Path, size: u64) -> anyhow::Result<()> {
     let mut file = private_file(dest).await?;
     let out = r
         .run_root_into(
             "copy the snapshot to this machine",
             &snapshot_file::cat(on_node),
             &mut file,
+            size,
             TIMEOUT,
         )
         .await;
@@ -256,21 +281,9 @@ async fn copy(r: &Remote, on_node: &str, dest: &Path) -> anyhow::Result<()> {
 }
 
 async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true).mode(0o600);
-    options
-        .open(path)
-        .await
-        .with_context(|| format!("creating {}", path.display()))
-}
-
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
+    Ok(tokio::fs::File::from_std(
+        crate::local_fs::create_new_or_fail(path)?,
+    ))
 }
 
 fn sha256_of(path: &Path) -> anyhow::Result<(String, u64)> {
@@ -313,6 +326,19 @@ fn stamp(now: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_name_cannot_lead_out_of_the_backups_directory() {
+        let dir = Path::new("/w/.fleetctl/backups");
+        let minor: Minor = "v1.35".parse().unwrap();
+        assert_eq!(
+            local_path(dir, "kubernetes", minor, "20261201T153000Z").unwrap(),
+            dir.join("kubernetes-v1.35-20261201T153000Z.db")
+        );
+        for bad in ["/abs", "../../x", ".hidden", "a/b"] {
+            assert!(local_path(dir, bad, minor, "s").is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn stamps_sort_and_carry_no_colon() {

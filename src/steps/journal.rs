@@ -18,8 +18,7 @@
 //! the first write error is kept and [`Journal::check`] reports it, so the
 //! caller can warn without mistaking it for a failed step.
 
-use std::borrow::Cow;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
+use crate::redact::mask_secrets;
 use crate::ssh::Output;
 
 /// How many same-second journals may exist before we give up looking for a
@@ -167,7 +167,7 @@ impl Journal {
         };
         let text = command_text(now, ran, &result, elapsed);
         if self.echo.load(std::sync::atomic::Ordering::Relaxed) {
-            eprint!("{text}");
+            crate::ui::err_text(&text);
         }
         let fields = match &result {
             Ok(out) => CommandFields {
@@ -255,26 +255,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating the journal directory {}", dir.display()))
+    // The state directory itself must be the user's own, not only what fleetctl creates in it.
+    if let Some(state_dir) = dir.parent() {
+        crate::local_fs::private_dir(state_dir)?;
+    }
+    crate::local_fs::private_dir(dir).context("the journal directory")
 }
 
 /// `Ok(None)` when the file already exists (the name is taken).
 fn create_new(path: &Path) -> anyhow::Result<Option<File>> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(file) => Ok(Some(file)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("creating the journal file {}", path.display())),
-    }
+    crate::local_fs::create_new(path).context("creating the journal file")
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -348,234 +338,6 @@ fn prefixed(text: &mut String, prefix: &str, body: &str) {
         text.push_str(line);
         text.push('\n');
     }
-}
-
-// ---------------------------------------------------------------------------
-// Masking secrets
-
-/// Words that make a flag or variable name look like it carries a secret:
-/// Kured's `--notify-url`/`--slack-hook-url` hold webhook tokens, others a
-/// password, an API key, a credential.
-const SECRET_WORDS: [&str; 13] = [
-    "url",
-    "uri",
-    "token",
-    "password",
-    "passwd",
-    "secret",
-    "key",
-    "apikey",
-    "credential",
-    "credentials",
-    "auth",
-    "webhook",
-    "dsn",
-];
-
-/// Replaces with `***` every value whose name looks like it carries a
-/// secret (a word of [`SECRET_WORDS`]; not a name ending in `file`, `path`
-/// or `dir`, which says where a secret is, not what), in the forms commands
-/// and kubectl's output take:
-///
-/// - `--notify-url=VALUE` and `--notify-url VALUE` (in a command line);
-/// - `"--notify-url=VALUE"` and `"--notify-url", "VALUE"` (a JSON list of
-///   arguments, compact or indented);
-/// - `{"name":"KURED_NOTIFY_URL","value":"VALUE"}` (a container's env);
-/// - `KURED_NOTIFY_URL=VALUE` (an environment as text).
-///
-/// Text with nothing to mask comes back as it was, without a copy.
-pub fn mask_secrets(text: &str) -> Cow<'_, str> {
-    let spans = secret_spans(text);
-    if spans.is_empty() {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for span in spans {
-        if span.start < at {
-            continue;
-        }
-        out.push_str(&text[at..span.start]);
-        out.push_str("***");
-        at = span.end;
-    }
-    out.push_str(&text[at..]);
-    Cow::Owned(out)
-}
-
-fn is_secret_name(name: &str) -> bool {
-    let words: Vec<String> = name
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect();
-    match words.last() {
-        None => false,
-        Some(last) if matches!(last.as_str(), "file" | "files" | "path" | "dir") => false,
-        Some(_) => words.iter().any(|w| SECRET_WORDS.contains(&w.as_str())),
-    }
-}
-
-fn is_flag_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.'
-}
-
-/// Where a bare value starting at `from` ends: at a blank, a quote, or the
-/// end; a backslash keeps the next byte in (a JSON `\"`).
-fn bare_value_end(b: &[u8], from: usize) -> usize {
-    let mut i = from;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            b'"' | b'\'' => break,
-            c if c.is_ascii_whitespace() => break,
-            _ => i += 1,
-        }
-    }
-    i.min(b.len())
-}
-
-/// The inside of a string quoted by `b[open]`, to its unescaped closing quote.
-fn quoted(b: &[u8], open: usize) -> Option<std::ops::Range<usize>> {
-    let quote = *b.get(open)?;
-    let mut i = open + 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if quote == b'"' => i += 2,
-            c if c == quote => return Some(open + 1..i),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-fn skip_blanks(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && b[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    i
-}
-
-/// The value that follows a flag given without `=`, its name ending at
-/// `end`: the next JSON list element, or the next word of a command line.
-fn separate_value(b: &[u8], end: usize) -> Option<std::ops::Range<usize>> {
-    match b.get(end)? {
-        b'"' => {
-            let i = skip_blanks(b, end + 1);
-            if b.get(i) != Some(&b',') {
-                return None;
-            }
-            let i = skip_blanks(b, i + 1);
-            if b.get(i) != Some(&b'"') {
-                return None;
-            }
-            quoted(b, i)
-        }
-        b' ' | b'\t' => {
-            let mut i = end;
-            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
-                i += 1;
-            }
-            match b.get(i)? {
-                b'-' => None,
-                b'\'' | b'"' => quoted(b, i),
-                _ => Some(i..bare_value_end(b, i)),
-            }
-        }
-        _ => None,
-    }
-}
-
-/// `"name": "X"` at `at`: X's range and where it ends.
-fn json_name(b: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> {
-    let key = b"\"name\"";
-    if !b[at..].starts_with(key) {
-        return None;
-    }
-    let i = skip_blanks(b, at + key.len());
-    if b.get(i) != Some(&b':') {
-        return None;
-    }
-    let i = skip_blanks(b, i + 1);
-    let name = quoted(b, i)?;
-    let after = name.end + 1;
-    Some((name, after))
-}
-
-/// The string value of `"value"` in the same JSON object, after `from`.
-fn json_value_in_object(b: &[u8], from: usize) -> Option<std::ops::Range<usize>> {
-    let key = b"\"value\"";
-    let mut i = from;
-    while i < b.len() && b[i] != b'}' {
-        if b[i..].starts_with(key) {
-            let j = skip_blanks(b, i + key.len());
-            if b.get(j) != Some(&b':') {
-                return None;
-            }
-            let j = skip_blanks(b, j + 1);
-            return quoted(b, j);
-        }
-        i += 1;
-    }
-    None
-}
-
-fn secret_spans(text: &str) -> Vec<std::ops::Range<usize>> {
-    let b = text.as_bytes();
-    let mut spans = Vec::new();
-    let starts_word = |i: usize| i == 0 || !is_flag_byte(b[i - 1]);
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'-' && b.get(i + 1) == Some(&b'-') && starts_word(i) {
-            let start = i + 2;
-            let mut end = start;
-            while end < b.len() && is_flag_byte(b[end]) {
-                end += 1;
-            }
-            if end > start && is_secret_name(&text[start..end]) {
-                let value = if b.get(end) == Some(&b'=') {
-                    Some(end + 1..bare_value_end(b, end + 1))
-                } else {
-                    separate_value(b, end)
-                };
-                if let Some(value) = value.filter(|v| !v.is_empty()) {
-                    i = value.end;
-                    spans.push(value);
-                    continue;
-                }
-            }
-            i = end.max(i + 1);
-        } else if b[i] == b'"' {
-            if let Some((name, after)) = json_name(b, i)
-                && is_secret_name(&text[name.clone()])
-                && let Some(value) = json_value_in_object(b, after).filter(|v| !v.is_empty())
-            {
-                i = value.end;
-                spans.push(value);
-                continue;
-            }
-            i += 1;
-        } else if b[i].is_ascii_uppercase() && starts_word(i) {
-            let mut end = i;
-            while end < b.len()
-                && (b[end].is_ascii_uppercase() || b[end].is_ascii_digit() || b[end] == b'_')
-            {
-                end += 1;
-            }
-            if b.get(end) == Some(&b'=') && is_secret_name(&text[i..end]) {
-                let value = end + 1..bare_value_end(b, end + 1);
-                if !value.is_empty() {
-                    i = value.end;
-                    spans.push(value);
-                    continue;
-                }
-            }
-            i = end.max(i + 1);
-        } else {
-            i += 1;
-        }
-    }
-    spans
 }
 
 #[cfg(test)]
@@ -831,74 +593,6 @@ mod tests {
             )),
             "{err}"
         );
-    }
-
-    #[test]
-    fn secret_flag_values_are_masked_in_command_lines() {
-        let cases = [
-            (
-                "kured --ds-name=kured --notify-url=slack://T0/B0/xoxb-1 --period=1h",
-                "kured --ds-name=kured --notify-url=*** --period=1h",
-            ),
-            (
-                "kured --slack-hook-url https://hooks.slack.com/services/T/B/x --concurrency 2",
-                "kured --slack-hook-url *** --concurrency 2",
-            ),
-            (
-                "tool --password 'a b c' --user=me",
-                "tool --password '***' --user=me",
-            ),
-            (
-                "tool --api-key=abc\nnext line",
-                "tool --api-key=***\nnext line",
-            ),
-            ("tool --auth_token \"t\" -v", "tool --auth_token \"***\" -v"),
-            (
-                "env KURED_NOTIFY_URL=https://x/y PATH=/bin",
-                "env KURED_NOTIFY_URL=*** PATH=/bin",
-            ),
-        ];
-        for (text, want) in cases {
-            assert_eq!(mask_secrets(text), want, "{text}");
-        }
-    }
-
-    #[test]
-    fn secret_values_are_masked_in_json_lists_and_env() {
-        let compact = r#"["/usr/bin/kured","--ds-name=kured","--notify-url=https://hooks.slack.com/x?token=1\"2","--prometheus-url","http://u:p@prom:9090","--period=1h"]"#;
-        assert_eq!(
-            mask_secrets(compact),
-            r#"["/usr/bin/kured","--ds-name=kured","--notify-url=***","--prometheus-url","***","--period=1h"]"#
-        );
-        let indented = "\"args\": [\n    \"--slack-hook-url\",\n    \"https://hooks/x\",\n    \"--ds-namespace\",\n    \"kured\"\n]";
-        assert_eq!(
-            mask_secrets(indented),
-            "\"args\": [\n    \"--slack-hook-url\",\n    \"***\",\n    \"--ds-namespace\",\n    \"kured\"\n]"
-        );
-        let env = r#"[{"name":"KURED_NOTIFY_URL","value":"slack://T/B/x"},{"name":"KURED_NODE_ID","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}},{"name": "KURED_PERIOD", "value": "1h"},{"name":"API_TOKEN","valueFrom":{"secretKeyRef":{"name":"t","key":"k"}}}]"#;
-        assert_eq!(
-            mask_secrets(env),
-            r#"[{"name":"KURED_NOTIFY_URL","value":"***"},{"name":"KURED_NODE_ID","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}},{"name": "KURED_PERIOD", "value": "1h"},{"name":"API_TOKEN","valueFrom":{"secretKeyRef":{"name":"t","key":"k"}}}]"#
-        );
-    }
-
-    #[test]
-    fn names_that_only_say_where_a_secret_is_or_look_alike_are_left_alone() {
-        for text in [
-            "--kubeconfig=/etc/kubernetes/admin.conf --request-timeout=20s",
-            "--service-account-key-file=/etc/kubernetes/pki/sa.pub --tls-private-key-file=/x.key",
-            "--authorization-mode=Node,RBAC --lock-annotation=weave.works/kured-node-lock",
-            "annotate daemonset kured weave.works/kured-node-lock={\"nodeID\":\"fleetctl/a@b\"} --resource-version=12",
-            "--from-literal=holder=fleetctl/alice@laptop --keyboard=us --monkey=1",
-            "--notify-url= --token",
-            "plain text with no flags, MONKEY=1 and a--token=glued",
-        ] {
-            assert!(
-                matches!(mask_secrets(text), Cow::Borrowed(_)),
-                "{text} became {}",
-                mask_secrets(text)
-            );
-        }
     }
 
     #[test]

@@ -35,10 +35,23 @@ impl Remote {
     }
 
     /// The same node and journal over a fresh connection (after a reboot).
+    /// What connecting warned about (a host key recorded, or accepted with
+    /// checking off) is printed and journaled here, as gathering does for
+    /// the first connection: a reboot is exactly when a swapped host would show.
     pub fn with_session(&self, session: Arc<Session>) -> Remote {
-        Remote {
+        let fresh = Remote {
             session,
             journal: self.journal.clone(),
+        };
+        fresh.report_warnings();
+        fresh
+    }
+
+    /// Prints and journals what connecting warned about (see [`Remote::with_session`]).
+    pub fn report_warnings(&self) {
+        for w in self.session.warnings() {
+            self.journal.event("ssh-warning", Some(self.node()), w);
+            crate::ui::alert(w);
         }
     }
 
@@ -92,16 +105,17 @@ impl Remote {
     }
 
     /// Runs `cmd` as root with its stdout streamed into `sink` (a file
-    /// copied off the node); journaled without the bytes.
+    /// copied off the node), stopped past `max_bytes`; journaled without the bytes.
     pub async fn run_root_into(
         &self,
         label: &str,
         cmd: &str,
         sink: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+        max_bytes: u64,
         timeout: Duration,
     ) -> anyhow::Result<Output> {
         let ran = self.ran(label, cmd, true);
-        let exec = self.session.exec_root_into(cmd, sink, timeout);
+        let exec = self.session.exec_root_into(cmd, sink, max_bytes, timeout);
         journaled(&self.journal, ran, exec).await
     }
 

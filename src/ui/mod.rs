@@ -1,5 +1,10 @@
 //! Everything the operator sees goes through here: a [`Printer`] decides
 //! where output goes and whether it is coloured; no other module prints.
+//!
+//! What goes to stderr (notes, warnings, progress, errors) passes through
+//! [`crate::redact::mask_secrets`] first. No write here can panic: a
+//! terminal that hung up (SIGHUP; EIO or EPIPE on write) loses the text,
+//! and fleetctl goes on to a safe stop and gives the lock back.
 
 mod progress;
 mod table;
@@ -7,6 +12,8 @@ mod table;
 use std::io::{IsTerminal, Write};
 
 use console::Style;
+
+use crate::redact::mask_secrets;
 
 pub use progress::Progress;
 pub use table::Table;
@@ -48,26 +55,67 @@ impl Printer {
 
     /// Progress and notes, on stderr, so stdout stays clean for `--output json`.
     pub fn note(&self, text: &str) {
-        eprintln!("{text}");
+        err_line(&mask_secrets(text));
     }
 
     pub fn warn(&self, text: &str) {
-        eprintln!(
-            "{} {text}",
+        err_line(&format!(
+            "{} {}",
             Style::new()
                 .yellow()
                 .bold()
                 .for_stderr()
-                .apply_to("warning:")
-        );
+                .apply_to("warning:"),
+            mask_secrets(text)
+        ));
     }
 
     /// Only with `-v`.
     pub fn debug(&self, text: &str) {
         if self.verbose > 0 {
-            eprintln!("{}", Style::new().dim().for_stderr().apply_to(text));
+            err_line(
+                &Style::new()
+                    .dim()
+                    .for_stderr()
+                    .apply_to(mask_secrets(text))
+                    .to_string(),
+            );
         }
     }
+}
+
+/// A warning from deep inside a step (a host key accepted on a reconnect
+/// after a reboot), where no [`Printer`] is at hand: masked, printed above
+/// apply's bar when one is drawn, else on stderr.
+pub fn alert(text: &str) {
+    let line = format!(
+        "{} {}",
+        Style::new()
+            .yellow()
+            .bold()
+            .for_stderr()
+            .apply_to("warning:"),
+        mask_secrets(text)
+    );
+    if !progress::println_above_bar(&line) {
+        err_line(&line);
+    }
+}
+
+/// `text` and a newline on stderr, in one write; a failed write (the
+/// terminal hung up, stderr closed) is ignored, never a panic.
+pub fn err_line(text: &str) {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// `text` on stderr as it is (a prompt, a record already ending in a newline), flushed; errors ignored.
+pub fn err_text(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
 }
 
 /// Styles shared by tables and reports (stdout).

@@ -6,9 +6,27 @@
 //! Fact gathering (`status`, `plan`, `apply`, `reboot`) counts nodes
 //! instead ([`Progress::nodes`]): a bar on a terminal, nothing otherwise.
 
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// apply's (or reboot's) bar while it is drawn, so that a warning raised
+/// deep in a step ([`super::alert`]) is printed above it instead of being
+/// erased by its next redraw.
+static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Prints `text` above the active bar; `false` when there is none.
+pub(super) fn println_above_bar(text: &str) -> bool {
+    let active = ACTIVE.lock().unwrap_or_else(|p| p.into_inner());
+    match active.as_ref() {
+        Some(bar) if !bar.is_finished() => {
+            bar.println(text);
+            true
+        }
+        _ => false,
+    }
+}
 
 /// Clones share the bar: each task of a fan-out may advance it.
 #[derive(Clone)]
@@ -34,6 +52,7 @@ impl Progress {
         .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.enable_steady_tick(Duration::from_millis(120));
+        *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
         Progress {
             bar: Some(bar),
             lines: true,
@@ -77,13 +96,16 @@ impl Progress {
     }
 
     /// A line that stays: a hop starting, a node finished, a warning.
+    /// Secrets masked; a terminal that hung up loses it without a panic
+    /// (indicatif ignores its own write errors).
     pub fn line(&self, text: &str) {
+        let text = crate::redact::mask_secrets(text);
         match &self.bar {
             Some(bar) => bar.println(text),
-            None if self.lines => eprintln!(
+            None if self.lines => super::err_line(&format!(
                 "[{}] {text}",
                 humantime::format_rfc3339_seconds(SystemTime::now())
-            ),
+            )),
             None => {}
         }
     }
@@ -91,7 +113,7 @@ impl Progress {
     /// What is happening now; replaced by the next call.
     pub fn step(&self, text: &str) {
         match &self.bar {
-            Some(bar) => bar.set_message(text.to_string()),
+            Some(bar) => bar.set_message(crate::redact::mask_secrets(text).into_owned()),
             None => self.line(text),
         }
     }
@@ -105,6 +127,10 @@ impl Progress {
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+            let mut active = ACTIVE.lock().unwrap_or_else(|p| p.into_inner());
+            if active.as_ref().is_some_and(|a| a.is_finished()) {
+                *active = None;
+            }
         }
     }
 }

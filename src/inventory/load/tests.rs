@@ -526,3 +526,28 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn shell_metacharacters_in_addresses_users_and_jump_hosts_are_refused_where_they_are() {
+    let text = "\
+kubernetes_version: v1.37
+ssh:
+  jump: \"ops@gw;id\"
+nodes:
+  - {name: cp-1, address: \"$(id)\", role: control-plane}
+  - {name: w-1, address: 10.0.0.12, role: worker, user: \"core`id`\"}
+";
+    let err = parse_err(text);
+    assert!(
+        err.contains("inventory.yaml:3:9: ssh.jump `ops@gw;id` host `gw;id` contains ';'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("inventory.yaml:5:27: node `cp-1`: address `$(id)` contains '$'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("inventory.yaml:6:57: node `w-1`: user `core`id`` contains '`'"),
+        "{err}"
+    );
+}

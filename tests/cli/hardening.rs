@@ -1,0 +1,208 @@
+//! Issue 15 (hardening) against the real binary: inventory values never
+//! reach the laptop's shell, secrets stay out of what fleetctl prints and
+//! journals, a hung-up terminal costs output but never a panic, and
+//! `fleetctl reboot` looks at the fleet again under the lock and reports
+//! host keys accepted on the reconnect after a reboot.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::support::{self, Fleet, Run, describe, is_reboot};
+
+/// An inventory in a fresh directory, with `home/.ssh/config` holding
+/// `ssh_config` (support::fleetctl keeps a config that is already there).
+fn offline_inventory(text: &str, ssh_config: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = dir.path().join("home/.ssh");
+    fs::create_dir_all(&ssh).unwrap();
+    fs::write(
+        ssh.join("config"),
+        format!("{ssh_config}Host *\n    GlobalKnownHostsFile /dev/null\n"),
+    )
+    .unwrap();
+    let path = dir.path().join("inventory.yaml");
+    fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn an_address_with_shell_syntax_never_runs_on_this_machine() {
+    let marker = tempfile::tempdir().unwrap();
+    let pwned = marker.path().join("pwned");
+    let text = format!(
+        "kubernetes_version: v1.34\n\
+         nodes:\n  - {{name: cp-1, address: \"$(touch${{IFS}}{})\", role: control-plane}}\n",
+        pwned.display()
+    );
+    let (_dir, inventory) = offline_inventory(&text, "Host *\n    ProxyCommand nc %h %p\n");
+    let out = support::run(&inventory, &["status"]).expect_code(2);
+    assert!(
+        out.stderr
+            .contains("inventory.yaml:3:27: node `cp-1`: address `$(touch${IFS}"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("contains '$'"), "{}", out.stderr);
+    assert!(!pwned.exists(), "the address ran a command on the laptop");
+}
+
+#[test]
+fn a_hub_url_with_credentials_is_refused_without_printing_them() {
+    let text = "kubernetes_version: v1.34\n\
+                sysupdate:\n  hub: https://alice:hunter2@mirror.example/extensions\n\
+                nodes:\n  - {name: cp-1, address: 127.0.0.1, port: 1, role: control-plane}\n";
+    let (_dir, inventory) = offline_inventory(text, "");
+    let out = support::run(&inventory, &["status"]).expect_code(2);
+    assert!(out.stderr.contains("carries credentials"), "{}", out.stderr);
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("https://alice:***@mirror.example"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// stderr is a pipe nobody reads any more: every write fails with EPIPE,
+/// as on a terminal that hung up (EIO).
+fn with_dead_stderr(inventory: &Path, args: &[&str]) -> Run {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = support::fleetctl(inventory, args)
+        .stdout(Stdio::piped())
+        .stderr(writer)
+        .output()
+        .unwrap();
+    Run::of(out)
+}
+
+#[test]
+fn an_error_printed_to_a_dead_stderr_is_an_exit_code_not_a_panic() {
+    let (_dir, inventory) = offline_inventory("kubernetes_version: v1.34\nnodes: []\n", "");
+    // A usage error (exit 2), not Rust's panic on a failed eprintln (exit 101).
+    with_dead_stderr(&inventory, &["status"]).expect_code(2);
+}
+
+/// Rewrites the fleet's inventory.
+fn set_inventory(fleet: &Fleet, edit: impl FnOnce(String) -> String) {
+    let path = fleet.inventory();
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(&path, edit(text)).unwrap();
+}
+
+/// Every record of the `.jsonl` journals, and the raw text of every journal file.
+fn journals(fleet: &Fleet) -> (Vec<serde_json::Value>, String) {
+    let dir = fleet.dir().join(".fleetctl/journal");
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let raw: String = files
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap())
+        .collect();
+    let records = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .flat_map(|f| {
+            fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<serde_json::Value>>()
+        })
+        .collect();
+    (records, raw)
+}
+
+#[test]
+fn reboot_masks_health_check_output_survives_a_dead_terminal_and_looks_again_under_the_lock() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .with_node("w-1", |n| n.staged = Some("v1.34.3".into())),
+    );
+    let inventory = fleet.inventory();
+    set_inventory(&fleet, |text| {
+        text.replace(
+            "nodes:\n",
+            "health_checks:\n  - name: db\n    command: \"echo PGPASSWORD=hunter2 Authorization: Bearer abcdefgh12345\"\n    expect: healthy\nnodes:\n",
+        )
+    });
+
+    // 1. stderr dead from the start: the run goes on, fails at the gate,
+    //    and gives the lock back, without a panic.
+    let start = fleet.events().unwrap().len();
+    let dead = with_dead_stderr(&inventory, &["reboot", "--yes"]);
+    assert_eq!(dead.code, Some(1), "{dead:?}");
+    let events = fleet.events().unwrap();
+    assert!(
+        events[start..].iter().any(support::deletes_lock_configmap),
+        "the lock was given back:\n{}",
+        describe(&events[start..])
+    );
+
+    // 2. The failed health check's output, masked on stderr and in the journal.
+    let start = fleet.events().unwrap().len();
+    let out = support::run(&inventory, &["reboot", "--yes"]).expect_code(1);
+    assert!(
+        out.stderr.contains("health check `db` failed"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("PGPASSWORD=***"), "{}", out.stderr);
+    let (_, raw) = journals(&fleet);
+    for secret in ["hunter2", "abcdefgh12345"] {
+        assert!(!out.stderr.contains(secret), "{}", out.stderr);
+        assert!(!raw.contains(secret), "the journal holds {secret}:\n{raw}");
+    }
+    let log = &fleet.events().unwrap()[start..];
+    assert!(!log.iter().any(is_reboot), "{}", describe(log));
+
+    // 3. Host key checking off: every connection warns, which shows each
+    //    one: the fleet is gathered again once the lock is held, and the
+    //    reconnect after w-1's reboot is printed and journaled like the first.
+    set_inventory(&fleet, |text| {
+        let start = text.find("health_checks:").unwrap();
+        let end = text.find("nodes:\n").unwrap();
+        let mut text = format!("{}{}", &text[..start], &text[end..]);
+        text = text.replace("host_key_checking: strict", "host_key_checking: off");
+        let known = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("known_hosts: "))
+            .unwrap()
+            .to_string();
+        text.replace(&known, &format!("{known}.empty"))
+    });
+    let start = fleet.events().unwrap().len();
+    let out = support::run(&inventory, &["reboot", "--yes"]).expect_code(0);
+    let warning = "w-1: WARNING: host key checking is OFF";
+    let (before, after) = out
+        .stderr
+        .split_once("holding ")
+        .expect("the lock was taken");
+    assert!(before.contains(warning), "{}", out.stderr);
+    assert!(
+        after.matches(warning).count() >= 2,
+        "gathering under the lock and the reconnect after the reboot:\n{}",
+        out.stderr
+    );
+    let events = fleet.events().unwrap();
+    assert!(
+        events[start..]
+            .iter()
+            .any(|e| is_reboot(e) && e.node == "w-1"),
+        "{}",
+        describe(&events[start..])
+    );
+    let (records, _) = journals(&fleet);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["kind"] == "ssh-warning" && r["node"] == "w-1"),
+        "{records:#?}"
+    );
+}
