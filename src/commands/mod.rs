@@ -131,11 +131,10 @@ pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
 
 /// The run's pacing (`--soak`, `--window`, `--alert-gate`); a bad flag is
 /// exit 2, before anything is touched.
-pub fn pacing(
-    _inv: &Inventory,
-    roll: &crate::cli::RollArgs,
-) -> anyhow::Result<crate::pacing::Pace> {
-    roll.pace.pace(None).map_err(|e| crate::usage!("{e}"))
+pub fn pacing(inv: &Inventory, roll: &crate::cli::RollArgs) -> anyhow::Result<crate::pacing::Pace> {
+    roll.pace
+        .pace(inv.window.as_ref())
+        .map_err(|e| crate::usage!("{e}"))
 }
 
 /// A run started outside its maintenance window, or too late in it for one

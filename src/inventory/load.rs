@@ -214,6 +214,16 @@ impl Builder {
                 .map(Some),
             None => Some(None),
         };
+        let window = match &raw.window {
+            Some(w) => self
+                .problems
+                .check(
+                    w.referenced,
+                    crate::pacing::Window::parse(&w.value).map_err(|e| format!("window: {e}")),
+                )
+                .map(Some),
+            None => Some(None),
+        };
         let nodes = self.nodes(raw.nodes, default_port);
         Some(Inventory {
             path: path.to_path_buf(),
@@ -223,6 +233,7 @@ impl Builder {
             ssh: ssh?,
             health_checks: health_checks?,
             kured: kured?,
+            window: window?,
             nodes: nodes?,
         })
     }

@@ -35,6 +35,9 @@ pub struct Inventory {
     /// Kured's DaemonSet, when the operator names it rather than letting
     /// fleetctl find it.
     pub kured: Option<KuredRef>,
+    /// The maintenance window apply and reboot keep to unless `--window`
+    /// says otherwise (`crate::pacing::Window`).
+    pub window: Option<crate::pacing::Window>,
     /// In file order; the first control-plane node is the one `upgrade apply` runs on.
     pub nodes: Vec<Node>,
 }

@@ -22,6 +22,8 @@ pub(super) struct RawInventory {
     pub health_checks: Option<Vec<RawHealthCheck>>,
     #[serde(default)]
     pub kured: Option<Spanned<String>>,
+    #[serde(default)]
+    pub window: Option<Spanned<String>>,
     pub nodes: Spanned<Vec<RawNode>>,
 }
 

@@ -114,6 +114,7 @@ mod tests {
             },
             health_checks: Vec::new(),
             kured: None,
+            window: None,
             nodes: names
                 .iter()
                 .map(|(name, role)| Node {

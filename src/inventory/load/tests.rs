@@ -157,7 +157,7 @@ fn terminal_escapes_in_the_file_are_not_replayed() {
     assert_eq!(
         parse_err(&text),
         "inventory.yaml:4:1: unknown field `evil\\u{1b}[31m`, expected one of \
-         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, nodes"
+         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, window, nodes"
     );
 }
 
@@ -186,7 +186,7 @@ fn unknown_top_level_key_is_refused() {
     assert_eq!(
         parse_err(&text),
         "inventory.yaml:4:1: unknown field `kubernetes_versoin`, expected one of \
-         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, nodes"
+         kubernetes_version, containerd_version, sysupdate, ssh, health_checks, kured, window, nodes"
     );
 }
 
@@ -315,6 +315,22 @@ fn kured_is_a_namespace_and_a_daemonset_name() {
     let err = parse_err(&format!("{MINIMAL}kured: kured\n"));
     assert!(
         err.starts_with("inventory.yaml:4:8: kured: `kured` does not name a DaemonSet"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_window_is_read_as_kured_reads_its_own_or_refused_where_it_stands() {
+    let inv = parse_ok(&format!("{MINIMAL}window: 'sat,sun 01:00-05:00'\n"));
+    assert_eq!(
+        inv.window.map(|w| w.to_string()).as_deref(),
+        Some("Sat,Sun 01:00-05:00 UTC")
+    );
+    let err = parse_err(&format!("{MINIMAL}window: 'weekends 01:00-05:00'\n"));
+    assert!(
+        err.starts_with(
+            "inventory.yaml:4:9: window: window \"weekends 01:00-05:00\": \"weekends\" is not a day"
+        ),
         "{err}"
     );
 }

@@ -38,6 +38,7 @@ pub(crate) fn inventory(nodes: Vec<Node>) -> Inventory {
         },
         health_checks: vec![],
         kured: None,
+        window: None,
         nodes,
     }
 }
