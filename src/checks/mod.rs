@@ -24,8 +24,8 @@ mod pdb;
 
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use etcd::{
-    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotStatus, cluster_name, etcd_topology,
-    parse_snapshot_status,
+    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
+    cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,

@@ -74,6 +74,12 @@ pub struct Scenario {
     /// An external etcd's endpoints (kubeadm-config `etcd.external`, no
     /// etcd static pods); empty: stacked etcd.
     pub external_etcd: Vec<String>,
+    /// The etcd image tag (`3.6.4-0`) every control plane's etcd static pod
+    /// runs at the start, when not the one kubeadm deploys for the
+    /// cluster's version (a cluster set up by an older kubeadm patch); a
+    /// kubeadm upgrade replaces it with its own when that is newer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<String>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -170,6 +176,7 @@ impl Default for Scenario {
             deprecated_apis: Vec::new(),
             cert_expiry_days: 300.0,
             external_etcd: Vec::new(),
+            etcd: None,
             nodes: Vec::new(),
             faults: Faults::default(),
         }
@@ -414,6 +421,14 @@ impl Scenario {
             k.validate().context("scenario `kured`")?;
         }
         self.cluster_version()?;
+        if let Some(tag) = &self.etcd {
+            if crate::tools::etcd_tag(tag).is_none() {
+                bail!("scenario `etcd`: `{tag}` is not an etcd image tag like 3.6.4-0");
+            }
+            if !self.external_etcd.is_empty() {
+                bail!("scenario `etcd` names the stacked etcd's image; `external_etcd` has none");
+            }
+        }
         Ok(())
     }
 

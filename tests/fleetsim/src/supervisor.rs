@@ -312,6 +312,12 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
             .map(|n| (n.name.clone(), now() + scenario.cert_expiry_days * 86_400.0))
             .collect(),
         external_etcd: scenario.external_etcd.clone(),
+        etcd_images: scenario
+            .nodes
+            .iter()
+            .filter(|n| n.role == Role::ControlPlane)
+            .filter_map(|n| Some((n.name.clone(), scenario.etcd.clone()?)))
+            .collect(),
     };
     let shared = Shared::new(fleet.cluster());
     shared.update_cluster(|c| {
