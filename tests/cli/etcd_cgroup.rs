@@ -143,3 +143,76 @@ fn a_damaged_snapshot_stops_the_hop_before_upgrade_apply() {
         assert_eq!(left.trim(), "0", "the node's copy is removed");
     }
 }
+
+/// Whether an event changed something on a node or in the cluster (reads
+/// by fleetctl's scripts and kubectl `get`s are not events that mutate).
+fn mutations(events: &[Event]) -> Vec<&Event> {
+    events
+        .iter()
+        .filter(|e| {
+            let a = e.argv.join(" ");
+            a.starts_with("kubeadm upgrade")
+                || a.starts_with("systemd-sysupdate")
+                || a.starts_with("reboot")
+                || a.contains(" cordon ")
+                || a.contains(" drain ")
+                || a.contains(" annotate ")
+                || a.contains(" create ")
+        })
+        .collect()
+}
+
+#[test]
+fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
+    let scenario = support::scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.34.2")
+        .with_node("w-1", |n| n.cgroup_v1 = true);
+    let fleet = support::start(scenario);
+    // The simulated nodes do not show the host's hierarchy: cp-1 is v2, w-1 v1.
+    let probe = "test -e /sys/fs/cgroup/cgroup.controllers && echo v2 || echo v1";
+    assert_eq!(fleet.ssh_ok("cp-1", "root", probe).unwrap().trim(), "v2");
+    assert_eq!(fleet.ssh_ok("w-1", "root", probe).unwrap().trim(), "v1");
+
+    let before = fleet.events().unwrap().len();
+    let blocked = run(&fleet, &["plan", "v1.35"]).expect_code(2);
+    let text = format!("{}\n{}", blocked.stdout, blocked.stderr);
+    support::assert_has(
+        &text,
+        &[
+            "BLOCK   cgroup",
+            "w-1: cgroup v1",
+            "systemd.unified_cgroup_hierarchy=0",
+            "failCgroupV1: false",
+            "--ignore-check cgroup",
+        ],
+    );
+    assert!(!text.contains("cp-1: cgroup v1"), "{text}");
+    assert!(
+        !fleet.dir().join(".fleetctl/plan.yaml").exists(),
+        "a blocked plan is not saved"
+    );
+    let events = fleet.events().unwrap();
+    assert!(
+        mutations(&events[before..]).is_empty(),
+        "plan changed nothing: {}",
+        support::describe(&events[before..])
+    );
+    // A hop to v1.34 does not care.
+    run(&fleet, &["plan", "v1.34"]).expect_code(0);
+
+    // The operator allows cgroup v1 in w-1's kubelet configuration.
+    fleet
+        .ssh_ok(
+            "w-1",
+            "root",
+            "printf 'failCgroupV1: false\\n' >> /var/lib/kubelet/config.yaml",
+        )
+        .unwrap();
+    let passed = run(&fleet, &["plan", "v1.35"]).expect_code(0);
+    let text = format!("{}\n{}", passed.stdout, passed.stderr);
+    assert!(!text.contains("BLOCK   cgroup"), "{text}");
+    let saved = fs::read_to_string(fleet.dir().join(".fleetctl/plan.yaml")).unwrap();
+    assert!(saved.contains("v1.35"), "{saved}");
+}

@@ -133,6 +133,10 @@ pub struct NodeSpec {
     /// The node presents a different host key than known_hosts records.
     #[serde(default)]
     pub wrong_host_key: bool,
+    /// The node boots on cgroup v1 (`systemd.unified_cgroup_hierarchy=0`);
+    /// every other node is on cgroup v2, whatever the host (`src/cgroup.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_v1: bool,
     /// This node's containerd sysext (default: the scenario's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containerd: Option<String>,
@@ -208,6 +212,7 @@ impl NodeSpec {
             os: None,
             os_update: None,
             wrong_host_key: false,
+            cgroup_v1: false,
             containerd: None,
             containerd_pin: Pin::Pinned,
         }

@@ -605,6 +605,7 @@ impl NodeRunner {
             notes: Vec::new(),
             kubelet_restart: self.kubelet_restart,
             light: self.light,
+            cgroup_v1: self.plan.spec.cgroup_v1,
         };
         loop {
             let child = match self.boot_once(&boot, init.clone()) {
@@ -645,6 +646,7 @@ impl NodeRunner {
                         notes,
                         kubelet_restart: self.kubelet_restart,
                         light: self.light,
+                        cgroup_v1: self.plan.spec.cgroup_v1,
                     };
                 }
                 Err(e) => {

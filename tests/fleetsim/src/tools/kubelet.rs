@@ -122,10 +122,10 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         Ok(f) => f,
         Err(msg) => return fail(env, &boot, version, &msg),
     };
-    let stamp = match &flags.config {
+    let config = match &flags.config {
         None => None,
         Some(path) => match std::fs::read_to_string(env.path(path)) {
-            Ok(text) => Some(config_stamp(&text).unwrap_or_else(|| "none".into())),
+            Ok(text) => Some(text),
             Err(e) => {
                 let msg = format!(
                     "failed to load kubelet config file, path: {path}, error: failed to load Kubelet config file {path}, \
@@ -136,6 +136,16 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
             }
         },
     };
+    let stamp = config
+        .as_deref()
+        .map(|text| config_stamp(text).unwrap_or_else(|| "none".into()));
+    if refuses_cgroup_v1(
+        version,
+        config.as_deref(),
+        crate::cgroup::is_v2(&env.path("/")),
+    ) {
+        return fail(env, &boot, version, CGROUP_V1_REFUSED);
+    }
     log(
         env,
         &boot,
@@ -179,6 +189,34 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         Ok(())
     })?;
     Ok(0)
+}
+
+/// What a v1.35+ kubelet says on a cgroup v1 host before it exits:
+/// `validateKubeletOSConfiguration`'s error
+/// (pkg/kubelet/apis/config/validation/validation_linux.go, worded as
+/// KEP-5573 made it in v1.35) wrapped by cmd/kubelet/app/server.go's
+/// `failed to validate kubelet configuration, error: %w, path: %s`, as
+/// kubelets print it.
+pub(crate) const CGROUP_V1_REFUSED: &str = "failed to validate kubelet configuration, error: kubelet is \
+     configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be \
+     removed in a future release, path: &TypeMeta{Kind:,APIVersion:,}";
+
+/// v1.35 turned `failCgroupV1` on by default (KEP-5573,
+/// kubernetes/kubernetes#134298): on cgroup v1 the kubelet starts only when
+/// its configuration says `failCgroupV1: false`. Earlier kubelets only warn.
+pub(crate) fn refuses_cgroup_v1(
+    version: KubeVersion,
+    config: Option<&str>,
+    cgroup_v2: bool,
+) -> bool {
+    if cgroup_v2 || version.minor < 35 {
+        return false;
+    }
+    let set = config.into_iter().flat_map(str::lines).find_map(|l| {
+        l.strip_prefix("failCgroupV1:")
+            .map(|v| v.split('#').next().unwrap_or("").trim().to_string())
+    });
+    set.as_deref() != Some("false")
 }
 
 /// The Go error text of an I/O error (`no such file or directory`).
@@ -362,6 +400,52 @@ mod tests {
                 ("(static-pods)", Some("v1.35.1"), None)
             ]
         );
+    }
+
+    #[test]
+    fn a_1_35_kubelet_refuses_cgroup_v1_unless_its_config_allows_it() {
+        let node = Node::worker("w1", "v1.35.0");
+        node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
+        std::fs::remove_dir_all(node.path(crate::cgroup::CGROUP_ROOT)).unwrap();
+        crate::cgroup::populate(&node.root, true).unwrap();
+        node.write(CONFIG_FILE, &config_yaml("v1.35.0"));
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.trim_end().ends_with(
+                "run.go:72] \"command failed\" err=\"failed to validate kubelet configuration, error: \
+                 kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is \
+                 unsupported and will be removed in a future release, path: &TypeMeta{Kind:,APIVersion:,}\""
+            ),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(
+            node.events()[0].result,
+            format!("failed: {CGROUP_V1_REFUSED}")
+        );
+        assert!(node.cluster().nodes["w1"].kubelet.is_none(), "not running");
+        // `failCgroupV1: false` lets it start.
+        node.write(
+            CONFIG_FILE,
+            &format!("{}failCgroupV1: false\n", config_yaml("v1.35.0")),
+        );
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(node.cluster().nodes["w1"].kubelet.is_some());
+        let v = |s| KubeVersion::parse(s).unwrap();
+        assert!(
+            !refuses_cgroup_v1(v("v1.34.9"), None, false),
+            "v1.34 only warns"
+        );
+        assert!(refuses_cgroup_v1(
+            v("v1.36.0"),
+            Some("failCgroupV1: true\n"),
+            false
+        ));
+        assert!(!refuses_cgroup_v1(v("v1.36.0"), None, true), "cgroup v2");
     }
 
     #[test]
