@@ -10,8 +10,13 @@
 //! configuration, error: kubelet is configured to not run on a host using
 //! cgroup v1. cgroup v1 support is unsupported and will be removed in a
 //! future release`. kubeadm does not look (its upgrade docs only carry a
-//! note): a hop to v1.35 reboots such a node into a kubelet that never
-//! starts, and the node stays NotReady.
+//! note, and its SystemVerification preflight errors only when the kubelet
+//! it detects is already v1.35, kubernetes/kubernetes#134744, whereas
+//! fleetctl runs kubeadm before the node reboots into the new kubelet): a
+//! hop to v1.35 reboots such a node into a kubelet that never starts, and
+//! the node stays NotReady. #134744's release note is also where kubeadm
+//! says to allow cgroup v1: `failCgroupV1: false` in the
+//! `kube-system/kubelet-config` ConfigMap.
 //!
 //! Flatcar boots cgroup v2 since 2969.0.0, but nodes installed before (its
 //! post-update script put `systemd.unified_cgroup_hierarchy=0` into

@@ -80,11 +80,26 @@ pub(crate) struct Flags {
     pub config: Option<String>,
 }
 
+/// Flags a minor removed, as fleetctl's table (`src/checks/flags.rs`)
+/// records them: name, the first minor that no longer knows it, whether it
+/// takes a value (a bool flag does not consume the next word).
+const REMOVED: &[(&str, u32, bool)] = &[
+    // kubernetes/kubernetes#122082
+    ("keep-terminated-pod-volumes", 31, false),
+    // kubernetes/kubernetes#122384
+    ("register-schedulable", 34, false),
+    // kubernetes/kubernetes#133779
+    (POD_INFRA_NAME, POD_INFRA_REMOVED_MINOR, true),
+];
+const POD_INFRA_NAME: &str = "pod-infra-container-image";
+
 /// pflag's parsing, with the flag set of `version`.
 pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags, String> {
+    debug_assert_eq!(&POD_INFRA_FLAG[2..], POD_INFRA_NAME);
+    let removed = |name: &str| REMOVED.iter().find(|(n, ..)| *n == name);
     let knows = |name: &str| {
         VALUE_FLAGS.contains(&name)
-            || (name == &POD_INFRA_FLAG[2..] && version.minor < u64::from(POD_INFRA_REMOVED_MINOR))
+            || removed(name).is_some_and(|(_, minor, _)| version.minor < u64::from(*minor))
     };
     let mut flags = Flags::default();
     let mut it = args.iter();
@@ -101,8 +116,10 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
                 "failed to parse kubelet flag: unknown flag: --{name}"
             ));
         }
+        let is_bool = removed(name).is_some_and(|(.., value)| !value);
         let value = match inline {
             Some(v) => v,
+            None if is_bool => "true".to_string(),
             None => it.next().cloned().ok_or_else(|| {
                 format!("failed to parse kubelet flag: flag needs an argument: --{name}")
             })?,
@@ -328,6 +345,27 @@ mod tests {
             Some("/var/lib/kubelet/config.yaml")
         );
         assert!(parse_flags(v("v1.34.2"), &args("--config")).is_err());
+    }
+
+    #[test]
+    fn removed_flags_are_refused_from_their_minor_on() {
+        let v = |s| KubeVersion::parse(s).unwrap();
+        let with = args(&format!("{UNIT_ARGS} --register-schedulable=false"));
+        assert!(parse_flags(v("v1.33.5"), &with).is_ok());
+        assert_eq!(
+            parse_flags(v("v1.34.0"), &with),
+            Err("failed to parse kubelet flag: unknown flag: --register-schedulable".into())
+        );
+        // A bool flag does not eat the next word.
+        let bare = args("--register-schedulable --config=/var/lib/kubelet/config.yaml");
+        let flags = parse_flags(v("v1.33.5"), &bare).unwrap();
+        assert_eq!(
+            flags.config.as_deref(),
+            Some("/var/lib/kubelet/config.yaml")
+        );
+        let kept = args(&format!("{UNIT_ARGS} --keep-terminated-pod-volumes"));
+        assert!(parse_flags(v("v1.30.2"), &kept).is_ok());
+        assert!(parse_flags(v("v1.31.0"), &kept).is_err());
     }
 
     #[test]
