@@ -667,6 +667,26 @@ mod tests {
     }
 
     #[test]
+    fn etcd_image_and_cgroup_v1_from_yaml_and_a_bad_tag_refused() {
+        let s = Scenario::from_yaml(
+            "kubernetes: v1.34.2\netcd: 3.6.4-0\nnodes:\n  - {name: cp-1, role: control-plane}\n  - {name: w-1, role: worker, cgroup_v1: true}\n",
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.etcd.as_deref(), Some("3.6.4-0"));
+        assert!(s.nodes[1].cgroup_v1 && !s.nodes[0].cgroup_v1);
+        let mut bad = s.clone();
+        bad.etcd = Some("v3.6.4".into());
+        assert!(bad.validate().is_err());
+        let mut external = s;
+        external.external_etcd = vec!["https://10.0.0.5:2379".into()];
+        assert!(
+            external.validate().is_err(),
+            "an external etcd has no image here"
+        );
+    }
+
+    #[test]
     fn with_node_changes_one_node() {
         let s = Scenario::new()
             .control_planes(1)
