@@ -235,7 +235,13 @@ pub async fn check_inputs<'a>(
 ) -> checks::Inputs {
     let mut kubelet_files = Vec::new();
     let mut arches = Vec::new();
+    let mut cgroups = Vec::new();
     for (node, f) in facts {
+        cgroups.push(checks::NodeCgroup {
+            node: node.to_string(),
+            v2: f.cgroup.v2,
+            kubelet_config: f.cgroup.kubelet_config.clone(),
+        });
         kubelet_files.push(NodeKubeletFiles {
             node: node.to_string(),
             files: f.kubelet_files.clone(),
@@ -253,6 +259,7 @@ pub async fn check_inputs<'a>(
         kubelet_files,
         hub_images,
         arches,
+        cgroups,
     };
     let Some(s) = session else {
         return inputs;

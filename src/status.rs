@@ -463,6 +463,7 @@ mod tests {
             kubeadm_step: None,
             arch: None,
             kubelet_files: Default::default(),
+            cgroup: Default::default(),
         }
     }
 

@@ -44,7 +44,12 @@ impl RemovedFlag {
 /// kubelet PR that removed it, and the kubeadm PRs (if any) that add and
 /// drop its cleanup in `upgrade`; `stripped_by` lists the kubeadm minors that
 /// have the cleanup. Researched for v1.27–v1.37; only removals that can be
-/// cited are listed.
+/// cited are listed. Swept against CHANGELOG-1.32 … CHANGELOG-1.37 for issue
+/// 14: besides the pause image flag (v1.35) only `--register-schedulable`
+/// (v1.34) went; `--cloud-config`, `--experimental-mounter-path` and
+/// `--experimental-allocatable-ignore-eviction`, deprecated long ago, are
+/// still parsed (their removal, kubernetes/kubernetes#129394, was closed
+/// unmerged).
 pub const REMOVED_KUBELET_FLAGS: &[RemovedFlag] = &[
     RemovedFlag {
         flag: "--container-runtime",
@@ -61,6 +66,14 @@ pub const REMOVED_KUBELET_FLAGS: &[RemovedFlag] = &[
         stripped_by: &[],
         source: "removed from the kubelet in v1.31 (kubernetes/kubernetes#122082, ACTION \
                  REQUIRED); kubeadm never wrote it, so no kubeadm strips it",
+    },
+    RemovedFlag {
+        flag: "--register-schedulable",
+        removed_in: Minor::new(1, 34),
+        stripped_by: &[],
+        source: "removed from the kubelet in v1.34 (kubernetes/kubernetes#122384, CHANGELOG-1.34: \
+                 \"Removed the deprecated `--register-schedulable` command line argument from the \
+                 kubelet\"); kubeadm never wrote it, so no kubeadm strips it",
     },
     RemovedFlag {
         flag: "--pod-infra-container-image",
@@ -574,6 +587,36 @@ mod tests {
         assert_eq!(
             check_kubelet_flags(&[], m("v1.35"), true).verdict,
             Verdict::Pass
+        );
+    }
+
+    #[test]
+    fn register_schedulable_blocks_from_1_34_wherever_it_is() {
+        let drop_in =
+            "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--register-schedulable=false\"\n";
+        let nodes = [node(
+            "w-1",
+            &[("/etc/systemd/system/kubelet.service.d/30-old.conf", drop_in)],
+        )];
+        assert_eq!(
+            check_kubelet_flags(&nodes, m("v1.33"), true).verdict,
+            Verdict::Pass
+        );
+        let check = check_kubelet_flags(&nodes, m("v1.34"), true);
+        assert_eq!(check.verdict, Verdict::Block);
+        assert!(
+            check
+                .details
+                .iter()
+                .any(|d| d.contains("--register-schedulable")),
+            "{check:?}"
+        );
+        // kubeadm never wrote it, so none strips it from kubeadm-flags.env.
+        let env = "KUBELET_KUBEADM_ARGS=\"--register-schedulable\"\n";
+        let nodes = [node("w-1", &[(KUBEADM_FLAGS_ENV, env)])];
+        assert_eq!(
+            check_kubelet_flags(&nodes, m("v1.34"), true).verdict,
+            Verdict::Block
         );
     }
 }

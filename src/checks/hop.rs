@@ -5,6 +5,7 @@
 //! silent `pass`: the operator decides whether to go on without it.
 
 use super::certs::{CertExpiration, check_certificates};
+use super::cgroup::{NodeCgroup, check_cgroup};
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
 use super::hub::{HubImage, check_hub};
 use super::metrics::{DeprecatedApi, check_removed_apis};
@@ -32,6 +33,8 @@ pub struct Inputs {
     pub hub_images: Option<Vec<HubImage>>,
     /// Node name → `uname -m`.
     pub arches: Vec<(String, String)>,
+    /// Every node's cgroup hierarchy and kubelet configuration.
+    pub cgroups: Vec<NodeCgroup>,
 }
 
 /// The nodes a hop drains and reboots.
@@ -93,6 +96,9 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
                 .collect();
             check_hub(inputs.hub_images.as_deref(), hop.minor, version, &arches)
         },
+        // Every node, not only those this hop reboots: any later boot
+        // starts the new kubelet there too.
+        check_cgroup(&inputs.cgroups, hop.minor),
     ];
     apply_ignores(&mut checks, ignored);
     checks
@@ -200,6 +206,11 @@ mod tests {
                 arch: "x86-64".into(),
             }]),
             arches: vec![("w-9".into(), "x86_64".into())],
+            cgroups: vec![NodeCgroup {
+                node: "w-9".into(),
+                v2: Some(true),
+                kubelet_config: None,
+            }],
         }
     }
 

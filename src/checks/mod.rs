@@ -14,6 +14,7 @@
 //! output here.
 
 mod certs;
+mod cgroup;
 mod etcd;
 mod flags;
 mod hop;
@@ -23,9 +24,10 @@ mod model;
 mod pdb;
 
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
+pub use cgroup::{FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, fail_cgroup_v1};
 pub use etcd::{
-    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotStatus, cluster_name, etcd_topology,
-    parse_snapshot_status,
+    DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
+    cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,

@@ -22,15 +22,18 @@ pub enum CheckName {
     Certificates,
     /// The hub lacks an image the hop needs.
     Hub,
+    /// A node runs cgroup v1, where the new kubelet refuses to start.
+    Cgroup,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 5] = [
+    pub const ALL: [CheckName; 6] = [
         CheckName::RemovedApis,
         CheckName::KubeletFlags,
         CheckName::Pdb,
         CheckName::Certificates,
         CheckName::Hub,
+        CheckName::Cgroup,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -40,6 +43,7 @@ impl CheckName {
             CheckName::Pdb => "pdb",
             CheckName::Certificates => "certificates",
             CheckName::Hub => "hub",
+            CheckName::Cgroup => "cgroup",
         }
     }
 }

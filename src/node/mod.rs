@@ -40,6 +40,20 @@ pub struct NodeFacts {
     /// Not part of `status --output json`: the checks report what matters.
     #[serde(skip)]
     pub kubelet_files: BTreeMap<String, String>,
+    /// The cgroup hierarchy and the kubelet configuration, for
+    /// `crate::checks::check_cgroup`. Not part of `status --output json`.
+    #[serde(skip)]
+    pub cgroup: CgroupFacts,
+}
+
+/// What decides whether a v1.35+ kubelet starts on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CgroupFacts {
+    /// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` when the probe
+    /// did not answer.
+    pub v2: Option<bool>,
+    /// `/var/lib/kubelet/config.yaml`, when it exists and could be read.
+    pub kubelet_config: Option<String>,
 }
 
 impl NodeFacts {

@@ -13,7 +13,9 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::{ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, SysupdateConfig};
+use super::{
+    CgroupFacts, ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, SysupdateConfig,
+};
 use crate::remote::markers;
 use crate::version::{Minor, Version};
 
@@ -50,6 +52,14 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
             .filter(|s| s.status == Some(0))
             .filter_map(|s| Some((s.arg?.to_string(), s.stdout.clone())))
             .collect(),
+        cgroup: CgroupFacts {
+            v2: match sections.status("cgroup-v2") {
+                Some(0) => Some(true),
+                Some(1) => Some(false),
+                _ => None,
+            },
+            kubelet_config: sections.ok("kubelet-config").map(|s| s.stdout.clone()),
+        },
     })
 }
 

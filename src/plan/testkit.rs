@@ -129,6 +129,7 @@ impl Fleet {
                 kubeadm_step: None,
                 arch: Some("x86_64".into()),
                 kubelet_files: Default::default(),
+                cgroup: Default::default(),
             },
         });
         self.state.cluster.nodes.push(ClusterNode {

@@ -24,6 +24,16 @@ for fleetctl_f in /var/lib/kubelet/kubeadm-flags.env /etc/sysconfig/kubelet \
 	fi
 done
 
+# The cgroup hierarchy the node booted with and the kubelet configuration
+# that may allow it, for the check before a hop to v1.35
+# (crate::checks::check_cgroup): on cgroup v2 the root of /sys/fs/cgroup
+# has cgroup.controllers; on v1 (systemd.unified_cgroup_hierarchy=0) it does
+# not. Exit status 0: v2, 1: v1.
+probe cgroup-v2 test -e /sys/fs/cgroup/cgroup.controllers
+if [ -f /var/lib/kubelet/config.yaml ]; then
+	probe kubelet-config cat /var/lib/kubelet/config.yaml
+fi
+
 # component BINARY: the running version, the staged symlink, the images on
 # disk and every sysupdate transfer file of one sysext-delivered component.
 component() {

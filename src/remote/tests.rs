@@ -178,7 +178,7 @@ impl FakeRoot {
             PATH_LINE,
             &format!("PATH={}:/usr/bin:/bin", self.bin().display()),
         );
-        for dir in ["/etc/", "/opt/", "/run/", "/proc/", "/var/"] {
+        for dir in ["/etc/", "/opt/", "/run/", "/proc/", "/sys/", "/var/"] {
             rooted = rooted
                 .replace(&format!(" {dir}"), &format!(" {root}{dir}"))
                 .replace(&format!("\"{dir}"), &format!("\"{root}{dir}"))
@@ -234,6 +234,11 @@ fn flatcar_control_plane() -> FakeRoot {
             "/etc/systemd/system/kubelet.service.d/20-node-ip.conf",
             "[Service]\nEnvironment=\"KUBELET_EXTRA_ARGS=--node-ip=10.0.0.11\"\n",
         )
+        .file("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n")
+        .file(
+            "/var/lib/kubelet/config.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n",
+        )
         .tool("kubelet", "echo Kubernetes v1.36.4")
         .symlink(
             "/etc/extensions/kubernetes.raw",
@@ -271,6 +276,11 @@ fn facts_script_on_a_fake_flatcar_root_matches_the_fixture() {
         Pin::Pinned(Minor::new(1, 37))
     );
     assert_eq!(facts.arch.as_deref(), Some("x86_64"));
+    assert_eq!(
+        facts.cgroup.v2,
+        Some(true),
+        "the fake root's, not the host's"
+    );
     assert_eq!(
         facts.kubelet_files.keys().collect::<Vec<_>>(),
         [

@@ -8,10 +8,15 @@
 //! 2. `etcdctl snapshot save` inside the first control plane's etcd static
 //!    pod, through the API, into the data directory the pod mounts from the
 //!    host;
-//! 3. `snapshot status` on that file, and its sha256 on the node;
+//! 3. `snapshot status` on that file where the image has a tool that still
+//!    reads one (etcdutl from etcd 3.6.5, etcdctl up to 3.5; etcd 3.6.4's
+//!    image has neither), and its sha256 on the node;
 //! 4. the file copied over the node's SSH connection into
-//!    `.fleetctl/backups/` (mode 0600: it holds every Secret), and its
-//!    sha256 compared with the node's;
+//!    `.fleetctl/backups/` (mode 0600: it holds every Secret), its sha256
+//!    compared with the node's, and etcd's own integrity hash (the sha256
+//!    etcd appends to every snapshot, `crate::checks::SnapshotVerifier`)
+//!    checked on this machine, whatever tools the image has: a truncated or
+//!    corrupt copy stops the hop before `upgrade apply`;
 //! 5. the node's copy removed, whatever happened.
 //!
 //! docs/apply.md says how to restore from it.
@@ -20,11 +25,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
 
 use super::context::Apply;
 use super::runner::Remote;
-use crate::checks::{self, EtcdTopology, SnapshotStatus};
+use crate::checks::{self, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier};
 use crate::remote::{kubectl, snapshot_file};
 use crate::version::Minor;
 
@@ -39,7 +43,7 @@ pub struct Snapshot {
     pub sha256: String,
     pub bytes: u64,
     /// `None` when neither etcdutl nor etcdctl could read it in the pod;
-    /// the sha256 comparison alone vouches for the copy then.
+    /// etcd's integrity hash, checked here, vouches for the copy then.
     pub status: Option<SnapshotStatus>,
 }
 
@@ -133,10 +137,10 @@ pub async fn snapshot(
     }
     let status = match &snapshot.status {
         Some(s) => format!("revision {}, {} keys", s.revision, s.total_key),
-        None => "not readable by etcdutl or etcdctl in the pod; the sha256 matches".into(),
+        None => "no etcdutl or etcdctl in the pod reads snapshots".into(),
     };
     let text = format!(
-        "etcd snapshot saved to {} ({} bytes, {status}, sha256 {})",
+        "etcd snapshot saved to {} ({} bytes, {status}, sha256 {}, etcd's integrity hash verified)",
         snapshot.path.display(),
         snapshot.bytes,
         snapshot.sha256
@@ -172,14 +176,18 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
     let partial = local.with_extension("db.partial");
     let copied = copy(r, on_node, &partial, size).await;
     let verified = copied.and_then(|()| {
-        let (sha, bytes) = sha256_of(&partial)?;
-        if sha != node_sha {
+        let digest = digest_of(&partial)?;
+        if digest.sha256 != node_sha {
             bail!(
-                "the copy of {on_node} on this machine has sha256 {sha}, the node's file {node_sha}: \
-                 the copy is damaged"
+                "the copy of {on_node} on this machine has sha256 {}, the node's file {node_sha}: \
+                 the copy is damaged",
+                digest.sha256
             );
         }
-        Ok(bytes)
+        if let Err(e) = digest.integrity {
+            bail!("the snapshot {on_node} fails etcd's own integrity check: {e}");
+        }
+        Ok(digest.bytes)
     });
     let bytes = match verified {
         Ok(b) => b,
@@ -228,9 +236,14 @@ async fn status(r: &Remote, node: &str, on_node: &str) -> anyhow::Result<Option<
     for (label, cmd) in tries {
         let out = r.run_root_timeout(label, &cmd, None, TIMEOUT).await?;
         if out.success() {
-            let status = checks::parse_snapshot_status(&out.stdout)
-                .with_context(|| format!("{node}: {label}"))?;
-            return Ok(Some(status));
+            // Exit 0 without JSON is etcdctl 3.6 printing its help: no such
+            // command, so no verdict (the integrity hash still gets one).
+            if let Some(status) = checks::parse_snapshot_status(&out.stdout)
+                .with_context(|| format!("{node}: {label}"))?
+            {
+                return Ok(Some(status));
+            }
+            continue;
         }
         if !missing_tool(&out.stderr) {
             bail!(
@@ -286,13 +299,13 @@ async fn private_file(path: &Path) -> anyhow::Result<tokio::fs::File> {
     ))
 }
 
-fn sha256_of(path: &Path) -> anyhow::Result<(String, u64)> {
+/// The copy's sha256 and etcd's integrity check of it, in one read.
+fn digest_of(path: &Path) -> anyhow::Result<SnapshotDigest> {
     use std::io::Read;
     let mut file =
         std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut hasher = Sha256::new();
+    let mut verifier = SnapshotVerifier::new();
     let mut buf = vec![0u8; 1 << 16];
-    let mut bytes = 0u64;
     loop {
         let n = file
             .read(&mut buf)
@@ -300,15 +313,9 @@ fn sha256_of(path: &Path) -> anyhow::Result<(String, u64)> {
         if n == 0 {
             break;
         }
-        hasher.update(&buf[..n]);
-        bytes += n as u64;
+        verifier.update(&buf[..n]);
     }
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((hex, bytes))
+    Ok(verifier.finish())
 }
 
 fn file_name(path: &str) -> &str {
@@ -357,16 +364,18 @@ mod tests {
     }
 
     #[test]
-    fn sha256_of_a_file_matches_sha256sum() {
+    fn the_digest_of_a_file_matches_sha256sum() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"abc").unwrap();
+        let d = digest_of(&path).unwrap();
         assert_eq!(
-            sha256_of(&path).unwrap(),
+            (d.sha256.as_str(), d.bytes),
             (
-                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".to_string(),
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
                 3
             )
         );
+        assert!(d.integrity.is_err(), "3 bytes cannot be an etcd snapshot");
     }
 }

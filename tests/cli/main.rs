@@ -7,6 +7,7 @@ mod apply_faults;
 mod batches;
 mod checks;
 mod containerd;
+mod etcd_cgroup;
 mod hardening;
 mod lock;
 mod pacing;

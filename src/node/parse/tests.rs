@@ -88,6 +88,13 @@ fn expected_cp1() -> NodeFacts {
             ),
         ]
         .into(),
+        cgroup: crate::node::CgroupFacts {
+            v2: Some(true),
+            kubelet_config: Some(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
+                    .into(),
+            ),
+        },
     }
 }
 
@@ -117,6 +124,9 @@ fn crlf_output_gives_the_same_facts() {
     }
     for content in expected.kubelet_files.values_mut() {
         *content = content.replace('\n', "\r\n");
+    }
+    if let Some(config) = expected.cgroup.kubelet_config.as_mut() {
+        *config = config.replace('\n', "\r\n");
     }
     assert_eq!(facts, expected);
 }
@@ -791,4 +801,23 @@ fn a_kubelet_file_that_vanished_before_cat_is_left_out() {
     let facts = parse_facts(&output).unwrap();
     assert_eq!(facts.arch.as_deref(), Some("aarch64"));
     assert!(facts.kubelet_files.is_empty());
+}
+
+#[test]
+fn the_cgroup_hierarchy_and_the_kubelet_config_as_the_probes_saw_them() {
+    let config = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\n";
+    let v1 = format!(
+        "{}{}",
+        section("cgroup-v2", "", "", 1),
+        section("kubelet-config", config, "", 0)
+    );
+    let facts = parse_facts(&v1).unwrap();
+    assert_eq!(facts.cgroup.v2, Some(false));
+    assert_eq!(facts.cgroup.kubelet_config.as_deref(), Some(config));
+    let v2 = parse_facts(&section("cgroup-v2", "", "", 0)).unwrap();
+    assert_eq!(v2.cgroup.v2, Some(true));
+    assert_eq!(v2.cgroup.kubelet_config, None);
+    // No answer (an older script, a cut-off output): unknown, not v1.
+    let cut = parse_facts(&section("arch", "x86_64", "", 0)).unwrap();
+    assert_eq!(cut.cgroup, crate::node::CgroupFacts::default());
 }

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod boot;
+pub mod cgroup;
 pub mod containerd;
 pub mod ctl;
 pub mod harness;

@@ -51,6 +51,9 @@ pub struct InitConfig {
     /// start done in node-init (docs/simulator.md, "Light fleets").
     #[serde(default)]
     pub light: bool,
+    /// The node boots on cgroup v1 (`crate::cgroup`).
+    #[serde(default)]
+    pub cgroup_v1: bool,
 }
 
 fn default_restart() -> f64 {
@@ -167,6 +170,18 @@ fn mount_filesystems(fleet: &FleetDir, name: &str, config: &InitConfig) -> Resul
     bind(&fleet.cluster(), CLUSTER_DIR, false)?;
     let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
     mount("tmpfs", "/run", Some("tmpfs"), nosuid, Some("mode=0755"))?;
+    // The node's own cgroup hierarchy as /sys/fs/cgroup shows it, not the
+    // host's; read-only, as a v1 node's tmpfs is.
+    let cgroup = crate::cgroup::CGROUP_ROOT;
+    mount("tmpfs", cgroup, Some("tmpfs"), nosuid, Some("mode=0755"))?;
+    crate::cgroup::populate(Path::new("/"), config.cgroup_v1)?;
+    mount(
+        "tmpfs",
+        cgroup,
+        None,
+        libc::MS_REMOUNT | libc::MS_RDONLY | nosuid,
+        Some("mode=0755"),
+    )?;
     let unpacked = config.light.then(|| fleet.root().join("light"));
     let merged = crate::merge::merge(
         &fleet.sysext_staging(name),

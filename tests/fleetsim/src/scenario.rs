@@ -74,6 +74,12 @@ pub struct Scenario {
     /// An external etcd's endpoints (kubeadm-config `etcd.external`, no
     /// etcd static pods); empty: stacked etcd.
     pub external_etcd: Vec<String>,
+    /// The etcd image tag (`3.6.4-0`) every control plane's etcd static pod
+    /// runs at the start, when not the one kubeadm deploys for the
+    /// cluster's version (a cluster set up by an older kubeadm patch); a
+    /// kubeadm upgrade replaces it with its own when that is newer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<String>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -127,6 +133,10 @@ pub struct NodeSpec {
     /// The node presents a different host key than known_hosts records.
     #[serde(default)]
     pub wrong_host_key: bool,
+    /// The node boots on cgroup v1 (`systemd.unified_cgroup_hierarchy=0`);
+    /// every other node is on cgroup v2, whatever the host (`src/cgroup.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_v1: bool,
     /// This node's containerd sysext (default: the scenario's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containerd: Option<String>,
@@ -170,6 +180,7 @@ impl Default for Scenario {
             deprecated_apis: Vec::new(),
             cert_expiry_days: 300.0,
             external_etcd: Vec::new(),
+            etcd: None,
             nodes: Vec::new(),
             faults: Faults::default(),
         }
@@ -201,6 +212,7 @@ impl NodeSpec {
             os: None,
             os_update: None,
             wrong_host_key: false,
+            cgroup_v1: false,
             containerd: None,
             containerd_pin: Pin::Pinned,
         }
@@ -414,6 +426,14 @@ impl Scenario {
             k.validate().context("scenario `kured`")?;
         }
         self.cluster_version()?;
+        if let Some(tag) = &self.etcd {
+            if crate::tools::etcd_tag(tag).is_none() {
+                bail!("scenario `etcd`: `{tag}` is not an etcd image tag like 3.6.4-0");
+            }
+            if !self.external_etcd.is_empty() {
+                bail!("scenario `etcd` names the stacked etcd's image; `external_etcd` has none");
+            }
+        }
         Ok(())
     }
 
@@ -644,6 +664,26 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.running(&s.nodes[2]).unwrap().to_string(), "v1.34.2");
         assert_eq!(s.cluster_version().unwrap().to_string(), "v1.34.2");
+    }
+
+    #[test]
+    fn etcd_image_and_cgroup_v1_from_yaml_and_a_bad_tag_refused() {
+        let s = Scenario::from_yaml(
+            "kubernetes: v1.34.2\netcd: 3.6.4-0\nnodes:\n  - {name: cp-1, role: control-plane}\n  - {name: w-1, role: worker, cgroup_v1: true}\n",
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.etcd.as_deref(), Some("3.6.4-0"));
+        assert!(s.nodes[1].cgroup_v1 && !s.nodes[0].cgroup_v1);
+        let mut bad = s.clone();
+        bad.etcd = Some("v3.6.4".into());
+        assert!(bad.validate().is_err());
+        let mut external = s;
+        external.external_etcd = vec!["https://10.0.0.5:2379".into()];
+        assert!(
+            external.validate().is_err(),
+            "an external etcd has no image here"
+        );
     }
 
     #[test]

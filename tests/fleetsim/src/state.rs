@@ -110,6 +110,12 @@ pub struct Cluster {
     /// empty: kubeadm's stacked etcd, a static pod per control plane.
     #[serde(default)]
     pub external_etcd: Vec<String>,
+    /// The etcd image tag a control plane's static pod runs, where it is
+    /// not the one kubeadm's `SupportedEtcdVersion` names for its
+    /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm
+    /// upgrade deploys a newer one); see `tools/kubectl/etcd.rs`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub etcd_images: BTreeMap<String, String>,
 }
 
 /// A workload pod of the scenario.
@@ -330,6 +336,19 @@ pub struct Faults {
     /// `pending` (`crate::prometheus`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alerts: BTreeMap<String, String>,
+    /// Every etcd snapshot saved from now on is damaged on the node's disk
+    /// right after etcdctl wrote it (a failing disk): `truncate` cuts its
+    /// last 100 bytes, `flip` flips one bit in its first page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage_etcd_snapshot: Option<SnapshotDamage>,
+}
+
+/// How [`Faults::damage_etcd_snapshot`] damages a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SnapshotDamage {
+    Truncate,
+    Flip,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).

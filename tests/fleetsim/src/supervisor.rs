@@ -316,6 +316,12 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
             .map(|n| (n.name.clone(), now() + scenario.cert_expiry_days * 86_400.0))
             .collect(),
         external_etcd: scenario.external_etcd.clone(),
+        etcd_images: scenario
+            .nodes
+            .iter()
+            .filter(|n| n.role == Role::ControlPlane)
+            .filter_map(|n| Some((n.name.clone(), scenario.etcd.clone()?)))
+            .collect(),
     };
     let shared = Shared::new(fleet.cluster());
     shared.update_cluster(|c| {
@@ -610,6 +616,7 @@ impl NodeRunner {
             notes: Vec::new(),
             kubelet_restart: self.kubelet_restart,
             light: self.light,
+            cgroup_v1: self.plan.spec.cgroup_v1,
         };
         loop {
             let child = match self.boot_once(&boot, init.clone()) {
@@ -650,6 +657,7 @@ impl NodeRunner {
                         notes,
                         kubelet_restart: self.kubelet_restart,
                         light: self.light,
+                        cgroup_v1: self.plan.spec.cgroup_v1,
                     };
                 }
                 Err(e) => {

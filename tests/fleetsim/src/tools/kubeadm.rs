@@ -468,6 +468,7 @@ fn upgrade_static_pods(env: &Env, node: &str, to: &str, phase_runs: bool) -> Res
             return Ok(StaticPods::NoKubelet);
         }
         n.control_plane_version = Some(to.to_string());
+        super::etcd_upgraded_by_kubeadm(c, node, to);
         c.resource_version += 1;
         Ok(StaticPods::Upgraded)
     })

@@ -80,11 +80,26 @@ pub(crate) struct Flags {
     pub config: Option<String>,
 }
 
+/// Flags a minor removed, as fleetctl's table (`src/checks/flags.rs`)
+/// records them: name, the first minor that no longer knows it, whether it
+/// takes a value (a bool flag does not consume the next word).
+const REMOVED: &[(&str, u32, bool)] = &[
+    // kubernetes/kubernetes#122082
+    ("keep-terminated-pod-volumes", 31, false),
+    // kubernetes/kubernetes#122384
+    ("register-schedulable", 34, false),
+    // kubernetes/kubernetes#133779
+    (POD_INFRA_NAME, POD_INFRA_REMOVED_MINOR, true),
+];
+const POD_INFRA_NAME: &str = "pod-infra-container-image";
+
 /// pflag's parsing, with the flag set of `version`.
 pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags, String> {
+    debug_assert_eq!(&POD_INFRA_FLAG[2..], POD_INFRA_NAME);
+    let removed = |name: &str| REMOVED.iter().find(|(n, ..)| *n == name);
     let knows = |name: &str| {
         VALUE_FLAGS.contains(&name)
-            || (name == &POD_INFRA_FLAG[2..] && version.minor < u64::from(POD_INFRA_REMOVED_MINOR))
+            || removed(name).is_some_and(|(_, minor, _)| version.minor < u64::from(*minor))
     };
     let mut flags = Flags::default();
     let mut it = args.iter();
@@ -101,8 +116,10 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
                 "failed to parse kubelet flag: unknown flag: --{name}"
             ));
         }
+        let is_bool = removed(name).is_some_and(|(.., value)| !value);
         let value = match inline {
             Some(v) => v,
+            None if is_bool => "true".to_string(),
             None => it.next().cloned().ok_or_else(|| {
                 format!("failed to parse kubelet flag: flag needs an argument: --{name}")
             })?,
@@ -122,10 +139,10 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         Ok(f) => f,
         Err(msg) => return fail(env, &boot, version, &msg),
     };
-    let stamp = match &flags.config {
+    let config = match &flags.config {
         None => None,
         Some(path) => match std::fs::read_to_string(env.path(path)) {
-            Ok(text) => Some(config_stamp(&text).unwrap_or_else(|| "none".into())),
+            Ok(text) => Some(text),
             Err(e) => {
                 let msg = format!(
                     "failed to load kubelet config file, path: {path}, error: failed to load Kubelet config file {path}, \
@@ -136,6 +153,16 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
             }
         },
     };
+    let stamp = config
+        .as_deref()
+        .map(|text| config_stamp(text).unwrap_or_else(|| "none".into()));
+    if refuses_cgroup_v1(
+        version,
+        config.as_deref(),
+        crate::cgroup::is_v2(&env.path("/")),
+    ) {
+        return fail(env, &boot, version, CGROUP_V1_REFUSED);
+    }
     log(
         env,
         &boot,
@@ -179,6 +206,34 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         Ok(())
     })?;
     Ok(0)
+}
+
+/// What a v1.35+ kubelet says on a cgroup v1 host before it exits:
+/// `validateKubeletOSConfiguration`'s error
+/// (pkg/kubelet/apis/config/validation/validation_linux.go, worded as
+/// KEP-5573 made it in v1.35) wrapped by cmd/kubelet/app/server.go's
+/// `failed to validate kubelet configuration, error: %w, path: %s`, as
+/// kubelets print it.
+pub(crate) const CGROUP_V1_REFUSED: &str = "failed to validate kubelet configuration, error: kubelet is \
+     configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be \
+     removed in a future release, path: &TypeMeta{Kind:,APIVersion:,}";
+
+/// v1.35 turned `failCgroupV1` on by default (KEP-5573,
+/// kubernetes/kubernetes#134298): on cgroup v1 the kubelet starts only when
+/// its configuration says `failCgroupV1: false`. Earlier kubelets only warn.
+pub(crate) fn refuses_cgroup_v1(
+    version: KubeVersion,
+    config: Option<&str>,
+    cgroup_v2: bool,
+) -> bool {
+    if cgroup_v2 || version.minor < 35 {
+        return false;
+    }
+    let set = config.into_iter().flat_map(str::lines).find_map(|l| {
+        l.strip_prefix("failCgroupV1:")
+            .map(|v| v.split('#').next().unwrap_or("").trim().to_string())
+    });
+    set.as_deref() != Some("false")
 }
 
 /// The Go error text of an I/O error (`no such file or directory`).
@@ -293,6 +348,27 @@ mod tests {
     }
 
     #[test]
+    fn removed_flags_are_refused_from_their_minor_on() {
+        let v = |s| KubeVersion::parse(s).unwrap();
+        let with = args(&format!("{UNIT_ARGS} --register-schedulable=false"));
+        assert!(parse_flags(v("v1.33.5"), &with).is_ok());
+        assert_eq!(
+            parse_flags(v("v1.34.0"), &with),
+            Err("failed to parse kubelet flag: unknown flag: --register-schedulable".into())
+        );
+        // A bool flag does not eat the next word.
+        let bare = args("--register-schedulable --config=/var/lib/kubelet/config.yaml");
+        let flags = parse_flags(v("v1.33.5"), &bare).unwrap();
+        assert_eq!(
+            flags.config.as_deref(),
+            Some("/var/lib/kubelet/config.yaml")
+        );
+        let kept = args(&format!("{UNIT_ARGS} --keep-terminated-pod-volumes"));
+        assert!(parse_flags(v("v1.30.2"), &kept).is_ok());
+        assert!(parse_flags(v("v1.31.0"), &kept).is_err());
+    }
+
+    #[test]
     fn a_1_35_kubelet_with_the_old_flags_fails_like_the_real_one() {
         let node = Node::worker("w1", "v1.35.0");
         node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
@@ -362,6 +438,52 @@ mod tests {
                 ("(static-pods)", Some("v1.35.1"), None)
             ]
         );
+    }
+
+    #[test]
+    fn a_1_35_kubelet_refuses_cgroup_v1_unless_its_config_allows_it() {
+        let node = Node::worker("w1", "v1.35.0");
+        node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
+        std::fs::remove_dir_all(node.path(crate::cgroup::CGROUP_ROOT)).unwrap();
+        crate::cgroup::populate(&node.root, true).unwrap();
+        node.write(CONFIG_FILE, &config_yaml("v1.35.0"));
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.trim_end().ends_with(
+                "run.go:72] \"command failed\" err=\"failed to validate kubelet configuration, error: \
+                 kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is \
+                 unsupported and will be removed in a future release, path: &TypeMeta{Kind:,APIVersion:,}\""
+            ),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(
+            node.events()[0].result,
+            format!("failed: {CGROUP_V1_REFUSED}")
+        );
+        assert!(node.cluster().nodes["w1"].kubelet.is_none(), "not running");
+        // `failCgroupV1: false` lets it start.
+        node.write(
+            CONFIG_FILE,
+            &format!("{}failCgroupV1: false\n", config_yaml("v1.35.0")),
+        );
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(node.cluster().nodes["w1"].kubelet.is_some());
+        let v = |s| KubeVersion::parse(s).unwrap();
+        assert!(
+            !refuses_cgroup_v1(v("v1.34.9"), None, false),
+            "v1.34 only warns"
+        );
+        assert!(refuses_cgroup_v1(
+            v("v1.36.0"),
+            Some("failCgroupV1: true\n"),
+            false
+        ));
+        assert!(!refuses_cgroup_v1(v("v1.36.0"), None, true), "cgroup v2");
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
     }
 }
 
-pub(crate) use kubectl::evictions_refused;
+pub(crate) use kubectl::{etcd_tag, etcd_upgraded_by_kubeadm, evictions_refused};
 
 /// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
 pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};

@@ -84,6 +84,7 @@ impl Fleet {
             crate::kubelet_files::CONFIG_FILE,
             &crate::kubelet_files::config_yaml(version),
         );
+        crate::cgroup::populate(&node.root, false).unwrap();
         crate::unit::write_state(
             &node.root,
             super::kubelet::UNIT,

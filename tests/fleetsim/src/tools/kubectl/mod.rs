@@ -29,6 +29,7 @@ use crate::state::Cluster;
 
 mod drain;
 mod etcd;
+pub(crate) use etcd::{etcd_tag, upgraded_by_kubeadm as etcd_upgraded_by_kubeadm};
 mod jsonpath;
 mod metrics;
 mod nodes;

@@ -62,7 +62,7 @@ fn running(c: &Cluster, now: f64) -> Vec<StaticPod> {
                 continue;
             }
             let image = if component == "etcd" {
-                format!("registry.k8s.io/etcd:{}", super::etcd::image_tag(&version))
+                format!("registry.k8s.io/etcd:{}", super::etcd::running_tag(c, node))
             } else {
                 format!("registry.k8s.io/{component}:{version}")
             };

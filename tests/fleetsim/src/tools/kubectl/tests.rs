@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use sha2::Digest;
 
 use super::super::testutil::{Fleet, Node, Output};
 use crate::state::Role;
@@ -890,7 +891,7 @@ fn one_pod_by_name_is_the_object_and_etcd_has_its_own_image() {
     assert_eq!(pod["kind"], "Pod");
     assert_eq!(
         pod["spec"]["containers"][0]["image"],
-        "registry.k8s.io/etcd:3.6.4-0"
+        "registry.k8s.io/etcd:3.6.5-0"
     );
     let r = kubectl(&cp, &["-n", "kube-system", "get", "pods"]);
     let lines: Vec<&str> = r.stdout.lines().collect();
@@ -1031,7 +1032,7 @@ fn daemonsets_and_pods_as_the_lock_lists_them() {
             .contains("container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\n")
     );
     assert!(r.stdout.contains(
-        "pod\tkube-system\tetcd-cp1\ncontainer\tetcd\tregistry.k8s.io/etcd:3.6.4-0\t[\"etcd\","
+        "pod\tkube-system\tetcd-cp1\ncontainer\tetcd\tregistry.k8s.io/etcd:3.6.5-0\t[\"etcd\","
     ));
     let r = admin(
         &cp,
@@ -1490,7 +1491,11 @@ fn etcd_snapshots_in_the_static_pod_as_the_clusters_etcd_takes_them() {
         args.extend_from_slice(cmd);
         admin(cp, &args)
     };
-    // v1.34: etcd 3.6.4, no etcdutl in the image, no `etcdctl snapshot status`.
+    // v1.34 set up by kubeadm v1.34.0 or .1: etcd 3.6.4, no etcdutl in the
+    // image, no `etcdctl snapshot status`.
+    cp.update_cluster(|c| {
+        c.etcd_images.insert("cp1".into(), "3.6.4-0".into());
+    });
     let r = exec(
         &cp,
         &[
@@ -1542,9 +1547,29 @@ fn etcd_snapshots_in_the_static_pod_as_the_clusters_etcd_takes_them() {
             "json",
         ],
     );
-    assert_eq!(
-        r.stderr,
-        "Error: unknown command \"status\" for \"etcdctl snapshot\"\nRun 'etcdctl snapshot --help' for usage.\ncommand terminated with exit code 1\n"
+    // cobra prints the help of `snapshot` and exits 0 (no such subcommand).
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert!(
+        r.stdout.starts_with(
+            "NAME:\n\tsnapshot - Manages etcd node snapshots\n\nUSAGE:\n\tetcdctl snapshot <subcommand> [flags]\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains('{'), "no JSON: {}", r.stdout);
+    // The file is etcd's: the database, then its sha256.
+    let file = std::fs::read(cp.path("/var/lib/etcd/pre.db")).unwrap();
+    assert_eq!(file.len() % 512, 32);
+    let (db, sum) = file.split_at(file.len() - 32);
+    assert_eq!(sha2::Sha256::digest(db).as_slice(), sum);
+    // v1.34.2's kubeadm deploys 3.6.5, etcd's own image: etcdutl, no shell.
+    cp.update_cluster(|c| c.etcd_images.clear());
+    let r = exec(&cp, &["sh", "-c", "ls"]);
+    assert!(
+        r.stderr
+            .contains("exec: \"sh\": executable file not found in $PATH"),
+        "{}",
+        r.stderr
     );
     // v1.35: etcd 3.6.6 has etcdutl.
     cp.update_cluster(|c| {
@@ -1568,6 +1593,8 @@ fn etcd_snapshots_in_the_static_pod_as_the_clusters_etcd_takes_them() {
         std::fs::metadata(cp.path("/var/lib/etcd/pre.db"))
             .unwrap()
             .len()
+            - 32,
+        "the database, without etcd's sha256"
     );
     assert_eq!(status["version"], "3.6.0");
     assert!(status["totalKey"].as_u64().unwrap() > 0 && status["hash"].as_u64().unwrap() > 0);
@@ -1634,4 +1661,66 @@ fn etcd_snapshots_in_the_static_pod_as_the_clusters_etcd_takes_them() {
         config.contains("    endpoints:\n    - https://10.0.0.5:2379\n"),
         "{config}"
     );
+}
+
+#[test]
+fn etcd_images_follow_kubeadms_constants_and_kubeadm_upgrades_them() {
+    let tag = super::etcd::image_tag;
+    assert_eq!(tag("v1.33.9"), "3.5.21-0");
+    assert_eq!(tag("v1.34.0"), "3.6.4-0");
+    assert_eq!(tag("v1.34.1"), "3.6.4-0");
+    assert_eq!(tag("v1.34.2"), "3.6.5-0");
+    assert_eq!(tag("v1.35.0"), "3.6.6-0");
+    assert_eq!(tag("v1.36.1"), "3.6.8-0");
+    let mut c = crate::state::Cluster::default();
+    c.etcd_images.insert("cp1".into(), "3.6.4-0".into());
+    super::etcd::upgraded_by_kubeadm(&mut c, "cp1", "v1.34.3");
+    assert!(c.etcd_images.is_empty(), "kubeadm v1.34.3 deploys 3.6.5-0");
+    c.etcd_images.insert("cp1".into(), "3.6.9-0".into());
+    super::etcd::upgraded_by_kubeadm(&mut c, "cp1", "v1.35.0");
+    assert_eq!(c.etcd_images["cp1"], "3.6.9-0", "never a downgrade");
+    assert_eq!(super::etcd::etcd_tag("3.6.4-0"), Some((3, 6, 4, 0)));
+    assert_eq!(super::etcd::etcd_tag("3.6.4"), None);
+    assert_eq!(super::etcd::etcd_tag("v3.6.4-0"), None);
+}
+
+#[test]
+fn a_failing_disk_damages_the_snapshot_after_etcdctl_wrote_it() {
+    let (cp, _, _) = cluster();
+    let save = |cp: &Node, file: &str| {
+        let path = format!("/var/lib/etcd/{file}");
+        let r = admin(
+            cp,
+            &[
+                "-n",
+                "kube-system",
+                "exec",
+                "etcd-cp1",
+                "--",
+                "etcdctl",
+                "--endpoints=https://127.0.0.1:2379",
+                "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+                "--cert=/etc/kubernetes/pki/etcd/server.crt",
+                "--key=/etc/kubernetes/pki/etcd/server.key",
+                "snapshot",
+                "save",
+                &path,
+            ],
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        std::fs::read(cp.path(&path)).unwrap()
+    };
+    let whole = save(&cp, "a.db");
+    cp.shared()
+        .update_faults(|f| f.damage_etcd_snapshot = Some(crate::state::SnapshotDamage::Truncate))
+        .unwrap();
+    let cut = save(&cp, "b.db");
+    assert_eq!(cut.len() + 100, whole.len());
+    cp.shared()
+        .update_faults(|f| f.damage_etcd_snapshot = Some(crate::state::SnapshotDamage::Flip))
+        .unwrap();
+    let flipped = save(&cp, "c.db");
+    assert_eq!(flipped.len(), whole.len());
+    let (db, sum) = flipped.split_at(flipped.len() - 32);
+    assert_ne!(sha2::Sha256::digest(db).as_slice(), sum);
 }
