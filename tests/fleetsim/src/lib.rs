@@ -21,6 +21,7 @@ pub mod node_init;
 pub mod pins;
 pub mod power;
 pub mod provision;
+pub mod realos;
 pub mod scenario;
 pub mod service;
 pub mod sessions;

@@ -30,7 +30,8 @@ use crate::layout::{FleetDir, OVERLAID};
 use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
 use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
-use crate::scenario::Scenario;
+use crate::realos::cgroup::NodeCgroup;
+use crate::scenario::{Os, Scenario};
 use crate::state::{Cluster, ClusterNode, Event, NodeBoot, Role, Shared, now};
 use crate::version::Version;
 
@@ -102,6 +103,8 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             first_image: first_image(scenario, &plan.spec)?,
             kubelet_restart: scenario.kubelet_restart,
             light: scenario.light && plan.spec.role == Role::Worker,
+            real_os: scenario.os == Os::Systemd,
+            cgroup: Mutex::new(None),
             gate: gate.clone(),
             stop: stop.clone(),
         };
@@ -224,6 +227,9 @@ struct Setup {
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     copy_binary(fleet)?;
+    if scenario.os == Os::Systemd {
+        crate::realos::rootfs::ensure(fleet)?;
+    }
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
     let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
@@ -368,6 +374,15 @@ fn provision_one(
     let name = &plan.spec.name;
     provision(fleet, scenario, plan, hub_url, operator_key, cache)
         .with_context(|| format!("provisioning node {name}"))?;
+    if scenario.os == Os::Systemd {
+        let rootfs = crate::realos::rootfs::read(fleet)?;
+        crate::realos::disk::adapt(
+            &Disk { fleet, node: name },
+            &rootfs,
+            scenario.kubelet_restart,
+        )
+        .with_context(|| format!("provisioning real-OS node {name}"))?;
+    }
     let presented = host_key(&Disk { fleet, node: name })?;
     let recorded = if plan.spec.wrong_host_key {
         generate_key(&fleet.node(name).join("decoy_host_key"), "decoy")?
@@ -532,6 +547,10 @@ struct NodeRunner {
     kubelet_restart: f64,
     /// Workers of a light fleet (`Scenario::light`).
     light: bool,
+    /// A real-OS node (`Scenario::os`, `crate::realos`): systemd as PID 1.
+    real_os: bool,
+    /// A real-OS node's cgroup for the current boot.
+    cgroup: Mutex<Option<NodeCgroup>>,
     /// Bounds how many nodes boot at once.
     gate: Arc<Gate>,
     stop: Arc<AtomicBool>,
@@ -621,7 +640,9 @@ impl NodeRunner {
             if let Some(tx) = started.take() {
                 let _ = tx.send(Ok(self.name().to_string()));
             }
-            match self.wait_exit(child) {
+            let exit = self.wait_exit(child);
+            self.release_cgroup();
+            match exit {
                 Exit::Stopped => return,
                 Exit::Down(status) => self.went_down(Some(status)),
                 Exit::PowerCycled => self.went_down(None),
@@ -664,8 +685,19 @@ impl NodeRunner {
             .with_context(|| format!("writing {}", path.display()))?;
         let mut child = self.spawn()?;
         if let Err(e) = self.wait_listening(&mut child) {
-            kill_node(&mut child);
+            match self.real_os {
+                true => pull_the_plug(&mut child),
+                false => kill_node(&mut child),
+            }
+            self.release_cgroup();
             return Err(e.context(self.console_tail()));
+        }
+        if self.real_os
+            && let Some(init_pid) = node_inits(&child).first()
+        {
+            let merged = crate::realos::boot::merged(*init_pid);
+            crate::realos::boot::set_versions(&self.fleet.node_json(self.name()), &merged)?;
+            crate::realos::boot::record(&self.fleet, self.name(), &merged, &init.notes)?;
         }
         // The kubelet reports its own version when it starts (it may
         // already have); until then the API shows the last one it knew.
@@ -692,6 +724,10 @@ impl NodeRunner {
         let log2 = log
             .try_clone()
             .context("duplicating the console log handle")?;
+        let cgroup = match self.real_os {
+            true => Some(NodeCgroup::create(self.name())?),
+            false => None,
+        };
         let mut cmd = Command::new("/usr/bin/unshare");
         cmd.args([
             "--mount",
@@ -702,19 +738,32 @@ impl NodeRunner {
             "--propagation",
             "private",
             "--kill-child",
-        ])
-        .arg(self.fleet.binary())
-        .arg("node-init")
-        .arg("--dir")
-        .arg(self.fleet.root())
-        .arg("--node")
-        .arg(self.name())
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2);
+        ]);
+        let init = match self.real_os {
+            true => {
+                cmd.arg("--cgroup");
+                "realos-init"
+            }
+            false => "node-init",
+        };
+        cmd.arg(self.fleet.binary())
+            .arg(init)
+            .arg("--dir")
+            .arg(self.fleet.root())
+            .arg("--node")
+            .arg(self.name())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
         // SAFETY: only async-signal-safe calls between fork and exec.
+        let enter = cgroup.clone();
+        *self.cgroup.lock().unwrap_or_else(|e| e.into_inner()) = cgroup;
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                // A real-OS node's cgroup becomes the root of its cgroup namespace.
+                if let Some(cg) = &enter {
+                    cg.enter_raw()?;
+                }
                 // Die with this thread (and so with the supervisor).
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -731,7 +780,11 @@ impl NodeRunner {
     }
 
     fn wait_listening(&self, child: &mut Child) -> Result<()> {
-        let deadline = Instant::now() + SSHD_TIMEOUT;
+        let timeout = match self.real_os {
+            true => crate::realos::SSHD_TIMEOUT,
+            false => SSHD_TIMEOUT,
+        };
+        let deadline = Instant::now() + timeout;
         let pid_file = node_inits(child)
             .first()
             .map(|init| PathBuf::from(format!("/proc/{init}/root/run/sshd.pid")));
@@ -757,10 +810,20 @@ impl NodeRunner {
                     "sshd did not listen on {}:{} within {} s",
                     self.plan.address,
                     self.plan.port,
-                    SSHD_TIMEOUT.as_secs()
+                    timeout.as_secs()
                 );
             }
             thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Removes a real-OS node's cgroup once its namespace is gone.
+    fn release_cgroup(&self) {
+        let cgroup = self.cgroup.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(cg) = cgroup
+            && let Err(e) = cg.remove()
+        {
+            eprintln!("fleetsim: node {}: {e:#}", self.name());
         }
     }
 
@@ -788,7 +851,12 @@ impl NodeRunner {
                 let _ = fs::remove_file(&drop_ssh);
             }
             if self.stop.load(Ordering::SeqCst) {
-                kill_node(&mut child);
+                // systemd as PID 1 takes SIGTERM as "re-execute": a
+                // teardown pulls a real-OS node's plug instead.
+                match self.real_os {
+                    true => pull_the_plug(&mut child),
+                    false => kill_node(&mut child),
+                }
                 return Exit::Stopped;
             }
             if power.exists() {

@@ -1,0 +1,81 @@
+//! What the supervisor records once a real-OS node is up. On an emulated
+//! node, node-init merges the sysext and writes the `(boot)` event; on a
+//! real-OS node the real systemd-sysext merged it (systemd-sysext.service
+//! runs before sysinit.target, so before ssh.service), and the supervisor
+//! reads what was merged through `/proc/<init>/root`, the node's own view.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::layout::FleetDir;
+use crate::state::{Event, NodeBoot, Shared};
+
+/// The versions merged into the node's `/usr`, read through its root.
+pub struct Merged {
+    pub kubernetes: Option<String>,
+    pub containerd: Option<String>,
+}
+
+pub fn merged(init_pid: i32) -> Merged {
+    let root = PathBuf::from(format!("/proc/{init_pid}/root"));
+    let kubernetes = fs::read_to_string(root.join(crate::image::VERSION_FILE))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let containerd = fs::read_to_string(root.join("usr/bin/containerd"))
+        .ok()
+        .and_then(|t| crate::containerd::wrapper_version(&t))
+        .filter(|v| v != crate::containerd::FLATCAR_CONTAINERD);
+    Merged {
+        kubernetes,
+        containerd,
+    }
+}
+
+/// Writes the merged versions into the boot record in place: the node sees
+/// the file through a read-only bind mount of this very inode.
+pub fn set_versions(node_json: &Path, merged: &Merged) -> Result<()> {
+    let bytes = fs::read(node_json).with_context(|| format!("reading {}", node_json.display()))?;
+    let mut boot: NodeBoot = serde_json::from_slice(&bytes)
+        .with_context(|| format!("parsing {}", node_json.display()))?;
+    boot.kubernetes = merged.kubernetes.clone().unwrap_or_default();
+    boot.containerd = merged.containerd.clone().unwrap_or_default();
+    let json = serde_json::to_vec_pretty(&boot).context("serializing the boot record")?;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(node_json)
+        .with_context(|| format!("opening {}", node_json.display()))?;
+    f.write_all(&json)
+        .with_context(|| format!("writing {}", node_json.display()))
+}
+
+/// The `(boot)` event with the merged version, as node-init records it.
+pub fn record(fleet: &FleetDir, name: &str, merged: &Merged, notes: &[String]) -> Result<()> {
+    let mut notes: Vec<String> = notes.to_vec();
+    if merged.kubernetes.is_none() {
+        notes.push("no kubernetes sysext merged (systemd-sysext merged none; see journalctl -u systemd-sysext on the node)".into());
+    }
+    let result = if notes.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("warning: {}", notes.join("; "))
+    };
+    let pins = fleet
+        .in_upper(name, crate::provision::SYSUPDATE_DIR)
+        .map(|d| crate::pins::kubernetes_pins(&d))
+        .unwrap_or_default();
+    let event = Event {
+        t: crate::state::now(),
+        node: name.to_string(),
+        argv: vec!["(boot)".into()],
+        result,
+        pins,
+        version: merged.kubernetes.clone(),
+        ..Default::default()
+    };
+    Shared::new(fleet.cluster()).record(&event)
+}
