@@ -683,6 +683,12 @@ impl NodeRunner {
         let path = self.fleet.init_json(self.name());
         fs::write(&path, serde_json::to_vec_pretty(&init)?)
             .with_context(|| format!("writing {}", path.display()))?;
+        let restage = match (&init.sysext_image, self.real_os) {
+            (Some(image), true) => {
+                crate::realos::boot::pin_first_image(&self.fleet, self.name(), image)?
+            }
+            _ => None,
+        };
         let mut child = self.spawn()?;
         if let Err(e) = self.wait_listening(&mut child) {
             match self.real_os {
@@ -698,6 +704,9 @@ impl NodeRunner {
             let merged = crate::realos::boot::merged(*init_pid);
             crate::realos::boot::set_versions(&self.fleet.node_json(self.name()), &merged)?;
             crate::realos::boot::record(&self.fleet, self.name(), &merged, &init.notes)?;
+            if let Some(target) = restage {
+                crate::realos::boot::restage(*init_pid, &target)?;
+            }
         }
         // The kubelet reports its own version when it starts (it may
         // already have); until then the API shows the last one it knew.

@@ -5,7 +5,6 @@
 //! reads what was merged through `/proc/<init>/root`, the node's own view.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -35,8 +34,10 @@ pub fn merged(init_pid: i32) -> Merged {
     }
 }
 
-/// Writes the merged versions into the boot record in place: the node sees
-/// the file through a read-only bind mount of this very inode.
+/// Writes the merged versions into the boot record (for the supervisor,
+/// the harness and `fleetsim ctl`). It is replaced, not rewritten in place,
+/// so no reader sees it half-written; the node's read-only bind keeps the
+/// copy of boot time (its `kubernetes` empty: no tool inside reads it).
 pub fn set_versions(node_json: &Path, merged: &Merged) -> Result<()> {
     let bytes = fs::read(node_json).with_context(|| format!("reading {}", node_json.display()))?;
     let mut boot: NodeBoot = serde_json::from_slice(&bytes)
@@ -44,13 +45,9 @@ pub fn set_versions(node_json: &Path, merged: &Merged) -> Result<()> {
     boot.kubernetes = merged.kubernetes.clone().unwrap_or_default();
     boot.containerd = merged.containerd.clone().unwrap_or_default();
     let json = serde_json::to_vec_pretty(&boot).context("serializing the boot record")?;
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(node_json)
-        .with_context(|| format!("opening {}", node_json.display()))?;
-    f.write_all(&json)
-        .with_context(|| format!("writing {}", node_json.display()))
+    let tmp = node_json.with_extension("json.tmp");
+    fs::write(&tmp, &json).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, node_json).with_context(|| format!("replacing {}", node_json.display()))
 }
 
 /// The `(boot)` event with the merged version, as node-init records it.
@@ -78,4 +75,41 @@ pub fn record(fleet: &FleetDir, name: &str, merged: &Merged, notes: &[String]) -
         ..Default::default()
     };
     Shared::new(fleet.cluster()).record(&event)
+}
+
+/// A scenario may start a node with an image staged but not running (the
+/// link already points at it). systemd-sysext merges whatever the link
+/// points at, so for the first boot the link points at the running image
+/// (`image`, from `InitConfig::sysext_image`), and [`restage`] moves it
+/// back once the node is up, as sysupdate would have after that boot.
+/// Returns the staged target to restore, if the link had one.
+pub fn pin_first_image(fleet: &FleetDir, name: &str, image: &str) -> Result<Option<String>> {
+    let Some(link) = fleet.in_upper(name, crate::provision::CURRENT_SYMLINK) else {
+        return Ok(None);
+    };
+    let staged = match fs::read_link(&link) {
+        Ok(t) => t.to_string_lossy().into_owned(),
+        Err(_) => return Ok(None),
+    };
+    if Path::new(&staged).file_name() == Path::new(image).file_name() {
+        return Ok(None);
+    }
+    replace_link(&link, image)?;
+    Ok(Some(staged))
+}
+
+/// Points the running node's link at `target` again, through the node's
+/// own root (an overlay write, not one under a mounted overlay's feet).
+pub fn restage(init_pid: i32, target: &str) -> Result<()> {
+    let link = PathBuf::from(format!("/proc/{init_pid}/root"))
+        .join(crate::provision::CURRENT_SYMLINK.trim_start_matches('/'));
+    replace_link(&link, target)
+}
+
+fn replace_link(link: &Path, target: &str) -> Result<()> {
+    let tmp = link.with_extension("raw.fleetsim-tmp");
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp)
+        .with_context(|| format!("linking {} → {target}", tmp.display()))?;
+    fs::rename(&tmp, link).with_context(|| format!("replacing {}", link.display()))
 }

@@ -355,3 +355,44 @@ fn sysupdate_makes_room_by_deleting_the_image_the_node_runs() {
         "Kubernetes v1.34.0"
     );
 }
+
+#[test]
+fn a_node_that_starts_with_an_image_staged_runs_the_old_one_until_it_reboots() {
+    let fleet = start(real(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
+    assert_eq!(
+        run(&fleet, "w-1", "root", "kubelet --version").trim(),
+        "Kubernetes v1.34.2"
+    );
+    let link = run(
+        &fleet,
+        "w-1",
+        "root",
+        "readlink /etc/extensions/kubernetes.raw",
+    );
+    assert!(link.contains("kubernetes-v1.34.3-x86-64.raw"), "{link}");
+    let before = boot_id(&fleet, "w-1");
+    let _ = fleet.ssh("w-1", "root", "systemctl reboot");
+    let after = fleet.wait_rebooted("w-1", &before).unwrap();
+    assert_eq!(after.kubernetes, "v1.34.3");
+    assert_eq!(
+        run(&fleet, "w-1", "root", "kubelet --version").trim(),
+        "Kubernetes v1.34.3"
+    );
+}
+
+#[test]
+fn a_power_cut_kills_systemd_and_the_node_boots_again() {
+    let fleet = start(real(0));
+    let before = boot_id(&fleet, "cp-1");
+    fleet.power_cycle("cp-1").unwrap();
+    let after = fleet.wait_rebooted("cp-1", &before).unwrap();
+    assert_ne!(after.boot_id, before);
+    let events = node_events(&fleet, "cp-1");
+    assert!(events.iter().any(|e| e == "(shutdown)"), "{events:?}");
+    // (What journald wrote survives here, in the shared page cache; a real
+    // power loss may lose what it had not synced: docs/simulator.md.)
+    assert_eq!(
+        run(&fleet, "cp-1", "root", "cat /proc/1/comm").trim(),
+        "systemd"
+    );
+}
