@@ -886,7 +886,16 @@ impl NodeRunner {
 
     /// Marks the node down; `None` is a power cycle (no clean shutdown).
     fn went_down(&self, status: Option<ExitStatus>) {
-        if let Some(status) = status.filter(|s| !s.success()) {
+        // A PID namespace's init that calls reboot(2) is killed with SIGHUP:
+        // how systemd's reboot ends a real-OS node (kernel/pid_namespace.c,
+        // reboot_pid_ns()).
+        let rebooted = |s: &ExitStatus| {
+            // unshare re-raises its child's signal; older ones exit 128+1.
+            self.real_os
+                && (std::os::unix::process::ExitStatusExt::signal(s) == Some(libc::SIGHUP)
+                    || s.code() == Some(128 + libc::SIGHUP))
+        };
+        if let Some(status) = status.filter(|s| !s.success() && !rebooted(s)) {
             eprintln!(
                 "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
                 self.name(),
