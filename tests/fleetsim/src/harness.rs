@@ -437,6 +437,11 @@ pub fn fleet_processes(dir: &Path) -> Vec<Proc> {
     let node_ns: Vec<String> = all
         .iter()
         .filter(|p| p.cmdline.contains(&needle) && p.cmdline.contains("node-init"))
+        // A real-OS node's init has exec'd systemd: found as unshare's child.
+        .chain(all.iter().filter(|p| {
+            p.cmdline.starts_with("/usr/lib/systemd/systemd")
+                && unshare_child_of(&all, p.pid, &needle)
+        }))
         .filter_map(|p| pid_namespace(p.pid))
         .filter(|ns| Some(ns) != own_ns.as_ref())
         .collect();
@@ -446,6 +451,18 @@ pub fn fleet_processes(dir: &Path) -> Vec<Proc> {
                 || pid_namespace(p.pid).is_some_and(|ns| node_ns.contains(&ns))
         })
         .collect()
+}
+
+/// Whether `pid`'s parent is the fleet's `unshare … realos-init`.
+fn unshare_child_of(all: &[Proc], pid: u32, needle: &str) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<u32>().ok());
+    all.iter().any(|p| {
+        Some(p.pid) == ppid && p.cmdline.contains(needle) && p.cmdline.contains("realos-init")
+    })
 }
 
 /// Those of `procs` that still exist (same pid, same start time).

@@ -55,6 +55,7 @@ impl NodeCgroup {
     /// Creates `fleetsim-<supervisor pid>-<node>` beside nothing else of ours.
     pub fn create(node: &str) -> Result<NodeCgroup> {
         let base = hierarchy()?.join(own()?);
+        sweep_orphans(&base);
         let path = base.join(format!("fleetsim-{}-{node}", std::process::id()));
         if path.exists() {
             remove_tree(&path)?;
@@ -95,6 +96,27 @@ impl NodeCgroup {
     /// Removes the (empty) tree once the node's namespace is gone.
     pub fn remove(&self) -> Result<()> {
         remove_tree(&self.path)
+    }
+}
+
+/// Removes the cgroups a killed supervisor could not (`fleetsim-<pid>-…`
+/// whose supervisor is gone); empty once its nodes died with it.
+fn sweep_orphans(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("fleetsim-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = remove_tree(&e.path());
+        }
     }
 }
 

@@ -396,3 +396,65 @@ fn a_power_cut_kills_systemd_and_the_node_boots_again() {
         "systemd"
     );
 }
+
+#[test]
+fn a_real_os_fleet_leaves_nothing_behind() {
+    use fleetsim::harness::{
+        fleet_loop_devices, fleet_processes, host_mounts_under, still_attached, still_running,
+    };
+    for kill in [false, true] {
+        let mut fleet = start(real(1));
+        let procs = fleet_processes(fleet.dir());
+        let systemds = procs
+            .iter()
+            .filter(|p| p.cmdline == "/usr/lib/systemd/systemd")
+            .count();
+        assert_eq!(systemds, 2, "{procs:#?}");
+        assert!(procs.iter().any(|p| p.cmdline.contains("systemd-journald")));
+        // systemd-sysext's loop device for each node's merged image.
+        let loops = fleet_loop_devices(fleet.dir()).unwrap();
+        assert_eq!(loops.len(), 2, "{loops:#?}");
+        let supervisor = fleet.supervisor_pid().unwrap();
+        let cgroups = || {
+            let base = fleetsim::realos::cgroup::hierarchy().unwrap();
+            let mut found = Vec::new();
+            let mut stack = vec![base];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                    if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                        continue;
+                    }
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with(&format!("fleetsim-{supervisor}-")) {
+                        found.push(e.path());
+                    } else if !name.starts_with("fleetsim-") && d.components().count() < 8 {
+                        stack.push(e.path());
+                    }
+                }
+            }
+            found
+        };
+        assert_eq!(cgroups().len(), 2, "one cgroup per node");
+        let dir = fleet.dir().to_path_buf();
+        if kill {
+            fleet.kill_supervisor().unwrap();
+        } else {
+            drop(fleet);
+        }
+        wait_until(
+            "every process of the fleet to go",
+            Duration::from_secs(15),
+            || still_running(&procs).is_empty(),
+        );
+        wait_until("the loop devices to detach", Duration::from_secs(5), || {
+            still_attached(&loops).unwrap().is_empty()
+        });
+        assert_eq!(host_mounts_under(&dir), Vec::<String>::new());
+        if kill {
+            // A killed supervisor cannot remove them; the next real-OS
+            // fleet sweeps them (NodeCgroup::create).
+            start(real(0));
+        }
+        assert_eq!(cgroups(), Vec::<std::path::PathBuf>::new());
+    }
+}
