@@ -14,7 +14,10 @@
 //! - `kubelet.service` (from the merged sysext) gets `FLEETSIM_UNIT`, the
 //!   switch that makes the emulated kubelet act as the service, and the
 //!   scenario's `kubelet_restart` as its `RestartSec=` (the bakery unit's 10
-//!   s by default; tests lower it, as they do for emulated nodes).
+//!   s by default; tests lower it, as they do for emulated nodes);
+//! - `systemd-sysupdate.service` loses its `ConditionVirtualization=!container`
+//!   (systemd's unit skips itself in containers, and a node is one to
+//!   systemd): on a Flatcar machine it runs.
 
 use std::fs;
 use std::path::Path;
@@ -63,6 +66,14 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
     disk.file(
         "/etc/systemd/system/ssh.service.d/fleetsim.conf",
         sshd.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.file(
+        "/etc/systemd/system/systemd-sysupdate.service.d/10-fleetsim-machine.conf",
+        b"# fleetsim: a node is a machine, not a container (docs/simulator.md)\n\
+          # An empty Condition resets every condition of the unit.\n\
+          [Unit]\nConditionVirtualization=\n",
         0o644,
         (0, 0),
     )?;

@@ -458,3 +458,54 @@ fn a_real_os_fleet_leaves_nothing_behind() {
         assert_eq!(cgroups(), Vec::<std::path::PathBuf>::new());
     }
 }
+
+#[test]
+fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
+    // Flatcar's timer would start it; the bakery's drop-in runs the
+    // kubernetes component first and flags a reboot when the link moved.
+    let fleet = start(real(0).kubernetes("v1.34.1").hub(|h| h.patches = 3));
+    let (code, _, err) = sh(&fleet, "cp-1", "systemctl start systemd-sysupdate.service");
+    // Its main process, `systemd-sysupdate update`, finds no transfers in
+    // /etc/sysupdate.d (the bakery's Butane adds a noop.conf for that): the
+    // unit fails, but Type=simple has already run ExecStartPost=.
+    assert_eq!(code, 1, "{err}");
+    let journal = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "journalctl -u systemd-sysupdate.service -b -q --no-pager",
+    );
+    assert!(
+        journal.contains("No transfer definitions found."),
+        "{journal}"
+    );
+    assert!(
+        journal.contains("Successfully installed update '2'."),
+        "{journal}"
+    );
+    assert_eq!(
+        sh(
+            &fleet,
+            "cp-1",
+            "systemctl is-failed systemd-sysupdate.service"
+        )
+        .1
+        .trim(),
+        "failed"
+    );
+    let link = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "readlink /etc/extensions/kubernetes.raw",
+    );
+    assert!(link.contains("kubernetes-v1.34.2-x86-64.raw"), "{link}");
+    run(&fleet, "cp-1", "root", "test -e /run/reboot-required");
+    // The failed unit degrades the node: what `is-system-running` reports.
+    let (_, state, _) = sh(&fleet, "cp-1", "systemctl is-system-running");
+    assert_eq!(state.trim(), "degraded");
+    assert_eq!(
+        run(&fleet, "cp-1", "root", "kubelet --version").trim(),
+        "Kubernetes v1.34.1"
+    );
+}
