@@ -80,7 +80,12 @@ impl Scenario {
                 nodes: Vec::new(),
             },
         };
-        started.wait_fleet_ready(self.nodes.len())?;
+        // A real-OS node boots a whole systemd (docs/simulator.md).
+        let base = match self.os {
+            crate::scenario::Os::Systemd => Duration::from_secs(120),
+            crate::scenario::Os::Emulated => Duration::from_secs(30),
+        };
+        started.wait_fleet_ready(base, self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
     }
@@ -118,8 +123,8 @@ fn make_temp_dir() -> Result<PathBuf> {
 }
 
 impl Fleet {
-    fn wait_fleet_ready(&mut self, nodes: usize) -> Result<()> {
-        let timeout = Duration::from_secs(30) + Duration::from_millis(200 * nodes as u64);
+    fn wait_fleet_ready(&mut self, base: Duration, nodes: usize) -> Result<()> {
+        let timeout = base + Duration::from_millis(200 * nodes as u64);
         let deadline = Instant::now() + timeout;
         loop {
             if self.fleet.ready().exists() {
