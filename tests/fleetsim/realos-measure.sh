@@ -13,7 +13,7 @@ bash tests/fleetsim/rootfs.sh >/dev/null
 dir=$(mktemp -d /tmp/fleetsim-measure-XXXXXX)
 {
     echo "kubernetes: v1.34.2"
-    echo "os: $os"
+    echo "os_layer: $os"
     echo "nodes:"
     echo "  - {name: cp-1, role: control-plane}"
     for i in $(seq 1 "$workers"); do echo "  - {name: w-$i, role: worker}"; done

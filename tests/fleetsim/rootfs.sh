@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The root image of a real-OS node (scenario `os: systemd`, docs/simulator.md
+# The root image of a real-OS node (scenario `os_layer: systemd`, docs/simulator.md
 # "Real-OS nodes"): Debian 13 (trixie, systemd 257, the nearest Debian build
 # to Flatcar stable's systemd 255/256) built once by debootstrap, with
 # Flatcar's paths laid on top. Prints the root's path on stdout.

@@ -81,7 +81,7 @@ impl Scenario {
             },
         };
         // A real-OS node boots a whole systemd (docs/simulator.md).
-        let base = match self.os {
+        let base = match self.os_layer {
             crate::scenario::Os::Systemd => Duration::from_secs(120),
             crate::scenario::Os::Emulated => Duration::from_secs(30),
         };

@@ -61,7 +61,7 @@ pub struct Scenario {
     /// emulated systemd tools) or `systemd` (real systemd 257 as PID 1,
     /// real systemd-sysext/sysupdate/run/journald; docs/simulator.md,
     /// "Real-OS nodes").
-    pub os: Os,
+    pub os_layer: Os,
     /// Kured: `true` installs its upstream manifest in kube-system, or a
     /// mapping says how (`helm: NAMESPACE/RELEASE`, `run: true`, …; see
     /// [`KuredSpec`]).
@@ -179,7 +179,7 @@ impl Default for Scenario {
             kubeadm_duration: 0.3,
             port: 2222,
             light: false,
-            os: Os::Emulated,
+            os_layer: Os::Emulated,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
             pods: Vec::new(),
@@ -317,7 +317,7 @@ impl Scenario {
     }
 
     pub fn os_layer(mut self, os: Os) -> Scenario {
-        self.os = os;
+        self.os_layer = os;
         self
     }
 
@@ -436,9 +436,9 @@ impl Scenario {
             k.validate().context("scenario `kured`")?;
         }
         self.cluster_version()?;
-        if self.os == Os::Systemd && self.light {
+        if self.os_layer == Os::Systemd && self.light {
             bail!(
-                "scenario `os: systemd` and `light: true` exclude each other (light nodes have no processes to run under systemd)"
+                "scenario `os_layer: systemd` and `light: true` exclude each other (light nodes have no processes to run under systemd)"
             );
         }
         Ok(())

@@ -103,7 +103,7 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             first_image: first_image(scenario, &plan.spec)?,
             kubelet_restart: scenario.kubelet_restart,
             light: scenario.light && plan.spec.role == Role::Worker,
-            real_os: scenario.os == Os::Systemd,
+            real_os: scenario.os_layer == Os::Systemd,
             cgroup: Mutex::new(None),
             gate: gate.clone(),
             stop: stop.clone(),
@@ -227,7 +227,7 @@ struct Setup {
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     copy_binary(fleet)?;
-    if scenario.os == Os::Systemd {
+    if scenario.os_layer == Os::Systemd {
         crate::realos::rootfs::ensure(fleet)?;
     }
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
@@ -374,7 +374,7 @@ fn provision_one(
     let name = &plan.spec.name;
     provision(fleet, scenario, plan, hub_url, operator_key, cache)
         .with_context(|| format!("provisioning node {name}"))?;
-    if scenario.os == Os::Systemd {
+    if scenario.os_layer == Os::Systemd {
         let rootfs = crate::realos::rootfs::read(fleet)?;
         crate::realos::disk::adapt(
             &Disk { fleet, node: name },

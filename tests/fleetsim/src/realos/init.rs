@@ -40,7 +40,7 @@ pub fn run(dir: &Path, name: &str) -> Result<()> {
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != 1 {
         bail!(
-            "realos-init must be PID 1 of a new PID namespace; the supervisor starts it (fleetsim up with os: systemd)"
+            "realos-init must be PID 1 of a new PID namespace; the supervisor starts it (fleetsim up with os_layer: systemd)"
         );
     }
     let fleet = FleetDir::new(dir);

@@ -1,4 +1,4 @@
-//! Real-OS nodes (`os: systemd`, docs/simulator.md "Real-OS nodes"): the
+//! Real-OS nodes (`os_layer: systemd`, docs/simulator.md "Real-OS nodes"): the
 //! real systemd 257 as PID 1, the real systemd-sysext, systemd-sysupdate,
 //! systemd-run, systemctl and journald. These are the behaviours only the
 //! real tools make honest. The first test to run builds the cached root
