@@ -642,10 +642,16 @@ impl NodeRunner {
             }
             let exit = self.wait_exit(child);
             self.release_cgroup();
+            // `systemctl poweroff` or `halt` on a real-OS node: init ends
+            // with SIGINT (reboot_pid_ns()), and the machine stays off.
+            let off = matches!(&exit, Exit::Down(s) if self.real_os && ended_by(s, libc::SIGINT));
             match exit {
                 Exit::Stopped => return,
                 Exit::Down(status) => self.went_down(Some(status)),
                 Exit::PowerCycled => self.went_down(None),
+            }
+            if off && !self.wait_power_on() {
+                return;
             }
             if !self.stay_down() {
                 return;
@@ -886,16 +892,11 @@ impl NodeRunner {
 
     /// Marks the node down; `None` is a power cycle (no clean shutdown).
     fn went_down(&self, status: Option<ExitStatus>) {
-        // A PID namespace's init that calls reboot(2) is killed with SIGHUP:
-        // how systemd's reboot ends a real-OS node (kernel/pid_namespace.c,
-        // reboot_pid_ns()).
-        let rebooted = |s: &ExitStatus| {
-            // unshare re-raises its child's signal; older ones exit 128+1.
-            self.real_os
-                && (std::os::unix::process::ExitStatusExt::signal(s) == Some(libc::SIGHUP)
-                    || s.code() == Some(128 + libc::SIGHUP))
+        // How systemd's reboot and power-off end a real-OS node: expected.
+        let by_systemd = |s: &ExitStatus| {
+            self.real_os && (ended_by(s, libc::SIGHUP) || ended_by(s, libc::SIGINT))
         };
-        if let Some(status) = status.filter(|s| !s.success() && !rebooted(s)) {
+        if let Some(status) = status.filter(|s| !s.success() && !by_systemd(s)) {
             eprintln!(
                 "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
                 self.name(),
@@ -919,6 +920,27 @@ impl NodeRunner {
         });
         if let Err(e) = marked {
             eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
+        }
+    }
+
+    /// A powered-off real-OS node stays off until `fleetsim ctl
+    /// power-cycle` turns it on. Returns false when the fleet is stopping.
+    fn wait_power_on(&self) -> bool {
+        let power = self.fleet.power_cycle_request(self.name());
+        eprintln!(
+            "fleetsim: node {} powered off; `fleetsim ctl power-cycle {}` turns it on",
+            self.name(),
+            self.name()
+        );
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            if power.exists() {
+                let _ = fs::remove_file(&power);
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -975,6 +997,15 @@ impl NodeRunner {
             eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());
         }
     }
+}
+
+/// Whether unshare ended with its child's `signal`: unshare re-raises it
+/// (older ones exit 128 + the signal). A PID namespace's init that calls
+/// reboot(2) is killed with SIGHUP for a restart, SIGINT for a power-off or
+/// halt (kernel/pid_namespace.c, reboot_pid_ns()).
+fn ended_by(status: &ExitStatus, signal: i32) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(signal) || status.code() == Some(128 + signal)
 }
 
 /// A power loss: SIGKILL to node-init, so nothing in the node gets to run

@@ -531,3 +531,25 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
         "Kubernetes v1.34.1"
     );
 }
+
+#[test]
+fn systemctl_poweroff_leaves_the_node_off_until_power_returns() {
+    let fleet = start_real(real(0));
+    let before = boot_id(&fleet, "cp-1");
+    let _ = fleet.ssh("cp-1", "root", "systemctl poweroff");
+    fleet.wait_down("cp-1").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!fleet.cluster().unwrap().nodes["cp-1"].up, "still off");
+    let answers = fleet
+        .ssh("cp-1", "root", "true")
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(!answers, "a powered-off node answers SSH");
+    fleet.power_cycle("cp-1").unwrap();
+    let after = fleet.wait_rebooted("cp-1", &before).unwrap();
+    assert_ne!(after.boot_id, before);
+    assert_eq!(
+        run(&fleet, "cp-1", "root", "cat /proc/1/comm").trim(),
+        "systemd"
+    );
+}
