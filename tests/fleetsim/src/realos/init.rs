@@ -15,8 +15,9 @@
 //! 4. `pivot_root` (not `chroot`: systemd checks it runs in a real root), then
 //!    `/` made recursively shared: systemd-sysext 257 merges in a child mount
 //!    namespace and the merge only propagates back to the node if `/` is
-//!    shared (systemd `src/sysext/sysext.c`, `merge()` forks with
-//!    `namespace_fork`, then moves the overlay into place);
+//!    shared (systemd `src/sysext/sysext.c`: `merge()` forks `(sd-merge)`
+//!    with `FORK_NEW_MOUNTNS` and bind-mounts the overlay onto the hierarchy
+//!    from there);
 //! 5. exec `/usr/lib/systemd/systemd` with `container=other`, which tells
 //!    systemd it runs in a container (systemd `src/basic/virt.c`,
 //!    `detect_container()` reads PID 1's `container=` environment).
