@@ -17,6 +17,10 @@ command -v curl >/dev/null || missing+=(curl)
 command -v unshare >/dev/null || missing+=(util-linux)
 # Every simulated node loop-mounts a squashfs sysext image built with mksquashfs.
 command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
+# Real-OS nodes (fleetsim tests/sim/realos.rs) boot a Debian 13 root that the
+# first of those tests builds with debootstrap (2.5 to 5 min, once) and
+# caches in /var/cache/fleetsim (docs/simulator.md, "Real-OS nodes").
+command -v debootstrap >/dev/null || missing+=(debootstrap)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"
     apt-get update -qq

@@ -81,7 +81,12 @@ impl Scenario {
                 nodes: Vec::new(),
             },
         };
-        started.wait_fleet_ready(self.nodes.len())?;
+        // A real-OS node boots a whole systemd (docs/simulator.md).
+        let base = match self.os_layer {
+            crate::scenario::Os::Systemd => Duration::from_secs(120),
+            crate::scenario::Os::Emulated => Duration::from_secs(30),
+        };
+        started.wait_fleet_ready(base, self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
     }
@@ -119,8 +124,8 @@ fn make_temp_dir() -> Result<PathBuf> {
 }
 
 impl Fleet {
-    fn wait_fleet_ready(&mut self, nodes: usize) -> Result<()> {
-        let timeout = Duration::from_secs(30) + Duration::from_millis(200 * nodes as u64);
+    fn wait_fleet_ready(&mut self, base: Duration, nodes: usize) -> Result<()> {
+        let timeout = base + Duration::from_millis(200 * nodes as u64);
         let deadline = Instant::now() + timeout;
         loop {
             if self.fleet.ready().exists() {
@@ -443,6 +448,11 @@ pub fn fleet_processes(dir: &Path) -> Vec<Proc> {
     let node_ns: Vec<String> = all
         .iter()
         .filter(|p| p.cmdline.contains(&needle) && p.cmdline.contains("node-init"))
+        // A real-OS node's init has exec'd systemd: found as unshare's child.
+        .chain(all.iter().filter(|p| {
+            p.cmdline.starts_with("/usr/lib/systemd/systemd")
+                && unshare_child_of(&all, p.pid, &needle)
+        }))
         .filter_map(|p| pid_namespace(p.pid))
         .filter(|ns| Some(ns) != own_ns.as_ref())
         .collect();
@@ -452,6 +462,18 @@ pub fn fleet_processes(dir: &Path) -> Vec<Proc> {
                 || pid_namespace(p.pid).is_some_and(|ns| node_ns.contains(&ns))
         })
         .collect()
+}
+
+/// Whether `pid`'s parent is the fleet's `unshare … realos-init`.
+fn unshare_child_of(all: &[Proc], pid: u32, needle: &str) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<u32>().ok());
+    all.iter().any(|p| {
+        Some(p.pid) == ppid && p.cmdline.contains(needle) && p.cmdline.contains("realos-init")
+    })
 }
 
 /// Those of `procs` that still exist (same pid, same start time).

@@ -23,6 +23,7 @@ pub mod pins;
 pub mod power;
 pub mod prometheus;
 pub mod provision;
+pub mod realos;
 pub mod scenario;
 pub mod service;
 pub mod sessions;

@@ -184,6 +184,13 @@ fn cli(args: &[String]) -> Result<()> {
                 .ok_or_else(|| usage("node-init needs --node NAME"))?;
             node_init::run(&dir()?, &node)
         }
+        "realos-init" => {
+            let node = o
+                .node
+                .clone()
+                .ok_or_else(|| usage("realos-init needs --node NAME"))?;
+            fleetsim::realos::init::run(&dir()?, &node)
+        }
         other => Err(usage(format!("unknown command {other}"))),
     }
 }

@@ -57,6 +57,11 @@ pub struct Scenario {
     /// loop device) and start their kubelet inside node-init (no process);
     /// for benchmarks of hundreds of nodes (docs/simulator.md).
     pub light: bool,
+    /// What a node's OS layer is: `emulated` (default: node-init and the
+    /// emulated systemd tools) or `systemd` (real systemd 257 as PID 1,
+    /// real systemd-sysext/sysupdate/run/journald; docs/simulator.md,
+    /// "Real-OS nodes").
+    pub os_layer: Os,
     /// Kured: `true` installs its upstream manifest in kube-system, or a
     /// mapping says how (`helm: NAMESPACE/RELEASE`, `run: true`, …; see
     /// [`KuredSpec`]).
@@ -147,6 +152,17 @@ pub struct NodeSpec {
     pub containerd_pin: Pin,
 }
 
+/// A node's OS layer (`Scenario::os`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Os {
+    /// node-init as PID 1, the emulated systemd tools.
+    #[default]
+    Emulated,
+    /// The real systemd as PID 1 in a cached Debian 13 root (`crate::realos`).
+    Systemd,
+}
+
 /// The MatchPattern of the node's `kubernetes.conf`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -173,6 +189,7 @@ impl Default for Scenario {
             kubeadm_duration: 0.3,
             port: 2222,
             light: false,
+            os_layer: Os::Emulated,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
             pods: Vec::new(),
@@ -311,6 +328,11 @@ impl Scenario {
         self
     }
 
+    pub fn os_layer(mut self, os: Os) -> Scenario {
+        self.os_layer = os;
+        self
+    }
+
     pub fn port(mut self, port: u16) -> Scenario {
         self.port = port;
         self
@@ -433,6 +455,11 @@ impl Scenario {
             if !self.external_etcd.is_empty() {
                 bail!("scenario `etcd` names the stacked etcd's image; `external_etcd` has none");
             }
+        }
+        if self.os_layer == Os::Systemd && self.light {
+            bail!(
+                "scenario `os_layer: systemd` and `light: true` exclude each other (light nodes have no processes to run under systemd)"
+            );
         }
         Ok(())
     }

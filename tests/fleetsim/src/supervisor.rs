@@ -30,7 +30,8 @@ use crate::layout::{FleetDir, OVERLAID};
 use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
 use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
-use crate::scenario::Scenario;
+use crate::realos::cgroup::NodeCgroup;
+use crate::scenario::{Os, Scenario};
 use crate::state::{Cluster, ClusterNode, Event, NodeBoot, Role, Shared, now};
 use crate::version::Version;
 
@@ -105,6 +106,8 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
             first_image: first_image(scenario, &plan.spec)?,
             kubelet_restart: scenario.kubelet_restart,
             light: scenario.light && plan.spec.role == Role::Worker,
+            real_os: scenario.os_layer == Os::Systemd,
+            cgroup: Mutex::new(None),
             gate: gate.clone(),
             stop: stop.clone(),
         };
@@ -227,6 +230,9 @@ struct Setup {
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     copy_binary(fleet)?;
+    if scenario.os_layer == Os::Systemd {
+        crate::realos::rootfs::ensure(fleet)?;
+    }
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;
     let operator_key = generate_key(&fleet.identity(), "fleetsim-operator")?;
@@ -378,6 +384,15 @@ fn provision_one(
     let name = &plan.spec.name;
     provision(fleet, scenario, plan, hub_url, operator_key, cache)
         .with_context(|| format!("provisioning node {name}"))?;
+    if scenario.os_layer == Os::Systemd {
+        let rootfs = crate::realos::rootfs::read(fleet)?;
+        crate::realos::disk::adapt(
+            &Disk { fleet, node: name },
+            &rootfs,
+            scenario.kubelet_restart,
+        )
+        .with_context(|| format!("provisioning real-OS node {name}"))?;
+    }
     let presented = host_key(&Disk { fleet, node: name })?;
     let recorded = if plan.spec.wrong_host_key {
         generate_key(&fleet.node(name).join("decoy_host_key"), "decoy")?
@@ -549,6 +564,10 @@ struct NodeRunner {
     kubelet_restart: f64,
     /// Workers of a light fleet (`Scenario::light`).
     light: bool,
+    /// A real-OS node (`Scenario::os`, `crate::realos`): systemd as PID 1.
+    real_os: bool,
+    /// A real-OS node's cgroup for the current boot.
+    cgroup: Mutex<Option<NodeCgroup>>,
     /// Bounds how many nodes boot at once.
     gate: Arc<Gate>,
     stop: Arc<AtomicBool>,
@@ -639,10 +658,18 @@ impl NodeRunner {
             if let Some(tx) = started.take() {
                 let _ = tx.send(Ok(self.name().to_string()));
             }
-            match self.wait_exit(child) {
+            let exit = self.wait_exit(child);
+            self.release_cgroup();
+            // `systemctl poweroff` or `halt` on a real-OS node: init ends
+            // with SIGINT (reboot_pid_ns()), and the machine stays off.
+            let off = matches!(&exit, Exit::Down(s) if self.real_os && ended_by(s, libc::SIGINT));
+            match exit {
                 Exit::Stopped => return,
                 Exit::Down(status) => self.went_down(Some(status)),
                 Exit::PowerCycled => self.went_down(None),
+            }
+            if off && !self.wait_power_on() {
+                return;
             }
             if !self.stay_down() {
                 return;
@@ -681,10 +708,30 @@ impl NodeRunner {
         let path = self.fleet.init_json(self.name());
         fs::write(&path, serde_json::to_vec_pretty(&init)?)
             .with_context(|| format!("writing {}", path.display()))?;
+        let restage = match (&init.sysext_image, self.real_os) {
+            (Some(image), true) => {
+                crate::realos::boot::pin_first_image(&self.fleet, self.name(), image)?
+            }
+            _ => None,
+        };
         let mut child = self.spawn()?;
         if let Err(e) = self.wait_listening(&mut child) {
-            kill_node(&mut child);
+            match self.real_os {
+                true => pull_the_plug(&mut child),
+                false => kill_node(&mut child),
+            }
+            self.release_cgroup();
             return Err(e.context(self.console_tail()));
+        }
+        if self.real_os
+            && let Some(init_pid) = node_inits(&child).first()
+        {
+            let merged = crate::realos::boot::merged(*init_pid);
+            crate::realos::boot::set_versions(&self.fleet.node_json(self.name()), &merged)?;
+            crate::realos::boot::record(&self.fleet, self.name(), &merged, &init.notes)?;
+            if let Some(target) = restage {
+                crate::realos::boot::restage(*init_pid, &target)?;
+            }
         }
         // The kubelet reports its own version when it starts (it may
         // already have); until then the API shows the last one it knew.
@@ -711,6 +758,10 @@ impl NodeRunner {
         let log2 = log
             .try_clone()
             .context("duplicating the console log handle")?;
+        let cgroup = match self.real_os {
+            true => Some(NodeCgroup::create(self.name())?),
+            false => None,
+        };
         let mut cmd = Command::new("/usr/bin/unshare");
         cmd.args([
             "--mount",
@@ -721,19 +772,32 @@ impl NodeRunner {
             "--propagation",
             "private",
             "--kill-child",
-        ])
-        .arg(self.fleet.binary())
-        .arg("node-init")
-        .arg("--dir")
-        .arg(self.fleet.root())
-        .arg("--node")
-        .arg(self.name())
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2);
+        ]);
+        let init = match self.real_os {
+            true => {
+                cmd.arg("--cgroup");
+                "realos-init"
+            }
+            false => "node-init",
+        };
+        cmd.arg(self.fleet.binary())
+            .arg(init)
+            .arg("--dir")
+            .arg(self.fleet.root())
+            .arg("--node")
+            .arg(self.name())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
         // SAFETY: only async-signal-safe calls between fork and exec.
+        let enter = cgroup.clone();
+        *self.cgroup.lock().unwrap_or_else(|e| e.into_inner()) = cgroup;
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                // A real-OS node's cgroup becomes the root of its cgroup namespace.
+                if let Some(cg) = &enter {
+                    cg.enter_raw()?;
+                }
                 // Die with this thread (and so with the supervisor).
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -750,7 +814,11 @@ impl NodeRunner {
     }
 
     fn wait_listening(&self, child: &mut Child) -> Result<()> {
-        let deadline = Instant::now() + SSHD_TIMEOUT;
+        let timeout = match self.real_os {
+            true => crate::realos::SSHD_TIMEOUT,
+            false => SSHD_TIMEOUT,
+        };
+        let deadline = Instant::now() + timeout;
         let pid_file = node_inits(child)
             .first()
             .map(|init| PathBuf::from(format!("/proc/{init}/root/run/sshd.pid")));
@@ -776,10 +844,20 @@ impl NodeRunner {
                     "sshd did not listen on {}:{} within {} s",
                     self.plan.address,
                     self.plan.port,
-                    SSHD_TIMEOUT.as_secs()
+                    timeout.as_secs()
                 );
             }
             thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Removes a real-OS node's cgroup once its namespace is gone.
+    fn release_cgroup(&self) {
+        let cgroup = self.cgroup.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(cg) = cgroup
+            && let Err(e) = cg.remove()
+        {
+            eprintln!("fleetsim: node {}: {e:#}", self.name());
         }
     }
 
@@ -807,7 +885,12 @@ impl NodeRunner {
                 let _ = fs::remove_file(&drop_ssh);
             }
             if self.stop.load(Ordering::SeqCst) {
-                kill_node(&mut child);
+                // systemd as PID 1 takes SIGTERM as "re-execute": a
+                // teardown pulls a real-OS node's plug instead.
+                match self.real_os {
+                    true => pull_the_plug(&mut child),
+                    false => kill_node(&mut child),
+                }
                 return Exit::Stopped;
             }
             if power.exists() {
@@ -828,7 +911,11 @@ impl NodeRunner {
 
     /// Marks the node down; `None` is a power cycle (no clean shutdown).
     fn went_down(&self, status: Option<ExitStatus>) {
-        if let Some(status) = status.filter(|s| !s.success()) {
+        // How systemd's reboot and power-off end a real-OS node: expected.
+        let by_systemd = |s: &ExitStatus| {
+            self.real_os && (ended_by(s, libc::SIGHUP) || ended_by(s, libc::SIGINT))
+        };
+        if let Some(status) = status.filter(|s| !s.success() && !by_systemd(s)) {
             eprintln!(
                 "fleetsim: node {}: node-init ended with {status}; rebooting it (see {})",
                 self.name(),
@@ -852,6 +939,27 @@ impl NodeRunner {
         });
         if let Err(e) = marked {
             eprintln!("fleetsim: node {}: marking it down: {e:#}", self.name());
+        }
+    }
+
+    /// A powered-off real-OS node stays off until `fleetsim ctl
+    /// power-cycle` turns it on. Returns false when the fleet is stopping.
+    fn wait_power_on(&self) -> bool {
+        let power = self.fleet.power_cycle_request(self.name());
+        eprintln!(
+            "fleetsim: node {} powered off; `fleetsim ctl power-cycle {}` turns it on",
+            self.name(),
+            self.name()
+        );
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            if power.exists() {
+                let _ = fs::remove_file(&power);
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -908,6 +1016,15 @@ impl NodeRunner {
             eprintln!("fleetsim: node {}: recording {what}: {e:#}", self.name());
         }
     }
+}
+
+/// Whether unshare ended with its child's `signal`: unshare re-raises it
+/// (older ones exit 128 + the signal). A PID namespace's init that calls
+/// reboot(2) is killed with SIGHUP for a restart, SIGINT for a power-off or
+/// halt (kernel/pid_namespace.c, reboot_pid_ns()).
+fn ended_by(status: &ExitStatus, signal: i32) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(signal) || status.code() == Some(128 + signal)
 }
 
 /// A power loss: SIGKILL to node-init, so nothing in the node gets to run

@@ -16,5 +16,6 @@ mod leaks;
 mod login;
 mod node;
 mod order;
+mod realos;
 mod reboot;
 mod scale;

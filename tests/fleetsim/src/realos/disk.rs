@@ -1,0 +1,131 @@
+//! What provisioning does differently on a real-OS node's disk. The common
+//! provisioning (`crate::provision`) writes the node's upper layers as for
+//! an emulated node; this then takes back what the real OS provides itself
+//! and adds the units that make the real one run the sim's pieces:
+//!
+//! - the emulated systemctl, systemd-run, journalctl, systemd-sysext,
+//!   systemd-sysupdate, reboot and shutdown links go: the root's real ones
+//!   show through (the kubelet, kubeadm, kubectl, containerd and
+//!   update_engine_client links stay: those remain emulated);
+//! - the host's account files go: the root's own (Debian's system users and
+//!   Flatcar's `core`, made by rootfs.sh) show through, with root and core
+//!   unlocked for key logins (`UsePAM no` refuses a `!` password field);
+//! - sshd runs as Debian's `ssh.service`, pointed at the node's own config;
+//! - `kubelet.service` (from the merged sysext) gets `FLEETSIM_UNIT`, the
+//!   switch that makes the emulated kubelet act as the service, and the
+//!   scenario's `kubelet_restart` as its `RestartSec=` (the bakery unit's 10
+//!   s by default; tests lower it, as they do for emulated nodes);
+//! - `systemd-sysupdate.service` loses its `ConditionVirtualization=!container`
+//!   (systemd's unit skips itself in containers, and a node is one to
+//!   systemd): on a Flatcar machine it runs.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::accounts::AccountFile;
+use crate::layout::{SSHD_CONFIG, TOOL_LINKS};
+use crate::provision::Disk;
+use crate::tools::kubelet::{UNIT, UNIT_ENV};
+
+/// The emulated tools whose real ones a real-OS node runs.
+const REAL_TOOLS: [&str; 7] = [
+    "usr/bin/systemctl",
+    "usr/bin/systemd-run",
+    "usr/bin/journalctl",
+    "usr/bin/systemd-sysext",
+    "usr/lib/systemd/systemd-sysupdate",
+    "usr/sbin/reboot",
+    "usr/sbin/shutdown",
+];
+
+pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
+    for rel in REAL_TOOLS {
+        debug_assert!(TOOL_LINKS.contains(&rel));
+        let path = disk.path(&format!("/{rel}"))?;
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+        }
+    }
+    for file in AccountFile::ALL {
+        let path = disk.path(file.path())?;
+        let _ = fs::remove_file(&path);
+    }
+    unlock(disk, rootfs)?;
+    let sshd = format!(
+        "# fleetsim: the node's own sshd config (docs/simulator.md)\n\
+         [Service]\n\
+         ExecStartPre=\n\
+         ExecStartPre=/usr/sbin/sshd -t -f {SSHD_CONFIG}\n\
+         ExecStart=\n\
+         ExecStart=/usr/sbin/sshd -D -f {SSHD_CONFIG}\n"
+    );
+    disk.file(
+        "/etc/systemd/system/ssh.service.d/fleetsim.conf",
+        sshd.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.file(
+        "/etc/systemd/system/systemd-sysupdate.service.d/10-fleetsim-machine.conf",
+        b"# fleetsim: a node is a machine, not a container (docs/simulator.md)\n\
+          # An empty Condition resets every condition of the unit.\n\
+          [Unit]\nConditionVirtualization=\n",
+        0o644,
+        (0, 0),
+    )?;
+    let kubelet = format!(
+        "# fleetsim: makes the emulated kubelet act as this service\n\
+         [Service]\n\
+         Environment={UNIT_ENV}={UNIT}\n\
+         RestartSec={}ms\n",
+        (kubelet_restart.max(0.0) * 1000.0).round() as u64
+    );
+    disk.file(
+        &format!("/etc/systemd/system/{UNIT}.d/20-fleetsim.conf"),
+        kubelet.as_bytes(),
+        0o644,
+        (0, 0),
+    )
+}
+
+/// The root's /etc/shadow with `root` and `core` able to log in by key:
+/// `*` (no password) instead of a locked `!`.
+fn unlock(disk: &Disk, rootfs: &Path) -> Result<()> {
+    let src = rootfs.join("etc/shadow");
+    let text = fs::read_to_string(&src).with_context(|| format!("reading {}", src.display()))?;
+    disk.file("/etc/shadow", unlocked(&text).as_bytes(), 0o640, (0, 42))
+}
+
+fn unlocked(shadow: &str) -> String {
+    shadow
+        .lines()
+        .map(|l| {
+            let mut fields: Vec<&str> = l.split(':').collect();
+            if fields.len() > 1
+                && (fields[0] == "root" || fields[0] == "core")
+                && fields[1].starts_with('!')
+            {
+                fields[1] = "*";
+            }
+            fields.join(":") + "\n"
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlocks_root_and_core_only() {
+        let text = "root:!:19000:0:99999:7:::\ncore:!*:19000::::::\nsshd:!:19000::::::\n";
+        assert_eq!(
+            unlocked(text),
+            "root:*:19000:0:99999:7:::\ncore:*:19000::::::\nsshd:!:19000::::::\n"
+        );
+    }
+}
