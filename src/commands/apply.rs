@@ -285,12 +285,16 @@ impl Run<'_> {
         );
         let ledger = apply.ledger.clone();
         let mut twice = false;
+        let lease = apply.stop.clone();
         let result = tokio::select! {
             r = hop::run(&mut apply) => r,
             _ = second.notified() => {
                 twice = true;
                 Err(stopped_at_once(&ledger))
             }
+            // The lock may lapse: whatever apply is waiting for, it stops
+            // now and starts nothing else (no other node is rebooted).
+            lapsing = lease.lapsing() => Err(anyhow::Error::new(lapsing)),
         };
         progress.finish();
         match result {

@@ -585,7 +585,7 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
                 "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 \
                  (pid 77 on ops-1), started {then}, last heartbeat {then} (2"
             ),
-            "That fleetctl looks dead: no heartbeat for over 5m",
+            "That fleetctl looks dead: no heartbeat for over 18m, the time its lock stays valid without one",
             "Run `fleetctl apply --force-unlock` to remove its lock.",
         ],
     );

@@ -13,18 +13,27 @@ use crate::steps::runner::CommandFailed;
 // Holders
 
 /// Who holds a lock, as recorded in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holder {
     /// A Kured node name, or `fleetctl/<user>@<host>`.
     pub id: String,
     /// The host and pid of a fleetctl holder.
     pub host: Option<String>,
     pub pid: Option<String>,
+    /// Which process that pid was: its boot id and start time
+    /// ([`process_identity`]); `None` from a fleetctl that did not record it.
+    pub process: Option<String>,
     /// When it took the lock (RFC 3339, as recorded).
     pub started: Option<String>,
     /// A fleetctl holder's last heartbeat (RFC 3339); `None` for a Kured
     /// node and for a fleetctl older than heartbeats.
     pub heartbeat: Option<String>,
+    /// How long its lock stays valid without a heartbeat, as it recorded
+    /// it (Kured's entry `TTL`, the configmap's `ttl`).
+    pub ttl: Option<Duration>,
+    /// It ran on this machine and its process no longer exists (set by
+    /// [`LocalProcesses::mark_gone`]).
+    pub gone: bool,
 }
 
 impl Holder {
@@ -32,23 +41,31 @@ impl Holder {
         self.id.starts_with("fleetctl/")
     }
 
-    /// Alive, dead, or not for fleetctl to judge, at `now`.
-    pub fn liveness(&self, now: SystemTime, dead_after: Duration) -> Liveness {
+    /// Alive, dead, or not for fleetctl to judge, at `now`. A fleetctl is
+    /// dead once its heartbeat is older than its own TTL (`fallback_ttl`
+    /// when it recorded none): until then its lock is valid, and it may
+    /// simply be waiting for a node to come back, which can take that long.
+    /// A fleetctl on this machine whose process is gone is dead at once.
+    pub fn liveness(&self, now: SystemTime, fallback_ttl: Duration) -> Liveness {
         if self.id.is_empty() {
             return Liveness::Unknown;
         }
         if !self.is_fleetctl() {
             return Liveness::KuredNode;
         }
+        if self.gone {
+            return Liveness::Exited;
+        }
         let Some(beat) = self.heartbeat.as_deref().and_then(parse_time) else {
             return Liveness::Unknown;
         };
         // A heartbeat ahead of our clock is as fresh as it gets.
         let age = now.duration_since(beat).unwrap_or(Duration::ZERO);
-        if age >= dead_after {
-            Liveness::Dead { age }
+        let ttl = self.ttl.unwrap_or(fallback_ttl);
+        if age > ttl {
+            Liveness::Dead { age, ttl }
         } else {
-            Liveness::Alive { age }
+            Liveness::Alive { age, ttl }
         }
     }
 
@@ -66,13 +83,96 @@ pub enum Liveness {
     /// A Kured node: it holds the lock through its reboot, and only Kured
     /// knows when that ends.
     KuredNode,
-    /// A fleetctl whose heartbeat is fresher than the dead threshold.
-    Alive { age: Duration },
-    /// A fleetctl whose heartbeat stopped longer ago than that.
-    Dead { age: Duration },
+    /// A fleetctl whose heartbeat is younger than its TTL.
+    Alive { age: Duration, ttl: Duration },
+    /// A fleetctl whose heartbeat is older than its TTL.
+    Dead { age: Duration, ttl: Duration },
+    /// A fleetctl that ran on this machine and whose process is gone.
+    Exited,
     /// No heartbeat recorded (a fleetctl older than heartbeats, an entry
     /// with no holder): fleetctl cannot tell.
     Unknown,
+}
+
+impl Liveness {
+    fn is_dead(self) -> bool {
+        matches!(self, Liveness::Dead { .. } | Liveness::Exited)
+    }
+}
+
+/// How this machine's processes are judged: a holder that ran here (same
+/// host name) is gone when its pid is not the process it recorded (none
+/// runs, or another one started since, or the machine rebooted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum LocalProcesses {
+    /// Not judged (every holder may be alive).
+    #[default]
+    Unjudged,
+    /// `/proc` on the machine called `host`.
+    System { host: String },
+    /// For tests: on `host`, these pids run as these processes.
+    Fixed {
+        host: String,
+        running: std::collections::BTreeMap<u32, String>,
+    },
+}
+
+impl LocalProcesses {
+    /// This machine, as `/proc` shows it.
+    pub fn here(host: &str) -> LocalProcesses {
+        LocalProcesses::System { host: host.into() }
+    }
+
+    fn running(&self, pid: u32) -> Option<String> {
+        match self {
+            LocalProcesses::Unjudged => None,
+            LocalProcesses::System { .. } => process_identity(pid),
+            LocalProcesses::Fixed { running, .. } => running.get(&pid).cloned(),
+        }
+    }
+
+    /// Sets `gone` on each fleetctl holder that recorded this machine, a pid
+    /// and which process it was, when that process no longer runs here.
+    pub(super) fn mark_gone(&self, state: &mut LockState) {
+        let host = match self {
+            LocalProcesses::Unjudged => return,
+            LocalProcesses::System { host } | LocalProcesses::Fixed { host, .. } => host,
+        };
+        let LockState::Held(holders) = state else {
+            return;
+        };
+        for h in holders.iter_mut().filter(|h| h.is_fleetctl()) {
+            let (Some(their_host), Some(pid), Some(process)) = (&h.host, &h.pid, &h.process) else {
+                continue;
+            };
+            let Ok(pid) = pid.trim().parse::<u32>() else {
+                continue;
+            };
+            if their_host == host && self.running(pid).as_deref() != Some(process.as_str()) {
+                h.gone = true;
+            }
+        }
+    }
+}
+
+/// Which process `pid` is on this machine, `<boot id>/<start time>`: the
+/// kernel's boot id (`/proc/sys/kernel/random/boot_id`) and the process's
+/// start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`,
+/// proc(5)). A pid is reused, a pid with its start time within one boot is
+/// not. `None` when no such process runs (or `/proc` cannot be read).
+pub fn process_identity(pid: u32) -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start = stat_start_time(&stat)?;
+    Some(format!("{}/{start}", boot.trim()))
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in
+/// parentheses and may itself contain spaces and parentheses, so fields are
+/// counted after its last `)`.
+fn stat_start_time(stat: &str) -> Option<u64> {
+    let (_, after) = stat.rsplit_once(')')?;
+    after.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// What a lock (or its absence) means.
@@ -88,13 +188,13 @@ pub enum LockState {
 }
 
 impl LockState {
-    /// Every holder is a fleetctl whose heartbeat stopped: one
-    /// `--force-unlock` may remove it.
+    /// Every holder is a fleetctl whose heartbeat stopped or whose process
+    /// is gone: one `--force-unlock` may remove it.
     pub(super) fn all_dead(&self, now: SystemTime, dead_after: Duration) -> bool {
         match self {
             LockState::Held(holders) => holders
                 .iter()
-                .all(|h| matches!(h.liveness(now, dead_after), Liveness::Dead { .. })),
+                .all(|h| h.liveness(now, dead_after).is_dead()),
             LockState::Free | LockState::Unreadable { .. } => false,
         }
     }
@@ -106,6 +206,7 @@ pub(super) struct Mine {
     pub(super) holder: String,
     pub(super) host: String,
     pub(super) pid: u32,
+    pub(super) process: Option<String>,
     pub(super) started: String,
 }
 
@@ -115,6 +216,7 @@ impl Mine {
             holder: me.holder(),
             host: me.host.clone(),
             pid: me.pid,
+            process: me.process.clone(),
             started: rfc3339(now),
         }
     }
@@ -196,7 +298,6 @@ impl fmt::Display for LockHeld {
                     .iter()
                     .map(|h| (h, h.liveness(self.now, self.dead_after)))
                     .collect();
-                let dead_after = human(self.dead_after);
                 let every = human(HEARTBEAT_EVERY);
                 if let Some((node, _)) = live.iter().find(|(_, l)| *l == Liveness::KuredNode) {
                     write!(
@@ -205,15 +306,17 @@ impl fmt::Display for LockHeld {
                          then retry. ",
                         node.id
                     )?;
-                } else if let Some((_, Liveness::Alive { age })) = live
+                } else if let Some((_, Liveness::Alive { age, ttl })) = live
                     .iter()
                     .find(|(_, l)| matches!(l, Liveness::Alive { .. }))
                 {
                     write!(
                         f,
-                        "That apply is alive (its last heartbeat is {} old, under {dead_after}): \
-                         wait for it to finish. ",
-                        human(*age)
+                        "That apply is alive as far as fleetctl can tell (its last heartbeat is {} \
+                         old, and its lock stays valid for {} without one, which a node it waits \
+                         for may take): wait for it to finish. ",
+                        human(*age),
+                        human(*ttl)
                     )?;
                 } else if live.iter().any(|(_, l)| *l == Liveness::Unknown) {
                     f.write_str(
@@ -222,11 +325,28 @@ impl fmt::Display for LockHeld {
                     )?;
                 }
                 if self.state.all_dead(self.now, self.dead_after) {
+                    let why: Vec<String> = live
+                        .iter()
+                        .map(|(h, l)| match l {
+                            Liveness::Exited => format!(
+                                "{} ran on this machine as pid {}, which no longer runs",
+                                h.id,
+                                h.pid.as_deref().unwrap_or("?")
+                            ),
+                            Liveness::Dead { ttl, .. } => format!(
+                                "no heartbeat for over {}, the time its lock stays valid without \
+                                 one, while a running apply refreshes it every {every}",
+                                human(*ttl)
+                            ),
+                            _ => String::new(),
+                        })
+                        .filter(|w| !w.is_empty())
+                        .collect();
                     return write!(
                         f,
-                        "That fleetctl looks dead: no heartbeat for over {dead_after}, while a \
-                         running apply refreshes it every {every}. Run `fleetctl apply --force-unlock` \
-                         to remove its lock."
+                        "That fleetctl looks dead: {}. Run `fleetctl apply --force-unlock` to \
+                         remove its lock.",
+                        why.join("; ")
                     );
                 }
                 if self.refused_force {
@@ -346,11 +466,12 @@ pub(super) enum Verdict {
 /// right after, apply stops instead of fighting over it.
 pub(super) fn judge(
     lock: &str,
-    state: LockState,
+    mut state: LockState,
     opts: &LockOptions,
     now: SystemTime,
     already_forced: bool,
 ) -> Verdict {
+    opts.local.mark_gone(&mut state);
     let all_dead = state.all_dead(now, opts.dead_after);
     let mut held = LockHeld {
         lock: lock.to_string(),

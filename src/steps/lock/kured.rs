@@ -77,6 +77,9 @@ struct KuredNodeMeta {
 struct FleetctlMeta {
     host: String,
     pid: u32,
+    /// Which process the pid was (boot id and start time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process: Option<String>,
     started: String,
 }
 
@@ -115,6 +118,7 @@ fn lock_value(
             fleetctl: Some(FleetctlMeta {
                 host: mine.host.clone(),
                 pid: mine.pid,
+                process: mine.process.clone(),
                 started: mine.started.clone(),
             }),
         },
@@ -172,18 +176,28 @@ impl KuredEntry {
                 id: self.node_id.clone(),
                 host: Some(me.host.clone()),
                 pid: Some(me.pid.to_string()),
+                process: me.process.clone(),
                 started: Some(me.started.clone()),
                 heartbeat: Some(self.created.clone()),
+                ttl: self.ttl_duration(),
+                gone: false,
             },
             // A Kured node, or a fleetctl from before heartbeats.
             None => Holder {
                 id: self.node_id.clone(),
-                host: None,
-                pid: None,
                 started: (!self.created.is_empty()).then(|| self.created.clone()),
-                heartbeat: None,
+                ttl: self.ttl_duration(),
+                ..Holder::default()
             },
         }
+    }
+
+    /// The entry's own TTL; `None` for 0 (never expires) or a negative one.
+    fn ttl_duration(&self) -> Option<Duration> {
+        u64::try_from(self.ttl)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(Duration::from_nanos)
     }
 
     /// As Kured's `ttlExpired`: a TTL > 0 that has run out since `created`.

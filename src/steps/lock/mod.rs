@@ -54,7 +54,9 @@ use crate::ssh::Output;
 
 pub use configmap::{LockConfigMap, parse_lock_configmap};
 pub use discovery::{ContainerInfo, DaemonSetInfo, KuredConfig, KuredInfo, parse_daemonsets};
-pub use holder::{Holder, Liveness, LockHeld, LockLost, LockState};
+pub use holder::{
+    Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
+};
 use holder::{Mine, Verdict, describe_holder, failed, human, judge, parse_time, rfc3339};
 pub use kured::{
     KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, kured_lock_state, kured_lock_value,
@@ -70,9 +72,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15 * 60);
 /// How often apply should call [`Lock::heartbeat`].
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(30);
 
-/// A heartbeat older than this means its fleetctl is dead: ten missed
-/// beats, and well past what a slow API server explains.
-pub const DEFAULT_DEAD_AFTER: Duration = Duration::from_secs(5 * 60);
+/// A holder that recorded no TTL of its own is dead once its heartbeat is
+/// older than this: the TTL fleetctl writes by default. Anything shorter
+/// would call dead a fleetctl that is only waiting for a node to boot.
+pub const DEFAULT_DEAD_AFTER: Duration = DEFAULT_TTL;
 
 /// Read–decide–write rounds before giving up on an object that keeps
 /// changing (a DaemonSet's resourceVersion also moves with its status).
@@ -124,15 +127,21 @@ pub struct Identity {
     pub user: String,
     pub host: String,
     pub pid: u32,
+    /// Which process the pid is ([`process_identity`]), so that a later
+    /// fleetctl on this machine can tell this one has exited.
+    pub process: Option<String>,
 }
 
 impl Identity {
-    /// This process: `$USER` (or `$LOGNAME`), the machine's hostname, its pid.
+    /// This process: `$USER` (or `$LOGNAME`), the machine's hostname, its
+    /// pid, its boot id and start time.
     pub fn local() -> Identity {
+        let pid = std::process::id();
         Identity {
             user: local_user(),
             host: local_host(),
-            pid: std::process::id(),
+            pid,
+            process: process_identity(pid),
         }
     }
 
@@ -184,8 +193,11 @@ pub struct LockOptions {
     pub force_yes: bool,
     /// The TTL written into Kured's lock; see [`DEFAULT_TTL`].
     pub ttl: Duration,
-    /// A holder whose heartbeat is older is dead; see [`DEFAULT_DEAD_AFTER`].
+    /// A holder that recorded no TTL is dead once its heartbeat is older;
+    /// see [`DEFAULT_DEAD_AFTER`].
     pub dead_after: Duration,
+    /// How a holder that ran on this machine is judged.
+    pub local: LocalProcesses,
 }
 
 impl Default for LockOptions {
@@ -196,6 +208,7 @@ impl Default for LockOptions {
             force_yes: false,
             ttl: DEFAULT_TTL,
             dead_after: DEFAULT_DEAD_AFTER,
+            local: LocalProcesses::Unjudged,
         }
     }
 }

@@ -25,6 +25,7 @@ pub(crate) fn me() -> Identity {
         user: "alice".into(),
         host: "laptop".into(),
         pid: 4242,
+        process: Some("b00t/4242000".into()),
     }
 }
 
@@ -33,6 +34,7 @@ pub(crate) fn bob() -> Identity {
         user: "bob".into(),
         host: "ops-1".into(),
         pid: 77,
+        process: None,
     }
 }
 
@@ -44,10 +46,8 @@ pub(crate) fn strings(v: &[&str]) -> Vec<String> {
 pub(crate) fn kured_node(id: &str, since: &str) -> Holder {
     Holder {
         id: id.into(),
-        host: None,
-        pid: None,
         started: Some(since.into()),
-        heartbeat: None,
+        ..Holder::default()
     }
 }
 
@@ -59,6 +59,7 @@ pub(crate) fn fleetctl(id: &str, started: &str, heartbeat: &str) -> Holder {
         pid: Some("77".into()),
         started: Some(started.into()),
         heartbeat: Some(heartbeat.into()),
+        ..Holder::default()
     }
 }
 

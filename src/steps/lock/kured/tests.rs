@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::steps::lock::testkit::*;
-use crate::steps::lock::{LockLost, LockOptions, acquire};
+use crate::steps::lock::{Identity, LocalProcesses, LockLost, LockOptions, acquire};
 
 // ---------------------------------------------------------------------------
 // Kured's annotation, both forms
@@ -17,7 +17,7 @@ fn single_form_is_kureds_with_fleetctls_details_under_metadata() {
     let value = kured_lock_value(&me(), at("2026-11-29T19:00:00Z"), at(NOW), TTL, 1).unwrap();
     assert_eq!(
         value,
-        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false,"fleetctl":{"host":"laptop","pid":4242,"started":"2026-11-29T19:00:00Z"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#
+        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false,"fleetctl":{"host":"laptop","pid":4242,"process":"b00t/4242000","started":"2026-11-29T19:00:00Z"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#
     );
     // Kured's LockAnnotationValue has exactly these four fields; everything
     // of fleetctl's is inside `metadata`, which Kured decodes into NodeMeta
@@ -71,7 +71,10 @@ fn reads_what_kured_writes_with_nanoseconds_and_a_ttl() {
     let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":true},"created":"2026-11-29T19:00:00.123456789Z","TTL":3600000000000}"#;
     assert_eq!(
         kured_lock_state(Some(kured), at(NOW)),
-        LockState::Held(vec![kured_node("w-2", "2026-11-29T19:00:00.123456789Z")])
+        LockState::Held(vec![Holder {
+            ttl: Some(Duration::from_secs(3600)),
+            ..kured_node("w-2", "2026-11-29T19:00:00.123456789Z")
+        }])
     );
     // One hour after `created` the TTL has run out: Kured itself would take it.
     assert_eq!(
@@ -141,8 +144,11 @@ fn our_own_value_reads_back_with_host_pid_start_and_heartbeat() {
             id: "fleetctl/alice@laptop".into(),
             host: Some("laptop".into()),
             pid: Some("4242".into()),
+            process: Some("b00t/4242000".into()),
             started: Some("2026-11-29T19:00:00Z".into()),
             heartbeat: Some(NOW.into()),
+            ttl: Some(TTL),
+            gone: false,
         }
     );
 }
@@ -301,11 +307,12 @@ async fn force_unlock_refuses_a_kured_node_mid_reboot_unless_asked_twice() {
 }
 
 #[tokio::test]
-async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_with_yes() {
-    // Bob's heartbeat stopped 20 minutes ago; his TTL (1h) has not run out.
+async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_is_dead() {
+    // Bob's heartbeat stopped 20 minutes ago, but his lock is valid for 1h
+    // without one: he may be waiting for a node to boot. Alive.
     let api = Api::with_kured(&[]);
     let hour = Duration::from_secs(3600);
-    let dead = kured_lock_value(
+    let quiet = kured_lock_value(
         &bob(),
         at("2026-11-29T18:00:00Z"),
         at("2026-11-29T19:10:12Z"),
@@ -314,22 +321,61 @@ async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_wi
     )
     .unwrap();
     api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, &dead);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &quiet);
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 (pid 77 on \
          ops-1), started 2026-11-29T18:00:00Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That \
-         fleetctl looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. \
-         Run `fleetctl apply --force-unlock` to remove its lock."
+         apply is alive as far as fleetctl can tell (its last heartbeat is 20m old, and its lock stays \
+         valid for 1h without one, which a node it waits for may take): wait for it to finish. \
+         --force-unlock alone does not remove a lock whose holder may be alive. If you are sure it is \
+         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock \
+         --yes`."
     );
-    let lock = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
+    assert!(api.calls_of("annotate daemonset").is_empty());
+
+    // The same lock taken by a fleetctl on this very machine whose process
+    // has exited: dead, whatever its heartbeat says.
+    let api = Api::with_kured(&[]);
+    let earlier = Identity {
+        pid: 999,
+        process: Some("b00t/1234".into()),
+        ..me()
+    };
+    let orphan = kured_lock_value(
+        &earlier,
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:30:00Z"),
+        hour,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &orphan);
+    let here = |force_unlock| LockOptions {
+        force_unlock,
+        local: LocalProcesses::Fixed {
+            host: "laptop".into(),
+            running: [(999, "b00t/5678".to_string())].into_iter().collect(),
+        },
+        ..LockOptions::default()
+    };
+    let err = acquire(&api, &here(false), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "That fleetctl looks dead: fleetctl/alice@laptop ran on this machine as pid 999, which no \
+             longer runs. Run `fleetctl apply --force-unlock` to remove its lock."
+        ),
+        "{err}"
+    );
+    let lock = acquire(&api, &here(true), &me(), at(NOW)).await.unwrap();
     assert!(
         lock.forced()
             .unwrap()
-            .contains("fleetctl/bob@ops-1 (pid 77 on ops-1)")
+            .contains("fleetctl/alice@laptop (pid 999 on laptop)")
     );
 
     // A live one: heartbeat 12 s ago.
@@ -347,8 +393,9 @@ async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_wi
     let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert!(
         err.to_string().contains(
-            "That apply is alive (its last heartbeat is 12s old, under 5m): wait for it to finish. \
-             --force-unlock alone does not remove"
+            "That apply is alive as far as fleetctl can tell (its last heartbeat is 12s old, and its \
+             lock stays valid for 15m without one, which a node it waits for may take): wait for it to \
+             finish. --force-unlock alone does not remove"
         ),
         "{err}"
     );
