@@ -23,7 +23,9 @@ pub struct DaemonSetInfo {
     pub containers: Vec<ContainerInfo>,
 }
 
-/// One container of a pod template (or a pod).
+/// One container of a pod template (or a pod). The listings give only its
+/// name, image and program (`command`'s first word); `args`, `env` and
+/// `env_from` are read for Kured's container alone ([`parse_settings`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerInfo {
     pub name: String,
@@ -107,12 +109,37 @@ fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
     Ok(pods)
 }
 
-/// `container NAME IMAGE [COMMAND [ARGS [ENV [ENVFROM]]]]`, tab-separated,
-/// the lists as JSON (empty when unset).
+/// `container NAME IMAGE PROGRAM`, tab-separated; PROGRAM empty when the
+/// container has no `command`. Anything more is not a listing this
+/// fleetctl asked for (it never asks for arguments or environment here).
 fn parse_container(fields: &[&str]) -> anyhow::Result<ContainerInfo> {
-    let field = |i: usize| fields.get(i).copied().unwrap_or("");
+    let [_, name, image, program] = fields else {
+        bail!(
+            "a container record has {} fields, not 4 (name, image, program)",
+            fields.len()
+        );
+    };
+    Ok(ContainerInfo {
+        name: name.to_string(),
+        image: image.to_string(),
+        command: if program.is_empty() {
+            Vec::new()
+        } else {
+            vec![program.to_string()]
+        },
+        ..ContainerInfo::default()
+    })
+}
+
+/// Parses [`k::get_container_settings`]'s output: `NAME COMMAND ARGS ENV
+/// ENVFROM`, tab-separated, the lists as JSON (empty when unset).
+pub fn parse_settings(text: &str) -> anyhow::Result<ContainerInfo> {
+    let fields: Vec<&str> = text.trim_end_matches('\n').split('\t').collect();
+    if fields.len() != 5 || text.trim_end_matches('\n').contains('\n') {
+        bail!("not one container's name, command, args, env and envFrom: {text:?}");
+    }
     let list = |i: usize, what: &str| -> anyhow::Result<Vec<String>> {
-        let text = field(i);
+        let text = fields[i];
         if text.is_empty() {
             return Ok(Vec::new());
         }
@@ -123,21 +150,19 @@ fn parse_container(fields: &[&str]) -> anyhow::Result<ContainerInfo> {
             )
         })
     };
-    let env_text = field(5);
-    let env: Vec<EnvJson> = if env_text.is_empty() {
+    let env: Vec<EnvJson> = if fields[3].is_empty() {
         Vec::new()
     } else {
-        serde_json::from_str(env_text)
-            .with_context(|| format!("the container's env is not a JSON list: {env_text}"))?
+        serde_json::from_str(fields[3])
+            .with_context(|| format!("the container's env is not a JSON list: {}", fields[3]))?
     };
-    let env_from = field(6);
     Ok(ContainerInfo {
-        name: field(1).into(),
-        image: field(2).into(),
-        command: list(3, "command")?,
-        args: list(4, "args")?,
+        name: fields[0].into(),
+        image: String::new(),
+        command: list(1, "command")?,
+        args: list(2, "args")?,
         env: env.into_iter().map(|e| (e.name, e.value)).collect(),
-        env_from: !env_from.is_empty() && env_from != "[]",
+        env_from: !fields[4].is_empty() && fields[4] != "[]",
     })
 }
 
@@ -173,8 +198,11 @@ pub struct KuredInfo {
     pub namespace: String,
     pub name: String,
     pub container: String,
+    /// Its position in the pod template, for [`k::get_container_settings`].
+    pub index: usize,
     pub image: String,
-    /// `command` then `args`, as the kubelet runs them.
+    /// `command` then `args`, as the kubelet runs them (once read with
+    /// [`KuredInfo::read_settings`]; the program alone before).
     pub argv: Vec<String>,
     pub env: BTreeMap<String, Option<String>>,
     pub env_from: bool,
@@ -183,19 +211,19 @@ pub struct KuredInfo {
 impl KuredInfo {
     /// The DaemonSet's Kured container, if it has one.
     pub fn from_daemonset(ds: &DaemonSetInfo) -> Option<KuredInfo> {
-        let c = ds.containers.iter().find(|c| runs_kured(c))?;
-        Some(KuredInfo::new(ds, c))
+        let i = ds.containers.iter().position(runs_kured)?;
+        Some(KuredInfo::new(ds, i))
     }
 
     /// The container of a DaemonSet the operator named: the one running
     /// Kured, else one named `kured` (a wrapper command around it).
     fn from_named(ds: &DaemonSetInfo, node: &str) -> anyhow::Result<KuredInfo> {
-        let c = ds
+        let i = ds
             .containers
             .iter()
-            .find(|c| runs_kured(c))
-            .or_else(|| ds.containers.iter().find(|c| c.name == KURED_NAME));
-        let Some(c) = c else {
+            .position(runs_kured)
+            .or_else(|| ds.containers.iter().position(|c| c.name == KURED_NAME));
+        let Some(i) = i else {
             let names: Vec<&str> = ds.containers.iter().map(|c| c.name.as_str()).collect();
             bail!(
                 "{node}: daemonset {}/{} (named as Kured's) runs no Kured: none of its containers ({}) \
@@ -205,21 +233,67 @@ impl KuredInfo {
                 names.join(", ")
             );
         };
-        Ok(KuredInfo::new(ds, c))
+        Ok(KuredInfo::new(ds, i))
     }
 
-    fn new(ds: &DaemonSetInfo, c: &ContainerInfo) -> KuredInfo {
+    fn new(ds: &DaemonSetInfo, index: usize) -> KuredInfo {
+        let c = &ds.containers[index];
         let mut argv = c.command.clone();
         argv.extend(c.args.iter().cloned());
         KuredInfo {
             namespace: ds.namespace.clone(),
             name: ds.name.clone(),
             container: c.name.clone(),
+            index,
             image: c.image.clone(),
             argv,
             env: c.env.clone(),
             env_from: c.env_from,
         }
+    }
+
+    /// Reads this container's command, args and env, and only this
+    /// container's: what Kured's flags and `KURED_*` variables say.
+    async fn read_settings<K: Kubectl>(&mut self, api: &K) -> anyhow::Result<()> {
+        let label = format!(
+            "lock: read the flags and env of Kured's container {} in daemonset {}/{}",
+            self.container, self.namespace, self.name
+        );
+        let out = api
+            .kubectl(
+                &label,
+                &k::get_container_settings(&self.namespace, &self.name, self.index),
+                None,
+            )
+            .await?;
+        if !out.success() {
+            return Err(failed(api, &label, &out));
+        }
+        let c = parse_settings(&out.stdout).with_context(|| {
+            format!(
+                "{}: reading Kured's container in daemonset {}/{}",
+                api.node(),
+                self.namespace,
+                self.name
+            )
+        })?;
+        if c.name != self.container {
+            bail!(
+                "{}: daemonset {}/{} changed while fleetctl was reading it (container {} is now \
+                 `{}`, not {}); retry in a moment",
+                api.node(),
+                self.namespace,
+                self.name,
+                self.index,
+                c.name,
+                self.container
+            );
+        }
+        self.argv = c.command;
+        self.argv.extend(c.args);
+        self.env = c.env;
+        self.env_from = c.env_from;
+        Ok(())
     }
 
     /// Kured's lock settings from this container's flags and env vars, as
@@ -416,7 +490,11 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
     }
     let all = parse_daemonsets(&out.stdout)
         .with_context(|| format!("{}: reading the DaemonSets to find Kured", api.node()))?;
-    let kureds: Vec<KuredInfo> = all.iter().filter_map(KuredInfo::from_daemonset).collect();
+    let mut kureds: Vec<KuredInfo> = all.iter().filter_map(KuredInfo::from_daemonset).collect();
+    // Only Kured's own container's flags and environment are read.
+    for kured in &mut kureds {
+        kured.read_settings(api).await?;
+    }
     let (kured, how) = match &opts.kured {
         Some(named) => {
             let Some(ds) = all
@@ -438,10 +516,18 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
                     api.node()
                 );
             };
-            (
-                KuredInfo::from_named(ds, api.node())?,
-                format!("Kured named as daemonset {named}"),
-            )
+            let kured = match kureds
+                .iter()
+                .find(|k| k.namespace == named.namespace && k.name == named.name)
+            {
+                Some(found) => found.clone(),
+                None => {
+                    let mut wrapper = KuredInfo::from_named(ds, api.node())?;
+                    wrapper.read_settings(api).await?;
+                    wrapper
+                }
+            };
+            (kured, format!("Kured named as daemonset {named}"))
         }
         None => match kureds.as_slice() {
             [] => {

@@ -5,7 +5,9 @@
 //! an annotation on a DaemonSet. So when Kured runs — in whatever namespace
 //! its manifest or Helm release put it — fleetctl holds *that* lock, in
 //! Kured's format with every slot taken, and Kured waits. fleetctl finds
-//! Kured by looking at every DaemonSet's containers; the operator can name
+//! Kured by the names, images and programs of every DaemonSet's containers,
+//! then reads the flags and environment of Kured's container alone (no
+//! other program's settings or secrets); the operator can name
 //! it instead ([`LockOptions::kured`]). Several Kured DaemonSets, or Kured
 //! pods that no DaemonSet explains, stop apply: guessing would leave some
 //! Kured free to reboot nodes mid-upgrade. Only with no Kured anywhere does

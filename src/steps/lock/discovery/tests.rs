@@ -22,6 +22,7 @@ fn info(argv: &[&str], env: &[(&str, &str)], image: &str) -> KuredInfo {
         namespace: "kured".into(),
         name: "kured".into(),
         container: "kured".into(),
+        index: 0,
         image: image.into(),
         argv: strings(argv),
         env: env
@@ -39,18 +40,26 @@ const IMAGE: &str = "ghcr.io/kubereboot/kured:1.23.0";
 
 /// `kubectl get daemonsets -A -o jsonpath=…` on a cluster with Kured from
 /// its Helm chart (release `kured` in namespace `kured`), Cilium, and
-/// nothing unusual. Lists are JSON as kubectl ≥ 1.19 prints them.
+/// nothing unusual: names, images and programs only.
 const LISTING: &str = concat!(
     "daemonset\tkube-system\tcilium\n",
-    "container\tcilium-agent\tquay.io/cilium/cilium:v1.18.1@sha256:0b4f\t[\"cilium-agent\"]\t[\"--config-dir=/tmp/cilium/config-map\"]\t[{\"name\":\"K8S_NODE_NAME\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}]\t\n",
+    "container\tcilium-agent\tquay.io/cilium/cilium:v1.18.1@sha256:0b4f\tcilium-agent\n",
     "daemonset\tkured\tkured\n",
-    "container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t[\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--notify-url=slack://T0/B0/secret\"]\t[{\"name\":\"KURED_NODE_ID\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"KURED_CONCURRENCY\",\"value\":\"2\"}]\t[{\"secretRef\":{\"name\":\"kured-notify\"}}]\n",
+    "container\tkured\tghcr.io/kubereboot/kured:1.23.0\t/usr/bin/kured\n",
     "daemonset\tmonitoring\tnode-exporter\n",
-    "container\tnode-exporter\tquay.io/prometheus/node-exporter:v1.9.1\t\t[\"--path.rootfs=/host\"]\t\t\n",
+    "container\tnode-exporter\tquay.io/prometheus/node-exporter:v1.9.1\t\n",
+);
+
+/// `kubectl -n kured get daemonset kured -o jsonpath=…containers[0]…`:
+/// Kured's own container, lists as JSON as kubectl ≥ 1.19 prints them.
+const SETTINGS: &str = concat!(
+    "kured\t[\"/usr/bin/kured\"]\t[\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--notify-url=slack://T0/B0/secret\"]\t",
+    "[{\"name\":\"KURED_NODE_ID\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"KURED_CONCURRENCY\",\"value\":\"2\"}]\t",
+    "[{\"secretRef\":{\"name\":\"kured-notify\"}}]",
 );
 
 #[test]
-fn parses_the_daemonset_listing() {
+fn parses_the_daemonset_listing_and_kureds_settings() {
     let sets = parse_daemonsets(LISTING).unwrap();
     let names: Vec<String> = sets
         .iter()
@@ -67,28 +76,43 @@ fn parses_the_daemonset_listing() {
     let kured = &sets[1].containers[0];
     assert_eq!(kured.image, IMAGE);
     assert_eq!(kured.command, ["/usr/bin/kured"]);
-    assert_eq!(kured.args[1], "--ds-namespace=kured");
-    assert_eq!(kured.env["KURED_NODE_ID"], None, "valueFrom has no literal");
-    assert_eq!(kured.env["KURED_CONCURRENCY"].as_deref(), Some("2"));
-    assert!(kured.env_from);
+    assert!(kured.args.is_empty() && kured.env.is_empty(), "not listed");
     let exporter = &sets[2].containers[0];
     assert!(exporter.command.is_empty() && exporter.env.is_empty() && !exporter.env_from);
     assert!(parse_daemonsets("").unwrap().is_empty());
+
+    let settings = parse_settings(SETTINGS).unwrap();
+    assert_eq!(settings.name, "kured");
+    assert_eq!(settings.command, ["/usr/bin/kured"]);
+    assert_eq!(settings.args[1], "--ds-namespace=kured");
+    assert_eq!(
+        settings.env["KURED_NODE_ID"], None,
+        "valueFrom has no literal"
+    );
+    assert_eq!(settings.env["KURED_CONCURRENCY"].as_deref(), Some("2"));
+    assert!(settings.env_from);
+    let bare = parse_settings("kured\t\t\t\t").unwrap();
+    assert!(bare.command.is_empty() && bare.args.is_empty() && !bare.env_from);
 }
 
 #[test]
 fn output_fleetctl_does_not_understand_is_an_error_not_a_guess() {
-    let err = parse_daemonsets("container\tkured\tkured\n").unwrap_err();
+    let err = parse_daemonsets("container\tkured\tkured\t\n").unwrap_err();
     assert_eq!(err.to_string(), "line 1: a container before any daemonset");
+    // The old, wide listing (every container's args and env) is refused.
+    let wide = "daemonset\tkured\tkured\ncontainer\tkured\tkured\t[\"/usr/bin/kured\"]\t[]\t\t\n";
+    let err = format!("{:#}", parse_daemonsets(wide).unwrap_err());
+    assert!(err.contains("has 7 fields, not 4"), "{err}");
     // What kubectl older than 1.19 prints for a list.
-    let old = "daemonset\tkured\tkured\ncontainer\tkured\tkured\t[/usr/bin/kured]\t\t\t\n";
-    let err = format!("{:#}", parse_daemonsets(old).unwrap_err());
+    let old = "kured\t[/usr/bin/kured]\t\t\t";
+    let err = format!("{:#}", parse_settings(old).unwrap_err());
     assert!(err.contains("fleetctl needs a newer kubectl"), "{err}");
     let err = parse_daemonsets("NAME\tREADY\n").unwrap_err();
     assert_eq!(
         err.to_string(),
         "line 1: not a daemonset or container record: NAME\tREADY"
     );
+    assert!(parse_settings("kured\t\t\t\t\nkured\t\t\t\t").is_err());
 }
 
 #[test]
@@ -311,7 +335,12 @@ async fn kured_is_found_in_the_namespace_its_helm_release_put_it_in() {
     );
     assert_eq!(
         api.verbs(),
-        ["get daemonsets", "get daemonset", "annotate daemonset"]
+        [
+            "get daemonsets",
+            "get daemonset",
+            "get daemonset",
+            "annotate daemonset"
+        ]
     );
     let value = api
         .state()
@@ -372,7 +401,11 @@ async fn several_kured_daemonsets_are_refused_unless_one_is_named() {
          fleetctl will not guess which one's lock keeps Kured away: name it with `--kured NAMESPACE/NAME` \
          (or `kured: NAMESPACE/NAME` in the inventory)"
     );
-    assert_eq!(api.verbs(), ["get daemonsets"], "nothing written");
+    assert_eq!(
+        api.verbs(),
+        ["get daemonsets", "get daemonset", "get daemonset"],
+        "each Kured's own settings read, nothing written"
+    );
 
     let named = LockOptions {
         kured: Some("kured/kured".parse().unwrap()),
@@ -489,7 +522,7 @@ async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
          own lock while Kured runs, as Kured would not see it: Kured's daemonset kube-system/kured sets \
          --concurrency to `two`, which is not a number; fix Kured's configuration"
     );
-    assert_eq!(api.verbs(), ["get daemonsets"]);
+    assert_eq!(api.verbs(), ["get daemonsets", "get daemonset"]);
     // kubectl may not read the lock.
     struct Forbidden(Api);
     impl Kubectl for Forbidden {
@@ -499,7 +532,8 @@ async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
             args: &[String],
             stdin: Option<&str>,
         ) -> anyhow::Result<crate::ssh::Output> {
-            if args.iter().any(|a| a == "daemonset") {
+            let reads_lock = args.iter().any(|a| a.contains("{.metadata.annotations."));
+            if args.iter().any(|a| a == "daemonset") && reads_lock {
                 return Ok(fail(
                     r#"Error from server (Forbidden): daemonsets.apps "kured" is forbidden: User "kubernetes-admin" cannot get resource "daemonsets""#,
                 ));
@@ -535,7 +569,43 @@ async fn the_fake_api_prints_listings_the_parser_reads() {
         .unwrap();
     let sets = parse_daemonsets(&out.stdout).unwrap();
     assert_eq!(sets.len(), 2);
-    let kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
+    let mut kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
+    assert_eq!(kured.argv, ["/usr/bin/kured"], "the listing has no args");
+    kured.read_settings(&api).await.unwrap();
     assert_eq!(kured.argv[1], "--ds-name=kured");
     assert_eq!(kured.env.get("KURED_NODE_ID"), Some(&None));
+}
+
+#[tokio::test]
+async fn only_kureds_own_container_is_read_beyond_names_and_images() {
+    let api = helm_kured();
+    api.add_ds(
+        "monitoring",
+        "shipper",
+        vec![Container {
+            args: strings(&["--token=s3cr3t"]),
+            ..Container::other("shipper", "grafana/alloy:v1")
+        }],
+    );
+    acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    let reads: Vec<Vec<String>> = api
+        .calls_of("get daemonsets")
+        .into_iter()
+        .chain(api.calls_of("get daemonset"))
+        .map(|(args, _)| args)
+        .collect();
+    let templates: Vec<&str> = reads
+        .iter()
+        .filter_map(|a| a.last().map(String::as_str))
+        .collect();
+    assert_eq!(templates.len(), 3, "{reads:?}");
+    assert!(templates[0].contains("{.command[0]}") && !templates[0].contains(".args"));
+    assert!(templates[1].contains(".spec.template.spec.containers[0].args"));
+    assert_eq!(
+        &reads[1][..6],
+        ["-n", "kured", "get", "daemonset", "kured", "-o"]
+    );
+    assert!(templates[2].starts_with("jsonpath={.metadata.resourceVersion}"));
 }

@@ -263,7 +263,10 @@ async fn a_lock_held_by_a_kured_node_stops_apply_and_changes_nothing() {
          Kured releases the lock, then retry. If you are sure it is not (its machine is gone, Kured was \
          removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
     );
-    assert_eq!(api.verbs(), ["get daemonsets", "get daemonset"]);
+    assert_eq!(
+        api.verbs(),
+        ["get daemonsets", "get daemonset", "get daemonset"]
+    );
     assert_eq!(
         api.state()
             .annotation("kube-system", "kured", KURED_ANNOTATION)
@@ -503,6 +506,7 @@ async fn kured_taking_the_lock_between_read_and_write_conflicts_and_is_reported(
         [
             "get daemonsets",
             "get daemonset",
+            "get daemonset",
             "annotate daemonset",
             "get daemonset"
         ]
@@ -520,6 +524,7 @@ async fn a_status_update_between_read_and_write_is_retried() {
         api.verbs(),
         [
             "get daemonsets",
+            "get daemonset",
             "get daemonset",
             "annotate daemonset",
             "get daemonset",
