@@ -495,7 +495,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
         &second.stderr,
         &[
             "That apply is alive as far as fleetctl can tell (its last heartbeat is ",
-            " old, under 5m): wait for it to finish.",
+            " old, and its lock stays valid for 18m without one, which a node it waits for may take): wait for it to finish.",
         ],
     );
     // Nor does --force-unlock alone remove a live holder's lock.

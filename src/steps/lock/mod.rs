@@ -24,8 +24,10 @@
 //!
 //! **Someone else holds it.** apply stops and says who, on which host, with
 //! which pid, and how old its heartbeat is. A holder whose heartbeat stopped
-//! longer ago than [`LockOptions::dead_after`] is dead and one
-//! `--force-unlock` removes it; a live one (fresh heartbeat, a Kured node
+//! longer ago than its own TTL (or [`LockOptions::dead_after`] when it
+//! recorded none), or that ran on this machine and whose process is gone
+//! ([`LocalProcesses`]), is dead and one `--force-unlock` removes it; a live
+//! one (a heartbeat within its TTL, a Kured node
 //! mid-reboot, or anything fleetctl cannot judge) only with `--force-unlock
 //! --yes`. Every write and removal names the resourceVersion (and, for the
 //! configmap, the uid) it judged, so it never lands on a lock that changed
