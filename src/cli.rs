@@ -153,6 +153,12 @@ pub struct ApplyArgs {
     /// hop's snapshot is copied to .fleetctl/backups/ beside the inventory)
     #[arg(long)]
     pub skip_etcd_snapshot: bool,
+
+    /// Apply from an http:// hub. Its images and the SHA256SUMS that vouches
+    /// for them travel unprotected, so anyone on the path chooses what the
+    /// nodes run: only for a network between nodes and hub that is yours
+    #[arg(long, env = "FLEETCTL_ALLOW_INSECURE_HUB")]
+    pub allow_insecure_hub: bool,
 }
 
 #[derive(Debug, Args)]

@@ -83,7 +83,11 @@ pub fn check_hub(
             name: CheckName::Hub,
             verdict: Verdict::Warn,
             summary: "the hub's image list could not be read, so its images are unchecked".into(),
-            details: vec![],
+            details: vec![
+                "apply checks each image against the sha256 the saved plan recorded, and does not \
+                 start a hop whose image has none"
+                    .into(),
+            ],
             remedy: Some(
                 "check the hub address in the inventory and that it serves kubernetes/SHA256SUMS"
                     .into(),

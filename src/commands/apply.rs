@@ -25,7 +25,7 @@ use crate::cli::{ApplyArgs, Global};
 use crate::error::UsageError;
 use crate::gather::Gathered;
 use crate::inventory::Inventory;
-use crate::plan::{self, Action, Component, Plan, Warning};
+use crate::plan::{self, Action, Component, Plan, Warning, is_sha256};
 use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
@@ -45,6 +45,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         .clone()
         .unwrap_or_else(|| plan::default_path(&inv));
     let saved = load(&plan_path)?;
+    refuse_insecure_hub(&inv.hub, args.allow_insecure_hub)?;
     if args.roll.dry_run {
         let (fresh, _, _) = recheck(&inv, global, printer, &saved, args).await?;
         if fresh.hops.is_empty() {
@@ -96,7 +97,47 @@ fn load(path: &Path) -> anyhow::Result<Plan> {
             path.display()
         ));
     }
-    plan::load(path).map_err(|e| usage!("{e:#}"))
+    let saved = plan::load(path).map_err(|e| usage!("{e:#}"))?;
+    refuse_bad_digests(&saved, path)?;
+    Ok(saved)
+}
+
+/// Every sha256 the saved plan carries is 64 hexadecimal characters: a
+/// digest is only ever compared by `sha256sum -c --strict`, which refuses
+/// anything else, and a hand-edited plan must not turn a check into a no-op.
+fn refuse_bad_digests(saved: &Plan, path: &Path) -> anyhow::Result<()> {
+    let bad: Vec<String> = saved
+        .hops
+        .iter()
+        .filter_map(|hop| {
+            let sum = hop.sha256.as_deref()?;
+            (!is_sha256(sum)).then(|| format!("hop to {}: `{sum}`", hop.minor))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(usage!(
+        "{} records a sha256 that is not 64 hexadecimal characters ({}): it cannot vouch for an \
+         image. Nothing was changed; run `fleetctl plan` again",
+        path.display(),
+        bad.join(", ")
+    ))
+}
+
+/// An `http://` hub: anyone on the path can serve another image and the
+/// `SHA256SUMS` that matches it, so the sums fleetctl reads vouch for
+/// nothing. Allowed only on request (`--allow-insecure-hub`).
+fn refuse_insecure_hub(hub: &str, allowed: bool) -> anyhow::Result<()> {
+    if allowed || !hub.starts_with("http://") {
+        return Ok(());
+    }
+    Err(usage!(
+        "the hub {hub} is plain HTTP: the images and the SHA256SUMS that vouches for them travel \
+         unprotected, so whoever sits on the path chooses the kubeadm and kubelet your nodes run. \
+         Nothing was changed. Use an https:// hub in the inventory's `sysupdate: hub:`, or pass \
+         --allow-insecure-hub if the network between the nodes and the hub is yours"
+    ))
 }
 
 /// The checks whose blocks the operator goes past: those the plan was made
@@ -126,11 +167,13 @@ async fn recheck(
         super::plan::compute(inv, &gathered, &saved.requested, &ignored).await?;
     if let Some(reason) = keep_saved_patches(saved, &mut fresh) {
         printer.warn(&format!(
-            "could not read the hub's image list ({reason}); going on with the patches the plan stages. \
-             Downloading fails, before any kubeadm step or reboot, if the nodes cannot reach the hub either"
+            "could not read the hub's image list ({reason}); going on with the patches the plan stages \
+             and the sha256s it recorded. Downloading fails, before any kubeadm step or reboot, if the \
+             nodes cannot reach the hub either"
         ));
     }
     refuse_stale(saved, &fresh)?;
+    refuse_unverifiable(&fresh)?;
     Ok((fresh, gathered, hub_images))
 }
 
@@ -245,12 +288,16 @@ impl Run<'_> {
         );
         let ledger = apply.ledger.clone();
         let mut twice = false;
+        let lease = apply.stop.clone();
         let result = tokio::select! {
             r = hop::run(&mut apply) => r,
             _ = second.notified() => {
                 twice = true;
                 Err(stopped_at_once(&ledger))
             }
+            // The lock may lapse: whatever apply is waiting for, it stops
+            // now and starts nothing else (no other node is rebooted).
+            lapsing = lease.lapsing() => Err(anyhow::Error::new(lapsing)),
         };
         progress.finish();
         match result {
@@ -279,6 +326,61 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// Every hop that downloads, stages or runs the kubeadm of a kubernetes
+/// image knows the sha256 fleetctl checks it against itself. sysupdate's
+/// own check reads the same `SHA256SUMS` over the same connection, so it
+/// is never enough on its own: with no single sum (the hub lists two, or
+/// it cannot be read and the saved plan recorded none) apply does not start.
+fn refuse_unverifiable(fresh: &Plan) -> anyhow::Result<()> {
+    let unread = fresh.warnings.iter().find_map(|w| match w {
+        Warning::HubUnresolved { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    let lines: Vec<String> = fresh
+        .hops
+        .iter()
+        .filter(|hop| hop.sha256.is_none() && uses_image(hop))
+        .map(|hop| {
+            let what = hop.version.as_ref().map_or_else(
+                || format!("the {} image", hop.minor),
+                |v| format!("kubernetes {v}"),
+            );
+            match &unread {
+                Some(reason) => format!(
+                    "{what}: the hub's SHA256SUMS could not be read ({reason}) and the saved plan \
+                     records no sha256 for it"
+                ),
+                None => format!("{what}: the hub's SHA256SUMS gives no single sha256 for it"),
+            }
+        })
+        .collect();
+    if lines.is_empty() {
+        return Ok(());
+    }
+    Err(usage!(
+        "fleetctl cannot verify an image this plan needs:\n  - {}\nNothing was changed. Fix the hub \
+         (one sha256 per image, reachable from the nodes), then run `fleetctl plan` and \
+         `fleetctl apply` again",
+        lines.join("\n  - ")
+    ))
+}
+
+/// The hop downloads, stages or runs the kubeadm of its kubernetes image.
+fn uses_image(hop: &crate::plan::Hop) -> bool {
+    hop.steps().any(|s| {
+        matches!(
+            s.action,
+            Action::Download { .. }
+                | Action::UpgradeApply { .. }
+                | Action::UpgradeNode { .. }
+                | Action::Stage {
+                    component: Component::Kubernetes,
+                    ..
+                }
+        )
+    })
 }
 
 /// What the re-check found, in the journal: every check that did not pass.
@@ -377,6 +479,17 @@ fn refuse_stale(saved: &Plan, fresh: &Plan) -> anyhow::Result<()> {
         }
     }
     for hop in &fresh.hops {
+        if let Some(old) = saved.hops.iter().find(|h| h.version == hop.version)
+            && let (Some(was), None) = (&old.sha256, &hop.sha256)
+        {
+            lines.push(format!(
+                "hub: SHA256SUMS no longer gives one sha256 for kubernetes {} (the plan recorded \
+                 {was}): the list changed since the plan",
+                hop.version
+                    .as_ref()
+                    .map_or_else(|| hop.minor.to_string(), |v| v.to_string())
+            ));
+        }
         if let Some(old) = saved.hops.iter().find(|h| h.version == hop.version)
             && let (Some(was), Some(is)) = (&old.sha256, &hop.sha256)
             && was != is

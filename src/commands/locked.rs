@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -11,11 +12,11 @@ use anyhow::Context;
 
 use crate::cli::Global;
 use crate::gather;
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::status;
 use crate::steps::journal::Journal;
-use crate::steps::lock::{self, Identity, KuredRef, Lock, LockLost, LockOptions};
+use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
 use crate::steps::runner::Remote;
 use crate::steps::{Interrupted, Ledger, Stop};
 use crate::ui::Printer;
@@ -36,6 +37,7 @@ impl LockRequest {
             force_unlock: roll.force_unlock,
             yes: roll.yes,
             node_timeout: roll.node_timeout,
+            drain_timeout: roll.drain_timeout,
         }
     }
 }
@@ -47,9 +49,10 @@ pub struct LockRequest {
     pub force_unlock: bool,
     /// `--force-unlock --yes`: also a holder that may be alive.
     pub yes: bool,
-    /// `--node-timeout`: the lock's TTL outlasts the longest stretch apply
-    /// cannot refresh it (while the node kubectl runs on reboots).
+    /// `--node-timeout` and `--drain-timeout`: the lock's TTL outlasts the
+    /// longest step apply starts (see [`lock_ttl`]).
     pub node_timeout: Duration,
+    pub drain_timeout: Duration,
 }
 
 /// The lock while apply (or reboot) holds it: refreshed in the background
@@ -59,33 +62,66 @@ pub struct LockRequest {
 pub struct HeldLock {
     lock: Arc<Lock>,
     session: Arc<tokio::sync::Mutex<LockSession>>,
-    beating: tokio::task::JoinHandle<()>,
+    /// Watches the heartbeat task; ends when it does.
+    watching: tokio::task::JoinHandle<()>,
     quit: Arc<tokio::sync::Notify>,
+    quitting: Arc<AtomicBool>,
 }
 
-/// The session the lock is kept through: the first control-plane node's,
-/// reconnected when that node rebooted.
+/// The session the lock is kept through: a control-plane node's, any that
+/// answers. In HA the API stays up while one control plane reboots, so a
+/// heartbeat that fails through one is tried through the next.
 struct LockSession {
     remote: Remote,
-    target: ssh::Target,
+    /// Every control-plane node, in inventory order, and which one `remote`
+    /// is connected to.
+    targets: Vec<ssh::Target>,
+    current: usize,
     opts: ssh::Options,
     journal: Arc<Journal>,
 }
 
 impl LockSession {
-    async fn reconnect(&mut self) -> anyhow::Result<()> {
+    /// A new connection: to the current node first, then to each other
+    /// control plane in turn; the first that answers is used from now on.
+    async fn failover(&mut self) -> anyhow::Result<()> {
         let mut quick = self.opts.clone();
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        let session = ssh::connect(&self.target, &quick).await?;
-        self.remote = Remote::new(Arc::new(session), self.journal.clone());
-        self.remote.report_warnings();
-        Ok(())
+        let mut errors = Vec::new();
+        for k in 0..self.targets.len() {
+            let i = (self.current + k) % self.targets.len();
+            match ssh::connect(&self.targets[i], &quick).await {
+                Ok(session) => {
+                    self.remote = Remote::new(Arc::new(session), self.journal.clone());
+                    self.remote.report_warnings();
+                    self.current = i;
+                    return Ok(());
+                }
+                Err(e) => errors.push(format!("{e:#}")),
+            }
+        }
+        anyhow::bail!("no control-plane node answers: {}", errors.join("; "))
     }
 }
 
+/// The lock's TTL: apply starts a step only if it ends within the lease
+/// (the TTL after the last heartbeat, less [`LAPSE_MARGIN`]), so the TTL
+/// must outlast the longest one (a node's reboot and wait, bounded by
+/// `--node-timeout`; a drain, `--drain-timeout` and a minute) with room
+/// for a few missed heartbeats.
+pub fn lock_ttl(node_timeout: Duration, drain_timeout: Duration) -> Duration {
+    let longest = node_timeout.max(drain_timeout + Duration::from_secs(60));
+    lock::DEFAULT_TTL.max(longest + 2 * LAPSE_MARGIN + Duration::from_secs(60))
+}
+
+/// How long before the lock would lapse (its TTL after the last heartbeat
+/// that landed) apply stops, and the least lease a step must have left to
+/// start: room for two missed beats and a slow API server.
+pub const LAPSE_MARGIN: Duration = Duration::from_secs(60);
+
 /// Connects to the first control-plane node, takes the lock there and
 /// starts its heartbeat; a lost lock makes `stop` stop the run at its next
-/// safe point.
+/// safe point, and `stop` knows the lock's lease from then on.
 pub async fn take_lock(
     inv: &Inventory,
     global: &Global,
@@ -95,24 +131,40 @@ pub async fn take_lock(
     stop: &Stop,
 ) -> anyhow::Result<HeldLock> {
     let first = inv.first_control_plane();
-    let target = ssh::resolve(inv, first).map_err(|e| usage!("{e:#}"))?;
+    let targets: Vec<ssh::Target> = inv
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::ControlPlane)
+        .map(|n| ssh::resolve(inv, n))
+        .collect::<anyhow::Result<_>>()
+        .map_err(|e| usage!("{e:#}"))?;
     let opts = super::ssh_options(inv, global);
-    let session = ssh::connect(&target, &opts)
+    let Some(target) = targets.first() else {
+        return Err(usage!(
+            "the inventory has no control-plane node to take the lock through"
+        ));
+    };
+    let session = ssh::connect(target, &opts)
         .await
         .with_context(|| format!("{}: connecting to take the lock", first.name))?;
     for w in session.warnings() {
         printer.warn(w);
     }
     let api = Remote::new(Arc::new(session), journal.clone());
+    let me = Identity::local();
+    let ttl = lock_ttl(request.node_timeout, request.drain_timeout);
     let lock_opts = LockOptions {
         kured: request.kured.clone(),
         force_unlock: request.force_unlock,
         force_yes: request.force_unlock && request.yes,
-        ttl: lock::DEFAULT_TTL.max(request.node_timeout + Duration::from_secs(60)),
-        ..LockOptions::default()
+        ttl,
+        // A holder that recorded no TTL of its own gets as long as ours.
+        dead_after: ttl,
+        local: LocalProcesses::here(&me.host),
     };
-    let held =
-        Arc::new(lock::acquire(&api, &lock_opts, &Identity::local(), SystemTime::now()).await?);
+    let taken = Instant::now();
+    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, SystemTime::now()).await?);
+    stop.hold_lease(&held.describe(), held.ttl(), LAPSE_MARGIN, taken);
     if let Some(prev) = held.forced() {
         printer.warn(&format!("--force-unlock removed {prev}"));
     }
@@ -122,11 +174,13 @@ pub async fn take_lock(
     printer.note(&format!("holding {}", held.describe()));
     let session = Arc::new(tokio::sync::Mutex::new(LockSession {
         remote: api,
-        target,
+        targets,
+        current: 0,
         opts,
         journal: journal.clone(),
     }));
     let quit = Arc::new(tokio::sync::Notify::new());
+    let quitting = Arc::new(AtomicBool::new(false));
     let beating = tokio::spawn(heartbeat(
         held.clone(),
         session.clone(),
@@ -134,18 +188,42 @@ pub async fn take_lock(
         stop.clone(),
         printer.clone(),
     ));
+    let watching = tokio::spawn(watch_heartbeat(beating, stop.clone(), quitting.clone()));
     Ok(HeldLock {
         lock: held,
         session,
-        beating,
+        watching,
         quit,
+        quitting,
     })
 }
 
-/// Refreshes the lock until told to quit. A lost lock stops the run; an
-/// API that does not answer (the node kubectl runs on is rebooting) is
-/// retried, over a new connection when the old one dropped, and stops the
-/// run only when the lock would otherwise expire.
+/// The heartbeat task ending before apply let it go (a panic, a bug) stops
+/// the run at its next safe point: nothing keeps the lock alive any more,
+/// and the lease runs out on its own (see [`Stop::lapsing`]).
+async fn watch_heartbeat(
+    beating: tokio::task::JoinHandle<()>,
+    stop: Stop,
+    quitting: Arc<AtomicBool>,
+) {
+    let ended = beating.await;
+    if quitting.load(Ordering::SeqCst) {
+        return;
+    }
+    let how = match ended {
+        Ok(()) => "it ended".to_string(),
+        Err(e) if e.is_panic() => "it panicked (a bug in fleetctl)".to_string(),
+        Err(e) => format!("it was cancelled ({e})"),
+    };
+    stop.abort(format!(
+        "the lock's heartbeat stopped ({how}), so the lock would lapse while apply still acts"
+    ));
+}
+
+/// Refreshes the lock until told to quit. A lost lock stops the run. A
+/// heartbeat that fails otherwise (the node kubectl runs on is rebooting)
+/// is tried again at once through the next control plane that answers;
+/// [`Stop::lapsing`] stops the run if none does before the lease's margin.
 async fn heartbeat(
     lock: Arc<Lock>,
     session: Arc<tokio::sync::Mutex<LockSession>>,
@@ -153,7 +231,6 @@ async fn heartbeat(
     stop: Stop,
     printer: Printer,
 ) {
-    let mut last_ok = Instant::now();
     let mut warned = false;
     loop {
         tokio::select! {
@@ -161,47 +238,55 @@ async fn heartbeat(
             _ = tokio::time::sleep(lock::HEARTBEAT_EVERY) => {}
         }
         let mut s = session.lock().await;
-        let beat = s.remote.clone();
-        match lock.heartbeat(&beat, SystemTime::now()).await {
-            Ok(()) => {
-                last_ok = Instant::now();
-                warned = false;
+        let mut result = beat(&lock, &s.remote, &stop).await;
+        if let Err(e) = &result
+            && !e.chain().any(|c| c.is::<LockLost>())
+        {
+            if !warned {
+                printer.debug(&format!(
+                    "lock heartbeat through {} failed, trying the control planes in turn: {e:#}",
+                    s.remote.node()
+                ));
+                warned = true;
             }
+            if s.failover().await.is_ok() {
+                result = beat(&lock, &s.remote, &stop).await;
+            }
+        }
+        match result {
+            Ok(()) => warned = false,
             Err(e) if e.chain().any(|c| c.is::<LockLost>()) => {
                 stop.abort(format!("{e:#}"));
                 return;
             }
-            Err(e) => {
-                if ssh::is_disconnected(&e) || !warned {
-                    let _ = s.reconnect().await;
-                }
-                let silent = last_ok.elapsed();
-                // Two beats of margin before the TTL runs out.
-                if silent + 2 * lock::HEARTBEAT_EVERY >= lock.ttl() {
-                    stop.abort(format!(
-                        "the lock could not be refreshed for {} ({e:#}) and would expire",
-                        humantime::format_duration(Duration::from_secs(silent.as_secs()))
-                    ));
-                    return;
-                }
-                if !warned {
-                    printer.debug(&format!("lock heartbeat failed, retrying: {e:#}"));
-                    warned = true;
-                }
-            }
+            Err(_) => {}
+        }
+        // apply also races the whole run against this (at once); any run
+        // stops at its next safe point.
+        if let Some(lapsing) = stop.lapsed_now() {
+            stop.abort(lapsing.to_string());
         }
     }
 }
 
+/// One heartbeat; the lease is renewed from when it was sent.
+async fn beat(lock: &Lock, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
+    let sent = Instant::now();
+    lock.heartbeat(remote, SystemTime::now()).await?;
+    stop.renew_lease(sent);
+    Ok(())
+}
+
 impl HeldLock {
-    /// Stops the heartbeat, then gives the lock back (over a new connection
-    /// if the old one dropped); a failure is a warning with what to do.
+    /// Stops the heartbeat, then gives the lock back (through any control
+    /// plane that answers); a failure is a warning with what to do.
     pub async fn release(self, printer: &Printer) {
+        self.quitting.store(true, Ordering::SeqCst);
         self.quit.notify_one();
-        let _ = self.beating.await;
+        let _ = self.watching.await;
         let mut s = self.session.lock().await;
         let mut result = self.lock.release(&s.remote).await;
-        if result.is_err() && s.reconnect().await.is_ok() {
+        if result.is_err() && s.failover().await.is_ok() {
             result = self.lock.release(&s.remote).await;
         }
         if let Err(e) = result {
@@ -340,4 +425,41 @@ pub fn spawn_interrupt_handler(
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_heartbeat_task_that_dies_stops_the_run_and_one_told_to_quit_does_not() {
+        let stop = Stop::default();
+        let quitting = Arc::new(AtomicBool::new(false));
+        let dies = tokio::spawn(async { panic!("a bug in the heartbeat") });
+        watch_heartbeat(dies, stop.clone(), quitting).await;
+        assert!(stop.requested());
+        assert_eq!(
+            stop.reason().unwrap(),
+            "the lock's heartbeat stopped (it panicked (a bug in fleetctl)), so the lock would \
+             lapse while apply still acts"
+        );
+
+        let stop = Stop::default();
+        let quitting = Arc::new(AtomicBool::new(true));
+        watch_heartbeat(tokio::spawn(async {}), stop.clone(), quitting).await;
+        assert!(!stop.requested(), "released on purpose");
+    }
+
+    #[test]
+    fn the_ttl_outlasts_the_longest_step_with_room_for_missed_heartbeats() {
+        let m = |n: u64| Duration::from_secs(n * 60);
+        assert_eq!(lock_ttl(m(15), m(5)), m(18));
+        assert_eq!(lock_ttl(m(1), m(1)), lock::DEFAULT_TTL);
+        assert_eq!(lock_ttl(m(10), m(30)), m(34));
+        // What roll checks before a reboot fits in a fresh lease.
+        for (node, drain) in [(m(15), m(5)), (m(40), m(5)), (m(5), m(30))] {
+            let ttl = lock_ttl(node, drain);
+            assert!(node + LAPSE_MARGIN < ttl && drain + m(1) + LAPSE_MARGIN < ttl);
+        }
+    }
 }

@@ -109,6 +109,12 @@ impl HubVersions {
     }
 }
 
+/// 64 hexadecimal characters: the only digest `sha256sum -c --strict`
+/// accepts, and the only one a plan may carry.
+pub fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Where the list lives: `<hub>/kubernetes/SHA256SUMS`.
 pub fn sha256sums_url(hub: &str) -> String {
     format!("{}/kubernetes/SHA256SUMS", hub.trim_end_matches('/'))
@@ -136,15 +142,12 @@ fn image_line(line: &str) -> Option<(Version, &str)> {
     let (Some(hash), Some(name), None) = (fields.next(), fields.next(), fields.next()) else {
         return None;
     };
-    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
     let name = name.strip_prefix('*').unwrap_or(name);
     let version = name
         .strip_prefix("kubernetes-v")?
         .strip_suffix(&format!("-{ARCH}.raw"))?;
     let parsed: Version = version.parse().ok()?;
-    (parsed.0.pre.is_empty() && parsed.0.build.is_empty() && hash.len() == 64)
+    (parsed.0.pre.is_empty() && parsed.0.build.is_empty() && is_sha256(hash))
         .then_some((parsed, hash))
 }
 

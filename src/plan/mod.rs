@@ -35,7 +35,7 @@ pub use batches::{MaxUnavailable, batches};
 pub use config::{render_config, render_download_config};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};
-pub use hub::{HubVersions, parse_sha256sums, sha256sums_url};
+pub use hub::{HubVersions, is_sha256, parse_sha256sums, sha256sums_url};
 pub use model::{
     Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Phase, PhaseKind, Plan, PlannedNode,
     Refusal, Step, Warning,

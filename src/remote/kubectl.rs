@@ -47,19 +47,20 @@ fn words(args: &[&str]) -> Vec<String> {
 ///
 /// ```text
 /// daemonset<TAB>NAMESPACE<TAB>NAME
-/// container<TAB>NAME<TAB>IMAGE<TAB>COMMAND<TAB>ARGS<TAB>ENV<TAB>ENVFROM
+/// container<TAB>NAME<TAB>IMAGE<TAB>PROGRAM
 /// ```
 ///
-/// COMMAND, ARGS, ENV and ENVFROM are the fields as JSON (empty when
-/// unset): kubectl's jsonpath prints lists and maps as JSON since
-/// Kubernetes 1.19 (kubernetes/kubernetes#89660), and JSON escapes tabs and
-/// newlines, so each record stays on its line. Only what finding Kured and
-/// reading its flags needs: no annotations (`last-applied-configuration`
-/// repeats every argument), no status.
+/// PROGRAM is the first word of the container's `command` (empty when it
+/// has none: the image's entrypoint runs). Enough to tell which container
+/// runs Kured, and nothing more: no arguments and no environment, which
+/// hold other programs' settings and secrets (notification URLs, tokens).
+/// Kured's own are read with [`get_container_settings`]. A missing field
+/// prints nothing (kubectl's `--allow-missing-template-keys`, on by
+/// default); `[0]` of an absent list selects nothing.
 const DAEMONSET_RECORD: &str = concat!(
     r#"daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
     r#"{range .spec.template.spec.containers[*]}"#,
-    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}"#,
+    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}"#,
     r#"{end}"#,
 );
 
@@ -76,20 +77,42 @@ pub fn list_daemonsets() -> Vec<String> {
     ]
 }
 
-/// Every pod in every namespace with its containers' images and commands,
+/// One container of one DaemonSet's pod template, by its position: its
+/// name (to check it is still the one listed), then `command`, `args`,
+/// `env` and `envFrom` as JSON, tab-separated, on one line (empty when
+/// unset). kubectl's jsonpath prints lists and maps as JSON since
+/// Kubernetes 1.19 (kubernetes/kubernetes#89660), and JSON escapes tabs
+/// and newlines. Asked only for the container that runs Kured.
+pub fn get_container_settings(namespace: &str, name: &str, index: usize) -> Vec<String> {
+    let field = |f: &str| format!("{{.spec.template.spec.containers[{index}].{f}}}");
+    let template = format!(
+        r#"jsonpath={}{{"\t"}}{}{{"\t"}}{}{{"\t"}}{}{{"\t"}}{}"#,
+        field("name"),
+        field("command"),
+        field("args"),
+        field("env"),
+        field("envFrom"),
+    );
+    let mut args = words(&["-n", namespace, "get", "daemonset", name, "-o"]);
+    args.push(template);
+    args
+}
+
+/// Every pod in every namespace with its containers' images and programs,
 /// one line per pod, then one per container:
 ///
 /// ```text
 /// pod<TAB>NAMESPACE<TAB>NAME
-/// container<TAB>NAME<TAB>IMAGE<TAB>COMMAND
+/// container<TAB>NAME<TAB>IMAGE<TAB>PROGRAM
 /// ```
 ///
 /// Asked only when no DaemonSet runs Kured, to tell "no Kured" from "Kured
-/// run some other way" before falling back to fleetctl's own lock.
+/// run some other way" before falling back to fleetctl's own lock; as for
+/// DaemonSets, no arguments or environment.
 pub fn list_pods() -> Vec<String> {
     let template = concat!(
         r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-        r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+        r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}{end}{end}"#,
     );
     vec![
         "get".into(),
@@ -458,6 +481,7 @@ mod tests {
         for args in [
             list_daemonsets(),
             list_pods(),
+            get_container_settings("kured", "kured", 0),
             get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
             get_lock_configmap(LOCK_NAMESPACE, LOCK_CONFIGMAP),
         ] {
@@ -479,7 +503,25 @@ mod tests {
                 concat!(
                     r#"jsonpath={range .items[*]}daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
                     r#"{range .spec.template.spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}"#,
-                    r#"{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}{end}{end}"#,
+                    r#"{.command[0]}{"\n"}{end}{end}"#,
+                ),
+            ]
+        );
+        assert_eq!(
+            get_container_settings("kured", "kured", 1),
+            [
+                "-n",
+                "kured",
+                "get",
+                "daemonset",
+                "kured",
+                "-o",
+                concat!(
+                    r#"jsonpath={.spec.template.spec.containers[1].name}{"\t"}"#,
+                    r#"{.spec.template.spec.containers[1].command}{"\t"}"#,
+                    r#"{.spec.template.spec.containers[1].args}{"\t"}"#,
+                    r#"{.spec.template.spec.containers[1].env}{"\t"}"#,
+                    r#"{.spec.template.spec.containers[1].envFrom}"#,
                 ),
             ]
         );
@@ -492,7 +534,7 @@ mod tests {
                 "-o",
                 concat!(
                     r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-                    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+                    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}{end}{end}"#,
                 ),
             ]
         );

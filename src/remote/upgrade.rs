@@ -44,15 +44,22 @@ pub fn images_dir(component: &str) -> String {
     format!("/opt/extensions/{component}")
 }
 
-/// The sha256 of one image, as `sha256sum` prints it (`<hex>  <path>`).
-pub fn image_sha256(component: &str, version: &str) -> String {
+/// Checks one image against the hub's sha256: prints `ok` when it matches,
+/// else the image's own `sha256sum` line (`<hex>  <path>`) for the message;
+/// exits non-zero only when the image cannot be read. `sha256sum -c
+/// --strict` refuses a check line that is not well formed, so a digest that
+/// is not 64 hex characters never counts as checked.
+pub fn image_sha256(component: &str, version: &str, sha256: &str) -> String {
+    let img = quote(&format!(
+        "{}/{}",
+        images_dir(component),
+        image_file(component, version)
+    ));
     format!(
-        "sha256sum {}",
-        quote(&format!(
-            "{}/{}",
-            images_dir(component),
-            image_file(component, version)
-        ))
+        "[ -r {img} ] || {{ echo \"fleetctl: \"{img}\" cannot be read\" >&2; exit 1; }}; \
+         if printf '%s  %s\\n' {sum} {img} | sha256sum -c --strict --quiet - >/dev/null 2>&1; \
+         then echo ok; else sha256sum {img}; fi",
+        sum = word(sha256),
     )
 }
 
@@ -203,11 +210,19 @@ pub struct KubeadmStep<'a> {
     pub sha256: Option<&'a str>,
 }
 
-/// Mounts the downloaded image read-only on a private directory
-/// (`mount -o loop,ro`, util-linux, on every Flatcar node; the loop device
-/// is released by the unmount), checks that its kubeadm is the version the
-/// image's name promises, runs it while the node's old kubelet keeps
-/// running, unmounts on every path, and records the step in the marker.
+/// Attaches the downloaded image to a loop device read-only (`losetup
+/// --read-only --find --show`, util-linux, on every Flatcar node), checks
+/// the sha256 of that device, and mounts that same device read-only on a
+/// private directory: what is checked is what is mounted, even if someone
+/// swaps the file in between. Then checks that its kubeadm is the version
+/// the image's name promises, runs it while the node's old kubelet keeps
+/// running, unmounts and detaches on every path, and records the step in
+/// the marker.
+///
+/// A loop device shows whole 512-byte sectors only (the kernel's
+/// `get_size` in drivers/block/loop.c), so an image whose size is not a
+/// multiple of 512 hashes differently through it and is refused;
+/// mksquashfs pads images to 4 KiB by default, sysext-bakery's included.
 pub fn kubeadm_step(step: &KubeadmStep) -> String {
     use kubeadm_exit::*;
     let img = quote(step.image);
@@ -222,17 +237,22 @@ pub fn kubeadm_step(step: &KubeadmStep) -> String {
     );
     let verify = match step.sha256 {
         Some(sum) => format!(
-            "printf '%s  %s\\n' {sum} {img} | sha256sum -c --quiet - >/dev/null 2>&1 || \
-             {{ echo \"fleetctl: \"{img}\" does not have the sha256 the hub published\" >&2; exit {CHECKSUM}; }}; ",
+            "printf '%s  %s\\n' {sum} \"$dev\" | sha256sum -c --strict --quiet - >/dev/null 2>&1 || \
+             {{ echo \"fleetctl: \"{img}\" (attached read-only as $dev) does not have the sha256 the hub \
+             published (or its size is not a multiple of 512 bytes)\" >&2; exit {CHECKSUM}; }}; ",
             sum = word(sum),
         ),
         None => String::new(),
     };
     format!(
         "[ -f {img} ] || {{ echo \"fleetctl: \"{img}\" is not on the node\" >&2; exit {NO_IMAGE}; }}; \
+         dev=; dir=; \
+         trap '[ -n \"$dir\" ] && {{ umount \"$dir\" 2>/dev/null; rmdir \"$dir\"; }}; \
+         [ -n \"$dev\" ] && losetup -d \"$dev\" 2>/dev/null' EXIT; \
+         dev=$(losetup --read-only --find --show {img}) && [ -n \"$dev\" ] || \
+         {{ echo \"fleetctl: could not attach \"{img}\" to a loop device\" >&2; exit {MOUNT}; }}; \
          {verify}dir=$(mktemp -d {run}/fleetctl-kubeadm.XXXXXX) || exit {MOUNT}; \
-         trap 'umount \"$dir\" 2>/dev/null; rmdir \"$dir\"' EXIT; \
-         mount -o loop,ro {img} \"$dir\" || exit {MOUNT}; \
+         mount -o ro \"$dev\" \"$dir\" || exit {MOUNT}; \
          v=$(\"$dir/usr/bin/kubeadm\" version -o short) || exit {WRONG_VERSION}; \
          [ \"$v\" = {want} ] || {{ echo \"fleetctl: the image's kubeadm reports $v, not \"{want} >&2; exit {WRONG_VERSION}; }}; \
          \"$dir/usr/bin/kubeadm\" {args} || exit $?; \
@@ -511,12 +531,27 @@ mod tests {
             );
             std::fs::create_dir_all(root.join("bin")).unwrap();
             std::fs::create_dir_all(root.join("run")).unwrap();
+            std::fs::create_dir_all(root.join("dev")).unwrap();
+            // A loop device is a snapshot of the file's blocks taken when
+            // it is attached: later changes to the path do not reach it.
+            executable(
+                &root.join("bin/losetup"),
+                &format!(
+                    "#!/bin/sh\necho \"losetup $*\" >> \"{log}\"\n\
+                     if [ \"$1\" = -d ]; then rm -f \"$2\"; exit 0; fi\n\
+                     [ \"$1 $2 $3\" = \"--read-only --find --show\" ] || exit 1\n\
+                     cp \"$4\" \"{dev}\" && echo \"{dev}\"\n",
+                    log = root.join("mount.log").display(),
+                    dev = root.join("dev/loop7").display()
+                ),
+            );
             executable(
                 &root.join("bin/mount"),
                 &format!(
-                    "#!/bin/sh\necho \"mount $*\" >> \"{log}\"\n[ \"$1 $2\" = \"-o loop,ro\" ] || exit 32\n\
-                     cp -r \"{tree}/.\" \"$4\"\n",
+                    "#!/bin/sh\necho \"mount $*\" >> \"{log}\"\n[ \"$1 $2\" = \"-o ro\" ] || exit 32\n\
+                     cat \"$3\" >> \"{mounted}\"\ncp -r \"{tree}/.\" \"$4\"\n",
                     log = root.join("mount.log").display(),
+                    mounted = root.join("mounted").display(),
                     tree = root.join("tree").display()
                 ),
             );
@@ -574,8 +609,19 @@ mod tests {
         );
         assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "v1.35.3\n");
         let mounts = node.read("mount.log");
-        assert!(mounts.starts_with("mount -o loop,ro "), "{mounts}");
+        let dev = node.path("dev/loop7");
+        let image = node.path("image.raw");
+        assert!(
+            mounts.starts_with(&format!(
+                "losetup --read-only --find --show {image}\nmount -o ro {dev} "
+            )),
+            "{mounts}"
+        );
         assert!(mounts.contains("\numount "), "unmounted: {mounts}");
+        assert!(
+            mounts.ends_with(&format!("losetup -d {dev}\n")),
+            "detached last: {mounts}"
+        );
         assert!(node.run_dir_is_empty(), "the private directory is removed");
     }
 
@@ -616,8 +662,36 @@ mod tests {
             err.contains("does not have the sha256 the hub published"),
             "{err}"
         );
-        assert_eq!(node.read("mount.log"), "", "never mounted");
+        let log = node.read("mount.log");
+        assert!(!log.contains("\nmount "), "never mounted: {log}");
+        assert!(log.contains("\nlosetup -d "), "detached: {log}");
         assert_eq!(node.read("kubeadm.log"), "");
+    }
+
+    #[test]
+    fn the_image_checked_is_the_image_mounted_even_if_the_file_is_swapped() {
+        use sha2::{Digest, Sha256};
+        let mut node = FakeNode::new("v1.35.3", 0);
+        node.sha256 = Some(format!("{:x}", Sha256::digest(b"squashfs")));
+        // Whoever can write /opt/extensions swaps the file right after it
+        // was hashed: a sha256sum that replaces the image once it is done.
+        let swap = node.path("bin/sha256sum");
+        executable(
+            Path::new(&swap),
+            &format!(
+                "#!/bin/sh\n/usr/bin/sha256sum \"$@\"; rc=$?\n\
+                 printf evil > \"{image}\"\nexit $rc\n",
+                image = node.path("image.raw")
+            ),
+        );
+        let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(node.read("image.raw"), "evil", "the file was swapped");
+        assert_eq!(
+            node.read("mounted"),
+            "squashfs",
+            "what was mounted is what was checked"
+        );
     }
 
     #[test]

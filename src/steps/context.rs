@@ -28,7 +28,82 @@ pub struct Stop {
     /// What the first press was (`Ctrl-C`, `SIGTERM`, `SIGHUP`), for the report.
     signal: Arc<Mutex<Option<&'static str>>>,
     reason: Arc<Mutex<Option<String>>>,
+    /// The lock's lease, once it is held: apply acts only while it lasts.
+    lease: Arc<Mutex<Option<Lease>>>,
 }
+
+/// The lock as the heartbeat keeps it: valid for `ttl` after the last
+/// heartbeat that landed (Kured's own rule: an entry expires `TTL` after its
+/// `created`). apply stops `margin` before that, so that it never acts on a
+/// lock that may have lapsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The lock, described for messages.
+    pub what: String,
+    pub renewed: Instant,
+    pub ttl: Duration,
+    pub margin: Duration,
+}
+
+impl Lease {
+    /// Until when apply may act on the lock.
+    pub fn safe_until(&self) -> Instant {
+        self.renewed + self.ttl.saturating_sub(self.margin)
+    }
+
+    /// Whether a step that takes up to `bound` from `now` ends before the
+    /// lease's margin; `Err` says why not.
+    pub fn room_for(&self, step: &str, bound: Duration, now: Instant) -> Result<(), LeaseLapsing> {
+        if now + bound <= self.safe_until() {
+            return Ok(());
+        }
+        let left = self.safe_until().saturating_duration_since(now);
+        Err(LeaseLapsing(format!(
+            "not starting `{step}`: it may take up to {}, but {} was last refreshed {} ago and, \
+             without another heartbeat, must not be relied on in {} (its TTL of {} less a margin of \
+             {}). The heartbeat keeps failing: fix what stops it (the API server through the \
+             control-plane nodes), then run `fleetctl apply` again; it resumes where it stopped",
+            secs(bound),
+            self.what,
+            secs(now.saturating_duration_since(self.renewed)),
+            secs(left),
+            secs(self.ttl),
+            secs(self.margin)
+        )))
+    }
+
+    /// `Some` once `now` is past the lease's margin.
+    pub fn lapsing(&self, now: Instant) -> Option<LeaseLapsing> {
+        (now >= self.safe_until()).then(|| {
+            LeaseLapsing(format!(
+                "stopped at once: {} was last refreshed {} ago and lapses {} after its last \
+                 heartbeat, so fleetctl no longer relies on it (nothing further was started; a \
+                 step already running on a node goes on there). Check the nodes (`fleetctl \
+                 status`), fix what stops the heartbeat (the API server through the control-plane \
+                 nodes), then run `fleetctl apply` again: it resumes from the fleet's real state",
+                self.what,
+                secs(now.saturating_duration_since(self.renewed)),
+                secs(self.ttl)
+            ))
+        })
+    }
+}
+
+fn secs(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// apply stopped (or did not start a step) because the lock could lapse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseLapsing(pub String);
+
+impl std::fmt::Display for LeaseLapsing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LeaseLapsing {}
 
 impl Stop {
     /// Counts a press of `signal`; returns how many there have been.
@@ -60,6 +135,66 @@ impl Stop {
     /// The reason given to [`Stop::abort`], if any.
     pub fn reason(&self) -> Option<String> {
         self.reason.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// The lock was taken (or its heartbeat landed) at `at`.
+    pub fn hold_lease(&self, what: &str, ttl: Duration, margin: Duration, at: Instant) {
+        if let Ok(mut l) = self.lease.lock() {
+            *l = Some(Lease {
+                what: what.to_string(),
+                renewed: at,
+                ttl,
+                margin,
+            });
+        }
+    }
+
+    /// A heartbeat landed at `at`.
+    pub fn renew_lease(&self, at: Instant) {
+        if let Ok(mut l) = self.lease.lock()
+            && let Some(lease) = l.as_mut()
+        {
+            lease.renewed = lease.renewed.max(at);
+        }
+    }
+
+    fn lease(&self) -> Option<Lease> {
+        self.lease.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// `Some` once the lock is past its lease's margin without a heartbeat.
+    pub fn lapsed_now(&self) -> Option<LeaseLapsing> {
+        self.lease()?.lapsing(Instant::now())
+    }
+
+    /// Refuses to start `step`, which may take up to `bound`, when the lock
+    /// (as of its last heartbeat) would reach its margin first. Without a
+    /// lease (no lock held, as in tests of single steps) anything may start.
+    pub fn ensure_lease(&self, step: &str, bound: Duration) -> anyhow::Result<()> {
+        match self.lease() {
+            Some(lease) => lease
+                .room_for(step, bound, Instant::now())
+                .map_err(anyhow::Error::new),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once the lock reaches its margin without a heartbeat; never
+    /// while no lock is held. Raced against the whole run, so that a wait
+    /// (a node's boot, kubeadm, a drain) stops at once rather than at its
+    /// own timeout.
+    pub async fn lapsing(&self) -> LeaseLapsing {
+        loop {
+            let Some(lease) = self.lease() else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            if let Some(lapsing) = lease.lapsing(Instant::now()) {
+                return lapsing;
+            }
+            // A heartbeat may move it meanwhile: look again when it is due.
+            tokio::time::sleep_until(lease.safe_until().into()).await;
+        }
     }
 }
 
@@ -287,4 +422,96 @@ pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
     let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
     node::parse_facts(&out.stdout)
         .with_context(|| format!("{}: reading facts after its steps", r.node()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(renewed: Instant) -> Lease {
+        Lease {
+            what: "fleetctl's lock (configmap kube-system/fleetctl-lock)".into(),
+            renewed,
+            ttl: Duration::from_secs(18 * 60),
+            margin: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_step_starts_only_if_it_ends_within_the_lease_less_its_margin() {
+        let t0 = Instant::now();
+        let l = lease(t0);
+        // 17 minutes of lease are left: a 15-minute reboot fits.
+        assert!(
+            l.room_for("cp-1: reboot", Duration::from_secs(15 * 60), t0)
+                .is_ok()
+        );
+        assert!(
+            l.room_for("cp-1: reboot", Duration::from_secs(17 * 60), t0)
+                .is_ok()
+        );
+        // Three minutes later, with no heartbeat since, it no longer does.
+        let later = t0 + Duration::from_secs(3 * 60);
+        let err = l
+            .room_for("cp-1: reboot", Duration::from_secs(15 * 60), later)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not starting `cp-1: reboot`: it may take up to 15m, but fleetctl's lock (configmap \
+             kube-system/fleetctl-lock) was last refreshed 3m ago and, without another heartbeat, \
+             must not be relied on in 14m (its TTL of 18m less a margin of 1m). The heartbeat keeps \
+             failing: fix what stops it (the API server through the control-plane nodes), then run \
+             `fleetctl apply` again; it resumes where it stopped"
+        );
+    }
+
+    #[test]
+    fn the_lease_lapses_at_its_margin_and_a_heartbeat_moves_it() {
+        let t0 = Instant::now();
+        let l = lease(t0);
+        assert_eq!(l.lapsing(t0 + Duration::from_secs(16 * 60)), None);
+        let lapsing = l.lapsing(t0 + Duration::from_secs(17 * 60)).unwrap();
+        assert!(
+            lapsing
+                .to_string()
+                .starts_with("stopped at once: fleetctl's lock (configmap kube-system/fleetctl-lock) was last refreshed 17m ago"),
+            "{lapsing}"
+        );
+        let stop = Stop::default();
+        assert_eq!(stop.lapsed_now(), None, "no lock, no lease");
+        assert!(stop.ensure_lease("anything", Duration::MAX / 4).is_ok());
+        stop.hold_lease(&l.what, l.ttl, l.margin, t0);
+        stop.renew_lease(t0 + Duration::from_secs(10 * 60));
+        stop.renew_lease(t0 + Duration::from_secs(5 * 60));
+        assert_eq!(
+            stop.lease().unwrap().renewed,
+            t0 + Duration::from_secs(10 * 60),
+            "a late answer to an older heartbeat never moves it back"
+        );
+    }
+
+    #[tokio::test]
+    async fn lapsing_resolves_once_the_margin_is_reached_and_not_before() {
+        let stop = Stop::default();
+        let ttl = Duration::from_secs(600);
+        let margin = Duration::from_secs(60);
+        // Renewed just now: ten minutes of lease, nothing to report.
+        stop.hold_lease("the lock", ttl, margin, Instant::now());
+        let waiting = tokio::time::timeout(Duration::from_millis(300), stop.lapsing()).await;
+        assert!(waiting.is_err(), "resolved with a fresh lease");
+        // Last renewed past its margin: resolves at once.
+        let long_ago = Instant::now()
+            .checked_sub(ttl)
+            .expect("the clock is past ten minutes since boot");
+        stop.hold_lease("the lock", ttl, margin, long_ago);
+        let lapsing = tokio::time::timeout(Duration::from_secs(60), stop.lapsing())
+            .await
+            .expect("resolves");
+        assert!(
+            lapsing
+                .to_string()
+                .contains("the lock was last refreshed 10m")
+        );
+        assert!(stop.lapsed_now().is_some());
+    }
 }

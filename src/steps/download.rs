@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use super::runner::{Remote, succeeded};
 use crate::node;
-use crate::plan::{self, Action, Component, Hop};
+use crate::plan::{self, Action, Component, Hop, is_sha256};
 use crate::remote::upgrade;
 use crate::version::{Minor, Version};
 
@@ -122,16 +122,23 @@ pub fn present_images(hop: &Hop) -> Vec<String> {
 pub async fn verify(r: &Remote, version: &Version, want: &str, what: &str) -> anyhow::Result<()> {
     let component = Component::Kubernetes.name();
     let v = version.to_string();
+    if !is_sha256(want) {
+        bail!(
+            "{node}: the plan's sha256 for kubernetes {v} is `{want}`, not 64 hexadecimal characters, \
+             so it cannot vouch for the image. Nothing ran from it; run `fleetctl plan` again",
+            node = r.node()
+        );
+    }
     let out = r
         .check_root(
             &format!("sha256 of kubernetes {v}"),
-            &upgrade::image_sha256(component, &v),
+            &upgrade::image_sha256(component, &v, want),
         )
         .await?;
-    let got = out.stdout.split_whitespace().next().unwrap_or_default();
-    if got.eq_ignore_ascii_case(want) {
+    if out.stdout.trim() == "ok" {
         return Ok(());
     }
+    let got = out.stdout.split_whitespace().next().unwrap_or("(none)");
     let removed = r
         .check_root(
             &format!("remove kubernetes {v}: its sha256 is wrong"),

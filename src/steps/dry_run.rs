@@ -34,11 +34,11 @@ pub fn render(
         );
         if let (Some(v), Some(sum)) = (&hop.version, &hop.sha256) {
             for node in download::present_images(hop) {
-                let check = crate::remote::upgrade::image_sha256("kubernetes", &v.to_string());
+                let check = crate::remote::upgrade::image_sha256("kubernetes", &v.to_string(), sum);
                 line(
                     &node,
                     &format!(
-                        "(already downloaded: must print {sum}, else the file is removed) {check}"
+                        "(already downloaded: must print ok, else the file is removed) {check}"
                     ),
                 );
             }
@@ -72,11 +72,14 @@ pub fn render(
                             line(n, &cmd);
                         }
                         if let (Some(v), Some(sum)) = (expect, image_sha(hop, expect)) {
-                            let check =
-                                crate::remote::upgrade::image_sha256("kubernetes", &v.to_string());
+                            let check = crate::remote::upgrade::image_sha256(
+                                "kubernetes",
+                                &v.to_string(),
+                                sum,
+                            );
                             line(
                                 n,
-                                &format!("(must print {sum}, else the file is removed) {check}"),
+                                &format!("(must print ok, else the file is removed) {check}"),
                             );
                         }
                     }

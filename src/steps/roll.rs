@@ -28,6 +28,10 @@ use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
 use crate::version::{Minor, Version};
 
+/// How much longer than `--drain-timeout` a drain may take: kubectl's own
+/// start and its last eviction (the command's timeout in [`drain`]).
+const DRAIN_GRACE: Duration = Duration::from_secs(60);
+
 /// How long a reconnected node may take to print its boot id.
 const BOOT_ID_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -48,6 +52,12 @@ pub async fn roll(
     let pace = apply.settings.pace.clone();
     let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
     hold::before_node(apply, &pace, apply.back_at, batch, needed).await?;
+    // Each stretch must fit in the lock's lease as it stands (see the
+    // reboot below).
+    apply.stop.ensure_lease(
+        &format!("{names}: drain"),
+        apply.settings.drain_timeout + DRAIN_GRACE,
+    )?;
     apply.progress.step(&format!("{names}: gates, then drain"));
     // The ledger says which stage each node is in, so a stop (a failure, a
     // second Ctrl-C) names it precisely.
@@ -86,6 +96,18 @@ pub async fn roll(
         apply.check_stop(Some(&names))?;
     }
 
+    // Never take a node down on a lock that could lapse before it is back:
+    // the reboot and the wait for it must end within the lease.
+    if let Err(e) = apply.stop.ensure_lease(
+        &format!("{names}: reboot and wait for it"),
+        apply.settings.node_timeout,
+    ) {
+        let state = match uncordon_all(apply, &api, batch).await {
+            Ok(()) => format!("{names}: uncordoned again; nothing was rebooted"),
+            Err(u) => format!("{names}: SOME ARE STILL CORDONED (uncordon failed: {u:#})"),
+        };
+        return Err(e.context(state));
+    }
     let mut befores = Vec::new();
     for node in batch {
         let r = apply.remote(node)?;
@@ -374,7 +396,7 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
         &format!("drain-{node}"),
         &format!("cordon and drain {node}"),
         &kubectl::drain(node, &secs),
-        timeout + Duration::from_secs(60),
+        timeout + DRAIN_GRACE,
     )
     .await
     .map_err(|error| DrainFailed {

@@ -711,13 +711,13 @@ fn dry_run_outline(text: &str) -> Vec<String> {
                 "reboot".to_string()
             } else if let Some(at) = cmd.find("/usr/bin/kubeadm\" upgrade apply ") {
                 assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
-                assert!(cmd.contains("mount -o loop,ro "), "{line}");
+                assert!(cmd.contains("losetup --read-only --find --show "), "{line}");
                 assert!(cmd.contains("umount"), "{line}");
                 let rest = &cmd[at + "/usr/bin/kubeadm\" upgrade apply ".len()..];
                 format!("apply {}", rest.split_whitespace().next()?)
             } else if cmd.contains("/usr/bin/kubeadm\" upgrade node") {
                 assert!(cmd.contains(" --skip-phases addon/kube-proxy"), "{line}");
-                assert!(cmd.contains("mount -o loop,ro "), "{line}");
+                assert!(cmd.contains("losetup --read-only --find --show "), "{line}");
                 let image = cmd.split("kubernetes-").nth(1)?.split("-x86-64").next()?;
                 format!("upgrade-node {image}")
             } else if cmd.contains("ln -sfn ") && cmd.contains("/etc/extensions/kubernetes.raw") {
@@ -805,7 +805,8 @@ fn dry_run_prints_every_command_in_order_and_changes_nothing() {
     for part in [
         "'/opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw'",
         "mktemp -d '/run'/fleetctl-kubeadm.XXXXXX",
-        "mount -o loop,ro ",
+        "losetup --read-only --find --show ",
+        "mount -o ro \"$dev\" \"$dir\"",
         "version -o short",
         "upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes",
         "/var/lib/fleetctl/kubeadm-step",

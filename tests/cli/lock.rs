@@ -494,8 +494,8 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
     assert_has(
         &second.stderr,
         &[
-            "That apply is alive (its last heartbeat is ",
-            " old, under 5m): wait for it to finish.",
+            "That apply is alive as far as fleetctl can tell (its last heartbeat is ",
+            " old, and its lock stays valid for 18m without one, which a node it waits for may take): wait for it to finish.",
         ],
     );
     // Nor does --force-unlock alone remove a live holder's lock.
@@ -585,7 +585,7 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
                 "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 \
                  (pid 77 on ops-1), started {then}, last heartbeat {then} (2"
             ),
-            "That fleetctl looks dead: no heartbeat for over 5m",
+            "That fleetctl looks dead: no heartbeat for over 18m, the time its lock stays valid without one",
             "Run `fleetctl apply --force-unlock` to remove its lock.",
         ],
     );
@@ -1026,4 +1026,110 @@ fn a_corrupt_image_already_on_a_worker_is_caught_with_the_downloads_and_removed(
         !there.contains(&image),
         "w-1: the bad file is still there: {there:?}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// A lock that cannot lapse (issue 15, item 2)
+
+#[test]
+fn a_holder_on_this_machine_whose_process_is_gone_is_dead_despite_a_fresh_heartbeat() {
+    let fleet = pair(|s| s);
+    let patch = plan(&fleet, "v1.35");
+    // An apply that ran here and was killed: its pid no longer runs.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string();
+    let now = rfc3339_ago(Duration::ZERO);
+    let orphan = format!(
+        "{KUBECTL} -n kube-system create configmap fleetctl-lock \
+         --from-literal=holder=fleetctl/carol@{host} --from-literal=host={host} \
+         --from-literal=pid={pid} --from-literal=process={boot}/1 \
+         --from-literal=started={now} --from-literal=heartbeat={now} --from-literal=ttl=3600"
+    );
+    fleet.ssh_ok("cp-1", "root", &orphan).unwrap();
+
+    let run = apply(&fleet, &["--yes"]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("held by fleetctl/carol@{host} (pid {pid} on {host})"),
+            &format!(
+                "That fleetctl looks dead: fleetctl/carol@{host} ran on this machine as pid {pid}, \
+                 which no longer runs. Run `fleetctl apply --force-unlock` to remove its lock."
+            ),
+        ],
+    );
+    assert!(
+        !events(&fleet).iter().any(is_upgrade_action),
+        "nothing was done"
+    );
+
+    let run = apply(&fleet, &["--yes", "--force-unlock"]).expect_code(0);
+    assert_has(
+        &run.stderr,
+        &[&format!(
+            "--force-unlock removed fleetctl's lock (configmap kube-system/fleetctl-lock) held by \
+             fleetctl/carol@{host} (pid {pid} on {host})"
+        )],
+    );
+    assert_on_target(&fleet, &PAIR, &patch);
+}
+
+#[test]
+fn in_ha_the_heartbeat_goes_through_another_control_plane_while_cp_1_reboots() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(3)
+            .workers(1)
+            .kubernetes(FROM),
+    );
+    let patch = plan(&fleet, "v1.35");
+    // cp-1 stays down for longer than two heartbeats.
+    fleet
+        .faults(|f| f.hang_on_reboot = vec!["cp-1".into()])
+        .unwrap();
+    let mut running = spawn_apply(&fleet, &["--yes", "--node-timeout", "5m"]);
+    running.wait_for("cp-1: rebooting");
+    std::thread::sleep(lock_beat() * 2 + Duration::from_secs(10));
+    fleet.faults(|f| f.hang_on_reboot.clear()).unwrap();
+    let run = running.finish().expect_code(0);
+    assert_has(&run.stderr, &["done: 4 nodes upgraded"]);
+    assert_on_target(&fleet, &["cp-1", "cp-2", "cp-3", "w-1"], &patch);
+
+    let log = events(&fleet);
+    let down = log
+        .iter()
+        .position(|e| e.node == "cp-1" && support::is_shutdown(e))
+        .unwrap_or_else(|| panic!("cp-1 never went down:\n{}", describe(&log)));
+    let up = down
+        + log[down..]
+            .iter()
+            .position(|e| e.node == "cp-1" && support::is_boot(e))
+            .unwrap_or_else(|| panic!("cp-1 never came back:\n{}", describe(&log)));
+    let beats: Vec<&Event> = log[down..up]
+        .iter()
+        .filter(|e| {
+            is_ok(e)
+                && kubectl_words(e)
+                    .is_some_and(|w| w.starts_with(&["patch", "configmap", "fleetctl-lock"]))
+        })
+        .collect();
+    assert!(
+        !beats.is_empty() && beats.iter().all(|e| e.node != "cp-1"),
+        "while cp-1 was down the heartbeat must land through cp-2 or cp-3:\n{}",
+        describe(&log[down..up])
+    );
+}
+
+/// How often apply refreshes its lock.
+fn lock_beat() -> Duration {
+    fleetctl::steps::lock::HEARTBEAT_EVERY
 }

@@ -9,6 +9,7 @@ mod checks;
 mod containerd;
 mod etcd_cgroup;
 mod hardening;
+mod integrity;
 mod lock;
 mod pacing;
 mod plan;

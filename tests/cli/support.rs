@@ -64,6 +64,9 @@ pub fn fleetctl(inventory: &Path, args: &[&str]) -> Command {
         .env_remove("SSH_AUTH_SOCK")
         .env_remove("FLEETCTL_INVENTORY");
     cmd.env("NO_COLOR", "1").stdin(Stdio::null());
+    // The simulated hub is plain http:// on loopback; tests/cli/integrity.rs
+    // removes this to see apply refuse it.
+    cmd.env("FLEETCTL_ALLOW_INSECURE_HUB", "true");
     cmd
 }
 

@@ -5,7 +5,7 @@
 //! resourceVersion, the removal a DELETE with preconditions.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 
@@ -49,8 +49,15 @@ pub fn parse_lock_configmap(text: &str) -> anyhow::Result<LockConfigMap> {
             id: take("holder").unwrap_or_else(|| "an unknown holder".into()),
             host: take("host"),
             pid: take("pid"),
+            process: take("process"),
             started: take("started"),
             heartbeat: take("heartbeat"),
+            // Whole seconds; anything else is no TTL recorded.
+            ttl: take("ttl")
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .filter(|&s| s > 0)
+                .map(Duration::from_secs),
+            gone: false,
         },
     })
 }
@@ -107,13 +114,18 @@ pub(super) async fn acquire<K: Kubectl>(
     let what = format!("fleetctl's lock (configmap {namespace}/{name})");
     let mine = Mine::new(me, now);
     let pid = mine.pid.to_string();
-    let literals = [
+    let ttl = opts.ttl.as_secs().to_string();
+    let mut literals = vec![
         ("holder", mine.holder.as_str()),
         ("host", mine.host.as_str()),
         ("pid", pid.as_str()),
         ("started", mine.started.as_str()),
         ("heartbeat", mine.started.as_str()),
+        ("ttl", ttl.as_str()),
     ];
+    if let Some(process) = &mine.process {
+        literals.push(("process", process.as_str()));
+    }
     let mut forced: Option<LockHeld> = None;
     for _ in 0..ATTEMPTS {
         let label = format!("lock: take {what}");

@@ -25,6 +25,7 @@ pub(crate) fn me() -> Identity {
         user: "alice".into(),
         host: "laptop".into(),
         pid: 4242,
+        process: Some("b00t/4242000".into()),
     }
 }
 
@@ -33,6 +34,7 @@ pub(crate) fn bob() -> Identity {
         user: "bob".into(),
         host: "ops-1".into(),
         pid: 77,
+        process: None,
     }
 }
 
@@ -44,10 +46,8 @@ pub(crate) fn strings(v: &[&str]) -> Vec<String> {
 pub(crate) fn kured_node(id: &str, since: &str) -> Holder {
     Holder {
         id: id.into(),
-        host: None,
-        pid: None,
         started: Some(since.into()),
-        heartbeat: None,
+        ..Holder::default()
     }
 }
 
@@ -59,6 +59,7 @@ pub(crate) fn fleetctl(id: &str, started: &str, heartbeat: &str) -> Holder {
         pid: Some("77".into()),
         started: Some(started.into()),
         heartbeat: Some(heartbeat.into()),
+        ..Holder::default()
     }
 }
 
@@ -233,34 +234,42 @@ fn json_or_empty<T: serde::Serialize>(value: &T, empty: bool) -> String {
     }
 }
 
-/// One container line, as kubectl's jsonpath prints it: lists as JSON,
-/// absent ones as nothing.
-fn container_line(c: &Container, full: bool) -> String {
-    let mut fields = vec![
-        "container".to_string(),
+/// One container line of a listing, as kubectl's jsonpath prints it: name,
+/// image, and `command[0]` (nothing when there is no command).
+fn container_line(c: &Container) -> String {
+    [
+        "container",
+        &c.name,
+        &c.image,
+        c.command.first().map_or("", String::as_str),
+    ]
+    .join("\t")
+}
+
+/// One container's settings, as [`k::get_container_settings`] prints them:
+/// lists as JSON, absent ones as nothing.
+fn settings_line(c: &Container) -> String {
+    let env: Vec<serde_json::Value> = c
+        .env
+        .iter()
+        .map(|(name, value)| match value {
+            Some(v) => json!({"name": name, "value": v}),
+            None => json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}),
+        })
+        .collect();
+    let env_from = if c.env_from {
+        r#"[{"secretRef":{"name":"kured-secrets"}}]"#.to_string()
+    } else {
+        String::new()
+    };
+    [
         c.name.clone(),
-        c.image.clone(),
         json_or_empty(&c.command, c.command.is_empty()),
-    ];
-    if full {
-        let env: Vec<serde_json::Value> = c
-            .env
-            .iter()
-            .map(|(name, value)| match value {
-                Some(v) => json!({"name": name, "value": v}),
-                None => json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}),
-            })
-            .collect();
-        let env_from = if c.env_from {
-            r#"[{"secretRef":{"name":"kured-secrets"}}]"#.to_string()
-        } else {
-            String::new()
-        };
-        fields.push(json_or_empty(&c.args, c.args.is_empty()));
-        fields.push(json_or_empty(&env, env.is_empty()));
-        fields.push(env_from);
-    }
-    fields.join("\t")
+        json_or_empty(&c.args, c.args.is_empty()),
+        json_or_empty(&env, env.is_empty()),
+        env_from,
+    ]
+    .join("\t")
 }
 
 fn not_found(kind: &str, name: &str) -> Output {
@@ -388,7 +397,7 @@ impl Api {
             for ((ns, name), ds) in &state.daemonsets {
                 text.push_str(&format!("daemonset\t{ns}\t{name}\n"));
                 for c in &ds.containers {
-                    text.push_str(&container_line(c, true));
+                    text.push_str(&container_line(c));
                     text.push('\n');
                 }
             }
@@ -403,7 +412,7 @@ impl Api {
             for (ns, name, containers) in from_ds.chain(state.pods.iter().cloned()) {
                 text.push_str(&format!("pod\t{ns}\t{name}\n"));
                 for c in &containers {
-                    text.push_str(&container_line(c, false));
+                    text.push_str(&container_line(c));
                     text.push('\n');
                 }
             }
@@ -418,6 +427,32 @@ impl Api {
         assert_eq!(dash_n, "-n");
         let key = (ns.clone(), name.clone());
         match (verb.as_str(), kind.as_str()) {
+            ("get", "daemonset")
+                if rest[1].starts_with("jsonpath={.spec.template.spec.containers[") =>
+            {
+                let index = rest[1]["jsonpath={.spec.template.spec.containers[".len()..]
+                    .split(']')
+                    .next()
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .unwrap_or_else(|| panic!("unexpected template {rest:?}"));
+                assert_eq!(
+                    args,
+                    k::get_container_settings(ns, name, index).as_slice(),
+                    "only the settings template"
+                );
+                match state.daemonsets.get(&key) {
+                    // Past the end: what kubectl says for an index out of range.
+                    Some(ds) => match ds.containers.get(index) {
+                        Some(c) => ok(settings_line(c)),
+                        None => fail(format!(
+                            "error: error executing jsonpath: array index out of bounds: index \
+                             {index}, length {}",
+                            ds.containers.len()
+                        )),
+                    },
+                    None => not_found("daemonsets.apps", name),
+                }
+            }
             ("get", "daemonset") => {
                 let template = rest[1]
                     .strip_prefix(

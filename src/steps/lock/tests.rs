@@ -49,18 +49,20 @@ fn liveness_comes_from_the_heartbeat_and_kured_nodes_are_never_judged_dead() {
     assert_eq!(
         live.liveness(now, five),
         Liveness::Alive {
-            age: Duration::from_secs(22)
+            age: Duration::from_secs(22),
+            ttl: five
         }
     );
     let dead = fleetctl(
         "fleetctl/bob@ops-1",
         "2026-11-29T18:00:00Z",
-        "2026-11-29T19:25:12Z",
+        "2026-11-29T19:25:11Z",
     );
     assert_eq!(
         dead.liveness(now, five),
         Liveness::Dead {
-            age: Duration::from_secs(300)
+            age: Duration::from_secs(301),
+            ttl: five
         }
     );
     let ahead = fleetctl(
@@ -71,7 +73,8 @@ fn liveness_comes_from_the_heartbeat_and_kured_nodes_are_never_judged_dead() {
     assert_eq!(
         ahead.liveness(now, five),
         Liveness::Alive {
-            age: Duration::ZERO
+            age: Duration::ZERO,
+            ttl: five
         },
         "a clock ahead of ours is not a dead holder"
     );
@@ -88,6 +91,124 @@ fn liveness_comes_from_the_heartbeat_and_kured_nodes_are_never_judged_dead() {
     let node = kured_node("w-2", "2026-11-28T08:00:00Z");
     assert_eq!(node.liveness(now, five), Liveness::KuredNode);
     assert_eq!(kured_node("", "").liveness(now, five), Liveness::Unknown);
+}
+
+#[test]
+fn a_holder_is_dead_only_after_its_own_ttl_without_a_heartbeat() {
+    // A fleetctl waiting 6 minutes for a node to boot (--node-timeout 15m)
+    // recorded a TTL of 20 minutes: it is alive, whatever the fallback.
+    let now = at(NOW);
+    let waiting = Holder {
+        ttl: Some(Duration::from_secs(20 * 60)),
+        ..fleetctl(
+            "fleetctl/bob@ops-1",
+            "2026-11-29T18:00:00Z",
+            "2026-11-29T19:24:12Z",
+        )
+    };
+    assert_eq!(
+        waiting.liveness(now, Duration::from_secs(300)),
+        Liveness::Alive {
+            age: Duration::from_secs(360),
+            ttl: Duration::from_secs(20 * 60)
+        }
+    );
+    let gone_quiet = Holder {
+        heartbeat: Some("2026-11-29T19:10:11Z".into()),
+        ..waiting.clone()
+    };
+    assert!(matches!(
+        gone_quiet.liveness(now, Duration::from_secs(300)),
+        Liveness::Dead { .. }
+    ));
+    // One that recorded none is judged by the TTL fleetctl itself writes.
+    let old = fleetctl(
+        "fleetctl/bob@ops-1",
+        "2026-11-29T18:00:00Z",
+        "2026-11-29T19:24:12Z",
+    );
+    assert!(matches!(
+        old.liveness(now, DEFAULT_DEAD_AFTER),
+        Liveness::Alive { .. }
+    ));
+    assert!(DEFAULT_DEAD_AFTER >= DEFAULT_TTL);
+}
+
+#[test]
+fn a_holder_on_this_machine_whose_process_is_gone_is_dead_at_once() {
+    let now = at(NOW);
+    let fresh = Holder {
+        id: "fleetctl/alice@laptop".into(),
+        host: Some("laptop".into()),
+        pid: Some("4242".into()),
+        process: Some("b00t/4242000".into()),
+        started: Some("2026-11-29T19:00:00Z".into()),
+        heartbeat: Some("2026-11-29T19:30:00Z".into()),
+        ..Holder::default()
+    };
+    let running = |pid: u32, process: &str| LocalProcesses::Fixed {
+        host: "laptop".into(),
+        running: [(pid, process.to_string())].into_iter().collect(),
+    };
+    let judged = |local: LocalProcesses, holder: &Holder| {
+        let mut state = LockState::Held(vec![holder.clone()]);
+        local.mark_gone(&mut state);
+        let LockState::Held(h) = state else {
+            unreachable!()
+        };
+        h[0].liveness(now, DEFAULT_DEAD_AFTER)
+    };
+    // Still running: alive.
+    assert!(matches!(
+        judged(running(4242, "b00t/4242000"), &fresh),
+        Liveness::Alive { .. }
+    ));
+    // No such pid, or the pid is another process now (reused, or a reboot).
+    assert_eq!(judged(running(1, "b00t/1"), &fresh), Liveness::Exited);
+    assert_eq!(
+        judged(running(4242, "b00t/9999999"), &fresh),
+        Liveness::Exited
+    );
+    assert_eq!(
+        judged(running(4242, "other-boot/4242000"), &fresh),
+        Liveness::Exited
+    );
+    // Another machine's holder, or one that recorded no process: not judged.
+    let elsewhere = Holder {
+        host: Some("ops-1".into()),
+        ..fresh.clone()
+    };
+    assert!(matches!(
+        judged(running(1, "b00t/1"), &elsewhere),
+        Liveness::Alive { .. }
+    ));
+    let unrecorded = Holder {
+        process: None,
+        ..fresh.clone()
+    };
+    assert!(matches!(
+        judged(running(1, "b00t/1"), &unrecorded),
+        Liveness::Alive { .. }
+    ));
+    assert!(matches!(
+        judged(LocalProcesses::Unjudged, &fresh),
+        Liveness::Alive { .. }
+    ));
+}
+
+#[test]
+fn this_process_is_identified_by_boot_id_and_start_time() {
+    let me = process_identity(std::process::id()).expect("/proc is readable");
+    let (boot, start) = me.split_once('/').unwrap();
+    assert_eq!(boot.len(), 36, "a boot id: {boot}");
+    assert!(start.parse::<u64>().is_ok(), "{start}");
+    assert_eq!(process_identity(std::process::id()), Some(me));
+    // A child that has exited is gone; pid 0 never names a process.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    assert_eq!(process_identity(pid), None);
+    assert_eq!(process_identity(0), None);
 }
 
 fn held_by(holders: Vec<Holder>, refused_force: bool) -> String {
@@ -112,14 +233,14 @@ fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
         held_by(vec![live.clone()], false),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
-         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. If you are sure it is \
+         alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are sure it is \
          not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
     );
     assert_eq!(
         held_by(vec![live], true),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
-         alive (its last heartbeat is 22s old, under 5m): wait for it to finish. --force-unlock alone \
+         alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. --force-unlock alone \
          does not remove a lock whose holder may be alive. If you are sure it is not (its machine is \
          gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
     );
@@ -136,7 +257,7 @@ fn a_dead_holder_needs_one_force_unlock() {
         held_by(vec![dead], false),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T17:18:07Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl \
-         looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. Run \
+         looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply refreshes it every 30s. Run \
          `fleetctl apply --force-unlock` to remove its lock."
     );
 }
@@ -159,10 +280,8 @@ fn a_kured_node_is_rebooting_and_entries_without_heartbeat_cannot_be_judged() {
     );
     let older = Holder {
         id: "fleetctl/bob@ops-1".into(),
-        host: None,
-        pid: None,
         started: Some("2026-11-29T17:18:07Z".into()),
-        heartbeat: None,
+        ..Holder::default()
     };
     assert_eq!(
         held_by(vec![older], false),

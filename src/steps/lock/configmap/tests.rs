@@ -65,7 +65,9 @@ async fn without_kured_anywhere_the_lock_is_a_configmap_with_a_heartbeat() {
             ("holder".to_string(), "fleetctl/alice@laptop".to_string()),
             ("host".to_string(), "laptop".to_string()),
             ("pid".to_string(), "4242".to_string()),
+            ("process".to_string(), "b00t/4242000".to_string()),
             ("started".to_string(), NOW.to_string()),
+            ("ttl".to_string(), "900".to_string()),
         ])
     );
     assert_eq!(
@@ -113,7 +115,7 @@ async fn a_live_holder_is_refused_even_with_force_unlock_and_removed_with_yes() 
         held(&err).to_string(),
         "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77 \
          on ops-1), started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:42Z (30s ago). That \
-         apply is alive (its last heartbeat is 30s old, under 5m): wait for it to finish. If you are \
+         apply is alive as far as fleetctl can tell (its last heartbeat is 30s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are \
          sure it is not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply \
          --force-unlock --yes`."
     );
@@ -164,7 +166,7 @@ async fn a_dead_holder_is_removed_with_one_force_unlock() {
         .unwrap_err();
     assert!(
         err.to_string().ends_with(
-            "(1h ago). That fleetctl looks dead: no heartbeat for over 5m, while a running apply \
+            "(1h ago). That fleetctl looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply \
              refreshes it every 30s. Run `fleetctl apply --force-unlock` to remove its lock."
         ),
         "{err}"
@@ -175,6 +177,32 @@ async fn a_dead_holder_is_removed_with_one_force_unlock() {
         api.notes(),
         ["lock-acquired", "lock-force-unlocked", "lock-acquired"]
     );
+}
+
+#[tokio::test]
+async fn a_holder_is_judged_by_the_ttl_it_recorded_not_a_fixed_five_minutes() {
+    // Bob took the lock with a TTL of 1h (a long --node-timeout) and has
+    // been waiting 20 minutes for a node: --force-unlock alone leaves it.
+    let api = Api::default();
+    let long = LockOptions {
+        ttl: std::time::Duration::from_secs(3600),
+        ..LockOptions::default()
+    };
+    acquire(&api, &long, &bob(), at("2026-11-29T19:10:12Z"))
+        .await
+        .unwrap();
+    assert_eq!(data(&api)["ttl"], "3600");
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("its last heartbeat is 20m old, and its lock stays valid for 1h without one"),
+        "{err}"
+    );
+    assert!(api.verbs().iter().all(|v| !v.starts_with("delete")));
+    // Past its own TTL it is dead.
+    let later = at("2026-11-29T20:10:13Z");
+    let lock = acquire(&api, &force(), &me(), later).await.unwrap();
+    assert!(lock.forced().is_some());
 }
 
 #[tokio::test]

@@ -5,271 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::steps::lock::testkit::*;
-use crate::steps::lock::{LockLost, LockOptions, acquire};
-
-fn container(command: &[&str], args: &[&str], image: &str) -> ContainerInfo {
-    ContainerInfo {
-        name: "kured".into(),
-        image: image.into(),
-        command: strings(command),
-        args: strings(args),
-        ..ContainerInfo::default()
-    }
-}
-
-fn info(argv: &[&str], env: &[(&str, &str)], image: &str) -> KuredInfo {
-    KuredInfo {
-        namespace: "kured".into(),
-        name: "kured".into(),
-        container: "kured".into(),
-        image: image.into(),
-        argv: strings(argv),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-            .collect(),
-        env_from: false,
-    }
-}
-
-const IMAGE: &str = "ghcr.io/kubereboot/kured:1.23.0";
-
-// ---------------------------------------------------------------------------
-// What kubectl shows, and which containers run Kured
-
-/// `kubectl get daemonsets -A -o jsonpath=…` on a cluster with Kured from
-/// its Helm chart (release `kured` in namespace `kured`), Cilium, and
-/// nothing unusual. Lists are JSON as kubectl ≥ 1.19 prints them.
-const LISTING: &str = concat!(
-    "daemonset\tkube-system\tcilium\n",
-    "container\tcilium-agent\tquay.io/cilium/cilium:v1.18.1@sha256:0b4f\t[\"cilium-agent\"]\t[\"--config-dir=/tmp/cilium/config-map\"]\t[{\"name\":\"K8S_NODE_NAME\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}]\t\n",
-    "daemonset\tkured\tkured\n",
-    "container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t[\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--notify-url=slack://T0/B0/secret\"]\t[{\"name\":\"KURED_NODE_ID\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"KURED_CONCURRENCY\",\"value\":\"2\"}]\t[{\"secretRef\":{\"name\":\"kured-notify\"}}]\n",
-    "daemonset\tmonitoring\tnode-exporter\n",
-    "container\tnode-exporter\tquay.io/prometheus/node-exporter:v1.9.1\t\t[\"--path.rootfs=/host\"]\t\t\n",
-);
-
-#[test]
-fn parses_the_daemonset_listing() {
-    let sets = parse_daemonsets(LISTING).unwrap();
-    let names: Vec<String> = sets
-        .iter()
-        .map(|d| format!("{}/{}", d.namespace, d.name))
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "kube-system/cilium",
-            "kured/kured",
-            "monitoring/node-exporter"
-        ]
-    );
-    let kured = &sets[1].containers[0];
-    assert_eq!(kured.image, IMAGE);
-    assert_eq!(kured.command, ["/usr/bin/kured"]);
-    assert_eq!(kured.args[1], "--ds-namespace=kured");
-    assert_eq!(kured.env["KURED_NODE_ID"], None, "valueFrom has no literal");
-    assert_eq!(kured.env["KURED_CONCURRENCY"].as_deref(), Some("2"));
-    assert!(kured.env_from);
-    let exporter = &sets[2].containers[0];
-    assert!(exporter.command.is_empty() && exporter.env.is_empty() && !exporter.env_from);
-    assert!(parse_daemonsets("").unwrap().is_empty());
-}
-
-#[test]
-fn output_fleetctl_does_not_understand_is_an_error_not_a_guess() {
-    let err = parse_daemonsets("container\tkured\tkured\n").unwrap_err();
-    assert_eq!(err.to_string(), "line 1: a container before any daemonset");
-    // What kubectl older than 1.19 prints for a list.
-    let old = "daemonset\tkured\tkured\ncontainer\tkured\tkured\t[/usr/bin/kured]\t\t\t\n";
-    let err = format!("{:#}", parse_daemonsets(old).unwrap_err());
-    assert!(err.contains("fleetctl needs a newer kubectl"), "{err}");
-    let err = parse_daemonsets("NAME\tREADY\n").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "line 1: not a daemonset or container record: NAME\tREADY"
-    );
-}
-
-#[test]
-fn kured_is_recognised_by_its_command_or_its_image() {
-    let cases = [
-        (
-            container(&["/usr/bin/kured"], &[], "registry.local/mirror/reboots:7"),
-            true,
-        ),
-        (container(&[], &["--period=1h"], IMAGE), true),
-        (container(&[], &[], "docker.io/weaveworks/kured"), true),
-        (
-            container(&[], &[], "ghcr.io/kubereboot/kured@sha256:4f2a"),
-            true,
-        ),
-        (container(&[], &[], "localhost:5000/kured:dev"), true),
-        (container(&["kured"], &[], "busybox"), true),
-        (
-            container(&[], &[], "ghcr.io/kubereboot/kured-exporter:1"),
-            false,
-        ),
-        (
-            container(&["/bin/sh", "-c", "/usr/bin/kured"], &[], "busybox"),
-            false,
-        ),
-        (container(&[], &[], "quay.io/cilium/cilium:v1.18.1"), false),
-    ];
-    for (c, want) in cases {
-        assert_eq!(runs_kured(&c), want, "{c:?}");
-    }
-    assert_eq!(kured_version(IMAGE), Some(semver::Version::new(1, 23, 0)));
-    assert_eq!(
-        kured_version("docker.io/weaveworks/kured:v1.9.2"),
-        Some(semver::Version::new(1, 9, 2))
-    );
-    assert_eq!(kured_version("localhost:5000/kured"), None);
-    assert_eq!(kured_version("ghcr.io/kubereboot/kured@sha256:4f2a"), None);
-    assert_eq!(kured_version("ghcr.io/kubereboot/kured:main"), None);
-}
-
-// ---------------------------------------------------------------------------
-// Kured's flags and env vars, as each release reads them
-
-#[test]
-fn kured_defaults_without_flags() {
-    let config = info(&["/usr/bin/kured"], &[], IMAGE).config().unwrap();
-    assert_eq!(
-        config,
-        KuredConfig {
-            ds_namespace: "kube-system".into(),
-            ds_name: "kured".into(),
-            annotation: "weave.works/kured-node-lock".into(),
-            concurrency: 1,
-            warnings: Vec::new(),
-        }
-    );
-}
-
-#[test]
-fn kured_flags_in_both_forms_last_one_wins_and_dash_dash_ends_them() {
-    let argv = [
-        "/usr/bin/kured",
-        "--ds-name=first",
-        "--period",
-        "1h",
-        "--ds-namespace",
-        "kured",
-        "--force-reboot",
-        "--lock-annotation=example.com/lock",
-        "--concurrency",
-        "3",
-        "--ds-name",
-        "kured-lock",
-        "--",
-        "--ds-name=ignored",
-    ];
-    let config = info(&argv, &[], IMAGE).config().unwrap();
-    assert_eq!(config.ds_name, "kured-lock");
-    assert_eq!(config.ds_namespace, "kured");
-    assert_eq!(config.annotation, "example.com/lock");
-    assert_eq!(config.concurrency, 3);
-}
-
-#[test]
-fn env_vars_count_as_the_kured_release_in_the_image_tag_counts_them() {
-    let argv = ["/usr/bin/kured", "--ds-name=from-flag"];
-    let env = [("KURED_DS_NAME", "from-env"), ("KURED_CONCURRENCY", "2")];
-    let ds_name = |image: &str| info(&argv, &env, image).config().map(|c| c.ds_name);
-    let concurrency = |image: &str| info(&argv, &env, image).config().unwrap().concurrency;
-    // 1.17 and later: env vars after the flags.
-    assert_eq!(ds_name(IMAGE).unwrap(), "from-env");
-    assert_eq!(concurrency(IMAGE), 2);
-    // 1.9 to 1.16: only for flags not given.
-    assert_eq!(
-        ds_name("ghcr.io/kubereboot/kured:1.16.2").unwrap(),
-        "from-flag"
-    );
-    assert_eq!(concurrency("ghcr.io/kubereboot/kured:1.16.2"), 2);
-    // Before 1.9: never.
-    assert_eq!(
-        ds_name("docker.io/weaveworks/kured:1.8.2").unwrap(),
-        "from-flag"
-    );
-    assert_eq!(concurrency("docker.io/weaveworks/kured:1.8.2"), 1);
-    // No release in the tag: fine while they agree, refused when they do not.
-    let err = ds_name("ghcr.io/kubereboot/kured@sha256:4f2a").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "Kured's daemonset kured/kured sets --ds-name=from-flag and KURED_DS_NAME=from-env; Kured 1.9 \
-         to 1.16 uses the flag, 1.17 and later the variable, and the image \
-         ghcr.io/kubereboot/kured@sha256:4f2a does not say which release this is. Make them agree"
-    );
-    let agree = info(
-        &argv,
-        &[("KURED_DS_NAME", "from-flag")],
-        "ghcr.io/kubereboot/kured@sha256:4f2a",
-    );
-    assert_eq!(agree.config().unwrap().ds_name, "from-flag");
-}
-
-#[test]
-fn a_setting_kured_takes_from_a_secret_cannot_be_read_and_is_refused() {
-    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
-    kured.env.insert("KURED_LOCK_ANNOTATION".into(), None);
-    let err = kured.config().unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "Kured's daemonset kured/kured sets KURED_LOCK_ANNOTATION from a configmap or secret \
-         (valueFrom), which fleetctl cannot read, and Kured ghcr.io/kubereboot/kured:1.23.0 uses it \
-         for --lock-annotation: set it as a literal value or pass --lock-annotation on Kured's command line"
-    );
-    // Kured 1.9–1.16 ignores it when the flag is given.
-    kured.argv.push("--lock-annotation=example.com/lock".into());
-    kured.image = "ghcr.io/kubereboot/kured:1.14.0".into();
-    assert_eq!(kured.config().unwrap().annotation, "example.com/lock");
-    // An unrelated secret (the node id, a webhook) is none of the lock's business.
-    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
-    kured.env.insert("KURED_NOTIFY_URL".into(), None);
-    kured.env.insert("KURED_NODE_ID".into(), None);
-    assert!(kured.config().is_ok());
-}
-
-#[test]
-fn env_from_and_pre_ttl_releases_are_warned_about() {
-    let mut kured = info(&["/usr/bin/kured"], &[], IMAGE);
-    kured.env_from = true;
-    let warnings = kured.config().unwrap().warnings;
-    assert_eq!(warnings.len(), 1);
-    assert!(
-        warnings[0].contains("(envFrom), which fleetctl cannot see"),
-        "{warnings:?}"
-    );
-    let old = info(&["/usr/bin/kured"], &[], "docker.io/weaveworks/kured:1.4.5");
-    let warnings = old.config().unwrap().warnings;
-    assert_eq!(
-        warnings,
-        [
-            "Kured docker.io/weaveworks/kured:1.4.5 predates lock TTLs (1.5.0): if this apply dies \
-          holding its lock, Kured stays blocked until `fleetctl apply --force-unlock`"
-        ]
-    );
-}
-
-#[test]
-fn a_non_numeric_concurrency_is_reported_and_zero_means_one() {
-    let err = info(&["--concurrency=two"], &[], IMAGE)
-        .config()
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "Kured's daemonset kured/kured sets --concurrency to `two`, which is not a number; fix Kured's \
-         configuration"
-    );
-    assert_eq!(
-        info(&["--concurrency=0"], &[], IMAGE)
-            .config()
-            .unwrap()
-            .concurrency,
-        1
-    );
-}
+use crate::steps::lock::{Identity, LocalProcesses, LockLost, LockOptions, acquire};
 
 // ---------------------------------------------------------------------------
 // Kured's annotation, both forms
@@ -281,7 +17,7 @@ fn single_form_is_kureds_with_fleetctls_details_under_metadata() {
     let value = kured_lock_value(&me(), at("2026-11-29T19:00:00Z"), at(NOW), TTL, 1).unwrap();
     assert_eq!(
         value,
-        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false,"fleetctl":{"host":"laptop","pid":4242,"started":"2026-11-29T19:00:00Z"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#
+        r#"{"nodeID":"fleetctl/alice@laptop","metadata":{"unschedulable":false,"fleetctl":{"host":"laptop","pid":4242,"process":"b00t/4242000","started":"2026-11-29T19:00:00Z"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#
     );
     // Kured's LockAnnotationValue has exactly these four fields; everything
     // of fleetctl's is inside `metadata`, which Kured decodes into NodeMeta
@@ -335,7 +71,10 @@ fn reads_what_kured_writes_with_nanoseconds_and_a_ttl() {
     let kured = r#"{"nodeID":"w-2","metadata":{"unschedulable":true},"created":"2026-11-29T19:00:00.123456789Z","TTL":3600000000000}"#;
     assert_eq!(
         kured_lock_state(Some(kured), at(NOW)),
-        LockState::Held(vec![kured_node("w-2", "2026-11-29T19:00:00.123456789Z")])
+        LockState::Held(vec![Holder {
+            ttl: Some(Duration::from_secs(3600)),
+            ..kured_node("w-2", "2026-11-29T19:00:00.123456789Z")
+        }])
     );
     // One hour after `created` the TTL has run out: Kured itself would take it.
     assert_eq!(
@@ -405,8 +144,11 @@ fn our_own_value_reads_back_with_host_pid_start_and_heartbeat() {
             id: "fleetctl/alice@laptop".into(),
             host: Some("laptop".into()),
             pid: Some("4242".into()),
+            process: Some("b00t/4242000".into()),
             started: Some("2026-11-29T19:00:00Z".into()),
             heartbeat: Some(NOW.into()),
+            ttl: Some(TTL),
+            gone: false,
         }
     );
 }
@@ -419,261 +161,6 @@ fn an_entry_from_a_fleetctl_before_heartbeats_has_no_heartbeat() {
     };
     assert_eq!(holders[0].heartbeat, None);
     assert_eq!(holders[0].started.as_deref(), Some("2026-11-29T17:18:07Z"));
-}
-
-// ---------------------------------------------------------------------------
-// Finding Kured
-
-/// Kured as its Helm chart installs it: release `kured` in namespace
-/// `kured` (`--ds-name`/`--ds-namespace` from the release).
-fn helm_kured() -> Api {
-    let api = Api::default();
-    api.add_ds(
-        "kube-system",
-        "cilium",
-        vec![Container::other(
-            "cilium-agent",
-            "quay.io/cilium/cilium:v1.18.1",
-        )],
-    );
-    api.add_ds(
-        "kured",
-        "kured",
-        vec![Container::kured(&[
-            "--ds-name=kured",
-            "--ds-namespace=kured",
-            "--notify-url=slack://T0/B0/secret",
-        ])],
-    );
-    api
-}
-
-#[tokio::test]
-async fn kured_is_found_in_the_namespace_its_helm_release_put_it_in() {
-    let api = helm_kured();
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    assert_eq!(
-        lock.describe(),
-        "Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock); \
-         Kured runs as daemonset kured/kured"
-    );
-    assert_eq!(
-        api.verbs(),
-        ["get daemonsets", "get daemonset", "annotate daemonset"]
-    );
-    let value = api
-        .state()
-        .annotation("kured", "kured", KURED_ANNOTATION)
-        .unwrap();
-    assert_eq!(
-        value,
-        kured_lock_value(&me(), at(NOW), at(NOW), TTL, 1).unwrap()
-    );
-    assert!(
-        api.state().configmaps.is_empty(),
-        "never fleetctl's own lock"
-    );
-    assert!(lock.warnings().is_empty(), "{:?}", lock.warnings());
-    assert_eq!(
-        api.note_detail("lock-acquired"),
-        "Kured's reboot lock on daemonset kured/kured (annotation weave.works/kured-node-lock) taken \
-         by fleetctl/alice@laptop (pid 4242 on laptop), TTL 15m; Kured runs as daemonset kured/kured"
-    );
-}
-
-#[tokio::test]
-async fn a_helm_release_with_another_name_and_an_image_only_container_is_found_too() {
-    let api = Api::default();
-    let mut kured = Container::kured(&["--ds-name=night-kured", "--ds-namespace=ops"]);
-    kured.name = "kured".into();
-    kured.command.clear(); // the image's entrypoint is /usr/bin/kured
-    api.add_ds("ops", "night-kured", vec![kured]);
-    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap();
-    assert!(
-        api.state()
-            .annotation("ops", "night-kured", KURED_ANNOTATION)
-            .is_some()
-    );
-    assert!(
-        lock.describe()
-            .ends_with("Kured runs as daemonset ops/night-kured")
-    );
-}
-
-#[tokio::test]
-async fn several_kured_daemonsets_are_refused_unless_one_is_named() {
-    let api = helm_kured();
-    api.add_ds(
-        "kube-system",
-        "kured",
-        vec![Container::kured(&["--lock-annotation=example.com/lock"])],
-    );
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: Kured runs as 2 DaemonSets: kube-system/kured (lock on kube-system/kured (annotation \
-         example.com/lock)), kured/kured (lock on kured/kured (annotation weave.works/kured-node-lock)). \
-         fleetctl will not guess which one's lock keeps Kured away: name it with `--kured NAMESPACE/NAME` \
-         (or `kured: NAMESPACE/NAME` in the inventory)"
-    );
-    assert_eq!(api.verbs(), ["get daemonsets"], "nothing written");
-
-    let named = LockOptions {
-        kured: Some("kured/kured".parse().unwrap()),
-        ..LockOptions::default()
-    };
-    let lock = acquire(&api, &named, &me(), at(NOW)).await.unwrap();
-    assert!(
-        lock.describe()
-            .ends_with("Kured named as daemonset kured/kured")
-    );
-    assert!(
-        api.state()
-            .annotation("kured", "kured", KURED_ANNOTATION)
-            .is_some()
-    );
-    assert_eq!(
-        lock.warnings(),
-        [
-            "Kured also runs as daemonset kube-system/kured, which does not keep its lock on kured/kured \
-          (annotation weave.works/kured-node-lock): that Kured is not held back and may reboot nodes \
-          while apply runs"
-        ]
-    );
-}
-
-#[tokio::test]
-async fn a_named_kured_that_is_not_there_or_runs_no_kured_is_refused() {
-    let api = helm_kured();
-    let named = |r: &str| LockOptions {
-        kured: Some(r.parse().unwrap()),
-        ..LockOptions::default()
-    };
-    let err = acquire(&api, &named("kube-system/kured"), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: there is no daemonset kube-system/kured, named as Kured's (inventory `kured:` or \
-         --kured); Kured runs as kured/kured. Fix the name, or leave it out to let fleetctl find Kured"
-    );
-    let err = acquire(&api, &named("kube-system/cilium"), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: daemonset kube-system/cilium (named as Kured's) runs no Kured: none of its containers \
-         (cilium-agent) runs /usr/bin/kured or a kured image, or is named kured. Name the DaemonSet \
-         Kured runs in"
-    );
-    assert!(api.state().configmaps.is_empty());
-}
-
-#[tokio::test]
-async fn a_named_kured_in_a_wrapper_container_called_kured_is_used() {
-    let api = Api::default();
-    let mut wrapped = Container::kured(&["--ds-namespace=ops"]);
-    wrapped.command = strings(&["/bin/sh", "-c", "exec /opt/kured \"$@\"", "--"]);
-    wrapped.image = "registry.local/tools:4".into();
-    api.add_ds("ops", "reboots", vec![wrapped]);
-    api.add_ds("kube-system", "kured", Vec::new());
-    let named = LockOptions {
-        kured: Some("ops/reboots".parse().unwrap()),
-        ..LockOptions::default()
-    };
-    let lock = acquire(&api, &named, &me(), at(NOW)).await.unwrap();
-    // Kured's flags put the lock on kube-system/kured (default --ds-name).
-    assert!(lock.describe().starts_with(
-        "Kured's reboot lock on daemonset kube-system/kured (annotation weave.works/kured-node-lock)"
-    ));
-}
-
-#[tokio::test]
-async fn kured_pods_without_a_daemonset_are_refused_rather_than_ignored() {
-    let api = Api::default();
-    api.state().pods.push((
-        "reboots".into(),
-        "kured-5d8c7b-q2x9z".into(),
-        vec![Container::kured(&[])],
-    ));
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: Kured runs in pod reboots/kured-5d8c7b-q2x9z but in no DaemonSet, so fleetctl cannot \
-         tell where it keeps its reboot lock, and its own lock would not stop it. Name the DaemonSet \
-         Kured locks with `--kured NAMESPACE/NAME`, or stop that Kured while applying"
-    );
-    assert_eq!(api.verbs(), ["get daemonsets", "get pods"]);
-    assert!(api.state().configmaps.is_empty());
-}
-
-#[tokio::test]
-async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
-    // Kured's flags name a lock DaemonSet that does not exist.
-    let api = Api::with_kured(&["--ds-name=gone"]);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cp-1: Kured (daemonset kube-system/kured) keeps its reboot lock on daemonset kube-system/gone \
-         (--ds-namespace/--ds-name), which does not exist, so Kured cannot lock either; fix Kured's \
-         flags before applying"
-    );
-    // Kured's settings cannot be read.
-    let api = Api::with_kured(&["--concurrency=two"]);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        format!("{err:#}"),
-        "cp-1: reading Kured's lock settings in daemonset kube-system/kured; fleetctl does not take its \
-         own lock while Kured runs, as Kured would not see it: Kured's daemonset kube-system/kured sets \
-         --concurrency to `two`, which is not a number; fix Kured's configuration"
-    );
-    assert_eq!(api.verbs(), ["get daemonsets"]);
-    // kubectl may not read the lock.
-    struct Forbidden(Api);
-    impl Kubectl for Forbidden {
-        async fn kubectl(
-            &self,
-            label: &str,
-            args: &[String],
-            stdin: Option<&str>,
-        ) -> anyhow::Result<crate::ssh::Output> {
-            if args.iter().any(|a| a == "daemonset") {
-                return Ok(fail(
-                    r#"Error from server (Forbidden): daemonsets.apps "kured" is forbidden: User "kubernetes-admin" cannot get resource "daemonsets""#,
-                ));
-            }
-            self.0.kubectl(label, args, stdin).await
-        }
-        fn note(&self, kind: &str, detail: &str) {
-            self.0.note(kind, detail)
-        }
-        fn node(&self) -> &str {
-            "cp-1"
-        }
-    }
-    let api = Forbidden(Api::with_kured(&[]));
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().starts_with(
-            "cp-1: lock: read annotation weave.works/kured-node-lock of daemonset kube-system/kured failed"
-        ),
-        "{err}"
-    );
-    assert!(api.0.state().configmaps.is_empty());
 }
 
 // ---------------------------------------------------------------------------
@@ -776,7 +263,10 @@ async fn a_lock_held_by_a_kured_node_stops_apply_and_changes_nothing() {
          Kured releases the lock, then retry. If you are sure it is not (its machine is gone, Kured was \
          removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
     );
-    assert_eq!(api.verbs(), ["get daemonsets", "get daemonset"]);
+    assert_eq!(
+        api.verbs(),
+        ["get daemonsets", "get daemonset", "get daemonset"]
+    );
     assert_eq!(
         api.state()
             .annotation("kube-system", "kured", KURED_ANNOTATION)
@@ -820,11 +310,12 @@ async fn force_unlock_refuses_a_kured_node_mid_reboot_unless_asked_twice() {
 }
 
 #[tokio::test]
-async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_with_yes() {
-    // Bob's heartbeat stopped 20 minutes ago; his TTL (1h) has not run out.
+async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_is_dead() {
+    // Bob's heartbeat stopped 20 minutes ago, but his lock is valid for 1h
+    // without one: he may be waiting for a node to boot. Alive.
     let api = Api::with_kured(&[]);
     let hour = Duration::from_secs(3600);
-    let dead = kured_lock_value(
+    let quiet = kured_lock_value(
         &bob(),
         at("2026-11-29T18:00:00Z"),
         at("2026-11-29T19:10:12Z"),
@@ -833,22 +324,61 @@ async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_wi
     )
     .unwrap();
     api.state()
-        .annotate("kube-system", "kured", KURED_ANNOTATION, &dead);
-    let err = acquire(&api, &LockOptions::default(), &me(), at(NOW))
-        .await
-        .unwrap_err();
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &quiet);
+    let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 (pid 77 on \
          ops-1), started 2026-11-29T18:00:00Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That \
-         fleetctl looks dead: no heartbeat for over 5m, while a running apply refreshes it every 30s. \
-         Run `fleetctl apply --force-unlock` to remove its lock."
+         apply is alive as far as fleetctl can tell (its last heartbeat is 20m old, and its lock stays \
+         valid for 1h without one, which a node it waits for may take): wait for it to finish. \
+         --force-unlock alone does not remove a lock whose holder may be alive. If you are sure it is \
+         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock \
+         --yes`."
     );
-    let lock = acquire(&api, &force(), &me(), at(NOW)).await.unwrap();
+    assert!(api.calls_of("annotate daemonset").is_empty());
+
+    // The same lock taken by a fleetctl on this very machine whose process
+    // has exited: dead, whatever its heartbeat says.
+    let api = Api::with_kured(&[]);
+    let earlier = Identity {
+        pid: 999,
+        process: Some("b00t/1234".into()),
+        ..me()
+    };
+    let orphan = kured_lock_value(
+        &earlier,
+        at("2026-11-29T18:00:00Z"),
+        at("2026-11-29T19:30:00Z"),
+        hour,
+        1,
+    )
+    .unwrap();
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &orphan);
+    let here = |force_unlock| LockOptions {
+        force_unlock,
+        local: LocalProcesses::Fixed {
+            host: "laptop".into(),
+            running: [(999, "b00t/5678".to_string())].into_iter().collect(),
+        },
+        ..LockOptions::default()
+    };
+    let err = acquire(&api, &here(false), &me(), at(NOW))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "That fleetctl looks dead: fleetctl/alice@laptop ran on this machine as pid 999, which no \
+             longer runs. Run `fleetctl apply --force-unlock` to remove its lock."
+        ),
+        "{err}"
+    );
+    let lock = acquire(&api, &here(true), &me(), at(NOW)).await.unwrap();
     assert!(
         lock.forced()
             .unwrap()
-            .contains("fleetctl/bob@ops-1 (pid 77 on ops-1)")
+            .contains("fleetctl/alice@laptop (pid 999 on laptop)")
     );
 
     // A live one: heartbeat 12 s ago.
@@ -866,8 +396,9 @@ async fn a_dead_fleetctl_is_removed_with_one_force_unlock_and_a_live_one_only_wi
     let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert!(
         err.to_string().contains(
-            "That apply is alive (its last heartbeat is 12s old, under 5m): wait for it to finish. \
-             --force-unlock alone does not remove"
+            "That apply is alive as far as fleetctl can tell (its last heartbeat is 12s old, and its \
+             lock stays valid for 15m without one, which a node it waits for may take): wait for it to \
+             finish. --force-unlock alone does not remove"
         ),
         "{err}"
     );
@@ -975,6 +506,7 @@ async fn kured_taking_the_lock_between_read_and_write_conflicts_and_is_reported(
         [
             "get daemonsets",
             "get daemonset",
+            "get daemonset",
             "annotate daemonset",
             "get daemonset"
         ]
@@ -992,6 +524,7 @@ async fn a_status_update_between_read_and_write_is_retried() {
         api.verbs(),
         [
             "get daemonsets",
+            "get daemonset",
             "get daemonset",
             "annotate daemonset",
             "get daemonset",
@@ -1221,18 +754,4 @@ async fn release_retries_after_a_conflict() {
             .annotation("kube-system", "kured", KURED_ANNOTATION),
         None
     );
-}
-
-#[tokio::test]
-async fn the_fake_api_prints_listings_the_parser_reads() {
-    let api = helm_kured();
-    let out = api
-        .kubectl("", &crate::remote::kubectl::list_daemonsets(), None)
-        .await
-        .unwrap();
-    let sets = parse_daemonsets(&out.stdout).unwrap();
-    assert_eq!(sets.len(), 2);
-    let kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
-    assert_eq!(kured.argv[1], "--ds-name=kured");
-    assert_eq!(kured.env.get("KURED_NODE_ID"), Some(&None));
 }

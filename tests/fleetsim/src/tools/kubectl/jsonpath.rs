@@ -31,7 +31,7 @@ enum Step {
 
 /// A template that parsed: apply it with [`Template::render`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct Template(Vec<Node>);
+pub struct Template(Vec<Node>, String);
 
 impl Template {
     /// Parses `text` (what follows `jsonpath=`); `Err` names what the sim
@@ -39,13 +39,23 @@ impl Template {
     pub fn parse(text: &str) -> Result<Template, String> {
         let mut tokens = tokenize(text)?.into_iter();
         let nodes = parse_nodes(&mut tokens, false)?;
-        Ok(Template(nodes))
+        Ok(Template(nodes, text.to_string()))
     }
 
-    pub fn render(&self, doc: &Value) -> String {
+    /// What kubectl prints; `Err` with what it complains when an index is
+    /// past the end of a list: client-go's `evalArray` fails
+    /// (`array index out of bounds: index I, length N`) where a missing
+    /// field would print nothing, and kubectl's printer wraps it.
+    pub fn render(&self, doc: &Value) -> Result<String, String> {
         let mut out = String::new();
-        render(&self.0, doc, &mut out);
-        out
+        render(&self.0, doc, &mut out).map_err(|e| {
+            format!(
+                "error executing jsonpath {:?}: Error executing template: {e}. Printing more \
+                 information for debugging the template:",
+                self.1
+            )
+        })?;
+        Ok(out)
     }
 }
 
@@ -220,8 +230,9 @@ fn parse_path(text: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
-/// Every value `steps` reaches from `doc`; a missing field reaches none.
-fn eval<'a>(steps: &[Step], doc: &'a Value) -> Vec<&'a Value> {
+/// Every value `steps` reaches from `doc`; a missing field reaches none,
+/// an index past the end of a list is an error.
+fn eval<'a>(steps: &[Step], doc: &'a Value) -> Result<Vec<&'a Value>, String> {
     let mut current = vec![doc];
     for step in steps {
         let mut next = Vec::new();
@@ -230,30 +241,39 @@ fn eval<'a>(steps: &[Step], doc: &'a Value) -> Vec<&'a Value> {
                 (Step::Field(f), Value::Object(m)) => next.extend(m.get(f)),
                 (Step::All, Value::Array(a)) => next.extend(a.iter()),
                 (Step::All, Value::Object(m)) => next.extend(m.values()),
-                (Step::Index(i), Value::Array(a)) => next.extend(a.get(*i)),
+                (Step::Index(i), Value::Array(a)) => match a.get(*i) {
+                    Some(item) => next.push(item),
+                    None => {
+                        return Err(format!(
+                            "array index out of bounds: index {i}, length {}",
+                            a.len()
+                        ));
+                    }
+                },
                 _ => {}
             }
         }
         current = next;
     }
-    current
+    Ok(current)
 }
 
-fn render(nodes: &[Node], doc: &Value, out: &mut String) {
+fn render(nodes: &[Node], doc: &Value, out: &mut String) -> Result<(), String> {
     for node in nodes {
         match node {
             Node::Text(t) => out.push_str(t),
             Node::Path(steps) => {
-                let texts: Vec<String> = eval(steps, doc).into_iter().map(text_of).collect();
+                let texts: Vec<String> = eval(steps, doc)?.into_iter().map(text_of).collect();
                 out.push_str(&texts.join(" "));
             }
             Node::Range(steps, body) => {
-                for v in eval(steps, doc) {
-                    render(body, v, out);
+                for v in eval(steps, doc)? {
+                    render(body, v, out)?;
                 }
             }
         }
     }
+    Ok(())
 }
 
 /// One result as client-go prints it.
@@ -291,7 +311,25 @@ mod tests {
     use serde_json::json;
 
     fn render(t: &str, doc: &Value) -> String {
-        Template::parse(t).unwrap().render(doc)
+        Template::parse(t).unwrap().render(doc).unwrap()
+    }
+
+    #[test]
+    fn an_index_past_the_end_fails_and_a_missing_list_prints_nothing() {
+        let doc = json!({"c": [{"command": ["/usr/bin/kured", "-x"]}, {"image": "i"}]});
+        assert_eq!(
+            render(r#"{.c[0].command[0]}|{.c[1].command[0]}"#, &doc),
+            "/usr/bin/kured|"
+        );
+        let err = Template::parse("{.c[2].image}")
+            .unwrap()
+            .render(&doc)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "error executing jsonpath \"{.c[2].image}\": Error executing template: array index out \
+             of bounds: index 2, length 2. Printing more information for debugging the template:"
+        );
     }
 
     #[test]

@@ -251,8 +251,13 @@ pub(super) fn list_doc(items: Vec<Value>) -> Value {
 /// Prints `doc` as `-o json` or `-o jsonpath=…` asked; `None` for other outputs.
 pub(super) fn print_doc(env: &mut Env, cli: &Cli, doc: &Value) -> Result<Option<Res>> {
     if let Some(Ok(t)) = cli.jsonpath() {
-        let _ = std::io::Write::write_all(&mut *env.out, t.render(doc).as_bytes());
-        return Ok(Some(Res::ok()));
+        return Ok(Some(match t.render(doc) {
+            Ok(text) => {
+                let _ = std::io::Write::write_all(&mut *env.out, text.as_bytes());
+                Res::ok()
+            }
+            Err(msg) => Res::fail(env, &msg),
+        }));
     }
     if cli.output() == Some("json") {
         return print_json(env, doc).map(Some);

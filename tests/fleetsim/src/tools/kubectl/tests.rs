@@ -963,12 +963,19 @@ fn missing_pods_are_not_found_and_the_others_still_printed() {
 const DS_TEMPLATE: &str = concat!(
     r#"jsonpath={range .items[*]}daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
     r#"{range .spec.template.spec.containers[*]}"#,
-    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\t"}{.args}{"\t"}{.env}{"\t"}{.envFrom}{"\n"}"#,
+    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}"#,
     r#"{end}{end}"#,
+);
+const SETTINGS_TEMPLATE: &str = concat!(
+    r#"jsonpath={.spec.template.spec.containers[0].name}{"\t"}"#,
+    r#"{.spec.template.spec.containers[0].command}{"\t"}"#,
+    r#"{.spec.template.spec.containers[0].args}{"\t"}"#,
+    r#"{.spec.template.spec.containers[0].env}{"\t"}"#,
+    r#"{.spec.template.spec.containers[0].envFrom}"#,
 );
 const POD_TEMPLATE: &str = concat!(
     r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\n"}{end}{end}"#,
+    r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}{end}{end}"#,
 );
 const LOCK_TEMPLATE: &str = r#"jsonpath={.metadata.resourceVersion}{"\t"}{.metadata.annotations.weave\.works/kured-node-lock}"#;
 const CM_TEMPLATE: &str =
@@ -1002,19 +1009,37 @@ fn daemonsets_and_pods_as_the_lock_lists_them() {
         &["get", "daemonsets", "--all-namespaces", "-o", DS_TEMPLATE],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "daemonset\tkube-system\tcilium\n\
+         container\tcilium-agent\tquay.io/cilium/cilium:v1.16.5\tcilium-agent\n\
+         daemonset\tkured\tkured\n\
+         container\tkured\tghcr.io/kubereboot/kured:1.23.0\t/usr/bin/kured\n",
+        "sorted by namespace, then name; the program only, no args or env; no newline added"
+    );
+    // Kured's own container, by position: its flags and env, as JSON.
+    let r = admin(
+        &cp,
+        &[
+            "-n",
+            "kured",
+            "get",
+            "daemonset",
+            "kured",
+            "-o",
+            SETTINGS_TEMPLATE,
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
     let node_id = r#"[{"name":"KURED_NODE_ID","valueFrom":{"fieldRef":{"apiVersion":"v1","fieldPath":"spec.nodeName"}}}]"#;
     assert_eq!(
         r.stdout,
         format!(
-            "daemonset\tkube-system\tcilium\n\
-             container\tcilium-agent\tquay.io/cilium/cilium:v1.16.5\t[\"cilium-agent\"]\t[\"--config-dir=/tmp/cilium/config-map\"]\t\
-             [{{\"name\":\"K8S_NODE_NAME\",\"valueFrom\":{{\"fieldRef\":{{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}}}}]\t\n\
-             daemonset\tkured\tkured\n\
-             container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t\
+            "kured\t[\"/usr/bin/kured\"]\t\
              [\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--reboot-sentinel=/sentinel/reboot-required\",\
-             \"--reboot-command=/bin/systemctl reboot\",\"--log-format=text\",\"--concurrency=1\"]\t{node_id}\t\n"
+             \"--reboot-command=/bin/systemctl reboot\",\"--log-format=text\",\"--concurrency=1\"]\t{node_id}\t"
         ),
-        "sorted by namespace, then name; unset fields empty; no newline added"
+        "unset fields empty"
     );
     let r = admin(
         &cp,
@@ -1029,10 +1054,10 @@ fn daemonsets_and_pods_as_the_lock_lists_them() {
     assert_eq!(kured.len(), 3, "one Kured pod per node:\n{}", r.stdout);
     assert!(
         r.stdout
-            .contains("container\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\n")
+            .contains("container\tkured\tghcr.io/kubereboot/kured:1.23.0\t/usr/bin/kured\n")
     );
     assert!(r.stdout.contains(
-        "pod\tkube-system\tetcd-cp1\ncontainer\tetcd\tregistry.k8s.io/etcd:3.6.5-0\t[\"etcd\","
+        "pod\tkube-system\tetcd-cp1\ncontainer\tetcd\tregistry.k8s.io/etcd:3.6.5-0\tetcd\n"
     ));
     let r = admin(
         &cp,

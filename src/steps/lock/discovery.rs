@@ -1,0 +1,627 @@
+//! Finding Kured: which DaemonSet runs it, in whatever namespace its
+//! manifest or Helm release put it, and where its flags and `KURED_*`
+//! environment put its lock (see `kured.rs` for what this relies on in
+//! Kured's releases).
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, anyhow, bail};
+use serde::Deserialize;
+
+use super::kured::{KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE};
+use super::{Kubectl, LockOptions, failed};
+use crate::remote::kubectl as k;
+
+// ---------------------------------------------------------------------------
+// What kubectl shows of DaemonSets and pods
+
+/// A DaemonSet as [`k::list_daemonsets`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSetInfo {
+    pub namespace: String,
+    pub name: String,
+    pub containers: Vec<ContainerInfo>,
+}
+
+/// One container of a pod template (or a pod). The listings give only its
+/// name, image and program (`command`'s first word); `args`, `env` and
+/// `env_from` are read for Kured's container alone ([`parse_settings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerInfo {
+    pub name: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    /// Env vars by name: `Some` literal value, `None` set from a reference
+    /// (`valueFrom`) fleetctl cannot read.
+    pub env: BTreeMap<String, Option<String>>,
+    /// It also takes env vars wholesale from a configmap or secret.
+    pub env_from: bool,
+}
+
+#[derive(Deserialize)]
+struct EnvJson {
+    name: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+/// Parses [`k::list_daemonsets`]'s output (or one DaemonSet's).
+pub fn parse_daemonsets(text: &str) -> anyhow::Result<Vec<DaemonSetInfo>> {
+    let mut sets: Vec<DaemonSetInfo> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        match fields[..] {
+            [""] => {}
+            ["daemonset", namespace, name] => sets.push(DaemonSetInfo {
+                namespace: namespace.into(),
+                name: name.into(),
+                containers: Vec::new(),
+            }),
+            ["container", ..] => {
+                let container = parse_container(&fields)
+                    .with_context(|| format!("line {} of kubectl's output", n + 1))?;
+                sets.last_mut()
+                    .ok_or_else(|| anyhow!("line {}: a container before any daemonset", n + 1))?
+                    .containers
+                    .push(container);
+            }
+            _ => bail!(
+                "line {}: not a daemonset or container record: {line}",
+                n + 1
+            ),
+        }
+    }
+    Ok(sets)
+}
+
+/// A pod as [`k::list_pods`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PodInfo {
+    namespace: String,
+    name: String,
+    containers: Vec<ContainerInfo>,
+}
+
+/// Parses [`k::list_pods`]'s output.
+fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
+    let mut pods: Vec<PodInfo> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        match fields[..] {
+            [""] => {}
+            ["pod", namespace, name] => pods.push(PodInfo {
+                namespace: namespace.into(),
+                name: name.into(),
+                containers: Vec::new(),
+            }),
+            ["container", ..] => {
+                let container = parse_container(&fields)
+                    .with_context(|| format!("line {} of kubectl's output", n + 1))?;
+                pods.last_mut()
+                    .ok_or_else(|| anyhow!("line {}: a container before any pod", n + 1))?
+                    .containers
+                    .push(container);
+            }
+            _ => bail!("line {}: not a pod or container record: {line}", n + 1),
+        }
+    }
+    Ok(pods)
+}
+
+/// `container NAME IMAGE PROGRAM`, tab-separated; PROGRAM empty when the
+/// container has no `command`. Anything more is not a listing this
+/// fleetctl asked for (it never asks for arguments or environment here).
+fn parse_container(fields: &[&str]) -> anyhow::Result<ContainerInfo> {
+    let [_, name, image, program] = fields else {
+        bail!(
+            "a container record has {} fields, not 4 (name, image, program)",
+            fields.len()
+        );
+    };
+    Ok(ContainerInfo {
+        name: name.to_string(),
+        image: image.to_string(),
+        command: if program.is_empty() {
+            Vec::new()
+        } else {
+            vec![program.to_string()]
+        },
+        ..ContainerInfo::default()
+    })
+}
+
+/// Parses [`k::get_container_settings`]'s output: `NAME COMMAND ARGS ENV
+/// ENVFROM`, tab-separated, the lists as JSON (empty when unset).
+pub fn parse_settings(text: &str) -> anyhow::Result<ContainerInfo> {
+    let fields: Vec<&str> = text.trim_end_matches('\n').split('\t').collect();
+    if fields.len() != 5 || text.trim_end_matches('\n').contains('\n') {
+        bail!("not one container's name, command, args, env and envFrom: {text:?}");
+    }
+    let list = |i: usize, what: &str| -> anyhow::Result<Vec<String>> {
+        let text = fields[i];
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_str(text).with_context(|| {
+            format!(
+                "the container's {what} is not a JSON list: {text} \
+                 (kubectl older than 1.19 prints Go syntax here; fleetctl needs a newer kubectl)"
+            )
+        })
+    };
+    let env: Vec<EnvJson> = if fields[3].is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(fields[3])
+            .with_context(|| format!("the container's env is not a JSON list: {}", fields[3]))?
+    };
+    Ok(ContainerInfo {
+        name: fields[0].into(),
+        image: String::new(),
+        command: list(1, "command")?,
+        args: list(2, "args")?,
+        env: env.into_iter().map(|e| (e.name, e.value)).collect(),
+        env_from: !fields[4].is_empty() && fields[4] != "[]",
+    })
+}
+
+/// The image's last path component without tag or digest:
+/// `ghcr.io/kubereboot/kured:1.23.0` → `kured`.
+fn image_name(image: &str) -> &str {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+    last.split(':').next().unwrap_or(last)
+}
+
+/// The image's tag as a Kured version, when it is one (`1.23.0`, `v1.9.2`).
+fn kured_version(image: &str) -> Option<semver::Version> {
+    let no_digest = image.split('@').next()?;
+    let last = no_digest.rsplit('/').next()?;
+    let (_, tag) = last.split_once(':')?;
+    semver::Version::parse(tag.trim_start_matches('v')).ok()
+}
+
+/// Runs Kured: its command is `…/kured`, or it runs an image named `kured`
+/// (whose entrypoint is `/usr/bin/kured`).
+fn runs_kured(c: &ContainerInfo) -> bool {
+    let program = c.command.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    program == Some("kured") || image_name(&c.image) == "kured"
+}
+
+// ---------------------------------------------------------------------------
+// Kured's settings
+
+/// Kured as found: its DaemonSet and the container that runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KuredInfo {
+    pub namespace: String,
+    pub name: String,
+    pub container: String,
+    /// Its position in the pod template, for [`k::get_container_settings`].
+    pub index: usize,
+    pub image: String,
+    /// `command` then `args`, as the kubelet runs them (once read with
+    /// [`KuredInfo::read_settings`]; the program alone before).
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, Option<String>>,
+    pub env_from: bool,
+}
+
+impl KuredInfo {
+    /// The DaemonSet's Kured container, if it has one.
+    pub fn from_daemonset(ds: &DaemonSetInfo) -> Option<KuredInfo> {
+        let i = ds.containers.iter().position(runs_kured)?;
+        Some(KuredInfo::new(ds, i))
+    }
+
+    /// The container of a DaemonSet the operator named: the one running
+    /// Kured, else one named `kured` (a wrapper command around it).
+    fn from_named(ds: &DaemonSetInfo, node: &str) -> anyhow::Result<KuredInfo> {
+        let i = ds
+            .containers
+            .iter()
+            .position(runs_kured)
+            .or_else(|| ds.containers.iter().position(|c| c.name == KURED_NAME));
+        let Some(i) = i else {
+            let names: Vec<&str> = ds.containers.iter().map(|c| c.name.as_str()).collect();
+            bail!(
+                "{node}: daemonset {}/{} (named as Kured's) runs no Kured: none of its containers ({}) \
+                 runs /usr/bin/kured or a kured image, or is named kured. Name the DaemonSet Kured runs in",
+                ds.namespace,
+                ds.name,
+                names.join(", ")
+            );
+        };
+        Ok(KuredInfo::new(ds, i))
+    }
+
+    fn new(ds: &DaemonSetInfo, index: usize) -> KuredInfo {
+        let c = &ds.containers[index];
+        let mut argv = c.command.clone();
+        argv.extend(c.args.iter().cloned());
+        KuredInfo {
+            namespace: ds.namespace.clone(),
+            name: ds.name.clone(),
+            container: c.name.clone(),
+            index,
+            image: c.image.clone(),
+            argv,
+            env: c.env.clone(),
+            env_from: c.env_from,
+        }
+    }
+
+    /// Reads this container's command, args and env, and only this
+    /// container's: what Kured's flags and `KURED_*` variables say.
+    async fn read_settings<K: Kubectl>(&mut self, api: &K) -> anyhow::Result<()> {
+        let label = format!(
+            "lock: read the flags and env of Kured's container {} in daemonset {}/{}",
+            self.container, self.namespace, self.name
+        );
+        let out = api
+            .kubectl(
+                &label,
+                &k::get_container_settings(&self.namespace, &self.name, self.index),
+                None,
+            )
+            .await?;
+        if !out.success() {
+            return Err(failed(api, &label, &out));
+        }
+        let c = parse_settings(&out.stdout).with_context(|| {
+            format!(
+                "{}: reading Kured's container in daemonset {}/{}",
+                api.node(),
+                self.namespace,
+                self.name
+            )
+        })?;
+        if c.name != self.container {
+            bail!(
+                "{}: daemonset {}/{} changed while fleetctl was reading it (container {} is now \
+                 `{}`, not {}); retry in a moment",
+                api.node(),
+                self.namespace,
+                self.name,
+                self.index,
+                c.name,
+                self.container
+            );
+        }
+        self.argv = c.command;
+        self.argv.extend(c.args);
+        self.env = c.env;
+        self.env_from = c.env_from;
+        Ok(())
+    }
+
+    /// Kured's lock settings from this container's flags and env vars, as
+    /// the Kured release its image tag names would read them.
+    pub fn config(&self) -> anyhow::Result<KuredConfig> {
+        let version = kured_version(&self.image);
+        let mut warnings = Vec::new();
+        let ds_namespace = self
+            .setting("ds-namespace", version.as_ref())?
+            .unwrap_or_else(|| KURED_NAMESPACE.into());
+        let ds_name = self
+            .setting("ds-name", version.as_ref())?
+            .unwrap_or_else(|| KURED_NAME.into());
+        let annotation = self
+            .setting("lock-annotation", version.as_ref())?
+            .unwrap_or_else(|| KURED_ANNOTATION.into());
+        let concurrency = match self.setting("concurrency", version.as_ref())? {
+            None => 1,
+            Some(raw) => raw.trim().parse::<i64>().map_err(|_| {
+                anyhow!(
+                    "Kured's daemonset {}/{} sets --concurrency to `{raw}`, which is not a number; \
+                     fix Kured's configuration",
+                    self.namespace,
+                    self.name
+                )
+            })?,
+        };
+        if self.env_from && env_rule(version.as_ref()) != EnvRule::Ignored {
+            warnings.push(format!(
+                "Kured's container in daemonset {}/{} takes environment variables from a configmap or \
+                 secret (envFrom), which fleetctl cannot see: if they set KURED_DS_NAMESPACE, \
+                 KURED_DS_NAME, KURED_LOCK_ANNOTATION or KURED_CONCURRENCY, Kured locks elsewhere \
+                 than fleetctl",
+                self.namespace, self.name
+            ));
+        }
+        if version
+            .as_ref()
+            .is_some_and(|v| *v < semver::Version::new(1, 5, 0))
+        {
+            warnings.push(format!(
+                "Kured {} predates lock TTLs (1.5.0): if this apply dies holding its lock, Kured stays \
+                 blocked until `fleetctl apply --force-unlock`",
+                self.image
+            ));
+        }
+        Ok(KuredConfig {
+            ds_namespace,
+            ds_name,
+            annotation,
+            concurrency: usize::try_from(concurrency.max(1)).unwrap_or(1),
+            warnings,
+        })
+    }
+
+    /// One setting: `--flag` and `KURED_FLAG` combined as this Kured
+    /// release does; an error when fleetctl cannot know what Kured uses.
+    fn setting(
+        &self,
+        flag: &str,
+        version: Option<&semver::Version>,
+    ) -> anyhow::Result<Option<String>> {
+        let var = format!("KURED_{}", flag.to_uppercase().replace('-', "_"));
+        let from_flag = flag_value(&self.argv, flag);
+        let Some(from_env) = self.env.get(&var) else {
+            return Ok(from_flag);
+        };
+        let rule = env_rule(version);
+        let unreadable = || {
+            anyhow!(
+                "Kured's daemonset {}/{} sets {var} from a configmap or secret (valueFrom), which \
+                 fleetctl cannot read, and Kured {} uses it for --{flag}: set it as a literal value \
+                 or pass --{flag} on Kured's command line",
+                self.namespace,
+                self.name,
+                self.image
+            )
+        };
+        match (rule, from_env, from_flag) {
+            (EnvRule::Ignored, _, from_flag) => Ok(from_flag),
+            (EnvRule::FlagFirst, _, Some(from_flag)) => Ok(Some(from_flag)),
+            (EnvRule::FlagFirst | EnvRule::EnvFirst, None, _) => Err(unreadable()),
+            (EnvRule::Unknown, None, _) => Err(unreadable()),
+            (EnvRule::FlagFirst | EnvRule::EnvFirst, Some(value), _) => Ok(Some(value.clone())),
+            (EnvRule::Unknown, Some(value), None) => Ok(Some(value.clone())),
+            (EnvRule::Unknown, Some(value), Some(from_flag)) if *value == from_flag => {
+                Ok(Some(from_flag))
+            }
+            (EnvRule::Unknown, Some(value), Some(from_flag)) => bail!(
+                "Kured's daemonset {}/{} sets --{flag}={from_flag} and {var}={value}; Kured 1.9 to \
+                 1.16 uses the flag, 1.17 and later the variable, and the image {} does not say which \
+                 release this is. Make them agree",
+                self.namespace,
+                self.name,
+                self.image
+            ),
+        }
+    }
+}
+
+/// How a Kured release combines `KURED_*` env vars with flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EnvRule {
+    /// Before 1.9.0: no env vars.
+    Ignored,
+    /// 1.9.0 to 1.16.x: an env var fills in a flag not given.
+    FlagFirst,
+    /// 1.17.0 and later: env vars override flags.
+    EnvFirst,
+    /// The image tag names no release.
+    Unknown,
+}
+
+fn env_rule(version: Option<&semver::Version>) -> EnvRule {
+    match version {
+        None => EnvRule::Unknown,
+        Some(v) if *v < semver::Version::new(1, 9, 0) => EnvRule::Ignored,
+        Some(v) if *v < semver::Version::new(1, 17, 0) => EnvRule::FlagFirst,
+        Some(_) => EnvRule::EnvFirst,
+    }
+}
+
+/// Where and how Kured keeps its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KuredConfig {
+    /// `--ds-namespace` (default kube-system).
+    pub ds_namespace: String,
+    /// `--ds-name` (default kured).
+    pub ds_name: String,
+    /// `--lock-annotation` (default weave.works/kured-node-lock).
+    pub annotation: String,
+    /// `--concurrency` (default 1): above 1 Kured uses the multi-owner form.
+    pub concurrency: usize,
+    /// What the operator should know about these settings.
+    pub warnings: Vec<String>,
+}
+
+impl KuredConfig {
+    /// `kube-system/kured (annotation weave.works/kured-node-lock)`.
+    fn target(&self) -> String {
+        format!(
+            "{}/{} (annotation {})",
+            self.ds_namespace, self.ds_name, self.annotation
+        )
+    }
+}
+
+/// The value of `--name=value` or `--name value` in `argv` (the last one
+/// wins, as with Kured's flag parser, pflag); flags end at `--`.
+fn flag_value(argv: &[String], name: &str) -> Option<String> {
+    let bare = format!("--{name}");
+    let with_eq = format!("--{name}=");
+    let mut found = None;
+    let mut args = argv.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if let Some(value) = arg.strip_prefix(&with_eq) {
+            found = Some(value.to_string());
+        } else if *arg == bare {
+            found = args.next().cloned().or(found);
+        }
+    }
+    found
+}
+
+// ---------------------------------------------------------------------------
+// Finding Kured
+
+/// Where the lock must go.
+pub(super) enum Found {
+    Kured(Box<FoundKured>),
+    /// No Kured DaemonSet or pod anywhere: fleetctl's own lock.
+    Nowhere,
+}
+
+pub(super) struct FoundKured {
+    pub(super) kured: KuredInfo,
+    pub(super) config: KuredConfig,
+    /// "Kured runs as daemonset kured/kured"
+    pub(super) how: String,
+    pub(super) warnings: Vec<String>,
+}
+
+/// Looks at every DaemonSet for Kured (or at the one `opts.kured` names);
+/// with none, at every pod, so Kured run some other way is not mistaken for
+/// no Kured.
+pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Result<Found> {
+    let label = "lock: find Kured (the containers of every DaemonSet)";
+    let out = api.kubectl(label, &k::list_daemonsets(), None).await?;
+    if !out.success() {
+        return Err(failed(api, label, &out));
+    }
+    let all = parse_daemonsets(&out.stdout)
+        .with_context(|| format!("{}: reading the DaemonSets to find Kured", api.node()))?;
+    let mut kureds: Vec<KuredInfo> = all.iter().filter_map(KuredInfo::from_daemonset).collect();
+    // Only Kured's own container's flags and environment are read.
+    for kured in &mut kureds {
+        kured.read_settings(api).await?;
+    }
+    let (kured, how) = match &opts.kured {
+        Some(named) => {
+            let Some(ds) = all
+                .iter()
+                .find(|ds| ds.namespace == named.namespace && ds.name == named.name)
+            else {
+                let found: Vec<String> = kureds
+                    .iter()
+                    .map(|k| format!("{}/{}", k.namespace, k.name))
+                    .collect();
+                let seen = if found.is_empty() {
+                    "no DaemonSet runs Kured".to_string()
+                } else {
+                    format!("Kured runs as {}", found.join(", "))
+                };
+                bail!(
+                    "{}: there is no daemonset {named}, named as Kured's (inventory `kured:` or --kured); \
+                     {seen}. Fix the name, or leave it out to let fleetctl find Kured",
+                    api.node()
+                );
+            };
+            let kured = match kureds
+                .iter()
+                .find(|k| k.namespace == named.namespace && k.name == named.name)
+            {
+                Some(found) => found.clone(),
+                None => {
+                    let mut wrapper = KuredInfo::from_named(ds, api.node())?;
+                    wrapper.read_settings(api).await?;
+                    wrapper
+                }
+            };
+            (kured, format!("Kured named as daemonset {named}"))
+        }
+        None => match kureds.as_slice() {
+            [] => {
+                refuse_kured_pods(api).await?;
+                return Ok(Found::Nowhere);
+            }
+            [one] => {
+                let how = format!("Kured runs as daemonset {}/{}", one.namespace, one.name);
+                (one.clone(), how)
+            }
+            several => bail!(
+                "{}: Kured runs as {} DaemonSets: {}. fleetctl will not guess which one's lock keeps \
+                 Kured away: name it with `--kured NAMESPACE/NAME` (or `kured: NAMESPACE/NAME` in the \
+                 inventory)",
+                api.node(),
+                several.len(),
+                several
+                    .iter()
+                    .map(|k| match k.config() {
+                        Ok(c) => format!("{}/{} (lock on {})", k.namespace, k.name, c.target()),
+                        Err(_) => format!("{}/{}", k.namespace, k.name),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    };
+    let config = kured.config().with_context(|| {
+        format!(
+            "{}: reading Kured's lock settings in daemonset {}/{}; fleetctl does not take its own \
+             lock while Kured runs, as Kured would not see it",
+            api.node(),
+            kured.namespace,
+            kured.name
+        )
+    })?;
+    let mut warnings = config.warnings.clone();
+    // An operator-named Kured: any other Kured that locks elsewhere is not
+    // held back by this lock.
+    for other in &kureds {
+        if other.namespace == kured.namespace && other.name == kured.name {
+            continue;
+        }
+        let elsewhere = match other.config() {
+            Ok(c) => {
+                (&c.ds_namespace, &c.ds_name, &c.annotation)
+                    != (&config.ds_namespace, &config.ds_name, &config.annotation)
+            }
+            Err(_) => true,
+        };
+        if elsewhere {
+            warnings.push(format!(
+                "Kured also runs as daemonset {}/{}, which does not keep its lock on {}: \
+                 that Kured is not held back and may reboot nodes while apply runs",
+                other.namespace,
+                other.name,
+                config.target()
+            ));
+        }
+    }
+    Ok(Found::Kured(Box::new(FoundKured {
+        kured,
+        config,
+        how,
+        warnings,
+    })))
+}
+
+/// No DaemonSet runs Kured: fails if a pod does anyway (a Deployment, a
+/// static pod), since its lock's place is then unknown.
+async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<()> {
+    let label = "lock: no Kured DaemonSet; look for Kured pods";
+    let out = api.kubectl(label, &k::list_pods(), None).await?;
+    if !out.success() {
+        return Err(failed(api, label, &out));
+    }
+    let pods = parse_pods(&out.stdout)
+        .with_context(|| format!("{}: reading the pods to find Kured", api.node()))?;
+    let kured: Vec<String> = pods
+        .iter()
+        .filter(|p| p.containers.iter().any(runs_kured))
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    if kured.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}: Kured runs in pod {} but in no DaemonSet, so fleetctl cannot tell where it keeps its \
+         reboot lock, and its own lock would not stop it. Name the DaemonSet Kured locks with \
+         `--kured NAMESPACE/NAME`, or stop that Kured while applying",
+        api.node(),
+        kured.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,491 @@
+//! Who holds a lock and whether they still run ([`Holder`], [`Liveness`],
+//! [`LockState`]), what `--force-unlock` may do about it ([`judge`]), and
+//! the messages an operator reads when the lock is held or lost.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use super::{HEARTBEAT_EVERY, Identity, Kubectl, LockOptions};
+use crate::ssh::Output;
+use crate::steps::runner::CommandFailed;
+
+// ---------------------------------------------------------------------------
+// Holders
+
+/// Who holds a lock, as recorded in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// A Kured node name, or `fleetctl/<user>@<host>`.
+    pub id: String,
+    /// The host and pid of a fleetctl holder.
+    pub host: Option<String>,
+    pub pid: Option<String>,
+    /// Which process that pid was: its boot id and start time
+    /// ([`process_identity`]); `None` from a fleetctl that did not record it.
+    pub process: Option<String>,
+    /// When it took the lock (RFC 3339, as recorded).
+    pub started: Option<String>,
+    /// A fleetctl holder's last heartbeat (RFC 3339); `None` for a Kured
+    /// node and for a fleetctl older than heartbeats.
+    pub heartbeat: Option<String>,
+    /// How long its lock stays valid without a heartbeat, as it recorded
+    /// it (Kured's entry `TTL`, the configmap's `ttl`).
+    pub ttl: Option<Duration>,
+    /// It ran on this machine and its process no longer exists (set by
+    /// [`LocalProcesses::mark_gone`]).
+    pub gone: bool,
+}
+
+impl Holder {
+    pub(super) fn is_fleetctl(&self) -> bool {
+        self.id.starts_with("fleetctl/")
+    }
+
+    /// Alive, dead, or not for fleetctl to judge, at `now`. A fleetctl is
+    /// dead once its heartbeat is older than its own TTL (`fallback_ttl`
+    /// when it recorded none): until then its lock is valid, and it may
+    /// simply be waiting for a node to come back, which can take that long.
+    /// A fleetctl on this machine whose process is gone is dead at once.
+    pub fn liveness(&self, now: SystemTime, fallback_ttl: Duration) -> Liveness {
+        if self.id.is_empty() {
+            return Liveness::Unknown;
+        }
+        if !self.is_fleetctl() {
+            return Liveness::KuredNode;
+        }
+        if self.gone {
+            return Liveness::Exited;
+        }
+        let Some(beat) = self.heartbeat.as_deref().and_then(parse_time) else {
+            return Liveness::Unknown;
+        };
+        // A heartbeat ahead of our clock is as fresh as it gets.
+        let age = now.duration_since(beat).unwrap_or(Duration::ZERO);
+        let ttl = self.ttl.unwrap_or(fallback_ttl);
+        if age > ttl {
+            Liveness::Dead { age, ttl }
+        } else {
+            Liveness::Alive { age, ttl }
+        }
+    }
+
+    /// Is this entry the lock this run wrote?
+    pub(super) fn is(&self, mine: &Mine) -> bool {
+        self.id == mine.holder
+            && self.pid.as_deref() == Some(mine.pid.to_string().as_str())
+            && self.started.as_deref() == Some(mine.started.as_str())
+    }
+}
+
+/// What a holder's record says about whether it still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// A Kured node: it holds the lock through its reboot, and only Kured
+    /// knows when that ends.
+    KuredNode,
+    /// A fleetctl whose heartbeat is younger than its TTL.
+    Alive { age: Duration, ttl: Duration },
+    /// A fleetctl whose heartbeat is older than its TTL.
+    Dead { age: Duration, ttl: Duration },
+    /// A fleetctl that ran on this machine and whose process is gone.
+    Exited,
+    /// No heartbeat recorded (a fleetctl older than heartbeats, an entry
+    /// with no holder): fleetctl cannot tell.
+    Unknown,
+}
+
+impl Liveness {
+    fn is_dead(self) -> bool {
+        matches!(self, Liveness::Dead { .. } | Liveness::Exited)
+    }
+}
+
+/// How this machine's processes are judged: a holder that ran here (same
+/// host name) is gone when its pid is not the process it recorded (none
+/// runs, or another one started since, or the machine rebooted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum LocalProcesses {
+    /// Not judged (every holder may be alive).
+    #[default]
+    Unjudged,
+    /// `/proc` on the machine called `host`.
+    System { host: String },
+    /// For tests: on `host`, these pids run as these processes.
+    Fixed {
+        host: String,
+        running: std::collections::BTreeMap<u32, String>,
+    },
+}
+
+impl LocalProcesses {
+    /// This machine, as `/proc` shows it.
+    pub fn here(host: &str) -> LocalProcesses {
+        LocalProcesses::System { host: host.into() }
+    }
+
+    fn running(&self, pid: u32) -> Option<String> {
+        match self {
+            LocalProcesses::Unjudged => None,
+            LocalProcesses::System { .. } => process_identity(pid),
+            LocalProcesses::Fixed { running, .. } => running.get(&pid).cloned(),
+        }
+    }
+
+    /// Sets `gone` on each fleetctl holder that recorded this machine, a pid
+    /// and which process it was, when that process no longer runs here.
+    pub(super) fn mark_gone(&self, state: &mut LockState) {
+        let host = match self {
+            LocalProcesses::Unjudged => return,
+            LocalProcesses::System { host } | LocalProcesses::Fixed { host, .. } => host,
+        };
+        let LockState::Held(holders) = state else {
+            return;
+        };
+        for h in holders.iter_mut().filter(|h| h.is_fleetctl()) {
+            let (Some(their_host), Some(pid), Some(process)) = (&h.host, &h.pid, &h.process) else {
+                continue;
+            };
+            let Ok(pid) = pid.trim().parse::<u32>() else {
+                continue;
+            };
+            if their_host == host && self.running(pid).as_deref() != Some(process.as_str()) {
+                h.gone = true;
+            }
+        }
+    }
+}
+
+/// Which process `pid` is on this machine, `<boot id>/<start time>`: the
+/// kernel's boot id (`/proc/sys/kernel/random/boot_id`) and the process's
+/// start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`,
+/// proc(5)). A pid is reused, a pid with its start time within one boot is
+/// not. `None` when no such process runs (or `/proc` cannot be read).
+pub fn process_identity(pid: u32) -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start = stat_start_time(&stat)?;
+    Some(format!("{}/{start}", boot.trim()))
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in
+/// parentheses and may itself contain spaces and parentheses, so fields are
+/// counted after its last `)`.
+fn stat_start_time(stat: &str) -> Option<u64> {
+    let (_, after) = stat.rsplit_once(')')?;
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// What a lock (or its absence) means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    Free,
+    Held(Vec<Holder>),
+    /// A value that is not a lock in any form fleetctl knows.
+    Unreadable {
+        value: String,
+        why: String,
+    },
+}
+
+impl LockState {
+    /// Every holder is a fleetctl whose heartbeat stopped or whose process
+    /// is gone: one `--force-unlock` may remove it.
+    pub(super) fn all_dead(&self, now: SystemTime, dead_after: Duration) -> bool {
+        match self {
+            LockState::Held(holders) => holders
+                .iter()
+                .all(|h| h.liveness(now, dead_after).is_dead()),
+            LockState::Free | LockState::Unreadable { .. } => false,
+        }
+    }
+}
+
+/// This run's identity in the lock it writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Mine {
+    pub(super) holder: String,
+    pub(super) host: String,
+    pub(super) pid: u32,
+    pub(super) process: Option<String>,
+    pub(super) started: String,
+}
+
+impl Mine {
+    pub(super) fn new(me: &Identity, now: SystemTime) -> Mine {
+        Mine {
+            holder: me.holder(),
+            host: me.host.clone(),
+            pid: me.pid,
+            process: me.process.clone(),
+            started: rfc3339(now),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Messages
+
+/// apply cannot take the lock: someone else holds it (and, with
+/// `--force-unlock`, fleetctl would not remove it). The message says who,
+/// whether it looks alive, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockHeld {
+    /// "Kured's reboot lock on daemonset kube-system/kured"
+    pub lock: String,
+    pub state: LockState,
+    /// When this was observed, for ages.
+    pub now: SystemTime,
+    pub dead_after: Duration,
+    /// `--force-unlock` was given, and refused: the holder may be alive.
+    pub refused_force: bool,
+}
+
+impl LockHeld {
+    /// What a forced removal removed: the lock and who held it, without the
+    /// advice the refusal gives.
+    pub fn removed(&self) -> String {
+        match &self.state {
+            LockState::Held(holders) => format!(
+                "{} held by {}",
+                self.lock,
+                holders
+                    .iter()
+                    .map(|h| describe_holder(h, self.now))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            LockState::Unreadable { value, .. } => format!("{} holding {value}", self.lock),
+            LockState::Free => format!("{} (free)", self.lock),
+        }
+    }
+}
+
+impl fmt::Display for LockHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let yes_hint = "run `fleetctl apply --force-unlock --yes`";
+        match &self.state {
+            LockState::Free => write!(f, "{} is free", self.lock),
+            LockState::Unreadable { value, why } => {
+                write!(
+                    f,
+                    "{} holds a value fleetctl cannot read as a lock ({why}): {value}. \
+                     fleetctl cannot tell whether whatever wrote it still relies on it. ",
+                    self.lock
+                )?;
+                if self.refused_force {
+                    write!(
+                        f,
+                        "--force-unlock alone does not remove it: if nothing uses it, {yes_hint}."
+                    )
+                } else {
+                    write!(f, "If nothing uses it, {yes_hint} to remove it.")
+                }
+            }
+            LockState::Held(holders) => {
+                write!(f, "{} is held by ", self.lock)?;
+                for (i, holder) in holders.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(if i + 1 == holders.len() {
+                            " and "
+                        } else {
+                            ", "
+                        })?;
+                    }
+                    f.write_str(&describe_holder(holder, self.now))?;
+                }
+                f.write_str(". ")?;
+                let live: Vec<(&Holder, Liveness)> = holders
+                    .iter()
+                    .map(|h| (h, h.liveness(self.now, self.dead_after)))
+                    .collect();
+                let every = human(HEARTBEAT_EVERY);
+                if let Some((node, _)) = live.iter().find(|(_, l)| *l == Liveness::KuredNode) {
+                    write!(
+                        f,
+                        "Kured is rebooting node {}: wait until it is back and Kured releases the lock, \
+                         then retry. ",
+                        node.id
+                    )?;
+                } else if let Some((_, Liveness::Alive { age, ttl })) = live
+                    .iter()
+                    .find(|(_, l)| matches!(l, Liveness::Alive { .. }))
+                {
+                    write!(
+                        f,
+                        "That apply is alive as far as fleetctl can tell (its last heartbeat is {} \
+                         old, and its lock stays valid for {} without one, which a node it waits \
+                         for may take): wait for it to finish. ",
+                        human(*age),
+                        human(*ttl)
+                    )?;
+                } else if live.iter().any(|(_, l)| *l == Liveness::Unknown) {
+                    f.write_str(
+                        "It records no heartbeat (an older fleetctl), so fleetctl cannot tell \
+                         whether it still runs. ",
+                    )?;
+                }
+                if self.state.all_dead(self.now, self.dead_after) {
+                    let why: Vec<String> = live
+                        .iter()
+                        .map(|(h, l)| match l {
+                            Liveness::Exited => format!(
+                                "{} ran on this machine as pid {}, which no longer runs",
+                                h.id,
+                                h.pid.as_deref().unwrap_or("?")
+                            ),
+                            Liveness::Dead { ttl, .. } => format!(
+                                "no heartbeat for over {}, the time its lock stays valid without \
+                                 one, while a running apply refreshes it every {every}",
+                                human(*ttl)
+                            ),
+                            _ => String::new(),
+                        })
+                        .filter(|w| !w.is_empty())
+                        .collect();
+                    return write!(
+                        f,
+                        "That fleetctl looks dead: {}. Run `fleetctl apply --force-unlock` to \
+                         remove its lock.",
+                        why.join("; ")
+                    );
+                }
+                if self.refused_force {
+                    f.write_str(
+                        "--force-unlock alone does not remove a lock whose holder may be alive. ",
+                    )?;
+                }
+                write!(
+                    f,
+                    "If you are sure it is not (its machine is gone, Kured was removed \
+                     mid-reboot), {yes_hint}."
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for LockHeld {}
+
+/// A heartbeat found the lock no longer ours: someone removed it
+/// (`--force-unlock` elsewhere, by hand) or Kured took it after it expired.
+/// apply must stop at its next safe point. Find it in a chain with
+/// `err.chain().find_map(|e| e.downcast_ref::<LockLost>())`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockLost {
+    /// "Kured's reboot lock on daemonset kube-system/kured"
+    pub lock: String,
+    /// Who holds it now, described; `None` when it is simply gone.
+    pub held_by: Option<String>,
+}
+
+impl fmt::Display for LockLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} is no longer held by this apply: ", self.lock)?;
+        match &self.held_by {
+            Some(by) => write!(f, "it is now held by {by}")?,
+            None => f.write_str(
+                "it was removed (a `fleetctl apply --force-unlock` elsewhere, or by hand)",
+            )?,
+        }
+        f.write_str(
+            ". Stopping before anything else changes: find out who is working on this cluster \
+             before running `fleetctl apply` again",
+        )
+    }
+}
+
+impl std::error::Error for LockLost {}
+
+/// `fleetctl/bob@ops-1 (pid 77 on ops-1), started 2026-11-29T18:30:12Z,
+/// last heartbeat 2026-11-29T19:29:50Z (22s ago)`, or `node w-2 since …`.
+pub(super) fn describe_holder(holder: &Holder, now: SystemTime) -> String {
+    if holder.id.is_empty() {
+        return "an entry with no nodeID".into();
+    }
+    let ago = |t: &str| match age(t, now) {
+        Some(age) => format!("{t} ({} ago)", human(age)),
+        None => t.to_string(),
+    };
+    if !holder.is_fleetctl() {
+        let mut text = format!("node {}", holder.id);
+        if let Some(since) = &holder.started {
+            text.push_str(&format!(" since {}", ago(since)));
+        }
+        return text;
+    }
+    let mut text = holder.id.clone();
+    match (&holder.pid, &holder.host) {
+        (Some(pid), Some(host)) => text.push_str(&format!(" (pid {pid} on {host})")),
+        (Some(pid), None) => text.push_str(&format!(" (pid {pid})")),
+        _ => {}
+    }
+    match (&holder.started, &holder.heartbeat) {
+        (Some(started), Some(beat)) => text.push_str(&format!(
+            ", started {started}, last heartbeat {}",
+            ago(beat)
+        )),
+        (Some(started), None) => text.push_str(&format!(" since {}", ago(started))),
+        (None, Some(beat)) => text.push_str(&format!(", last heartbeat {}", ago(beat))),
+        (None, None) => {}
+    }
+    text
+}
+
+pub(super) fn parse_time(text: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(text.trim()).ok()
+}
+
+pub(super) fn age(since: &str, now: SystemTime) -> Option<Duration> {
+    now.duration_since(parse_time(since)?).ok()
+}
+
+/// `2h 12m 5s`: whole seconds.
+pub(super) fn human(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+pub(super) fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+pub(super) fn failed<K: Kubectl>(api: &K, label: &str, out: &Output) -> anyhow::Error {
+    anyhow::Error::new(CommandFailed::new(api.node(), label, out))
+}
+
+/// What to do about a lock someone else holds.
+pub(super) enum Verdict {
+    /// Stop with this.
+    Refuse(LockHeld),
+    /// `--force-unlock` allows removing it (then journal this).
+    Remove(LockHeld),
+}
+
+/// `--force-unlock` removes a dead holder's lock; a live one (or one
+/// fleetctl cannot judge) only with `--yes` as well. It removes at most
+/// once per acquire (`already_forced`): if someone takes the lock again
+/// right after, apply stops instead of fighting over it.
+pub(super) fn judge(
+    lock: &str,
+    mut state: LockState,
+    opts: &LockOptions,
+    now: SystemTime,
+    already_forced: bool,
+) -> Verdict {
+    opts.local.mark_gone(&mut state);
+    let all_dead = state.all_dead(now, opts.dead_after);
+    let mut held = LockHeld {
+        lock: lock.to_string(),
+        state,
+        now,
+        dead_after: opts.dead_after,
+        refused_force: false,
+    };
+    if !opts.force_unlock || already_forced {
+        return Verdict::Refuse(held);
+    }
+    if all_dead || opts.force_yes {
+        return Verdict::Remove(held);
+    }
+    held.refused_force = true;
+    Verdict::Refuse(held)
+}
