@@ -11,3 +11,4 @@ mod lock;
 mod plan;
 mod status;
 mod support;
+mod sysupdate_ha;

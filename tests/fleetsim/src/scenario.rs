@@ -113,6 +113,10 @@ pub struct NodeSpec {
     /// staged and waiting for a reboot (`/run/reboot-required` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staged: Option<String>,
+    /// Further kubernetes images already in /opt/extensions/kubernetes/
+    /// (downloaded by earlier updates), neither running nor staged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
     #[serde(default)]
     pub pin: Pin,
     /// Further sysupdate configs, one pinned `kubernetes-vX.Y.conf` per minor.
@@ -196,6 +200,7 @@ impl NodeSpec {
             user: None,
             running: None,
             staged: None,
+            images: Vec::new(),
             pin: Pin::Pinned,
             extra_configs: Vec::new(),
             os: None,
@@ -366,6 +371,14 @@ impl Scenario {
             .transpose()
     }
 
+    /// The node's further images (`images`).
+    pub fn images(&self, node: &NodeSpec) -> Result<Vec<Version>> {
+        node.images
+            .iter()
+            .map(|s| Version::parse(s).with_context(|| format!("node {}: images", node.name)))
+            .collect()
+    }
+
     /// The cluster's version: the scenario's, else the first control plane's.
     pub fn cluster_version(&self) -> Result<Version> {
         if let Some(v) = &self.kubernetes {
@@ -453,6 +466,7 @@ impl Scenario {
         }
         self.running(n)?;
         self.staged(n)?;
+        self.images(n)?;
         for m in &n.extra_configs {
             Minor::parse(m).with_context(|| format!("node {}: extra_configs", n.name))?;
         }
