@@ -508,6 +508,23 @@ impl Scenario {
     }
 
     fn validate_workloads(&self) -> Result<()> {
+        for d in &self.deprecated_apis {
+            for n in &d.served_by {
+                if !self
+                    .nodes
+                    .iter()
+                    .any(|s| &s.name == n && s.role == Role::ControlPlane)
+                {
+                    bail!(
+                        "scenario `deprecated_apis`: {}/{} {} is served_by {n}, which is not a \
+                         control plane of the scenario",
+                        d.group,
+                        d.version,
+                        d.resource
+                    );
+                }
+            }
+        }
         for p in &self.pods {
             if !self.nodes.iter().any(|n| n.name == p.node) {
                 bail!(
