@@ -33,7 +33,10 @@ pub use flags::{
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};
-pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
+pub use metrics::{
+    ApiServerInstance, DeprecatedApi, InstanceMetrics, check_removed_apis,
+    check_removed_apis_across, parse_apiserver_instances, parse_deprecated_apis,
+};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,

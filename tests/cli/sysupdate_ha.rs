@@ -5,9 +5,10 @@
 //! HA every kube-apiserver counts only the deprecated requests it served
 //! itself, so the removed-API check must ask each one.
 
+use fleetsim::state::DeprecatedApi;
 use serde_json::Value;
 
-use super::support::{self, Fleet, Run, assert_has};
+use super::support::{self, Fleet, Run, Scenario, assert_has};
 
 /// `ls -1` of the node's kubernetes images.
 fn images(fleet: &Fleet, node: &str) -> Vec<String> {
@@ -161,5 +162,77 @@ fn status_shows_a_node_whose_running_image_is_gone_and_it_is_never_unstaged() {
         images(&fleet, "w-1").contains(&image("v1.35.0")),
         "{:?}",
         images(&fleet, "w-1")
+    );
+}
+
+/// Three control planes and a worker at v1.34.2; a client called an API
+/// version v1.35 removes, served only by cp-2's kube-apiserver.
+fn ha() -> Scenario {
+    let mut s = support::scenario()
+        .control_planes(3)
+        .workers(1)
+        .kubernetes("v1.34.2");
+    s.deprecated_apis = vec![DeprecatedApi {
+        group: "flowcontrol.apiserver.k8s.io".into(),
+        version: "v1beta3".into(),
+        resource: "flowschemas".into(),
+        subresource: String::new(),
+        removed_release: "1.35".into(),
+        served_by: vec!["cp-2".into()],
+    }];
+    s
+}
+
+#[test]
+fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop() {
+    let fleet = support::start(ha());
+    // What admin.conf on cp-1 reaches does not know: only cp-2's does.
+    let own = fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            "kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /metrics",
+        )
+        .unwrap();
+    assert!(
+        !own.contains("apiserver_requested_deprecated_apis"),
+        "{own}"
+    );
+
+    let blocked = run(&fleet, &["plan", "v1.35"]).expect_code(2);
+    let all = format!("{}\n{}", blocked.stdout, blocked.stderr);
+    assert_has(
+        &all,
+        &[
+            "BLOCK   removed-apis",
+            "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in v1.35), requested at cp-2",
+            "--ignore-check removed-apis",
+        ],
+    );
+    assert!(
+        !fleet.dir().join(".fleetctl/plan.yaml").exists(),
+        "a blocked plan is not saved"
+    );
+}
+
+#[test]
+fn an_unreachable_kube_apiserver_instance_is_a_warning_naming_it() {
+    let mut scenario = ha();
+    scenario.deprecated_apis.clear();
+    let fleet = support::start(scenario.faults(|f| f.apiserver_unreachable = vec!["cp-3".into()]));
+    let cp3 = fleet.address("cp-3").unwrap();
+
+    let text = run(&fleet, &["plan", "v1.35"]).expect_code(0);
+    assert_has(
+        &text.stdout,
+        &[
+            "warn    removed-apis",
+            "1 of 3 kube-apiserver instance(s) could not be read",
+            &format!(
+                "cp-3 ({cp3}:6443): its kube-apiserver's /metrics could not be read, so the \
+                 deprecated requests it served are unknown"
+            ),
+            &format!("The connection to the server {cp3}:6443 was refused"),
+        ],
     );
 }
