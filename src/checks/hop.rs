@@ -4,10 +4,10 @@
 //! A source that could not be read is a `warn` naming the failure, never a
 //! silent `pass`: the operator decides whether to go on without it.
 
+use super::apiservers::{InstanceMetrics, check_removed_apis_across};
 use super::certs::{CertExpiration, check_certificates};
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
 use super::hub::{HubImage, check_hub};
-use super::metrics::{InstanceMetrics, check_removed_apis_across};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
 use super::pdb::{Budget, Pod, check_drains};
 use crate::plan::{Action, Hop};

@@ -13,6 +13,7 @@
 //! run the commands (`crate::remote::kubectl` builds them) and hand the
 //! output here.
 
+mod apiservers;
 mod certs;
 mod etcd;
 mod flags;
@@ -22,6 +23,9 @@ mod metrics;
 mod model;
 mod pdb;
 
+pub use apiservers::{
+    ApiServerInstance, InstanceMetrics, check_removed_apis_across, parse_apiserver_instances,
+};
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use etcd::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotStatus, cluster_name, etcd_topology,
@@ -33,10 +37,7 @@ pub use flags::{
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};
-pub use metrics::{
-    ApiServerInstance, DeprecatedApi, InstanceMetrics, check_removed_apis,
-    check_removed_apis_across, parse_apiserver_instances, parse_deprecated_apis,
-};
+pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
