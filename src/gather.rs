@@ -278,7 +278,7 @@ pub async fn check_inputs<'a>(
             return inputs;
         }
     };
-    inputs.deprecated_apis = parsed(s, outputs.metrics, checks::parse_deprecated_apis);
+    inputs.deprecated_apis = Ok(deprecated_apis(s, outputs.metrics, outputs.apiservers).await);
     inputs.certificates = parsed(s, outputs.certs, checks::parse_check_expiration);
     inputs.budgets = parsed(s, outputs.pdbs, checks::parse_pdbs);
     if let Ok(budgets) = &inputs.budgets {
@@ -315,6 +315,86 @@ pub async fn check_inputs<'a>(
         }
     }
     inputs
+}
+
+/// The deprecated-API gauge of every kube-apiserver instance, each read at
+/// its advertise address through `s` (the first control plane; see
+/// `crate::checks::metrics`). When the instances cannot be listed, the one
+/// admin.conf reaches stands in, with a warning entry saying the others
+/// were not read.
+async fn deprecated_apis(
+    s: &Session,
+    via_admin_conf: Result<String, String>,
+    pods: Result<String, String>,
+) -> Vec<checks::InstanceMetrics> {
+    let admin_conf = |problem: String| {
+        vec![
+            checks::InstanceMetrics {
+                instance: format!("the API server {}'s admin.conf reaches", s.node()),
+                node: String::new(),
+                apis: parsed(s, via_admin_conf.clone(), checks::parse_deprecated_apis),
+            },
+            checks::InstanceMetrics {
+                instance: "the other kube-apiserver instances".to_string(),
+                node: String::new(),
+                apis: Err(problem),
+            },
+        ]
+    };
+    let listed = pods
+        .and_then(|json| checks::parse_apiserver_instances(&json).map_err(|e| format!("{e:#}")));
+    let (instances, problems) = match listed {
+        Ok((found, problems)) if !found.is_empty() => (found, problems),
+        Ok(_) => {
+            return admin_conf(format!(
+                "{}: no kube-apiserver pod found in kube-system",
+                s.node()
+            ));
+        }
+        Err(e) => {
+            return admin_conf(format!(
+                "{}: the kube-apiserver pods could not be listed: {e}",
+                s.node()
+            ));
+        }
+    };
+    let targets: Vec<(String, std::net::SocketAddr)> = instances
+        .iter()
+        .map(|i| (i.node.clone(), i.endpoint))
+        .collect();
+    let nodes: Vec<String> = targets.iter().map(|(n, _)| n.clone()).collect();
+    let reads = match s
+        .exec_root(&remote::instance_metrics_script(&targets), None)
+        .await
+    {
+        Ok(out) => node::parse_instance_metrics(&out.stdout, &nodes).unwrap_or_else(|e| {
+            nodes
+                .iter()
+                .map(|n| (n.clone(), Err(format!("{e:#}"))))
+                .collect()
+        }),
+        Err(e) => nodes
+            .iter()
+            .map(|n| (n.clone(), Err(format!("{e:#}"))))
+            .collect(),
+    };
+    let mut out: Vec<checks::InstanceMetrics> = instances
+        .iter()
+        .zip(reads)
+        .map(|(i, (_, read))| checks::InstanceMetrics {
+            instance: format!("{} ({})", i.node, i.endpoint),
+            node: i.node.clone(),
+            apis: read.and_then(|text| {
+                checks::parse_deprecated_apis(&text).map_err(|e| format!("{e:#}"))
+            }),
+        })
+        .collect();
+    out.extend(problems.into_iter().map(|p| checks::InstanceMetrics {
+        instance: p.split(':').next().unwrap_or_default().to_string(),
+        node: String::new(),
+        apis: Err(p),
+    }));
+    out
 }
 
 /// A probe's output parsed, or why not, naming the node it came from.

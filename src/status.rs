@@ -59,6 +59,9 @@ pub struct NodeStatus {
     /// Why, one entry per reason: `kubernetes v1.34.6`, `containerd v2.1.5`,
     /// `Flatcar 4081.3.0`, `/run/reboot-required`.
     pub reboot_reasons: Vec<String>,
+    /// The kubernetes version the node runs when its image is gone from
+    /// `/opt/extensions/kubernetes/` (deleted while merged); `None` otherwise.
+    pub running_image_gone: Option<Version>,
     pub facts: Option<NodeFacts>,
 }
 
@@ -142,6 +145,7 @@ pub fn build(
                     pin: pin_summary(&f.kubernetes),
                     reboot_pending: !f.reboot_reasons().is_empty(),
                     reboot_reasons: f.reboot_reasons(),
+                    running_image_gone: crate::node::running_image_gone(&f.kubernetes).cloned(),
                     facts: Some(f.clone()),
                 },
                 Err(e) => NodeStatus {
@@ -155,6 +159,7 @@ pub fn build(
                     pin: PinSummary::Unreachable,
                     reboot_pending: false,
                     reboot_reasons: Vec::new(),
+                    running_image_gone: None,
                     facts: None,
                 },
             }
@@ -239,6 +244,11 @@ pub fn build(
         ));
     }
     for s in &statuses {
+        if let Some(v) = &s.running_image_gone {
+            warnings.push(running_image_gone_warning(&s.name, v));
+        }
+    }
+    for s in &statuses {
         match &s.pin {
             PinSummary::Floating => warnings.push(format!(
                 "{}: its sysupdate config floats; it will stage the newest Kubernetes upstream publishes, \
@@ -278,6 +288,16 @@ pub fn build(
     }
 }
 
+/// What an operator must know about a node whose running image is gone.
+pub fn running_image_gone_warning(node: &str, running: &Version) -> String {
+    format!(
+        "{node}: runs kubernetes {running}, but its image is gone from /opt/extensions/kubernetes/ \
+         (removed while merged; systemd-sysupdate's clean-up does not spare the running image): \
+         there is nothing to go back to if what is staged fails. Copy kubernetes-{running}-x86-64.raw \
+         from the hub back into /opt/extensions/kubernetes/ (check it against the hub's SHA256SUMS)"
+    )
+}
+
 fn arrow(running: Option<String>, staged: Option<String>) -> (String, bool) {
     match (running, staged) {
         (Some(r), Some(s)) if r != s => (format!("{r} → {s}"), true),
@@ -292,8 +312,13 @@ fn kubernetes_cell(k: &Extension) -> String {
         k.running.as_ref().map(Version::to_string),
         k.staged.as_ref().map(Version::to_string),
     );
-    if pending {
+    let text = if pending {
         format!("{} {}", text, ui::attention("(reboot pending)"))
+    } else {
+        text
+    };
+    if crate::node::running_image_gone(k).is_some() {
+        format!("{text} {}", ui::bad("(running image gone)"))
     } else {
         text
     }
@@ -494,5 +519,54 @@ mod tests {
         );
         assert!(report.nodes[0].reboot_pending);
         assert_eq!(report.summary.reboot_pending, 1);
+    }
+
+    #[test]
+    fn a_node_whose_running_image_is_gone_is_flagged_and_warned_about() {
+        console::set_colors_enabled(false);
+        let mut f = facts();
+        f.kubernetes.staged_target =
+            Some("../../opt/extensions/kubernetes/kubernetes-v1.34.3-x86-64.raw".into());
+        f.kubernetes.staged = Some("v1.34.3".parse().unwrap());
+        f.kubernetes.images = vec!["v1.34.3".parse().unwrap()];
+        fn input(f: &NodeFacts) -> NodeInput<'_> {
+            NodeInput {
+                name: "w-3",
+                role: Role::Worker,
+                address: "10.0.0.23",
+                facts: Ok(f),
+            }
+        }
+        let report = build(vec![input(&f)], Err("not asked".into()));
+        assert_eq!(
+            report.nodes[0].running_image_gone,
+            Some("v1.34.2".parse().unwrap())
+        );
+        let w = &report.summary.warnings;
+        assert!(
+            w.iter().any(|w| w.starts_with(
+                "w-3: runs kubernetes v1.34.2, but its image is gone from /opt/extensions/kubernetes/"
+            )),
+            "{w:?}"
+        );
+        let table = render_table(&report);
+        assert!(
+            table.contains("v1.34.2 → v1.34.3 (reboot pending) (running image gone)"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["nodes"][0]["running_image_gone"], "v1.34.2");
+
+        // Its image present, or no symlink at all (not a sysext node): nothing.
+        f.kubernetes.images.push("v1.34.2".parse().unwrap());
+        let report = build(vec![input(&f)], Err("not asked".into()));
+        assert_eq!(report.nodes[0].running_image_gone, None);
+        f.kubernetes.images.clear();
+        f.kubernetes.staged_target = None;
+        f.kubernetes.staged = None;
+        let report = build(vec![input(&f)], Err("not asked".into()));
+        assert_eq!(report.nodes[0].running_image_gone, None);
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json["nodes"][0]["running_image_gone"].is_null());
     }
 }

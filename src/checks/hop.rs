@@ -4,11 +4,11 @@
 //! A source that could not be read is a `warn` naming the failure, never a
 //! silent `pass`: the operator decides whether to go on without it.
 
+use super::apiservers::{InstanceMetrics, check_removed_apis_across};
 use super::certs::{CertExpiration, check_certificates};
 use super::cgroup::{NodeCgroup, check_cgroup};
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
 use super::hub::{HubImage, check_hub};
-use super::metrics::{DeprecatedApi, check_removed_apis};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
 use super::pdb::{Budget, Pod, check_drains};
 use crate::plan::{Action, Hop};
@@ -18,8 +18,8 @@ use crate::version::Minor;
 /// (`Err` says why not).
 #[derive(Debug, Clone)]
 pub struct Inputs {
-    /// From the API server's `/metrics`.
-    pub deprecated_apis: Result<Vec<DeprecatedApi>, String>,
+    /// From every kube-apiserver instance's `/metrics`.
+    pub deprecated_apis: Result<Vec<InstanceMetrics>, String>,
     /// Every PodDisruptionBudget.
     pub budgets: Result<Vec<Budget>, String>,
     /// The running pods of the namespaces whose budgets allow no disruption
@@ -55,7 +55,7 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
     let version = hop.version.as_ref();
     let mut checks = vec![
         match &inputs.deprecated_apis {
-            Ok(apis) => check_removed_apis(apis, hop.minor, target),
+            Ok(instances) => check_removed_apis_across(instances, hop.minor, target),
             Err(e) => unread(
                 CheckName::RemovedApis,
                 "the API server's deprecated-API metric",
@@ -185,8 +185,12 @@ mod tests {
 
     fn inputs() -> Inputs {
         Inputs {
-            deprecated_apis: parse_deprecated_apis(&fixture("apiserver-metrics.txt"))
-                .map_err(|e| e.to_string()),
+            deprecated_apis: Ok(vec![crate::checks::InstanceMetrics {
+                instance: "cp-1 (10.0.0.1:6443)".into(),
+                node: "cp-1".into(),
+                apis: parse_deprecated_apis(&fixture("apiserver-metrics.txt"))
+                    .map_err(|e| e.to_string()),
+            }]),
             budgets: parse_pdbs(&fixture("kubectl-get-pdb.json")).map_err(|e| e.to_string()),
             pods: parse_pods(&fixture("kubectl-get-pods.json")).map_err(|e| e.to_string()),
             certificates: parse_check_expiration(&fixture("kubeadm-certs-check-expiration.txt"))

@@ -16,6 +16,19 @@
 //! `kubectl get --raw /metrics` prints it in the Prometheus text exposition
 //! format; the parser below reads that format in general (labels in any
 //! order, escaped values, timestamps) and keeps this one metric.
+//!
+//! The gauge is a GaugeVec of the kube-apiserver *process*
+//! (`deprecatedRequestGauge` in `endpoints/metrics/metrics.go`, set by
+//! `endpoints/deprecation`): in HA each instance counts only the requests
+//! it served, and one `/metrics` through admin.conf reads whichever
+//! instance admin.conf reaches. So the check reads every instance at its
+//! advertise address (`super::apiservers`), with `kubectl
+//! --server=https://ADDR:PORT` through admin.conf, whose CA verifies the
+//! serving certificate kubeadm issues for that address
+//! (`pkiutil.GetAPIServerAltNames`), and merges the results; an instance
+//! that cannot be read is a warning that names it, never a pass.
+
+use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
@@ -111,11 +124,26 @@ pub fn parse_deprecated_apis(text: &str) -> Result<Vec<DeprecatedApi>> {
 /// - pass otherwise (deprecated APIs removed beyond the target are named in
 ///   the summary's count only).
 pub fn check_removed_apis(requested: &[DeprecatedApi], hop: Minor, target: Minor) -> Check {
+    judge(requested, hop, target, &BTreeMap::new())
+}
+
+pub(super) fn judge(
+    requested: &[DeprecatedApi],
+    hop: Minor,
+    target: Minor,
+    served: &BTreeMap<DeprecatedApi, Vec<String>>,
+) -> Check {
     let removed_by =
         |api: &DeprecatedApi, minor: Minor| api.removed_in().is_some_and(|r| r <= minor);
-    let line = |api: &DeprecatedApi| match api.removed_in() {
-        Some(minor) => format!("{} (removed in {minor})", api.describe()),
-        None => api.describe(),
+    let line = |api: &DeprecatedApi| {
+        let text = match api.removed_in() {
+            Some(minor) => format!("{} (removed in {minor})", api.describe()),
+            None => api.describe(),
+        };
+        match served.get(api) {
+            Some(at) if !at.is_empty() => format!("{text}, requested at {}", at.join(", ")),
+            _ => text,
+        }
     };
     let blocking: Vec<String> = requested
         .iter()

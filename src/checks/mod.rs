@@ -13,6 +13,7 @@
 //! run the commands (`crate::remote::kubectl` builds them) and hand the
 //! output here.
 
+mod apiservers;
 mod certs;
 mod cgroup;
 mod etcd;
@@ -23,6 +24,9 @@ mod metrics;
 mod model;
 mod pdb;
 
+pub use apiservers::{
+    ApiServerInstance, InstanceMetrics, check_removed_apis_across, parse_apiserver_instances,
+};
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use cgroup::{FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, fail_cgroup_v1};
 pub use etcd::{

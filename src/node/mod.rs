@@ -12,7 +12,7 @@ use crate::version::{Minor, Version};
 
 pub use parse::{
     CheckOutputs, GateView, StaticPod, detect_pin, image_version, parse_check_outputs,
-    parse_cluster, parse_facts, parse_gates, parse_pods,
+    parse_cluster, parse_facts, parse_gates, parse_instance_metrics, parse_pods,
 };
 
 /// Everything `status` and `plan` need to know about one node.
@@ -94,6 +94,19 @@ pub fn reboot_pending(ext: &Extension) -> bool {
         (None, Some(_)) => true,
         _ => false,
     }
+}
+
+/// The version the node runs from this sysext when its image file is no
+/// longer in `/opt/extensions/<name>/` (deleted while merged: the merged
+/// `/usr` keeps working, but there is nothing to boot or unstage back to).
+/// systemd-sysupdate's clean-up does that: it spares only `ProtectVersion=`
+/// and the version it installs, not the image the node booted
+/// (src/sysupdate/sysupdate-transfer.c `transfer_vacuum`). Only for a node
+/// whose symlink is set, i.e. that boots the sysext at all.
+pub fn running_image_gone(ext: &Extension) -> Option<&Version> {
+    let running = ext.running.as_ref()?;
+    ext.staged_target.as_ref()?;
+    (!ext.images.contains(running)).then_some(running)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

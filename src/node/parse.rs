@@ -120,6 +120,8 @@ pub struct CheckOutputs {
     pub pdbs: Result<String, String>,
     /// `kubeadm certs check-expiration`.
     pub certs: Result<String, String>,
+    /// `kubectl -n kube-system get pods -o json`: the kube-apiserver mirror pods.
+    pub apiservers: Result<String, String>,
 }
 
 /// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
@@ -137,7 +139,34 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
         metrics: take("metrics", "kubectl get --raw /metrics"),
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),
+        apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
     })
+}
+
+/// The metrics script's answer per instance (node name, in `nodes`' order):
+/// the gauge lines, or why that instance could not be read.
+pub fn parse_instance_metrics(
+    output: &str,
+    nodes: &[String],
+) -> Result<Vec<(String, Result<String, String>)>> {
+    let sections = Sections::of_script("metrics", output)?;
+    Ok(nodes
+        .iter()
+        .map(|node| {
+            let what = format!("kubectl get --raw /metrics at {node}'s kube-apiserver");
+            let read = match sections
+                .all("metrics")
+                .find(|s| s.arg == Some(node.as_str()))
+            {
+                Some(s) if s.status == Some(0) => Ok(s.stdout.clone()),
+                Some(s) => Err(s.failure(&what)),
+                None => Err(format!(
+                    "the output has no section for {node}, so `{what}` never ran"
+                )),
+            };
+            (node.clone(), read)
+        })
+        .collect())
 }
 
 /// Which minor a sysupdate transfer file lets through, from the

@@ -15,6 +15,10 @@ fleetctl_metrics() {
 	return 0
 }
 probe metrics fleetctl_metrics
+# Every kube-apiserver instance, from the kube-system mirror pods of the
+# static pod manifests of the control planes: their --advertise-address and
+# --secure-port (crate::checks::parse_apiserver_instances).
+probe apiservers $fleetctl_timeout $fleetctl_kubectl -n kube-system get pods -o json
 probe pdbs $fleetctl_timeout $fleetctl_kubectl get pdb -A -o json
 probe certs $fleetctl_timeout kubeadm certs check-expiration
 printf "@@fleetctl:done@@\n"

@@ -33,6 +33,33 @@ pub const CHECKS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!
 /// with `crate::node::parse_gates`.
 pub const GATES_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("gates.sh"));
 
+/// Reads the deprecated-API gauge of each kube-apiserver instance at its
+/// advertise address, through the first control plane's admin.conf with
+/// `--server=https://ADDR:PORT`; `instances` are (node name, endpoint),
+/// both validated by `crate::checks::parse_apiserver_instances` (a DNS-1123
+/// name, an IP address). Parse with `crate::node::parse_instance_metrics`.
+pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> String {
+    let mut script = concat!(include_str!("prelude.sh"), include_str!("metrics.sh")).to_string();
+    // Double quotes, never single ones (the script is single-quote free):
+    // a validated name and an address's digits, dots, colons and brackets
+    // hold nothing sh expands inside them. Anything else is left out.
+    let safe = |s: &str, extra: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+    };
+    for (node, addr) in instances {
+        let addr = addr.to_string();
+        if safe(node, "-.") && safe(&addr, ".:[]%") {
+            script.push_str(&format!(
+                "probe \"metrics {node}\" fleetctl_metrics_at \"{addr}\"\n"
+            ));
+        }
+    }
+    script.push_str("printf \"@@fleetctl:done@@\\n\"\n");
+    script
+}
+
 pub mod kubectl;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the

@@ -4,6 +4,18 @@
 //! `/opt/extensions/kubernetes/` and the symlink the next boot merges does
 //! not move, so an unexpected reboot still boots the kubelet the node runs.
 //! Nothing to undo: an unstaged image changes nothing.
+//!
+//! That private definition also keeps every image ([`KEEP_ALL`]): sysupdate
+//! makes room *before* it downloads (systemd v255–v257, src/sysupdate/
+//! sysupdate.c `context_apply` → `context_vacuum(c, 1, us->version)`), and
+//! `transfer_vacuum` (src/sysupdate/sysupdate-transfer.c) removes the oldest
+//! images of the pattern's series until `InstancesMax − 1` remain, sparing
+//! only `ProtectVersion=` and the version being installed — not the image
+//! `CurrentSymlink=` points at. With the bakery's `InstancesMax=3`, a node
+//! holding three images of its minor would lose the one it runs (or the one
+//! staged) to a same-minor download, and "unstage back to the running
+//! image" would have nothing to go back to. fleetctl's own clean-up phase
+//! removes old images afterwards, never the one the symlink resolves to.
 
 use std::time::Duration;
 
@@ -18,6 +30,36 @@ use crate::version::{Minor, Version};
 /// How long sysupdate may take to download an image.
 const TIMEOUT: Duration = Duration::from_secs(600);
 
+/// `InstancesMax=` of the private download definition: `UINT64_MAX`, which
+/// `transfer_vacuum` reads as "keep infinite instances" (its limit is then
+/// never reached), so the room-making before the download removes nothing.
+/// `config_parse_instances_max` reads it with `safe_atou64`.
+pub const KEEP_ALL: u64 = u64::MAX;
+
+/// The bakery's pinned transfer for `minor` without `CurrentSymlink=` and
+/// with `InstancesMax=` [`KEEP_ALL`]: what `systemd-sysupdate
+/// --definitions=` runs for a download.
+pub fn definition(minor: Minor, hub: &str) -> anyhow::Result<String> {
+    let bakery = plan::render_download_config(Component::Kubernetes, minor, hub)?;
+    let mut replaced = 0;
+    let text: String = bakery
+        .lines()
+        .map(|l| {
+            if l.starts_with("InstancesMax=") {
+                replaced += 1;
+                format!("InstancesMax={KEEP_ALL}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    anyhow::ensure!(
+        replaced == 1,
+        "the {minor} download definition has {replaced} InstancesMax= lines, expected one"
+    );
+    Ok(text)
+}
+
 /// Downloads the newest `minor` image the hub serves and returns its
 /// version, refusing another patch than `expect` (the hub changed since the plan).
 /// With `sha256` (from the hub's `SHA256SUMS`, recorded in the plan), the
@@ -30,7 +72,7 @@ pub async fn run(
     expect: Option<&Version>,
     sha256: Option<&str>,
 ) -> anyhow::Result<Version> {
-    let definition = plan::render_download_config(Component::Kubernetes, minor, hub)?;
+    let definition = definition(minor, hub)?;
     let label = format!(
         "download kubernetes {}",
         expect.map_or_else(|| minor.to_string(), Version::to_string)
@@ -169,13 +211,14 @@ fn newest_of(listing: &str, minor: Minor) -> Option<Version> {
 
 /// What `--dry-run` shows for a download.
 pub fn commands(hub: &str, minor: Minor) -> Vec<String> {
-    let definition = plan::render_download_config(Component::Kubernetes, minor, hub).map_or_else(
+    let definition = definition(minor, hub).map_or_else(
         |e| format!("(cannot render: {e:#})"),
         |d| d.len().to_string(),
     );
     vec![
         format!(
-            "# stdin: the pinned {minor} transfer without CurrentSymlink= ({definition} bytes)"
+            "# stdin: the pinned {minor} transfer without CurrentSymlink=, InstancesMax={KEEP_ALL} \
+             ({definition} bytes)"
         ),
         upgrade::download(Component::Kubernetes.name()),
     ]
@@ -194,5 +237,22 @@ mod tests {
             Some(Version::new(1, 35, 3))
         );
         assert_eq!(newest_of(ls, Minor::new(1, 36)), None);
+    }
+
+    #[test]
+    fn the_download_definition_keeps_every_image_and_stages_nothing() {
+        let d = definition(Minor::new(1, 35), "https://hub.example/ext").unwrap();
+        assert_eq!(
+            d,
+            "[Transfer]\nVerify=false\n\n[Source]\nType=url-file\n\
+             Path=https://hub.example/ext/kubernetes/\nMatchPattern=kubernetes-v1.35.@v-%a.raw\n\n\
+             [Target]\nInstancesMax=18446744073709551615\nType=regular-file\n\
+             Path=/opt/extensions/kubernetes\n"
+        );
+        let shown = commands("https://hub.example/ext", Minor::new(1, 35));
+        assert!(
+            shown[0].contains("InstancesMax=18446744073709551615"),
+            "{shown:?}"
+        );
     }
 }

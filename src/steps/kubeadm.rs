@@ -188,6 +188,9 @@ pub async fn undo(r: &Remote, hub: &str) -> anyhow::Result<String> {
             "{node} was not staged: it still boots kubernetes {staged}; nothing was rebooted"
         ));
     }
+    if let Some(refusal) = super::stage::unstage_refusal(node, k8s, hub) {
+        return Ok(refusal);
+    }
     let minor = running.minor();
     let config = plan::render_config(Component::Kubernetes, minor, hub)?;
     let path = Component::Kubernetes.config_path();

@@ -85,6 +85,29 @@ pub async fn stage(
     Ok(staged)
 }
 
+/// Why a node cannot be unstaged back to what it runs, if it cannot: the
+/// image of its running version is gone from /opt/extensions/kubernetes/
+/// (see [`node::running_image_gone`]), so pointing the symlink back would
+/// leave it dangling and the next boot would merge nothing. The node is
+/// left as it is, staged, and the message says what to do.
+pub fn unstage_refusal(node: &str, k8s: &node::Extension, hub: &str) -> Option<String> {
+    let running = node::running_image_gone(k8s)?;
+    let staged = k8s.staged.as_ref().map_or_else(
+        || "what its symlink points at".to_string(),
+        Version::to_string,
+    );
+    let file = upgrade::image_file(Component::Kubernetes.name(), &running.to_string());
+    Some(format!(
+        "{node} was NOT unstaged: it runs kubernetes {running}, but that image is gone from \
+         /opt/extensions/kubernetes/ (removed while merged), so there is nothing to point its symlink \
+         back at; it still boots {staged} next. Do not reboot {node}. Either fix the cause and run \
+         `fleetctl apply` again (it repeats the kubeadm step and goes on to {staged}), or copy {file} from \
+         {hub}/kubernetes/ back into /opt/extensions/kubernetes/ (check it against the hub's SHA256SUMS) \
+         and run `fleetctl apply` again to unstage it",
+        hub = hub.trim_end_matches('/'),
+    ))
+}
+
 /// What `--dry-run` shows for staging.
 pub fn stage_command(component: Component, minor: Minor, expect: Option<&Version>) -> String {
     match component {
@@ -144,6 +167,38 @@ mod tests {
         .unwrap();
         assert_eq!(v, Version::new(1, 35, 3));
         assert!(staged_version(Component::Kubernetes, "").is_err());
+    }
+
+    #[test]
+    fn a_node_whose_running_image_is_gone_is_not_unstaged() {
+        let v = |s: &str| s.parse::<Version>().unwrap();
+        let mut k8s = node::Extension {
+            running: Some(v("v1.34.2")),
+            staged: Some(v("v1.35.3")),
+            staged_target: Some(
+                "../../opt/extensions/kubernetes/kubernetes-v1.35.3-x86-64.raw".into(),
+            ),
+            images: vec![v("v1.35.3")],
+            configs: Vec::new(),
+        };
+        let why = unstage_refusal("w-1", &k8s, "http://hub:8080/ext/").unwrap();
+        assert!(
+            why.starts_with(
+                "w-1 was NOT unstaged: it runs kubernetes v1.34.2, but that image is gone from \
+                 /opt/extensions/kubernetes/"
+            ),
+            "{why}"
+        );
+        assert!(
+            why.contains("it still boots v1.35.3 next. Do not reboot w-1."),
+            "{why}"
+        );
+        assert!(
+            why.contains("copy kubernetes-v1.34.2-x86-64.raw from http://hub:8080/ext/kubernetes/"),
+            "{why}"
+        );
+        k8s.images.push(v("v1.34.2"));
+        assert_eq!(unstage_refusal("w-1", &k8s, "http://hub"), None);
     }
 
     #[test]

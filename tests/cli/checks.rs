@@ -203,6 +203,7 @@ fn a_removed_api_in_use_blocks_plan_and_apply_until_ignored() {
                 resource: "flowschemas".into(),
                 subresource: String::new(),
                 removed_release: "1.35".into(),
+                served_by: Vec::new(),
             });
             Ok(())
         })

@@ -15,3 +15,4 @@ mod pacing;
 mod plan;
 mod status;
 mod support;
+mod sysupdate_ha;

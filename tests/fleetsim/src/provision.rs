@@ -388,7 +388,10 @@ fn write_kubernetes(
     let running = scenario.running(spec)?;
     let staged = scenario.staged(spec)?;
     disk.dir(IMAGES_DIR)?;
-    for v in std::iter::once(running).chain(staged) {
+    for v in std::iter::once(running)
+        .chain(staged)
+        .chain(scenario.images(spec)?)
+    {
         let path = disk.path(&format!("{IMAGES_DIR}/{}", v.image_name()))?;
         image::copy_to(&cache.image(&v)?, &path)?;
         set_attrs(&path, 0o644, 0, 0)?;

@@ -124,6 +124,10 @@ pub struct NodeSpec {
     /// staged and waiting for a reboot (`/run/reboot-required` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staged: Option<String>,
+    /// Further kubernetes images already in /opt/extensions/kubernetes/
+    /// (downloaded by earlier updates), neither running nor staged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
     #[serde(default)]
     pub pin: Pin,
     /// Further sysupdate configs, one pinned `kubernetes-vX.Y.conf` per minor.
@@ -224,6 +228,7 @@ impl NodeSpec {
             user: None,
             running: None,
             staged: None,
+            images: Vec::new(),
             pin: Pin::Pinned,
             extra_configs: Vec::new(),
             os: None,
@@ -400,6 +405,14 @@ impl Scenario {
             .transpose()
     }
 
+    /// The node's further images (`images`).
+    pub fn images(&self, node: &NodeSpec) -> Result<Vec<Version>> {
+        node.images
+            .iter()
+            .map(|s| Version::parse(s).with_context(|| format!("node {}: images", node.name)))
+            .collect()
+    }
+
     /// The cluster's version: the scenario's, else the first control plane's.
     pub fn cluster_version(&self) -> Result<Version> {
         if let Some(v) = &self.kubernetes {
@@ -500,6 +513,7 @@ impl Scenario {
         }
         self.running(n)?;
         self.staged(n)?;
+        self.images(n)?;
         for m in &n.extra_configs {
             Minor::parse(m).with_context(|| format!("node {}: extra_configs", n.name))?;
         }
@@ -541,6 +555,23 @@ impl Scenario {
     }
 
     fn validate_workloads(&self) -> Result<()> {
+        for d in &self.deprecated_apis {
+            for n in &d.served_by {
+                if !self
+                    .nodes
+                    .iter()
+                    .any(|s| &s.name == n && s.role == Role::ControlPlane)
+                {
+                    bail!(
+                        "scenario `deprecated_apis`: {}/{} {} is served_by {n}, which is not a \
+                         control plane of the scenario",
+                        d.group,
+                        d.version,
+                        d.resource
+                    );
+                }
+            }
+        }
         for p in &self.pods {
             if !self.nodes.iter().any(|n| n.name == p.node) {
                 bail!(

@@ -179,6 +179,10 @@ pub struct DeprecatedApi {
     pub subresource: String,
     /// `1.32`: the release that removes it.
     pub removed_release: String,
+    /// The control planes whose kube-apiserver served the request (each
+    /// instance's gauge counts only what it served itself); empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -321,6 +325,10 @@ pub struct Faults {
     pub fail_upgrade_node: Vec<String>,
     /// Nodes whose drain is blocked by a PodDisruptionBudget.
     pub pdb_block: Vec<String>,
+    /// Control planes whose kube-apiserver cannot be reached at its
+    /// advertise address (`kubectl --server=https://ADDR:6443` is refused),
+    /// while it still runs and serves through the others.
+    pub apiserver_unreachable: Vec<String>,
     /// Extra boot delay per node, in seconds.
     pub slow_boot: BTreeMap<String, f64>,
     /// The admin kubeconfig may read Kured's DaemonSet but not change it

@@ -16,6 +16,7 @@ fn the_checks_inputs_answer_as_a_real_cluster_would() {
         resource: "prioritylevelconfigurations".into(),
         subresource: String::new(),
         removed_release: "1.32".into(),
+        served_by: Vec::new(),
     }];
     scenario.pods = vec![PodSpec {
         namespace: "db".into(),

@@ -58,6 +58,7 @@ const VALUE_FLAGS: &[&str] = &[
     "patch",
     "filename",
     "field-selector",
+    "server",
 ];
 /// Flags that are switches (`--flag` or `--flag=true|false`).
 const BOOL_FLAGS: &[&str] = &[
@@ -71,7 +72,7 @@ const BOOL_FLAGS: &[&str] = &[
     "all-namespaces",
 ];
 /// Flags every verb accepts.
-const GLOBAL_FLAGS: &[&str] = &["namespace", "kubeconfig", "request-timeout"];
+const GLOBAL_FLAGS: &[&str] = &["namespace", "kubeconfig", "request-timeout", "server"];
 
 /// A parsed command line: positional words and flags, in any order.
 #[derive(Debug, Default)]
@@ -292,6 +293,10 @@ fn read_kubeconfig(env: &Env, path: &str, explicit: bool) -> Result<Option<Strin
 
 /// kubectl's kubeconfig precedence, then the sim's admin.conf default.
 fn target(env: &Env, cli: &Cli) -> Result<Target, String> {
+    if let Some(url) = cli.flag("server") {
+        // --server overrides the kubeconfig's cluster; its CA still verifies.
+        return metrics::server_flag(url).map(Target::Server);
+    }
     let server = |text: String| {
         Target::Server(server_address(&text).unwrap_or_else(|| "localhost:8080".into()))
     };
@@ -324,7 +329,7 @@ fn target(env: &Env, cli: &Cli) -> Result<Target, String> {
     )
 }
 
-fn refused(addr: &str) -> String {
+pub(super) fn refused(addr: &str) -> String {
     format!(
         "The connection to the server {addr} was refused - did you specify the right host or port?"
     )
@@ -367,10 +372,22 @@ pub(super) fn connect(env: &Env, cli: &Cli) -> Result<Result<Cluster, String>> {
     };
     let cluster = env.shared().cluster()?;
     round_trip(&cluster);
+    if cli.flag("server").is_some() {
+        let faults = env.shared().faults()?;
+        return Ok(metrics::instance_at(&cluster, &faults, &addr, true).map(|_| cluster));
+    }
     if cluster.api_up(crate::state::now()) {
         Ok(Ok(cluster))
     } else {
         Ok(Err(refused(&addr)))
+    }
+}
+
+/// The kubeconfig's (or `--server`'s) `host:port`, for the instance that answers.
+pub(super) fn server(env: &Env, cli: &Cli) -> Option<String> {
+    match target(env, cli) {
+        Ok(Target::Server(addr)) => Some(addr),
+        _ => None,
     }
 }
 
@@ -442,18 +459,25 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
         if !["/readyz", "/livez", "/healthz", "/metrics"].contains(&path) {
             return Ok(Res::unsupported(env, args));
         }
+        if cli
+            .flag("server")
+            .is_some_and(|s| !s.starts_with("https://"))
+        {
+            return Ok(Res::unsupported(env, args));
+        }
+        let addr = server(env, cli);
         return Ok(match connect(env, cli)? {
             Ok(c) if path == "/metrics" => {
-                let now = crate::state::now();
-                let started = c
-                    .nodes
-                    .values()
-                    .filter_map(|n| n.kubelet_running())
-                    .map(|k| k.started_at + c.api_delay)
-                    .fold(now, f64::min);
-                let text = metrics::text(&c, started);
-                let _ = std::io::Write::write_all(&mut *env.out, text.as_bytes());
-                Res::ok()
+                let faults = env.shared().faults()?;
+                match metrics::instance_at(&c, &faults, addr.as_deref().unwrap_or_default(), false)
+                {
+                    Ok(instance) => {
+                        let text = metrics::text(&c, &instance);
+                        let _ = std::io::Write::write_all(&mut *env.out, text.as_bytes());
+                        Res::ok()
+                    }
+                    Err(msg) => Res::fail(env, &msg),
+                }
             }
             Ok(_) => {
                 let _ = std::io::Write::write_all(&mut *env.out, b"ok");
@@ -461,6 +485,10 @@ fn get(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
             }
             Err(msg) => Res::fail(env, &msg),
         });
+    }
+    if cli.flag("server").is_some() {
+        // Only `get --raw` is asked per instance.
+        return Ok(Res::unsupported(env, args));
     }
     if !cli.only(&[
         "output",

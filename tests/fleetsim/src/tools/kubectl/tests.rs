@@ -1376,6 +1376,7 @@ fn metrics_name_the_deprecated_apis_clients_use() {
             resource: "flowschemas".into(),
             subresource: String::new(),
             removed_release: "1.32".into(),
+            served_by: Vec::new(),
         }]
     });
     let r = admin(&cp, &["get", "--raw", "/metrics"]);

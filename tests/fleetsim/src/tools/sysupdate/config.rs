@@ -21,8 +21,11 @@ pub struct Transfer {
     pub source_patterns: Vec<String>,
     pub target_path: String,
     pub target_patterns: Vec<String>,
+    /// `u64::MAX` keeps every instance, as `transfer_vacuum` reads it.
     pub instances_max: u64,
     pub current_symlink: Option<String>,
+    /// `ProtectVersion=`: versions the clean-up never removes.
+    pub protected_versions: Vec<String>,
 }
 
 /// Why definitions could not be used.
@@ -45,6 +48,7 @@ struct Raw {
     target_patterns: Vec<String>,
     instances_max: u64,
     current_symlink: Option<String>,
+    protected_versions: Vec<String>,
 }
 
 const RESOURCE_TYPES: &[&str] = &[
@@ -173,6 +177,7 @@ fn assign(
         ("Source", "MatchPattern") => add_patterns(&mut raw.source_patterns, file, n, value)?,
         ("Target", "MatchPattern") => add_patterns(&mut raw.target_patterns, file, n, value)?,
         ("Target", "InstancesMax") => set_instances_max(raw, file, n, value, log),
+        ("Transfer", "ProtectVersion") => protect_version(raw, file, n, value, log)?,
         ("Target", "CurrentSymlink") => {
             raw.current_symlink = (!value.is_empty()).then(|| value.to_string());
         }
@@ -193,7 +198,6 @@ fn assign(
 const TRANSFER_KEYS_NOT_EMULATED: &[&str] = &[
     "MinVersion",
     "MaxVersion",
-    "ProtectVersion",
     "ChangeLog",
     "AppStream",
     "Features",
@@ -213,6 +217,39 @@ const TARGET_KEYS_NOT_EMULATED: &[&str] = &[
     "TriesDone",
     "RemoveTemporary",
 ];
+
+/// `config_parse_protect_version`: one version a line, added to the list;
+/// an invalid one is warned about and ignored. Specifiers (`%A`, the
+/// booted IMAGE_VERSION) are not emulated.
+fn protect_version(
+    raw: &mut Raw,
+    file: &str,
+    n: usize,
+    value: &str,
+    log: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    if value.contains('%') {
+        return Err(ConfigError::Unsupported(format!(
+            "specifiers in ProtectVersion= ({file}:{n})"
+        )));
+    }
+    // version_is_valid(): non-empty, printable, no whitespace or slash.
+    let valid = !value.is_empty()
+        && value.len() <= 255
+        && value
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '/' && c != '\\');
+    if valid {
+        if !raw.protected_versions.iter().any(|v| v == value) {
+            raw.protected_versions.push(value.to_string());
+        }
+    } else {
+        log.push(format!(
+            "{file}:{n}: ProtectVersion= string is not valid, ignoring: {value}"
+        ));
+    }
+    Ok(())
+}
 
 fn not_emulated(file: &str, n: usize, section: &str, key: &str) -> ConfigError {
     ConfigError::Unsupported(format!("{key}= in [{section}] ({file}:{n})"))
@@ -385,6 +422,7 @@ fn finalize(file: &str, raw: Raw, log: &mut Vec<String>) -> Result<Transfer, Con
             raw.instances_max
         },
         current_symlink: raw.current_symlink,
+        protected_versions: raw.protected_versions,
     })
 }
 

@@ -3,22 +3,34 @@
 //! transfer definitions (the component's, or DIR's: `*.transfer`, else
 //! `*.conf`; DIR does not combine with `--component`), fetches
 //! `<Path>SHA256SUMS` from the hub, picks the newest version matching a
-//! MatchPattern, downloads and verifies it, prunes old images beyond
-//! InstancesMax and moves the CurrentSymlink — and nothing else: the new
-//! image is only merged at the next boot.
+//! MatchPattern, makes room, downloads and verifies it and moves the
+//! CurrentSymlink — and nothing else: the new image is only merged at the
+//! next boot.
 //!
 //! Where the real tool's semantics matter to fleetctl they are kept: the
 //! version is what `@v` matched (so a pinned pattern never sees the next
 //! minor), an update only happens if the candidate is newer than the newest
 //! installed image of that definition, and the symlink only moves when an
 //! image was installed and the definition has a CurrentSymlink= (without
-//! one the image is only downloaded). Simplifications, on purpose: each
-//! definition is judged on its own and the newest candidate across them
-//! wins (the real tool builds update sets; the effect of a leftover
-//! floating config is the same: it drags the node to another series), the
-//! download is verified before old images are pruned (so a failed update
-//! changes nothing), and the link is written relative, as the real tool
-//! writes it.
+//! one the image is only downloaded).
+//!
+//! The clean-up follows systemd v255–v257 (src/sysupdate/sysupdate.c
+//! `context_apply` → `context_vacuum(c, 1, us->version)`, then
+//! src/sysupdate/sysupdate-transfer.c `transfer_vacuum`): it runs *before*
+//! the download, for every definition, and removes the oldest instances
+//! until at most `InstancesMax - 1` remain ("Making room for 1 updates…",
+//! "♻️ Removing old '…' (regular-file).", "Removed N instances."). It
+//! spares only `ProtectVersion=` and the version being installed, not the
+//! image `CurrentSymlink=` points at: on a node that holds InstancesMax
+//! images of its series, an update removes the image the node booted, and
+//! what it removed stays removed when the download then fails.
+//! `InstancesMax=18446744073709551615` (`UINT64_MAX`) keeps every instance.
+//!
+//! Simplifications, on purpose: each definition is judged on its own and
+//! the newest candidate across them wins (the real tool builds update
+//! sets; the effect of a leftover floating config is the same: it drags
+//! the node to another series), and the link is written relative, as the
+//! real tool writes it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -34,9 +46,11 @@ use super::{Env, complain};
 
 mod config;
 mod pattern;
+mod vacuum;
 
 pub(super) use config::Source;
 use config::{ConfigError, Transfer};
+use vacuum::vacuum;
 
 const NAME: &str = "systemd-sysupdate";
 /// Connect and per-read timeout towards the hub.
@@ -282,7 +296,25 @@ pub(super) fn update(env: &Env, source: &Source) -> Report {
         "Selected update '{}' for install.",
         candidate.version
     ));
-    install(env, &transfers[i], &installed[i], &candidate, g, &mut rep);
+    // context_apply(): room first, for every definition, protecting only
+    // the version about to be installed; then the download.
+    rep.log(format!("Making room for 1 updates{}", g.ellipsis));
+    let mut removed = 0;
+    for (t, inst) in transfers.iter().zip(&installed) {
+        match vacuum(env, t, inst, &candidate.version, g, &mut rep) {
+            Ok(n) => removed = removed.max(n),
+            Err(line) => {
+                rep.fail(line);
+                return rep;
+            }
+        }
+    }
+    rep.log(if removed == 0 {
+        "Removed no instances.".to_string()
+    } else {
+        format!("Removed {removed} instances.")
+    });
+    install(env, &transfers[i], &candidate, g, &mut rep);
     rep
 }
 
@@ -444,14 +476,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn install(
-    env: &Env,
-    t: &Transfer,
-    installed: &[Instance],
-    c: &Instance,
-    g: Glyphs,
-    rep: &mut Report,
-) {
+fn install(env: &Env, t: &Transfer, c: &Instance, g: Glyphs, rep: &mut Report) {
     let Some(target_pattern) = t.target_patterns.first() else {
         rep.fail(format!(
             "{}:1: Target specification lacks MatchPattern=.",
@@ -478,7 +503,9 @@ fn install(
         return;
     }
     let dir = env.path(&t.target_path);
-    let partial = dir.join(format!(".sysupdate.partial.{final_name}"));
+    // tempfn_random(): `.#sysupdate<name><16 hex>`, which the next
+    // clean-up removes if this run dies before the rename.
+    let partial = dir.join(format!(".#sysupdate{final_name}{:016x}", random_suffix()));
     let written = fs::create_dir_all(&dir).and_then(|()| fs::write(&partial, &body));
     if let Err(e) = written {
         let _ = fs::remove_file(&partial);
@@ -486,7 +513,6 @@ fn install(
         return;
     }
     rep.log(format!("Successfully acquired '{}'.", c.url));
-    vacuum(env, t, installed, c, g, rep);
     if let Err(e) = fs::rename(&partial, dir.join(&final_name)) {
         let _ = fs::remove_file(&partial);
         rep.fail(format!("Failed to move '{final_path}' into place: {e}"));
@@ -523,57 +549,12 @@ fn install(
     rep.installed = Some(c.version.clone());
 }
 
-/// The file name the CurrentSymlink points at, if any: never pruned.
-fn symlink_target_name(env: &Env, t: &Transfer) -> Option<String> {
-    let link = t.current_symlink.as_ref()?;
-    let link_path = if link.starts_with('/') {
-        link.clone()
-    } else {
-        format!("{}/{link}", t.target_path)
-    };
-    let target = fs::read_link(env.path(&link_path)).ok()?;
-    target.file_name().map(|n| n.to_string_lossy().into_owned())
-}
-
-/// Makes room for one more image: keeps at most InstancesMax-1 installed,
-/// removing the oldest first, never the current one or the one being installed.
-fn vacuum(
-    env: &Env,
-    t: &Transfer,
-    installed: &[Instance],
-    c: &Instance,
-    g: Glyphs,
-    rep: &mut Report,
-) {
-    rep.log(format!("Making room for 1 updates{}", g.ellipsis));
-    let current = symlink_target_name(env, t);
-    let limit = t.instances_max.saturating_sub(1) as usize;
-    let mut remaining: Vec<&Instance> = installed.iter().collect();
-    let mut removed = 0;
-    while remaining.len() > limit {
-        let Some(pos) = remaining
-            .iter()
-            .position(|i| Some(&i.file) != current.as_ref() && i.version != c.version)
-        else {
-            break;
-        };
-        let old = remaining.remove(pos);
-        let shown = format!("{}/{}", t.target_path, old.file);
-        rep.log(format!(
-            "{}Removing old '{shown}' (regular-file).",
-            g.recycle
-        ));
-        if let Err(e) = fs::remove_file(env.path(&shown)) {
-            rep.log(format!("Failed to remove '{shown}': {e}"));
-            break;
-        }
-        removed += 1;
-    }
-    rep.log(if removed == 0 {
-        "Removed no instances.".to_string()
-    } else {
-        format!("Removed {removed} instances.")
-    });
+/// Some bits for a temporary name, unique enough within one node.
+fn random_suffix() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (u64::from(std::process::id()) << 32) | u64::from(nanos)
 }
 
 /// `to` relative to the directory `from_dir`; both normalized absolute paths.

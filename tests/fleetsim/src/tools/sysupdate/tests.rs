@@ -165,7 +165,7 @@ fn a_checksum_mismatch_is_refused_and_changes_nothing() {
 }
 
 #[test]
-fn instances_max_prunes_the_oldest_but_never_the_current_image() {
+fn instances_max_prunes_the_oldest_first() {
     let hub = Hub::start();
     hub.publish(&["v1.37.3"]);
     let node = Node::worker("w1", "v1.37.0");
@@ -180,16 +180,129 @@ fn instances_max_prunes_the_oldest_but_never_the_current_image() {
         images(&node),
         ["v1.37.1", "v1.37.2", "v1.37.3"].map(image_name)
     );
+}
 
-    // The symlink on the oldest image protects it; the next oldest goes.
-    let node = Node::worker("w2", "v1.37.0");
+/// The lines of a run from "Selected update" on, without the glyphs.
+fn from_selection(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("Selected update"))
+        .map(|l| {
+            l.trim_start_matches(|c: char| !c.is_ascii())
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn room_is_made_before_the_download_and_the_booted_image_is_not_spared() {
+    let hub = Hub::start();
+    hub.publish(&["v1.37.3"]);
+    let node = Node::worker("w1", "v1.37.0");
+    // The node booted the oldest of three: the symlink does not protect it.
+    // (The version is what `@v` matched: the patch.)
     installed(&node, &["v1.37.0", "v1.37.1", "v1.37.2"], "v1.37.0");
     pin(&node, &hub, "kubernetes.conf", "kubernetes-v1.37.@v-%a.raw");
-    assert_eq!(update(&node).code, 0);
+    let r = update(&node);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let url = format!("{}kubernetes/{}", hub.url(), image_name("v1.37.3"));
+    assert_eq!(
+        from_selection(&r.stderr)[..5],
+        [
+            "Selected update '3' for install.".to_string(),
+            "Making room for 1 updates...".to_string(),
+            "Removing old '/opt/extensions/kubernetes/kubernetes-v1.37.0-x86-64.raw' (regular-file)."
+                .to_string(),
+            "Removed 1 instances.".to_string(),
+            format!(
+                "Acquiring {url} -> /opt/extensions/kubernetes/{}...",
+                image_name("v1.37.3")
+            ),
+        ]
+    );
+    assert_eq!(
+        images(&node),
+        ["v1.37.1", "v1.37.2", "v1.37.3"].map(image_name)
+    );
+}
+
+#[test]
+fn what_the_clean_up_removed_stays_removed_when_the_download_fails() {
+    let hub = Hub::start();
+    hub.publish(&["v1.37.3"]);
+    hub.corrupt("v1.37.3");
+    let node = Node::worker("w1", "v1.37.0");
+    installed(&node, &["v1.37.0", "v1.37.1", "v1.37.2"], "v1.37.0");
+    pin(&node, &hub, "kubernetes.conf", "kubernetes-v1.37.@v-%a.raw");
+    let r = update(&node);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("Removed 1 instances."), "{}", r.stderr);
+    assert_eq!(images(&node), ["v1.37.1", "v1.37.2"].map(image_name));
+    // The link now dangles: the next boot merges nothing.
+    assert!(!node.path(LINK).exists());
+}
+
+#[test]
+fn protect_version_and_the_version_being_installed_are_spared() {
+    let hub = Hub::start();
+    hub.publish(&["v1.37.2", "v1.37.3"]);
+    let node = Node::worker("w1", "v1.37.0");
+    installed(&node, &["v1.37.0", "v1.37.1", "v1.37.2"], "v1.37.0");
+    node.write(
+        "/etc/sysupdate.kubernetes.d/kubernetes.conf",
+        &conf(&hub.url(), "kubernetes-v1.37.@v-%a.raw", 3)
+            .replace("Verify=false\n", "Verify=false\nProtectVersion=0\n"),
+    );
+    let r = update(&node);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         images(&node),
         ["v1.37.0", "v1.37.2", "v1.37.3"].map(image_name)
     );
+
+    // A specifier (%A: the booted IMAGE_VERSION) is not emulated.
+    node.write(
+        "/etc/sysupdate.kubernetes.d/kubernetes.conf",
+        &conf(&hub.url(), "kubernetes-v1.37.@v-%a.raw", 3)
+            .replace("Verify=false\n", "Verify=false\nProtectVersion=%A\n"),
+    );
+    let r = update(&node);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("fleetsim: unsupported: specifiers in ProtectVersion=")
+    );
+}
+
+#[test]
+fn uint64_max_instances_keeps_every_image_and_leftover_temporaries_go() {
+    let hub = Hub::start();
+    hub.publish(&["v1.37.3"]);
+    let node = Node::worker("w1", "v1.37.0");
+    installed(&node, &["v1.37.0", "v1.37.1", "v1.37.2"], "v1.37.0");
+    node.write(
+        &format!("{DIR}/.#sysupdatekubernetes-v1.37.9-x86-64.raw0123"),
+        "partial",
+    );
+    node.write(
+        "/etc/sysupdate.kubernetes.d/kubernetes.conf",
+        &conf(&hub.url(), "kubernetes-v1.37.@v-%a.raw", 3)
+            .replace("InstancesMax=3", "InstancesMax=18446744073709551615"),
+    );
+    let r = update(&node);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("Removed no instances."), "{}", r.stderr);
+    assert_eq!(
+        images(&node),
+        ["v1.37.0", "v1.37.1", "v1.37.2", "v1.37.3"].map(image_name)
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(node.path(DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
