@@ -125,6 +125,13 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub checks: CheckArgs,
+
+    /// How workers take a plan of several minors: `jump` keeps their kubelet
+    /// (within the skew policy) while the control planes take each minor, then
+    /// upgrades and reboots each worker once, onto the target; `every-hop`
+    /// reboots every node once per minor
+    #[arg(long, value_enum, value_name = "STRATEGY", default_value_t = crate::plan::WorkerStrategy::Jump)]
+    pub workers: crate::plan::WorkerStrategy,
 }
 
 /// The checks before every hop (docs/checks.md).
@@ -151,6 +158,10 @@ pub struct ApplyArgs {
     /// hop's snapshot is copied to .fleetctl/backups/ beside the inventory)
     #[arg(long)]
     pub skip_etcd_snapshot: bool,
+
+    /// How workers take the hops (jump, every-hop) [default: the saved plan's]
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub workers: Option<crate::plan::WorkerStrategy>,
 }
 
 #[derive(Debug, Args)]
