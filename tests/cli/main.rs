@@ -7,6 +7,7 @@ mod apply_faults;
 mod batches;
 mod checks;
 mod containerd;
+mod jump;
 mod lock;
 mod plan;
 mod status;
