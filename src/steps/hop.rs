@@ -25,7 +25,6 @@ use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
 use super::{POLL, download, etcd, gates, preflight, roll, stage, verify};
-use crate::checks::{CheckName, NodeKubeletFiles, Verdict, check_kubelet_flags};
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
 use crate::version::{Minor, Version};
@@ -232,13 +231,21 @@ async fn before_worker_reboots(
     hop: &Hop,
     batch: &[String],
 ) -> anyhow::Result<()> {
-    if apply.plan.ignored_checks.contains(&CheckName::KubeletFlags) {
+    if apply
+        .plan
+        .ignored_checks
+        .contains(&crate::checks::CheckName::KubeletFlags)
+    {
         return Ok(());
     }
-    let mut refused = Vec::new();
-    for node in batch {
+    // The batch's nodes at once: a big batch must not wait node by node.
+    let looks = batch.iter().map(|node| async move {
         let facts = settled_facts(&apply.remote(node)?).await?;
-        if let Some(problem) = target_kubelet_flags(node, &facts.kubelet_files, hop.minor) {
+        Ok::<_, anyhow::Error>(target_kubelet_flags(node, &facts.kubelet_files, hop.minor))
+    });
+    let mut refused = Vec::new();
+    for look in join_all(looks).await {
+        if let Some(problem) = look? {
             refused.push(problem);
         }
     }
@@ -263,6 +270,7 @@ fn target_kubelet_flags(
     files: &BTreeMap<String, String>,
     minor: Minor,
 ) -> Option<String> {
+    use crate::checks::{NodeKubeletFiles, Verdict, check_kubelet_flags};
     let files = NodeKubeletFiles {
         node: node.to_string(),
         files: files.clone(),
