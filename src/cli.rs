@@ -127,6 +127,13 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub checks: CheckArgs,
+
+    /// How workers take a plan of several minors: `jump` keeps their kubelet
+    /// (within the skew policy) while the control planes take each minor, then
+    /// upgrades and reboots each worker once, onto the target; `every-hop`
+    /// reboots every node once per minor
+    #[arg(long, value_enum, value_name = "STRATEGY", default_value_t = crate::plan::WorkerStrategy::Jump)]
+    pub workers: crate::plan::WorkerStrategy,
 }
 
 /// The checks before every hop (docs/checks.md).
@@ -159,6 +166,10 @@ pub struct ApplyArgs {
     /// nodes run: only for a network between nodes and hub that is yours
     #[arg(long, env = "FLEETCTL_ALLOW_INSECURE_HUB")]
     pub allow_insecure_hub: bool,
+
+    /// How workers take the hops (jump, every-hop) [default: the saved plan's]
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub workers: Option<crate::plan::WorkerStrategy>,
 }
 
 #[derive(Debug, Args)]

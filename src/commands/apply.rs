@@ -152,6 +152,11 @@ fn ignored_checks(saved: &Plan, args: &ApplyArgs) -> Vec<CheckName> {
     ignored
 }
 
+/// The saved plan's worker strategy, unless apply is told another.
+fn workers(saved: &Plan, args: &ApplyArgs) -> plan::WorkerStrategy {
+    args.workers.unwrap_or(saved.workers.strategy)
+}
+
 /// Gathers the fleet, plans again with the saved plan's target (the checks
 /// with it) and refuses a plan the fleet has moved away from.
 async fn recheck(
@@ -163,8 +168,14 @@ async fn recheck(
 ) -> anyhow::Result<(Plan, Gathered, Option<Vec<HubImage>>)> {
     let gathered = super::gather_fleet(inv, global, printer).await?;
     let ignored = ignored_checks(saved, args);
-    let (mut fresh, hub_images) =
-        super::plan::compute(inv, &gathered, &saved.requested, &ignored).await?;
+    let (mut fresh, hub_images) = super::plan::compute(
+        inv,
+        &gathered,
+        &saved.requested,
+        &ignored,
+        workers(saved, args),
+    )
+    .await?;
     if let Some(reason) = keep_saved_patches(saved, &mut fresh) {
         printer.warn(&format!(
             "could not read the hub's image list ({reason}); going on with the patches the plan stages \

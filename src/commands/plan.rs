@@ -13,7 +13,7 @@ use crate::cli::{Global, PlanArgs, PlanFormat};
 use crate::error::UsageError;
 use crate::gather::{self, Gathered};
 use crate::inventory::Inventory;
-use crate::plan::{self, FleetState, HubVersions, Plan};
+use crate::plan::{self, FleetState, HubVersions, Plan, WorkerStrategy};
 use crate::remote;
 use crate::ui::Printer;
 use crate::version::Target;
@@ -25,7 +25,14 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
         .clone()
         .unwrap_or(Target::Minor(inv.kubernetes_version));
     let gathered = super::gather_fleet(&inv, global, printer).await?;
-    let (plan, _) = compute(&inv, &gathered, &target, &args.checks.ignore_check).await?;
+    let (plan, _) = compute(
+        &inv,
+        &gathered,
+        &target,
+        &args.checks.ignore_check,
+        args.workers,
+    )
+    .await?;
     match args.output {
         PlanFormat::Json => printer.out(&serde_json::to_string_pretty(&plan)?),
         PlanFormat::Text => printer.out(&plan::render(&plan, console::colors_enabled())),
@@ -80,17 +87,19 @@ fn display(path: &Path) -> String {
 
 /// Facts → plan, with every hop's checks. Shared with `apply`, which
 /// re-plans from the live fleet to resume. `ignored`: the checks whose
-/// blocks the operator goes past. Also returns the hub's images (every
+/// blocks the operator goes past; `workers`, how the workers take the hops.
+/// Also returns the hub's images (every
 /// architecture), which apply checks again before each hop.
 pub async fn compute(
     inv: &Inventory,
     gathered: &Gathered,
     target: &Target,
     ignored: &[CheckName],
+    workers: WorkerStrategy,
 ) -> anyhow::Result<(Plan, Option<Vec<HubImage>>)> {
     let state = fleet_state(inv, gathered, "planning")?;
     let (hub, images) = read_hub(inv, gathered).await;
-    let mut plan = plan::plan(&state, target, &hub)
+    let mut plan = plan::plan_with(&state, target, &hub, workers)
         .map_err(|refusal| anyhow::Error::new(UsageError(refusal.to_string())))?;
     plan.ignored_checks = ignored.to_vec();
     if !plan.hops.is_empty() {

@@ -288,5 +288,6 @@ fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
         warnings: Vec::new(),
         fingerprint: Fingerprint::of(state),
         ignored_checks: Vec::new(),
+        workers: Default::default(),
     }
 }

@@ -15,7 +15,7 @@ use super::planner::Level;
 use super::state::{FleetNode, FleetState};
 
 /// How many minors a kubelet may trail kube-apiserver (skew policy, since v1.28).
-const KUBELET_MAX_BEHIND: u64 = 3;
+pub(super) const KUBELET_MAX_BEHIND: u64 = 3;
 
 /// More minors than this in one plan is a typo in the target (`v1.370`), not
 /// an upgrade anyone means to run unattended.

@@ -23,6 +23,7 @@ mod planner;
 mod reboot;
 mod show;
 mod state;
+mod workers;
 
 #[cfg(test)]
 mod proptests;
@@ -40,7 +41,8 @@ pub use model::{
     Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Phase, PhaseKind, Plan, PlannedNode,
     Refusal, Step, Warning,
 };
-pub use planner::{images_to_remove, plan};
+pub use planner::{images_to_remove, plan, plan_with};
 pub use reboot::{Reboot, RebootRefusal, reboots};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};
+pub use workers::{WorkerPlan, WorkerStop, WorkerStrategy};

@@ -13,6 +13,7 @@ use crate::node::Pin;
 use crate::version::{Minor, Target, Version};
 
 use super::fingerprint::Fingerprint;
+use super::workers::WorkerPlan;
 
 /// kubeadm's `--skip-phases` value on every upgrade call: a cluster built
 /// before `proxy.disabled` keeps `proxy: {}` in its kubeadm-config, and
@@ -89,6 +90,9 @@ pub struct Plan {
     /// on `plan`); apply honours them too, and adds its own.
     #[serde(default)]
     pub ignored_checks: Vec<CheckName>,
+    /// How the workers take the hops (`--workers`), and the reboots it costs.
+    #[serde(default)]
+    pub workers: WorkerPlan,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

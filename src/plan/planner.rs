@@ -20,6 +20,7 @@ use super::model::{
     Action, Component, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode, Refusal, Step, Warning,
 };
 use super::state::{FleetNode, FleetState};
+use super::workers::{self, Behind, Stops, WorkerPlan, WorkerStrategy};
 
 /// A version as far as the plan can know it: the minor always, the patch
 /// only when the hub's list was readable (or the facts said so).
@@ -147,10 +148,40 @@ struct Work {
 struct Ctx<'a> {
     hub: &'a str,
     containerd: Option<Minor>,
+    /// Where each jumping worker stops (`workers::stops`).
+    stops: Stops,
+}
+
+/// The plan with every node taking every hop (`--workers every-hop`).
+pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Plan, Refusal> {
+    plan_with(state, target, hub, WorkerStrategy::EveryHop)
 }
 
 /// Computes the plan, or refuses with the reason. See docs/upgrade-path.md.
-pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Plan, Refusal> {
+/// `workers`: how the workers take the hops (`plan::workers`); the plan
+/// also counts the reboots `--workers every-hop` would take.
+pub fn plan_with(
+    state: &FleetState,
+    target: &Target,
+    hub: &HubVersions,
+    workers: WorkerStrategy,
+) -> Result<Plan, Refusal> {
+    let mut plan = build(state, target, hub, workers)?;
+    plan.workers.every_hop_reboots = match workers {
+        WorkerStrategy::EveryHop => plan.workers.reboots,
+        WorkerStrategy::Jump => {
+            build(state, target, hub, WorkerStrategy::EveryHop)?.total_reboots()
+        }
+    };
+    Ok(plan)
+}
+
+fn build(
+    state: &FleetState,
+    target: &Target,
+    hub: &HubVersions,
+    strategy: WorkerStrategy,
+) -> Result<Plan, Refusal> {
     let first = state.first_control_plane().ok_or(Refusal::NoControlPlane)?;
     let mut warnings = Vec::new();
     let cluster = checks::cluster_level(state, first, &mut warnings)?;
@@ -159,16 +190,19 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
     let wants = checks::wants(&cluster, target, hub, &mut warnings)?;
     checks::skew(state, first, &cluster, target.minor())?;
 
+    let minors: Vec<Minor> = wants.keys().copied().collect();
+    let (stops, why) = workers::stops(state, &minors, strategy);
     let ctx = Ctx {
         hub: &state.hub,
         containerd: state.containerd_version,
+        stops,
     };
     let mut sims: Vec<NodeSim> = state
         .nodes
         .iter()
         .map(|n| NodeSim::from_facts(state, n, n.name == first.name))
         .collect();
-    let (mut hops, final_cluster) = build_hops(&ctx, &mut sims, cluster.clone(), &wants)?;
+    let (mut hops, final_cluster, behind) = build_hops(&ctx, &mut sims, cluster.clone(), &wants)?;
     for hop in &mut hops {
         hop.sha256 = hop
             .version
@@ -192,7 +226,7 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
         });
     }
 
-    Ok(Plan {
+    let mut plan = Plan {
         requested: target.clone(),
         target: target.minor(),
         cluster_from: cluster.version,
@@ -210,7 +244,32 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
         warnings,
         fingerprint: Fingerprint::of(state),
         ignored_checks: Vec::new(),
-    })
+        workers: WorkerPlan {
+            strategy,
+            stops: why,
+            behind,
+            reboots: 0,
+            every_hop_reboots: 0,
+        },
+    };
+    plan.workers.reboots = plan.total_reboots();
+    // A worker's intermediate stop the plan does not need after all (it
+    // already runs that minor) is not worth a line.
+    let rebooted: Vec<(String, Minor)> = plan
+        .hops
+        .iter()
+        .flat_map(|h| {
+            h.steps()
+                .filter(|s| s.action == Action::Roll)
+                .map(|s| (s.node.clone(), h.minor))
+        })
+        .collect();
+    plan.workers.stops.retain(|w| {
+        w.minors
+            .iter()
+            .any(|m| rebooted.contains(&(w.node.clone(), *m)))
+    });
+    Ok(plan)
 }
 
 /// One hop per minor from the cluster's to the target, each computed on the
@@ -220,8 +279,9 @@ fn build_hops(
     sims: &mut [NodeSim],
     mut cluster: Level,
     wants: &BTreeMap<Minor, Level>,
-) -> Result<(Vec<Hop>, Level), Refusal> {
+) -> Result<(Vec<Hop>, Level, Vec<Behind>), Refusal> {
     let mut hops = Vec::new();
+    let mut behind = Vec::new();
     let last = wants.keys().next_back().copied();
     for (minor, want) in wants {
         let kind = if cluster.minor < *minor {
@@ -241,6 +301,17 @@ fn build_hops(
                 Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
             )
         });
+        // Workers that jump keep an older kubelet past this hop.
+        let nodes: Vec<String> = sims
+            .iter()
+            .filter(|s| {
+                s.kubernetes
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.minor < *minor)
+            })
+            .map(|s| s.name.clone())
+            .collect();
         hops.push(Hop {
             kind,
             minor: *minor,
@@ -250,8 +321,14 @@ fn build_hops(
             phases,
             checks: Vec::new(),
         });
+        if !nodes.is_empty() {
+            behind.push(Behind {
+                minor: *minor,
+                nodes,
+            });
+        }
     }
-    Ok((hops, cluster))
+    Ok((hops, cluster, behind))
 }
 
 /// The phases of one hop, in the order the skew policy needs (see
@@ -268,7 +345,16 @@ fn hop_phases(
 ) -> Result<Vec<Phase>, Refusal> {
     let mut works = Vec::with_capacity(sims.len());
     for sim in sims.iter() {
-        works.push(node_work(ctx, sim, kind, want, last)?);
+        let jumps_over = sim.role == Role::Worker
+            && !last
+            && ctx
+                .stops
+                .get(&sim.name)
+                .is_some_and(|at| !at.contains(&want.minor));
+        works.push(match jumps_over {
+            true => uncordon_only(sim),
+            false => node_work(ctx, sim, kind, want, last)?,
+        });
     }
     // Control planes roll first (the first one before the others), then
     // workers, each in inventory order.
@@ -536,6 +622,25 @@ fn node_work(
         uncordon,
         after,
     }))
+}
+
+/// A worker that jumps over this hop: nothing changes on it, except that a
+/// node an earlier run left cordoned gets its capacity back (it would fail
+/// every other node's gate otherwise).
+fn uncordon_only(sim: &NodeSim) -> Option<Work> {
+    if !sim.cordoned {
+        return None;
+    }
+    let mut after = sim.clone();
+    after.cordoned = false;
+    Some(Work {
+        download: None,
+        kubeadm: None,
+        stage: Vec::new(),
+        roll: false,
+        uncordon: true,
+        after,
+    })
 }
 
 /// The kubernetes side of a node in a hop to `want`: download the image

@@ -406,9 +406,41 @@ fn check_invariant(
     Ok(())
 }
 
+/// The skew policy's other side, replayed step by step: no kubelet that
+/// runs is ever more than three minors behind the newest kube-apiserver,
+/// and none would boot that far behind either.
+fn check_not_too_old(
+    state: &FleetState,
+    plan: &Plan,
+    hub: &HubVersions,
+) -> Result<(), TestCaseError> {
+    let mut s = state.clone();
+    for step in flat(plan) {
+        apply_step(&mut s, &step, hub);
+        let Some(api) = s.cluster.version.as_ref().map(|v| v.minor()) else {
+            continue;
+        };
+        for node in &s.nodes {
+            let Some(running) = &node.facts.kubernetes.running else {
+                continue;
+            };
+            prop_assert!(
+                running.minor().minor + 3 >= api.minor,
+                "after `{}`, {} runs kubelet {} with the API server at {}",
+                step.describe(),
+                &node.name,
+                running,
+                api
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Running the plan hop by hop: every node that runs an older minor than
-/// the hop reboots exactly once in it, and at the end the fleet is exactly
-/// at the target, so planning again finds nothing to do.
+/// the hop reboots exactly once in it (every-hop), or each worker reboots
+/// once plus once per stop the plan names (jump); at the end the fleet is
+/// exactly at the target, so planning again finds nothing to do.
 fn check_execution(
     state: &FleetState,
     plan: &Plan,
@@ -417,8 +449,30 @@ fn check_execution(
     hub: &HubVersions,
 ) -> Result<(), TestCaseError> {
     let mut s = state.clone();
+    if plan.workers.strategy == WorkerStrategy::Jump {
+        prop_assert!(plan.workers.reboots <= plan.workers.every_hop_reboots);
+        for node in state.nodes.iter().filter(|n| n.role == Role::Worker) {
+            let stops = plan
+                .workers
+                .stops
+                .iter()
+                .find(|w| w.node == node.name)
+                .map_or(0, |w| w.minors.len());
+            let reboots = plan.reboots()[&node.name];
+            prop_assert!(
+                reboots <= 1 + stops,
+                "{} reboots {} times with {} stops",
+                &node.name,
+                reboots,
+                stops
+            );
+        }
+    }
     for hop in &plan.hops {
         for node in &s.nodes {
+            if plan.workers.leaves_behind(hop.minor, &node.name) {
+                continue;
+            }
             let behind = node
                 .facts
                 .kubernetes
@@ -548,6 +602,35 @@ fn check_resume(before: &Plan, k: usize, after: &Plan) -> Result<(), TestCaseErr
 
 proptest! {
     #[test]
+    fn jumping_workers_hold_every_rule_and_resume(g in fleet_gen()) {
+        let hub = g.hub();
+        let plan_hub = g.plan_hub();
+        let target = g.target();
+        let jump = |s: &FleetState| plan_with(s, &target, &plan_hub, WorkerStrategy::Jump);
+        let fresh = g.state();
+        let p0 = jump(&fresh);
+        prop_assert!(p0.is_ok(), "fresh fleet refused: {:?}", p0);
+        let p0 = p0.unwrap_or_else(|_| unreachable!());
+        check_hops(&fresh, &p0, target.minor())?;
+        check_order(&fresh, &p0)?;
+        check_invariant(&fresh, &p0, &hub)?;
+        check_not_too_old(&fresh, &p0, &hub)?;
+        check_execution(&fresh, &p0, &target, &plan_hub, &hub)?;
+
+        let k = g.cuts.0 % (flat(&p0).len() + 1);
+        let half = after_steps(&fresh, &p0, k, &hub);
+        let p1 = jump(&half);
+        prop_assert!(p1.is_ok(), "half-done fleet refused after {} steps: {:?}", k, p1);
+        let p1 = p1.unwrap_or_else(|_| unreachable!());
+        check_hops(&half, &p1, target.minor())?;
+        check_order(&half, &p1)?;
+        check_invariant(&half, &p1, &hub)?;
+        check_not_too_old(&half, &p1, &hub)?;
+        check_execution(&half, &p1, &target, &plan_hub, &hub)?;
+        check_resume(&p0, k, &p1)?;
+    }
+
+    #[test]
     fn plans_for_fresh_and_half_done_fleets_hold_every_rule(g in fleet_gen()) {
         let hub = g.hub();
         let plan_hub = g.plan_hub();
@@ -559,6 +642,7 @@ proptest! {
         check_hops(&fresh, &p0, target.minor())?;
         check_order(&fresh, &p0)?;
         check_invariant(&fresh, &p0, &hub)?;
+        check_not_too_old(&fresh, &p0, &hub)?;
         check_execution(&fresh, &p0, &target, &plan_hub, &hub)?;
 
         // Interrupt it anywhere, plan again: only the rest remains.

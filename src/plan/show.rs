@@ -14,6 +14,7 @@ use console::{Style, StyledObject};
 
 use super::diff::hunks;
 use super::model::{Action, Component, Hop, HopKind, Plan};
+use super::workers::WorkerStrategy;
 use crate::checks::{Check, Verdict};
 
 /// Lines of context around each changed config line.
@@ -118,11 +119,47 @@ fn header(out: &mut String, plan: &Plan, p: &Paint) {
             .collect();
         let _ = writeln!(out, "  reboots per node: {}", per_node.join(", "));
     }
+    if !plan.is_noop() {
+        workers_text(out, plan);
+    }
     let _ = writeln!(out, "  hub: {}", plan.hub);
     if let Some(c) = plan.containerd {
         let _ = writeln!(
             out,
             "  containerd: pinned to {c}, carried by the first reboots"
+        );
+    }
+}
+
+/// The worker strategy, what it costs in reboots against `every-hop`, and
+/// every worker that stops on the way, with why.
+fn workers_text(out: &mut String, plan: &Plan) {
+    let w = &plan.workers;
+    let how = match w.strategy {
+        WorkerStrategy::Jump => {
+            "jump: each worker keeps its kubelet while the control planes take \
+                                 each minor, then reboots once onto the target"
+        }
+        WorkerStrategy::EveryHop => "every-hop: every node reboots once per minor",
+    };
+    let _ = writeln!(out, "  workers: {how}");
+    if w.strategy == WorkerStrategy::Jump {
+        let _ = writeln!(
+            out,
+            "  reboots: {}, {} saved against --workers every-hop ({})",
+            w.reboots,
+            w.saved(),
+            w.every_hop_reboots
+        );
+    }
+    for stop in &w.stops {
+        let minors: Vec<String> = stop.minors.iter().map(|m| m.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  {} also takes {}: {}",
+            stop.node,
+            minors.join(", "),
+            stop.reason
         );
     }
 }

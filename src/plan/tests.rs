@@ -834,6 +834,7 @@ fn the_plan_text_shows_header_hops_parallel_groups_and_warnings() {
 Plan: cluster v1.34.2 → v1.36.1
   2 hops from v1.34.2 to v1.36.1, 6 reboots.
   reboots per node: cp-1 2, w-1 2, w-2 2
+  workers: every-hop: every node reboots once per minor
   hub: https://extensions.flatcar.org/extensions
 
 Hop 1/2: upgrade to v1.35 (stages v1.35.3)

@@ -70,6 +70,7 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
             } else if phase.kind == PhaseKind::WorkerReboots {
                 for batch in worker_batches(apply, phase) {
                     apply.check_stop(None)?;
+                    before_worker_reboots(apply, hop, &batch).await?;
                     let names = batch.join(", ");
                     apply.begin(&names, "drain, reboot, wait, uncordon");
                     roll::roll(apply, &batch, hop.minor, hop.version.as_ref()).await?;
@@ -224,6 +225,69 @@ async fn one_step(
         finish_node(apply, node, None).await?;
     }
     Ok(())
+}
+
+/// The last look before a batch of workers reboots onto the hop's kubelet,
+/// after their kubeadm step: each node's own kubelet files, as kubeadm
+/// left them, judged for the hop's kubelet. A worker that jumps several
+/// minors gets only the target's kubeadm, which may leave a flag an
+/// intermediate kubeadm would have stripped (kubeadm v1.36 dropped
+/// v1.35's cleanup of `--pod-infra-container-image`,
+/// kubernetes/kubernetes#135807); then nothing reboots and the error names
+/// the node and the flag. Further checks of the target kubelet against a
+/// node's real files (the cgroup check) belong here too.
+async fn before_worker_reboots(
+    apply: &Apply<'_>,
+    hop: &Hop,
+    batch: &[String],
+) -> anyhow::Result<()> {
+    if apply
+        .plan
+        .ignored_checks
+        .contains(&crate::checks::CheckName::KubeletFlags)
+    {
+        return Ok(());
+    }
+    // The batch's nodes at once: a big batch must not wait node by node.
+    let looks = batch.iter().map(|node| async move {
+        let facts = settled_facts(&apply.remote(node)?).await?;
+        Ok::<_, anyhow::Error>(target_kubelet_flags(node, &facts.kubelet_files, hop.minor))
+    });
+    let mut refused = Vec::new();
+    for look in join_all(looks).await {
+        if let Some(problem) = look? {
+            refused.push(problem);
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "not rebooting {}: the {} kubelet would refuse to start:
+  {}
+kubeadm left the flag in          place and nothing was rebooted. Remove it from that file on that node, then run `fleetctl          apply` again",
+        batch.join(", "),
+        hop_version(hop),
+        refused.join("\n  ")
+    )
+}
+
+/// The kubelet flags of one node's files that the `minor` kubelet refuses,
+/// as one line naming the node, the flag and the file; `None` when none.
+/// Nothing strips a flag any more at this point: kubeadm has run.
+fn target_kubelet_flags(
+    node: &str,
+    files: &BTreeMap<String, String>,
+    minor: Minor,
+) -> Option<String> {
+    use crate::checks::{NodeKubeletFiles, Verdict, check_kubelet_flags};
+    let files = NodeKubeletFiles {
+        node: node.to_string(),
+        files: files.clone(),
+        stripped_earlier: Default::default(),
+    };
+    let check = check_kubelet_flags(&[files], minor, false);
+    (check.verdict == Verdict::Block).then(|| check.details.join("; "))
 }
 
 /// A rolling reboot without the rest of a hop (`fleetctl reboot`): each
@@ -519,5 +583,40 @@ impl Job {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts_with(path: &str, content: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(path.to_string(), content.to_string())])
+    }
+
+    #[test]
+    fn a_flag_kubeadm_left_for_the_target_kubelet_is_named_with_its_node_and_file() {
+        let facts = facts_with(
+            crate::checks::KUBEADM_FLAGS_ENV,
+            "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n",
+        );
+        let found = target_kubelet_flags("w-1", &facts, Minor::new(1, 37)).unwrap();
+        assert!(
+            found.starts_with(
+                "w-1: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env"
+            ),
+            "{found}"
+        );
+        // The v1.34 kubelet still knows it.
+        assert_eq!(target_kubelet_flags("w-1", &facts, Minor::new(1, 34)), None);
+    }
+
+    #[test]
+    fn clean_files_pass() {
+        let facts = facts_with(
+            crate::checks::KUBEADM_FLAGS_ENV,
+            "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n",
+        );
+        assert_eq!(target_kubelet_flags("w-1", &facts, Minor::new(1, 37)), None);
     }
 }

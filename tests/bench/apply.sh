@@ -20,7 +20,9 @@
 # FLEETSIM=PATH to use another simulator build, FLEETCTL=PATH to time
 # another fleetctl binary (an older build, to compare
 # before and after a change under the same load), APPLY_ARGS to pass apply
-# more flags (e.g. --skip-etcd-snapshot to see what the snapshot costs).
+# more flags (e.g. --skip-etcd-snapshot to see what the snapshot costs),
+# PLAN_ARGS to pass plan more flags (e.g. --workers every-hop; see
+# tests/bench/workers.sh, which compares the two worker strategies).
 # The machine's core count and load average are printed with the figures:
 # on a busy machine every SSH login and kubectl call costs more.
 set -euo pipefail
@@ -173,13 +175,14 @@ journal_top() {
     ' "$jsonl" | sort -rn | head -n 8 | sed 's/^/  journal: /'
 }
 
-printf '%s on 1 control plane + %d workers as %s, %s -> %s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
-    "$fleetctl" "$workers" "$user" "$from" "$to" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s on 1 control plane + %d workers as %s, %s -> %s%s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
+    "$fleetctl" "$workers" "$user" "$from" "$to" "${PLAN_ARGS:+ (plan $PLAN_ARGS)}" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 sum_wall=0 sum_pct=0
 for run in $(seq "$runs"); do
     start_fleet
     inventory="$dir/fleet/inventory.yaml"
-    "$fleetctl" -i "$inventory" plan "$to" >"$dir/plan.out" 2>&1 || {
+    # shellcheck disable=SC2086 # PLAN_ARGS is a list of flags
+    "$fleetctl" -i "$inventory" plan "$to" ${PLAN_ARGS:-} >"$dir/plan.out" 2>&1 || {
         cat "$dir/plan.out" >&2
         die "fleetctl plan $to failed"
     }

@@ -37,8 +37,10 @@ fn fleetctl(fleet: &Fleet, args: &[&str]) -> Run {
     support::run(&fleet.inventory(), args)
 }
 
+/// These tests check the one-minor-per-reboot order; tests/cli/jump.rs
+/// checks the default, `--workers jump`.
 fn plan(fleet: &Fleet, target: &str) -> Run {
-    fleetctl(fleet, &["plan", target]).expect_code(0)
+    fleetctl(fleet, &["plan", target, "--workers", "every-hop"]).expect_code(0)
 }
 
 fn events(fleet: &Fleet) -> Vec<Event> {

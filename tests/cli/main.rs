@@ -10,6 +10,7 @@ mod containerd;
 mod etcd_cgroup;
 mod hardening;
 mod integrity;
+mod jump;
 mod lock;
 mod pacing;
 mod plan;

@@ -218,7 +218,7 @@ fn v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches() {
         .collect();
     assert_eq!(patches, [v("v1.35.4"), v("v1.36.1"), v("v1.37.3")]);
 
-    let text = plan(&fleet, &["v1.37"]).expect_code(0);
+    let text = plan(&fleet, &["v1.37", "--workers", "every-hop"]).expect_code(0);
     for line in [
         "Plan: cluster v1.34.2 → v1.37.3",
         "3 hops from v1.34.2 to v1.37.3, 9 reboots.",
@@ -240,7 +240,7 @@ fn v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches() {
     let saved_note = format!("plan saved to {}", default_plan_path(&fleet).display());
     assert!(text.stderr.contains(&saved_note), "{}", text.stderr);
 
-    let json = plan_json(&fleet, &["v1.37"]);
+    let json = plan_json(&fleet, &["v1.37", "--workers", "every-hop"]);
     assert_eq!(json.requested, Target::Minor(m("v1.37")));
     assert_eq!(json.cluster_from, Some(v("v1.34.2")));
     assert_eq!(json.hub, fleet.hub_url());

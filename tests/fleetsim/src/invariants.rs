@@ -11,6 +11,12 @@
 //!    kubeadm that rewrites what the new kubelet reads — and that kubelet
 //!    starts with a config written by a v1.M kubeadm.
 //! 3. **No crash.** No kubelet start failed.
+//! 4. **Not too old.** No kubelet runs more than three minors older than the
+//!    newest running kube-apiserver (the skew policy's other bound, since
+//!    v1.28: "kubelet … may be up to three minor versions older than
+//!    kube-apiserver", kubernetes.io/releases/version-skew-policy). A worker
+//!    that keeps its kubelet while the control planes take several minors
+//!    (`fleetctl --workers jump`) must stop before it falls further behind.
 //!
 //! Pure functions over `&[Event]`: no fleet needed to test them, and a test
 //! can check a log it built by hand.
@@ -32,7 +38,13 @@ pub enum Rule {
     KubeletConfigNotFromKubeadm,
     /// A kubelet failed to start.
     KubeletCrashed,
+    /// A kubelet ran more than three minors older than the newest running
+    /// kube-apiserver.
+    KubeletTooOld,
 }
+
+/// How many minors a kubelet may trail kube-apiserver (skew policy, v1.28+).
+pub const KUBELET_MAX_BEHIND: u32 = 3;
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -41,6 +53,7 @@ impl fmt::Display for Rule {
             Rule::KubeletBeforeKubeadm => "kubelet booted before its kubeadm upgrade",
             Rule::KubeletConfigNotFromKubeadm => "kubelet config not written by its kubeadm",
             Rule::KubeletCrashed => "kubelet failed to start",
+            Rule::KubeletTooOld => "kubelet more than three minors older than a kube-apiserver",
         })
     }
 }
@@ -105,6 +118,7 @@ pub fn check(events: &[Event]) -> Vec<Violation> {
     let mut nodes: BTreeMap<&str, Node> = BTreeMap::new();
     let mut out = Vec::new();
     let mut too_new: BTreeSet<String> = BTreeSet::new();
+    let mut too_old: BTreeSet<String> = BTreeSet::new();
     for (i, e) in events.iter().enumerate() {
         let violation = |rule, detail: String| Violation {
             rule,
@@ -204,6 +218,34 @@ pub fn check(events: &[Event]) -> Vec<Violation> {
             }
         }
         too_new = now_too_new;
+        let newest = nodes
+            .values()
+            .filter_map(|n| n.apiserver)
+            .max_by_key(|v| v.minor_series());
+        // While no API server runs, nothing is compared: a control plane's
+        // reboot does not end a breach.
+        if let Some(newest) = newest {
+            let mut now_too_old = BTreeSet::new();
+            for (name, n) in &nodes {
+                let Some(k) = n.kubelet else { continue };
+                if k.major == newest.major && k.minor + KUBELET_MAX_BEHIND < newest.minor {
+                    now_too_old.insert(name.to_string());
+                    if !too_old.contains(*name) {
+                        out.push(Violation {
+                            rule: Rule::KubeletTooOld,
+                            node: name.to_string(),
+                            index: i,
+                            t: e.t,
+                            detail: format!(
+                                "kubelet {k} runs while a kube-apiserver runs {newest}, more than \
+                                 {KUBELET_MAX_BEHIND} minors ahead"
+                            ),
+                        });
+                    }
+                }
+            }
+            too_old = now_too_old;
+        }
     }
     out
 }
@@ -319,6 +361,33 @@ mod tests {
 
     fn rules(v: &[Violation]) -> Vec<(Rule, &str)> {
         v.iter().map(|x| (x.rule, x.node.as_str())).collect()
+    }
+
+    #[test]
+    fn a_kubelet_three_minors_behind_passes_and_four_is_too_old() {
+        // w-1 keeps v1.34 while cp-1 climbs to v1.37 (jumping workers):
+        // three minors is the policy's limit, a fourth breaks it.
+        let mut lines = vec![];
+        let mut t = 10.0;
+        for minor in 35..=38 {
+            let v = format!("=v1.{minor}.0");
+            lines.push(format!("{t} cp-1 kubeadm upgrade apply v1.{minor}.0 {v}"));
+            lines.push(format!("{} cp-1 (static-pods) {v}", t + 0.1));
+            lines.push(format!("{} cp-1 (shutdown)", t + 1.0));
+            lines.push(format!("{} cp-1 (boot) {v}", t + 2.0));
+            lines.push(format!("{} cp-1 (kubelet) {v} @{}", t + 2.1, &v[1..]));
+            lines.push(format!("{} cp-1 (static-pods) {v}", t + 2.2));
+            t += 10.0;
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let events = with(&refs);
+        let found = check(&events);
+        assert_eq!(rules(&found), [(Rule::KubeletTooOld, "w-1")], "{found:?}");
+        assert!(found[0].detail.contains("v1.34.2"), "{}", found[0].detail);
+        assert!(found[0].detail.contains("v1.38.0"), "{}", found[0].detail);
+        // Up to v1.37 only: within the policy.
+        let upto: Vec<&str> = refs[..refs.len() - 6].to_vec();
+        assert_eq!(check(&with(&upto)), []);
     }
 
     #[test]

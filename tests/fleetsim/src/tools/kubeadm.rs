@@ -522,7 +522,14 @@ fn write_kubelet_config(env: &Env, kubeadm: KubeVersion) -> Result<(), String> {
 /// The post-upgrade phase. Only kubeadm v1.35 removes
 /// `--pod-infra-container-image` from the kubelet's flags
 /// (kubernetes/kubernetes#133778); earlier ones wrote it, later ones no
-/// longer look for it.
+/// longer look for it: v1.36 dropped the flag from its unwanted-flags
+/// cleanup (kubernetes/kubernetes#135807, "This cleanup was necessary when
+/// upgrading to 1.35"; kubernetes/kubeadm#3108, #3236), and kubeadm does not
+/// support skipping minors, so nothing migrates a kubelet that jumps past
+/// v1.35. For a kubelet up to three minors behind, `upgrade node` of
+/// v1.36/v1.37 does what it does for any node: the kubelet-config phase
+/// rewrites config.yaml from the cluster's kubelet-config ConfigMap
+/// (`write_kubelet_config`) and leaves kubeadm-flags.env as it is.
 fn post_upgrade(env: &Env, kubeadm: KubeVersion) -> Result<(), String> {
     if kubeadm.minor != u64::from(kubelet_files::POD_INFRA_REMOVED_MINOR) {
         return Ok(());

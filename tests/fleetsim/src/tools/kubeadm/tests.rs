@@ -486,6 +486,33 @@ fn only_kubeadm_1_35_removes_the_flag() {
 }
 
 #[test]
+fn a_v1_37_upgrade_node_on_a_kubelet_up_to_three_minors_behind_rewrites_the_config_only() {
+    // A worker that jumped: the cluster is at v1.37, the worker still runs
+    // v1.34 (three behind) or v1.35; the target's kubeadm writes the
+    // kubelet config and leaves kubeadm-flags.env alone, flag included.
+    for (kubelet, flags) in [("v1.34.2", OLD_FLAGS), ("v1.35.0", NEW_FLAGS)] {
+        let fleet = Fleet::new();
+        let cp = fleet.node("cp1", Role::ControlPlane, "v1.37.0");
+        let w1 = fleet.node("w1", Role::Worker, kubelet);
+        cp.update_cluster(|c| c.version = "v1.37.0".into());
+        let before = w1.read(FLAGS_FILE);
+        assert_eq!(before, flags, "{kubelet}");
+        let r = w1.run_image(
+            "v1.37.0",
+            "kubeadm",
+            &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+        );
+        assert_eq!(r.code, 0, "{kubelet}: {}", r.stderr);
+        assert_eq!(w1.read(FLAGS_FILE), before, "{kubelet}");
+        assert_eq!(
+            config_stamp(&w1.read(CONFIG_FILE)).as_deref(),
+            Some("v1.37.0"),
+            "{kubelet}"
+        );
+    }
+}
+
+#[test]
 fn apply_refuses_while_a_control_plane_is_not_ready() {
     let fleet = Fleet::new();
     let cp1 = fleet.node("cp-1", Role::ControlPlane, "v1.34.2");
