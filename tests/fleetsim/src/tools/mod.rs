@@ -25,7 +25,7 @@ mod containerd;
 mod http;
 mod journalctl;
 mod kubeadm;
-mod kubectl;
+pub(crate) mod kubectl;
 pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;

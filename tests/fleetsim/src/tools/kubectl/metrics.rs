@@ -32,7 +32,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-pub(super) fn text(c: &Cluster, started: f64) -> String {
+pub(crate) fn text(c: &Cluster, started: f64) -> String {
     let mut out = String::new();
     family(
         &mut out,

@@ -30,11 +30,11 @@ use crate::state::Cluster;
 mod drain;
 mod etcd;
 mod jsonpath;
-mod metrics;
-mod nodes;
-mod objects;
-mod pdb;
-mod pods;
+pub(crate) mod metrics;
+pub(crate) mod nodes;
+pub(crate) mod objects;
+pub(crate) mod pdb;
+pub(crate) mod pods;
 #[cfg(test)]
 mod tests;
 
