@@ -26,6 +26,7 @@ pub mod discovery;
 pub mod identity;
 pub mod patch;
 pub mod pki;
+pub mod proto;
 pub mod server;
 pub mod status;
 pub mod store;

@@ -240,9 +240,12 @@ fn snapshot(ctx: &Ctx) -> Result<Snapshot, Failure> {
     Ok(Snapshot::new(c, f, &ctx.removed))
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, Failure> {
+fn parse_body(content_type: &str, body: &[u8]) -> Result<Value, Failure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
+    }
+    if content_type.starts_with(super::proto::CONTENT_TYPE) {
+        return super::proto::decode(body).map_err(|e| status::unsupported_media_type(&e));
     }
     serde_json::from_slice(body).map_err(|e| {
         status::bad_request(&format!(
@@ -354,12 +357,17 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
                 user,
                 &t.namespace,
                 &t.name,
-                &parse_body(body)?,
+                &parse_body(content_type, body)?,
             )?;
             Ok(Reply::Json(code, v))
         }
         (Method::POST, "") if t.name.is_empty() => {
-            let (code, v) = write::create(&ctx.shared, r, &t.namespace, &parse_body(body)?)?;
+            let (code, v) = write::create(
+                &ctx.shared,
+                r,
+                &t.namespace,
+                &parse_body(content_type, body)?,
+            )?;
             Ok(Reply::Json(code, v))
         }
         (Method::PUT, "") => {
@@ -369,13 +377,17 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
                 r,
                 &t.namespace,
                 &t.name,
-                Change::Update(parse_body(body)?),
+                Change::Update(parse_body(content_type, body)?),
             )?;
             Ok(Reply::Json(code, v))
         }
         (Method::PATCH, "") => {
             let Some(kind) = PatchType::from_content_type(content_type) else {
-                return Err(status::unsupported_media_type(content_type));
+                return Err(status::unsupported_media_type(&format!(
+                    "the body of the request was in an unknown format - accepted media types include: \
+                     application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, \
+                     application/strategic-merge-patch+json (got {content_type:?})"
+                )));
             };
             let (code, v) = write::modify(
                 &ctx.shared,
@@ -383,7 +395,7 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
                 r,
                 &t.namespace,
                 &t.name,
-                Change::Patch(kind, parse_body(body)?),
+                Change::Patch(kind, parse_body(content_type, body)?),
             )?;
             Ok(Reply::Json(code, v))
         }
@@ -394,7 +406,7 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
                 r,
                 &t.namespace,
                 &t.name,
-                &parse_body(body)?,
+                &parse_body(content_type, body)?,
             )?;
             Ok(Reply::Json(code, v))
         }

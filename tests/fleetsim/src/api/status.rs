@@ -135,12 +135,18 @@ pub fn bad_request(message: &str) -> Failure {
 
 /// 422 Invalid: what the sim refuses to store because it does not model it
 /// (said so, rather than accepted and forgotten).
+/// `why` is `<field>: <message>`, one `field.Error`, which kubectl prints
+/// from the cause (`The <kind> "<name>" is invalid: <field>: <message>`).
 pub fn invalid(gr: Gr, kind: &str, name: &str, why: &str) -> Failure {
+    let (field, message) = why.split_once(": ").unwrap_or(("", why));
+    let mut d = details(gr, name);
+    d["kind"] = json!(kind);
+    d["causes"] = json!([{"reason": "FieldValueInvalid", "message": message, "field": field}]);
     status(
         422,
         "Invalid",
         format!("{kind} \"{name}\" is invalid: {why}"),
-        Some(details(gr, name)),
+        Some(d),
     )
 }
 
