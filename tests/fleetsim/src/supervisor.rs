@@ -309,7 +309,22 @@ fn start_api(
             )?;
         }
     }
-    crate::api::start(Shared::new(fleet.cluster()), &issued, members, endpoint)
+    let ssh = crate::api::exec::Ssh {
+        identity: fleet.identity(),
+        known_hosts: fleet.known_hosts(),
+        port: plans.first().map_or(22, |p| p.port),
+        addresses: plans
+            .iter()
+            .map(|p| (p.spec.name.clone(), p.address.to_string()))
+            .collect(),
+    };
+    crate::api::start(
+        Shared::new(fleet.cluster()),
+        &issued,
+        members,
+        endpoint,
+        ssh,
+    )
 }
 
 fn copy_binary(fleet: &FleetDir) -> Result<()> {

@@ -23,6 +23,7 @@
 
 pub mod auth;
 pub mod discovery;
+pub mod exec;
 pub mod identity;
 pub mod patch;
 pub mod pki;
@@ -55,6 +56,8 @@ const POLL: Duration = Duration::from_millis(100);
 pub struct Ctx {
     pub shared: Shared,
     pub removed: store::Removed,
+    /// How `pods/exec` reaches a pod's node.
+    pub ssh: exec::Ssh,
 }
 
 /// The instance a connection talks to.
@@ -124,12 +127,14 @@ pub fn start(
     pki: &pki::Pki,
     members: Vec<(String, Ipv4Addr)>,
     endpoint: Ipv4Addr,
+    ssh: exec::Ssh,
 ) -> Result<ApiServer> {
     let config = tls_config(pki)?;
     let (stop_tx, stop_rx) = signal::channel(false);
     let ctx = Arc::new(Ctx {
         shared,
         removed: store::Removed::default(),
+        ssh,
     });
     let thread = thread::Builder::new()
         .name("api-server".into())

@@ -77,8 +77,13 @@ pub fn respond(reply: Reply) -> Response<Body> {
     r
 }
 
-/// The decoded query string.
+/// The decoded query string (the last value of a repeated key).
 pub fn query(q: Option<&str>) -> BTreeMap<String, String> {
+    pairs(q).into_iter().collect()
+}
+
+/// The decoded query string, every pair in order (exec repeats `command`).
+pub fn pairs(q: Option<&str>) -> Vec<(String, String)> {
     fn unescape(s: &str) -> String {
         let bytes = s.as_bytes();
         let mut out = Vec::with_capacity(bytes.len());
@@ -410,6 +415,9 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
             )?;
             Ok(Reply::Json(code, v))
         }
+        (_, "exec") => Err(status::bad_request(
+            "fleetsim serves pods/exec over WebSocket (v5.channel.k8s.io, v4.channel.k8s.io) only, not SPDY",
+        )),
         _ => Err(status::method_not_supported(r.gr(), verb(method, t, false))),
     }
 }
@@ -442,6 +450,10 @@ pub async fn handle(
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let q = query(req.uri().query());
+    if path.ends_with("/exec") && super::exec::is_upgrade(&req) {
+        let all = pairs(req.uri().query());
+        return Ok(super::exec::serve(ctx, user, path, all, req).await);
+    }
     let watching =
         method == Method::GET && matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
     if watching {

@@ -447,3 +447,84 @@ fn an_instance_is_gone_while_its_control_plane_reboots() {
         thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn exec_runs_the_etcd_pods_command_on_its_node_over_websocket() {
+    let fleet = start(small(1).kubernetes("v1.33.2"));
+    let Some(k) = kubectl(&fleet, 33, "admin") else {
+        return;
+    };
+    let pki = "/etc/kubernetes/pki/etcd";
+    let (ca, cert, key) = (
+        format!("--cacert={pki}/ca.crt"),
+        format!("--cert={pki}/server.crt"),
+        format!("--key={pki}/server.key"),
+    );
+    let exec = |cmd: &[&str]| {
+        let mut args = vec!["-n", "kube-system", "exec", "etcd-cp-1", "--"];
+        args.extend_from_slice(cmd);
+        k.run(&args)
+    };
+    let saved = exec(&[
+        "etcdctl",
+        "--endpoints=https://127.0.0.1:2379",
+        &ca,
+        &cert,
+        &key,
+        "snapshot",
+        "save",
+        "/var/lib/etcd/api-test.db",
+    ]);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    assert_eq!(
+        stdout(&saved),
+        "Snapshot saved at /var/lib/etcd/api-test.db\n"
+    );
+    assert!(
+        stderr(&saved).contains("\"msg\":\"saved\""),
+        "{}",
+        stderr(&saved)
+    );
+    // The file is on the pod's node, where the command ran.
+    run(&fleet, "cp-1", "root", "test -s /var/lib/etcd/api-test.db");
+    let status = exec(&[
+        "etcdctl",
+        "snapshot",
+        "status",
+        "/var/lib/etcd/api-test.db",
+        "-w",
+        "json",
+    ]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert!(
+        doc["revision"].as_u64().is_some() && doc["totalSize"].as_u64().is_some(),
+        "{doc}"
+    );
+    // A failing command: its stderr, then kubectl's own line and exit code.
+    let failed = exec(&["etcdctl", "snapshot", "save", "/var/lib/etcd/x.db"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    assert_eq!(
+        stderr(&failed),
+        "Error: context deadline exceeded\ncommand terminated with exit code 1\n"
+    );
+    // A node identity may not exec.
+    let Some(w1) = kubectl(&fleet, 33, "w-1") else {
+        return;
+    };
+    let o = w1.run(&[
+        "-n",
+        "kube-system",
+        "exec",
+        "etcd-cp-1",
+        "--",
+        "etcdctl",
+        "version",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("User \"system:node:w-1\" cannot create resource \"pods/exec\" in API group \"\" in the namespace \"kube-system\""),
+        "{}",
+        stderr(&o)
+    );
+}
