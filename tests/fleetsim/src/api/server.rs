@@ -265,6 +265,7 @@ pub struct Call {
     pub path: String,
     pub query: BTreeMap<String, String>,
     pub content_type: String,
+    pub accept: String,
     pub body: Bytes,
 }
 
@@ -341,6 +342,11 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
         (Method::GET, "") if t.name.is_empty() => {
             let snap = snapshot(ctx)?;
             let items = selected(&snap, t, q)?;
+            if super::table::wanted(&call.accept) {
+                let whole = q.get("includeObject").is_some_and(|v| v == "Object");
+                let doc = super::table::table(r, &items, &snap.resource_version(), snap.now, whole);
+                return Ok(Reply::Json(200, doc));
+            }
             Ok(Reply::Json(
                 200,
                 json!({
@@ -351,10 +357,16 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
                 }),
             ))
         }
-        (Method::GET, "" | "status") => Ok(Reply::Json(
-            200,
-            snapshot(ctx)?.get(r, &t.namespace, &t.name)?,
-        )),
+        (Method::GET, "" | "status") => {
+            let snap = snapshot(ctx)?;
+            let o = snap.get(r, &t.namespace, &t.name)?;
+            if sub.is_empty() && super::table::wanted(&call.accept) {
+                let whole = q.get("includeObject").is_some_and(|v| v == "Object");
+                let doc = super::table::table(r, &[o], &snap.resource_version(), snap.now, whole);
+                return Ok(Reply::Json(200, doc));
+            }
+            Ok(Reply::Json(200, o))
+        }
         (Method::POST, "eviction") if r.name == "pods" => {
             let (code, v) = write::evict(
                 &ctx.shared,
@@ -465,6 +477,12 @@ pub async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(f) => return Ok(respond(f.into())),
@@ -474,6 +492,7 @@ pub async fn handle(
         path,
         query: q,
         content_type,
+        accept,
         body,
     };
     let reply = tokio::task::spawn_blocking(move || route(&ctx, &inst, &user, &call))

@@ -359,6 +359,10 @@ impl Snapshot {
             };
             out.push(lease("kube-node-lease", name, name, renew, 40));
         }
+        // etcd key order: namespace, then name.
+        out.sort_by(|a, b| {
+            (meta(a, "namespace"), meta(a, "name")).cmp(&(meta(b, "namespace"), meta(b, "name")))
+        });
         out
     }
 }

@@ -153,6 +153,20 @@ fn the_real_kubectl_reads_nodes_pods_and_versions() {
         ]);
         assert_eq!(on_w1.lines().count(), 2, "{on_w1}");
         assert!(on_w1.lines().any(|l| l.starts_with("web-")), "{on_w1}");
+        // Human-readable: the apiserver's Table, as kubectl prints it.
+        let table = k.ok(&["get", "nodes"]);
+        let rows: Vec<Vec<&str>> = table
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+            "{table}"
+        );
+        assert_eq!(rows[1][..3], ["cp-1", "Ready", "control-plane"], "{table}");
+        assert_eq!(rows[2][..3], ["w-1", "Ready", "<none>"], "{table}");
+        assert_eq!(rows[2][4], "v1.34.2", "{table}");
         let version = k.ok(&["version"]);
         assert!(version.contains("Server Version: v1.34.2"), "{version}");
         k.fails(
