@@ -61,11 +61,11 @@ impl From<Failure> for Reply {
 
 pub fn respond(reply: Reply) -> Response<Body> {
     let (code, ct, bytes) = match reply {
-        Reply::Json(code, v) => (
-            code,
-            "application/json",
-            serde_json::to_vec(&v).unwrap_or_default(),
-        ),
+        Reply::Json(code, v) => {
+            // The apiserver's encoder ends every body with a newline.
+            let text = status::go_order(&v).unwrap_or_else(|| format!("{v}\n"));
+            (code, "application/json", text.into_bytes())
+        }
         Reply::Text(code, t) => (code, "text/plain; charset=utf-8", t.into_bytes()),
     };
     let mut r = Response::new(Full::new(Bytes::from(bytes)).boxed());

@@ -196,3 +196,70 @@ pub fn success(details: Option<Value>) -> Value {
     }
     body
 }
+
+/// A Status as Go's encoder writes it: the struct's field order (`kind`,
+/// `apiVersion`, `metadata`, `status`, `message`, `reason`, `details`
+/// {`name`, `group`, `kind`, `uid`, `causes`, `retryAfterSeconds`}, `code`)
+/// and a newline. `kubectl get|delete --raw` copy it byte for byte.
+pub fn go_order(v: &Value) -> Option<String> {
+    if v["kind"] != "Status" {
+        return None;
+    }
+    fn fields(v: &Value, order: &[&str]) -> String {
+        let parts: Vec<String> = order
+            .iter()
+            .filter(|k| !v[**k].is_null())
+            .map(|k| {
+                let inner = if *k == "details" {
+                    format!(
+                        "{{{}}}",
+                        fields(
+                            &v[*k],
+                            &[
+                                "name",
+                                "group",
+                                "kind",
+                                "uid",
+                                "causes",
+                                "retryAfterSeconds"
+                            ]
+                        )
+                    )
+                } else {
+                    v[*k].to_string()
+                };
+                format!("{}:{inner}", Value::String((*k).to_string()))
+            })
+            .collect();
+        parts.join(",")
+    }
+    let order = [
+        "kind",
+        "apiVersion",
+        "metadata",
+        "status",
+        "message",
+        "reason",
+        "details",
+        "code",
+    ];
+    Some(format!("{{{}}}\n", fields(v, &order)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_is_written_in_gos_field_order() {
+        let s = success(Some(
+            json!({"uid": "u", "kind": "configmaps", "name": "dl"}),
+        ));
+        assert_eq!(
+            go_order(&s).unwrap(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\
+             \"details\":{\"name\":\"dl\",\"kind\":\"configmaps\",\"uid\":\"u\"}}\n"
+        );
+        assert_eq!(go_order(&json!({"kind": "Node"})), None);
+    }
+}

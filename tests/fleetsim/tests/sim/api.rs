@@ -310,6 +310,52 @@ fn a_stale_resource_version_is_a_conflict() {
         "you"
     );
 
+    // fleetctl's release: a raw DELETE with preconditions, its Status copied to stdout.
+    let uid = k.ok(&["get", "configmap", "lock", "-o", "jsonpath={.metadata.uid}"]);
+    let rv = k.ok(&[
+        "get",
+        "configmap",
+        "lock",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let delete = |rv: &str| {
+        let body = format!(
+            r#"{{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{{"uid":"{uid}","resourceVersion":"{rv}"}}}}"#
+        );
+        let mut child = k
+            .command(&[
+                "delete",
+                "--raw",
+                "/api/v1/namespaces/default/configmaps/lock",
+                "-f",
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), body.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let stale = delete("1");
+    assert_eq!(stale.status.code(), Some(1));
+    assert_eq!(
+        stderr(&stale),
+        format!(
+            "Error from server (Conflict): Operation cannot be fulfilled on ConfigMap \"lock\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). The object might have been modified\n"
+        )
+    );
+    let done = delete(&rv);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(
+        stdout(&done),
+        format!(
+            "{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Success\",\"details\":{{\"name\":\"lock\",\"kind\":\"configmaps\",\"uid\":\"{uid}\"}}}}\n"
+        )
+    );
+
     // Kured's lock as fleetctl takes it: annotate with a resourceVersion precondition.
     let ds = k.ok(&["get", "daemonsets", "-A", "-o", "jsonpath={range .items[?(@.metadata.name==\"kured\")]}{.metadata.namespace} {.metadata.resourceVersion}{end}"]);
     let (ns, rv) = ds.split_once(' ').expect("no kured DaemonSet");
