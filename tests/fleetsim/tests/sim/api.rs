@@ -588,3 +588,60 @@ fn exec_runs_the_etcd_pods_command_on_its_node_over_websocket() {
         stderr(&o)
     );
 }
+
+#[test]
+fn in_ha_the_endpoint_reaches_an_instance_that_is_up() {
+    let fleet = start(
+        fleetsim::Scenario::new()
+            .control_planes(2)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .boot_delay(1.0),
+    );
+    let Some(k) = kubectl(&fleet, 33, "admin") else {
+        return;
+    };
+    let id = crate::common::boot_id(&fleet, "cp-1");
+    // It stays down until released, however slow the checks below.
+    fleet
+        .faults(|f| f.hang_on_reboot.push("cp-1".into()))
+        .unwrap();
+    let _ = fleet.ssh("cp-1", "root", "reboot");
+    fleet.wait_down("cp-1").unwrap();
+    // Past the manager's poll, every new connection goes to cp-2.
+    thread::sleep(Duration::from_millis(300));
+    let cp1 = fleet.address("cp-1").unwrap();
+    assert!(std::net::TcpStream::connect((cp1.as_str(), 6443)).is_err());
+    for _ in 0..5 {
+        assert_eq!(
+            lines(&k.ok(&["get", "nodes", "-o", "name"])),
+            ["node/cp-1", "node/cp-2", "node/w-1"]
+        );
+    }
+    let status = k.ok(&[
+        "get",
+        "node",
+        "cp-1",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+    ]);
+    assert_eq!(status, "Unknown", "a node that is down posts no status");
+    let waiting = k
+        .command(&[
+            "wait",
+            "--for=condition=Ready",
+            "node/cp-1",
+            "--timeout=30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    fleet.release("cp-1").unwrap();
+    // Ready again, seen through a watch: kubectl wait lists, then watches.
+    let waited = waiting.wait_with_output().unwrap();
+    assert!(waited.status.success(), "{}", stderr(&waited));
+    assert_eq!(stdout(&waited), "node/cp-1 condition met\n");
+    assert_ne!(crate::common::boot_id(&fleet, "cp-1"), id);
+}
