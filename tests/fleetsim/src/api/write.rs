@@ -501,3 +501,218 @@ pub fn evict(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::state::{PdbSpec, Role};
+    use crate::tools::testutil::Fleet;
+
+    fn fleet() -> Fleet {
+        let f = Fleet::new();
+        f.node("cp-1", Role::ControlPlane, "v1.34.2");
+        f.node("w-1", Role::Worker, "v1.34.2");
+        f
+    }
+
+    fn admin() -> User {
+        User {
+            name: "kubernetes-admin".into(),
+            groups: vec!["kubeadm:cluster-admins".into()],
+        }
+    }
+
+    fn budget(name: &str, labels: &[(&str, &str)]) -> PdbSpec {
+        PdbSpec {
+            namespace: "default".into(),
+            name: name.into(),
+            min_available: Some(json!(1)),
+            match_labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            ..PdbSpec::default()
+        }
+    }
+
+    /// The web pod on w-1.
+    fn web(shared: &Shared, removed: &Removed) -> Option<String> {
+        let snap = Snapshot::new(shared.cluster().unwrap(), Faults::default(), removed);
+        snap.pods
+            .iter()
+            .find(|p| p.node == "w-1" && p.name.starts_with("web-"))
+            .map(|p| p.name.clone())
+    }
+
+    fn eviction(name: &str) -> Value {
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}})
+    }
+
+    #[test]
+    fn a_budget_that_allows_nothing_refuses_with_429_and_its_cause() {
+        let f = fleet();
+        let shared = f.shared();
+        shared
+            .update_cluster(|c| {
+                c.pdbs.push(budget("web", &[("app", "web")]));
+                Ok(())
+            })
+            .unwrap();
+        let removed = Removed::default();
+        let pod = web(&shared, &removed).unwrap();
+        let err = evict(
+            &shared,
+            &removed,
+            &admin(),
+            "default",
+            &pod,
+            &eviction(&pod),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 429);
+        assert_eq!(err.body["reason"], "TooManyRequests");
+        assert_eq!(
+            err.body["message"],
+            "Cannot evict pod as it would violate the pod's disruption budget."
+        );
+        assert_eq!(
+            err.body["details"]["causes"][0],
+            json!({"reason": "DisruptionBudget", "message": "The disruption budget web needs 1 healthy pods and has 1 currently"})
+        );
+        assert_eq!(web(&shared, &removed), Some(pod));
+    }
+
+    #[test]
+    fn two_budgets_are_a_500_and_an_empty_selector_selects_nothing() {
+        let f = fleet();
+        let shared = f.shared();
+        shared
+            .update_cluster(|c| {
+                c.pdbs.push(budget("a", &[("app", "web")]));
+                c.pdbs.push(budget("b", &[("app", "web")]));
+                Ok(())
+            })
+            .unwrap();
+        let removed = Removed::default();
+        let pod = web(&shared, &removed).unwrap();
+        let err = evict(
+            &shared,
+            &removed,
+            &admin(),
+            "default",
+            &pod,
+            &eviction(&pod),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 500);
+        assert_eq!(
+            err.body["message"],
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+        );
+        shared
+            .update_cluster(|c| {
+                c.pdbs = vec![budget("everything", &[])];
+                Ok(())
+            })
+            .unwrap();
+        let uid = |removed: &Removed| {
+            let snap = Snapshot::new(shared.cluster().unwrap(), Faults::default(), removed);
+            let pods = super::super::store::resource("", "v1", "pods").unwrap();
+            meta(&snap.get(pods, "default", &pod).unwrap(), "uid").to_string()
+        };
+        let before = uid(&removed);
+        let (code, _) = evict(
+            &shared,
+            &removed,
+            &admin(),
+            "default",
+            &pod,
+            &eviction(&pod),
+        )
+        .unwrap();
+        assert_eq!(code, 201);
+        // Its node is schedulable and Ready: the ReplicaSet's replacement
+        // is there at once, a new pod of the same name.
+        assert_ne!(uid(&removed), before);
+    }
+
+    #[test]
+    fn a_node_evicts_only_its_own_pods() {
+        let f = fleet();
+        let shared = f.shared();
+        let removed = Removed::default();
+        let pod = web(&shared, &removed).unwrap();
+        let cp = User {
+            name: "system:node:cp-1".into(),
+            groups: vec!["system:nodes".into()],
+        };
+        let err = evict(&shared, &removed, &cp, "default", &pod, &eviction(&pod)).unwrap_err();
+        assert_eq!(err.code, 403);
+        assert_eq!(
+            err.body["message"],
+            format!(
+                "pods \"{pod}\" is forbidden: node cp-1 can only evict pods with spec.nodeName set to itself"
+            )
+        );
+    }
+
+    #[test]
+    fn patches_store_what_is_modelled_and_refuse_the_rest() {
+        let f = fleet();
+        let shared = f.shared();
+        let removed = Removed::default();
+        let nodes = super::super::store::resource("", "v1", "nodes").unwrap();
+        let before = {
+            let snap = Snapshot::new(shared.cluster().unwrap(), Faults::default(), &removed);
+            meta(&snap.get(nodes, "", "w-1").unwrap(), "resourceVersion").to_string()
+        };
+        let cordon = Change::Patch(
+            PatchType::Strategic,
+            json!({"spec": {"unschedulable": true}}),
+        );
+        let (code, node) = modify(&shared, &removed, nodes, "", "w-1", cordon).unwrap();
+        assert_eq!(code, 200);
+        assert_eq!(node["spec"]["unschedulable"], true);
+        assert!(shared.cluster().unwrap().nodes["w-1"].unschedulable);
+        let stale = Change::Patch(
+            PatchType::Merge,
+            json!({"metadata": {"resourceVersion": before}, "spec": {"unschedulable": null}}),
+        );
+        let err = modify(&shared, &removed, nodes, "", "w-1", stale).unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.body["message"],
+            format!("Operation cannot be fulfilled on nodes \"w-1\": {MODIFIED}")
+        );
+        let label = Change::Patch(
+            PatchType::Merge,
+            json!({"metadata": {"labels": {"x": "y"}}}),
+        );
+        let err = modify(&shared, &removed, nodes, "", "w-1", label).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.body["message"]
+                .as_str()
+                .unwrap()
+                .contains("metadata.labels"),
+            "{}",
+            err.body
+        );
+        let directive = Change::Patch(
+            PatchType::Strategic,
+            json!({"spec": {"taints": [{"$patch": "delete"}]}}),
+        );
+        assert_eq!(
+            modify(&shared, &removed, nodes, "", "w-1", directive)
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert!(
+            shared.cluster().unwrap().nodes["w-1"].unschedulable,
+            "refused writes change nothing"
+        );
+    }
+}

@@ -32,7 +32,7 @@ mod systemctl;
 mod systemd_run;
 mod sysupdate;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 mod update_engine;
 pub(crate) mod util;
 
