@@ -18,11 +18,12 @@
 //! The modules: `pki` (certificates, kubeconfigs), `identity` (the user of
 //! a client certificate), `auth` (Node, RBAC, NodeRestriction), `server`
 //! (TLS, HTTP, routing), `discovery`, `store` (objects, selectors),
-//! `write` (updates, patches, deletes, evictions), `patch`, `watch`,
+//! `write` (updates, patches, deletes), `evict` (the eviction subresource), `patch`, `watch`,
 //! `status` (the apiserver's error bodies).
 
 pub mod auth;
 pub mod discovery;
+pub mod evict;
 pub mod exec;
 pub mod identity;
 pub mod patch;

@@ -368,7 +368,7 @@ fn resource_call(ctx: &Ctx, user: &User, t: &Target, call: &Call) -> Result<Repl
             Ok(Reply::Json(200, o))
         }
         (Method::POST, "eviction") if r.name == "pods" => {
-            let (code, v) = write::evict(
+            let (code, v) = super::evict::evict(
                 &ctx.shared,
                 &ctx.removed,
                 user,
