@@ -3,6 +3,7 @@
 //! namespace; see docs/simulator.md.
 
 pub mod accounts;
+pub mod api;
 pub mod boot;
 pub mod cgroup;
 pub mod containerd;

@@ -17,7 +17,7 @@ use crate::image::{self, Cache};
 use crate::kubelet_files;
 use crate::layout::{FleetDir, HOST_KEY, OVERLAID, SSHD_CONFIG, TOOL_LINKS};
 use crate::scenario::{NodeSpec, Pin, Scenario};
-use crate::state::{OS_UPDATE_FILE, OsUpdate, Role};
+use crate::state::{OS_UPDATE_FILE, OsUpdate};
 use crate::version::{Minor, Version};
 
 /// Flatcar's admin user.
@@ -419,10 +419,8 @@ fn write_kubernetes(
         let path = format!("{SYSUPDATE_DIR}/kubernetes-{minor}.conf");
         disk.file(&path, conf.as_bytes(), 0o644, (0, 0))?;
     }
-    if spec.role == Role::ControlPlane {
-        let conf = admin_conf(&plan.address.to_string());
-        disk.file("/etc/kubernetes/admin.conf", conf.as_bytes(), 0o600, (0, 0))?;
-    }
+    // admin.conf and kubelet.conf come with the cluster's PKI
+    // (`crate::api::pki`), written by the supervisor once it is issued.
     write_kubelet_files(disk, &running)
 }
 
@@ -470,14 +468,6 @@ fn write_kubelet_files(disk: &Disk, kubeadm: &Version) -> Result<()> {
     disk.file(kubelet_files::FLAGS_FILE, flags.as_bytes(), 0o644, (0, 0))?;
     let config = kubelet_files::config_yaml(&kubeadm.to_string());
     disk.file(kubelet_files::CONFIG_FILE, config.as_bytes(), 0o644, (0, 0))
-}
-
-/// A kubeconfig shaped like kubeadm's admin.conf (the credentials are
-/// placeholders: the emulated kubectl only checks that the file is readable).
-fn admin_conf(address: &str) -> String {
-    format!(
-        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: ZmxlZXRzaW0tY2EK\n    server: https://{address}:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: kubernetes-admin\n  name: kubernetes-admin@kubernetes\ncurrent-context: kubernetes-admin@kubernetes\nkind: Config\npreferences: {{}}\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: ZmxlZXRzaW0tY2VydAo=\n    client-key-data: ZmxlZXRzaW0ta2V5Cg==\n"
-    )
 }
 
 /// Hard links to the fleet's copy of fleetsim under every tool's real path:

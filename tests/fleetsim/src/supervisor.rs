@@ -226,6 +226,7 @@ struct Setup {
     subnet: Subnet,
     hub: Hub,
     plans: Vec<NodePlan>,
+    _api: crate::api::ApiServer,
 }
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
@@ -263,7 +264,77 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
     fs::write(fleet.inventory(), inventory).context("writing inventory.yaml")?;
     write_info(fleet, &hub, &prometheus.url(), scenario.port, &plans)?;
-    Ok(Setup { subnet, hub, plans })
+    let api = start_api(fleet, &subnet, &plans)?;
+    Ok(Setup {
+        subnet,
+        hub,
+        plans,
+        _api: api,
+    })
+}
+
+/// Issues the cluster's PKI, writes admin.conf (control planes) and
+/// kubelet.conf (every node) pointing at the control-plane endpoint, and
+/// starts the API server (`crate::api`).
+fn start_api(
+    fleet: &FleetDir,
+    subnet: &Subnet,
+    plans: &[NodePlan],
+) -> Result<crate::api::ApiServer> {
+    use crate::api::pki;
+    let endpoint = crate::api::endpoint(subnet.a, subnet.b);
+    let members: Vec<(String, std::net::Ipv4Addr)> = plans
+        .iter()
+        .filter(|p| p.spec.role == Role::ControlPlane)
+        .map(|p| (p.spec.name.clone(), p.address))
+        .collect();
+    let cps: Vec<pki::Member> = members
+        .iter()
+        .map(|(name, address)| pki::Member {
+            name: name.clone(),
+            address: *address,
+        })
+        .collect();
+    let names: Vec<String> = plans.iter().map(|p| p.spec.name.clone()).collect();
+    let issued = pki::issue(&cps, endpoint, &names)?;
+    let server = format!("https://{endpoint}:{}", pki::PORT);
+    issued.write(&pki::dir(fleet.root()), &server)?;
+    for (plan, (name, pair)) in plans.iter().zip(&issued.nodes) {
+        let disk = Disk { fleet, node: name };
+        let user = format!("{}{name}", pki::NODE_PREFIX);
+        let kubelet = pki::kubeconfig(&issued.ca, &server, &user, pair);
+        disk.file(
+            "/etc/kubernetes/kubelet.conf",
+            kubelet.as_bytes(),
+            0o600,
+            (0, 0),
+        )?;
+        if plan.spec.role == Role::ControlPlane {
+            let admin = pki::kubeconfig(&issued.ca, &server, pki::ADMIN_USER, &issued.admin);
+            disk.file(
+                "/etc/kubernetes/admin.conf",
+                admin.as_bytes(),
+                0o600,
+                (0, 0),
+            )?;
+        }
+    }
+    let ssh = crate::api::exec::Ssh {
+        identity: fleet.identity(),
+        known_hosts: fleet.known_hosts(),
+        port: plans.first().map_or(22, |p| p.port),
+        addresses: plans
+            .iter()
+            .map(|p| (p.spec.name.clone(), p.address.to_string()))
+            .collect(),
+    };
+    crate::api::start(
+        Shared::new(fleet.cluster()),
+        &issued,
+        members,
+        endpoint,
+        ssh,
+    )
 }
 
 fn copy_binary(fleet: &FleetDir) -> Result<()> {

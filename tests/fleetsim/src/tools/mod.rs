@@ -25,14 +25,14 @@ mod containerd;
 mod http;
 mod journalctl;
 mod kubeadm;
-mod kubectl;
+pub(crate) mod kubectl;
 pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;
 mod systemd_run;
 mod sysupdate;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 mod update_engine;
 pub(crate) mod util;
 

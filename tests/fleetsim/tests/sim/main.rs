@@ -3,6 +3,7 @@
 //! (a module per area) so cargo links once. Needs root, openssh-server and
 //! sudo, like the simulator itself.
 
+mod api;
 mod checks;
 mod common;
 mod containerd;

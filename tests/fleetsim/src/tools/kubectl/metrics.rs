@@ -107,7 +107,7 @@ pub(super) fn instance_at(
 }
 
 /// The `/metrics` page of `instance`'s kube-apiserver.
-pub(super) fn text(c: &Cluster, instance: &str) -> String {
+pub(crate) fn text(c: &Cluster, instance: &str) -> String {
     let now = crate::state::now();
     let started = c
         .nodes

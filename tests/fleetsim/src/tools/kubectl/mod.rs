@@ -31,11 +31,11 @@ mod drain;
 mod etcd;
 pub(crate) use etcd::{etcd_tag, upgraded_by_kubeadm as etcd_upgraded_by_kubeadm};
 mod jsonpath;
-mod metrics;
-mod nodes;
-mod objects;
-mod pdb;
-mod pods;
+pub(crate) mod metrics;
+pub(crate) mod nodes;
+pub(crate) mod objects;
+pub(crate) mod pdb;
+pub(crate) mod pods;
 #[cfg(test)]
 mod tests;
 

@@ -148,7 +148,7 @@ fn taints(r: &Readiness, n: &ClusterNode) -> Vec<Value> {
 }
 
 /// The Node object for `name`, as `kubectl get node NAME -o json` prints it.
-pub(super) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, now: f64) -> Value {
+pub(crate) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, now: f64) -> Value {
     let r = readiness(c, n, now);
     let mut labels = json!({
         "beta.kubernetes.io/arch": "amd64",

@@ -23,7 +23,7 @@ const KUBE_SYSTEM: &str = "kube-system";
 
 /// When the cluster was created, as far as the state knows: its oldest boot
 /// (never after `now`).
-pub(super) fn cluster_created(c: &Cluster, now: f64) -> f64 {
+pub(crate) fn cluster_created(c: &Cluster, now: f64) -> f64 {
     c.nodes
         .values()
         .map(|n| n.booted_at)
@@ -42,7 +42,7 @@ enum Ds<'a> {
 }
 
 /// One listed DaemonSet: namespace, name, which.
-pub(super) struct Listed<'a> {
+pub(crate) struct Listed<'a> {
     pub namespace: String,
     pub name: String,
     ds: Ds<'a>,
@@ -50,7 +50,7 @@ pub(super) struct Listed<'a> {
 
 /// The DaemonSets in `ns` (every namespace when `None`), sorted by
 /// namespace then name, as the API lists them (by etcd key).
-pub(super) fn daemonsets<'a>(c: &'a Cluster, ns: Option<&str>) -> Vec<Listed<'a>> {
+pub(crate) fn daemonsets<'a>(c: &'a Cluster, ns: Option<&str>) -> Vec<Listed<'a>> {
     let mut list = vec![Listed {
         namespace: KUBE_SYSTEM.into(),
         name: "cilium".into(),
@@ -137,7 +137,7 @@ fn ds_counts(c: &Cluster) -> (usize, usize) {
     (c.nodes.len(), ready)
 }
 
-fn ds_json(c: &Cluster, l: &Listed) -> Value {
+pub(crate) fn ds_json(c: &Cluster, l: &Listed) -> Value {
     let (desired, ready) = ds_counts(c);
     let mut annotations = match l.ds {
         Ds::Kured(k) => k.annotations.clone(),
@@ -332,7 +332,7 @@ pub(super) fn get_daemonsets(
 // ---------------------------------------------------------------- ConfigMaps
 
 /// A ConfigMap as the API would return it.
-struct Cm {
+pub(crate) struct Cm {
     name: String,
     namespace: String,
     data: BTreeMap<String, String>,
@@ -377,7 +377,7 @@ fn cluster_configuration(version: &str, external_etcd: &[String]) -> String {
     )
 }
 
-fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
+pub(crate) fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
     let mut list = Vec::new();
     if ns.is_none_or(|ns| ns == KUBE_SYSTEM) {
         list.push(Cm {
@@ -410,7 +410,7 @@ fn configmaps_in(c: &Cluster, ns: Option<&str>) -> Vec<Cm> {
     list
 }
 
-fn cm_json(cm: &Cm) -> Value {
+pub(crate) fn cm_json(cm: &Cm) -> Value {
     json!({
         "apiVersion": "v1",
         "data": cm.data,

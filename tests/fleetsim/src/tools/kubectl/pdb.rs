@@ -27,7 +27,7 @@ use crate::tools::int_or_percent;
 use crate::tools::util::{rfc3339, uid_of};
 
 /// A budget and its computed status.
-pub(super) struct Budget {
+pub(crate) struct Budget {
     pub spec: PdbSpec,
     pub expected: i64,
     pub desired: i64,
@@ -84,7 +84,7 @@ fn blocking(c: &Cluster, node: &str) -> Option<PdbSpec> {
 }
 
 /// Every budget, sorted by namespace then name, with its status over `pods`.
-pub(super) fn budgets(c: &Cluster, faults: &Faults, pods: &[ApiPod]) -> Vec<Budget> {
+pub(crate) fn budgets(c: &Cluster, faults: &Faults, pods: &[ApiPod]) -> Vec<Budget> {
     let mut specs: Vec<PdbSpec> = c.pdbs.clone();
     specs.extend(faults.pdb_block.iter().filter_map(|n| blocking(c, n)));
     specs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -127,7 +127,7 @@ pub(super) fn budgets(c: &Cluster, faults: &Faults, pods: &[ApiPod]) -> Vec<Budg
 }
 
 /// The object as `kubectl get pdb -o json` prints it.
-pub(super) fn json(b: &Budget, created: f64, resource_version: u64) -> Value {
+pub(crate) fn json(b: &Budget, created: f64, resource_version: u64) -> Value {
     let mut selector = json!({});
     if !b.spec.match_labels.is_empty() {
         selector["matchLabels"] = json!(b.spec.match_labels);

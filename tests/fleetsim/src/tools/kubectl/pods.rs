@@ -204,7 +204,7 @@ fn pod_json(p: &StaticPod, resource_version: u64) -> Value {
 }
 
 /// A pod as the API lists it.
-pub(super) struct ApiPod {
+pub(crate) struct ApiPod {
     pub namespace: String,
     pub name: String,
     pub node: String,
@@ -379,7 +379,7 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
 }
 
 /// Every pod in the API, sorted by namespace then name as it lists them.
-pub(super) fn all_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
+pub(crate) fn all_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
     let mut pods: Vec<ApiPod> = running(c, now)
         .into_iter()
         .map(|p| ApiPod {
