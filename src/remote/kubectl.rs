@@ -306,6 +306,19 @@ pub fn uncordon(node: &str) -> String {
     kubectl(&["uncordon", node])
 }
 
+/// The line in which `kubectl cordon`/`uncordon` says the API refused the
+/// change. Their exit status does not: kubectl's RunCordonOrUncordon
+/// (staging/src/k8s.io/kubectl/pkg/cmd/drain/drain.go) prints `error: unable
+/// to uncordon node "w-1": …` and goes on to the next node, returning nil,
+/// so a refused uncordon exits 0 (seen with the real kubectl 1.33 against
+/// the simulated API server).
+pub fn schedulability_refused(stderr: &str) -> Option<&str> {
+    stderr.lines().map(str::trim).find(|l| {
+        l.starts_with("error: unable to cordon node")
+            || l.starts_with("error: unable to uncordon node")
+    })
+}
+
 /// The exit status of [`ready_then_uncordon`] while `kubectl wait` has not
 /// seen the node Ready (and so the uncordon did not run).
 pub const NOT_READY: u32 = 98;
@@ -736,6 +749,15 @@ mod tests {
             "w-1",
             "Error from server (NotFound): nodes \"w-1\" not found\n"
         ));
+    }
+
+    #[test]
+    fn a_refused_uncordon_is_read_from_stderr_not_the_exit_status() {
+        let refused = "error: unable to uncordon node \"w-1\": nodes \"w-1\" is forbidden: \
+                       User \"system:node:w-2\" cannot patch resource \"nodes\"\n";
+        assert_eq!(schedulability_refused(refused), Some(refused.trim()));
+        assert_eq!(schedulability_refused("node/w-1 uncordoned\n"), None);
+        assert_eq!(schedulability_refused(""), None);
     }
 
     #[test]

@@ -627,7 +627,7 @@ pub async fn ready_then_uncordon(
     loop {
         let out = api.run_root(&label, &cmd, None).await?;
         if out.success() {
-            return Ok(());
+            return refused_uncordon(node, &out.stderr);
         }
         if out.exit != Some(kubectl::NOT_READY) {
             return Err(anyhow::Error::new(CommandFailed::new(
@@ -647,9 +647,21 @@ pub async fn ready_then_uncordon(
 }
 
 async fn uncordon(api: &Remote, node: &str) -> anyhow::Result<()> {
-    api.check_root(&format!("uncordon {node}"), &kubectl::uncordon(node))
+    let out = api
+        .check_root(&format!("uncordon {node}"), &kubectl::uncordon(node))
         .await?;
-    Ok(())
+    refused_uncordon(node, &out.stderr)
+}
+
+/// kubectl exits 0 when the API refuses an uncordon; its stderr says so.
+fn refused_uncordon(node: &str, stderr: &str) -> anyhow::Result<()> {
+    match kubectl::schedulability_refused(stderr) {
+        Some(line) => bail!(
+            "{node} is still cordoned: the API server refused the uncordon ({line}). \
+             Uncordon it yourself (`kubectl uncordon {node}`) once the cause is fixed"
+        ),
+        None => Ok(()),
+    }
 }
 
 /// What `--dry-run` shows for rolling `node`.
