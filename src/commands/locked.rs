@@ -107,10 +107,12 @@ impl LockSession {
 /// The lock's TTL: apply starts a step only if it ends within the lease
 /// (the TTL after the last heartbeat, less [`LAPSE_MARGIN`]), so the TTL
 /// must outlast the longest one (a node's reboot and wait, bounded by
-/// `--node-timeout`; a drain, `--drain-timeout` and a minute) with room
-/// for a few missed heartbeats.
+/// `--node-timeout`; a drain, `--drain-timeout` and a minute; a kubeadm
+/// step, 20 minutes) with room for a few missed heartbeats.
 pub fn lock_ttl(node_timeout: Duration, drain_timeout: Duration) -> Duration {
-    let longest = node_timeout.max(drain_timeout + Duration::from_secs(60));
+    let longest = node_timeout
+        .max(drain_timeout + Duration::from_secs(60))
+        .max(crate::steps::KUBEADM_TIMEOUT);
     lock::DEFAULT_TTL.max(longest + 2 * LAPSE_MARGIN + Duration::from_secs(60))
 }
 
@@ -453,13 +455,16 @@ mod tests {
     #[test]
     fn the_ttl_outlasts_the_longest_step_with_room_for_missed_heartbeats() {
         let m = |n: u64| Duration::from_secs(n * 60);
-        assert_eq!(lock_ttl(m(15), m(5)), m(18));
-        assert_eq!(lock_ttl(m(1), m(1)), lock::DEFAULT_TTL);
+        // kubeadm's 20 minutes are the longest step with the defaults.
+        assert_eq!(lock_ttl(m(15), m(5)), m(23));
+        assert_eq!(lock_ttl(m(1), m(1)), m(23));
         assert_eq!(lock_ttl(m(10), m(30)), m(34));
+        assert_eq!(lock_ttl(m(40), m(5)), m(43));
         // What roll checks before a reboot fits in a fresh lease.
         for (node, drain) in [(m(15), m(5)), (m(40), m(5)), (m(5), m(30))] {
             let ttl = lock_ttl(node, drain);
             assert!(node + LAPSE_MARGIN < ttl && drain + m(1) + LAPSE_MARGIN < ttl);
+            assert!(crate::steps::KUBEADM_TIMEOUT + LAPSE_MARGIN < ttl);
         }
     }
 }

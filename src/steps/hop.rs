@@ -234,38 +234,45 @@ async fn one_step(
 /// intermediate kubeadm would have stripped (kubeadm v1.36 dropped
 /// v1.35's cleanup of `--pod-infra-container-image`,
 /// kubernetes/kubernetes#135807); then nothing reboots and the error names
-/// the node and the flag. Further checks of the target kubelet against a
-/// node's real files (the cgroup check) belong here too.
+/// the node and the flag. The cgroup check is judged the same way, on the
+/// config.yaml kubeadm has just written (kubeadm rewrites it from the
+/// kubelet-config ConfigMap, which may drop a local `failCgroupV1: false`).
 async fn before_worker_reboots(
     apply: &Apply<'_>,
     hop: &Hop,
     batch: &[String],
 ) -> anyhow::Result<()> {
-    if apply
-        .plan
-        .ignored_checks
-        .contains(&crate::checks::CheckName::KubeletFlags)
-    {
+    use crate::checks::CheckName;
+    let ignored = &apply.plan.ignored_checks;
+    let (flags, cgroup) = (
+        !ignored.contains(&CheckName::KubeletFlags),
+        !ignored.contains(&CheckName::Cgroup),
+    );
+    if !flags && !cgroup {
         return Ok(());
     }
     // The batch's nodes at once: a big batch must not wait node by node.
     let looks = batch.iter().map(|node| async move {
         let facts = settled_facts(&apply.remote(node)?).await?;
-        Ok::<_, anyhow::Error>(target_kubelet_flags(node, &facts.kubelet_files, hop.minor))
+        let mut problems = Vec::new();
+        if flags {
+            problems.extend(target_kubelet_flags(node, &facts.kubelet_files, hop.minor));
+        }
+        if cgroup {
+            problems.extend(target_cgroup(node, &facts, hop.minor));
+        }
+        Ok::<_, anyhow::Error>(problems)
     });
     let mut refused = Vec::new();
     for look in join_all(looks).await {
-        if let Some(problem) = look? {
-            refused.push(problem);
-        }
+        refused.extend(look?);
     }
     if refused.is_empty() {
         return Ok(());
     }
     bail!(
-        "not rebooting {}: the {} kubelet would refuse to start:
-  {}
-kubeadm left the flag in          place and nothing was rebooted. Remove it from that file on that node, then run `fleetctl          apply` again",
+        "not rebooting {}: the {} kubelet would refuse to start:\n  {}\nNothing was \
+         rebooted. Fix that on that node, then run `fleetctl apply` again",
         batch.join(", "),
         hop_version(hop),
         refused.join("\n  ")
@@ -287,6 +294,19 @@ fn target_kubelet_flags(
         stripped_earlier: Default::default(),
     };
     let check = check_kubelet_flags(&[files], minor, false);
+    (check.verdict == Verdict::Block).then(|| check.details.join("; "))
+}
+
+/// The cgroup check of the `minor` kubelet against the node's hierarchy and
+/// the config.yaml kubeadm has just written for it; `None` when it starts.
+fn target_cgroup(node: &str, facts: &NodeFacts, minor: Minor) -> Option<String> {
+    use crate::checks::{NodeCgroup, Verdict, check_cgroup};
+    let mine = NodeCgroup {
+        node: node.to_string(),
+        v2: facts.cgroup.v2,
+        kubelet_config: facts.cgroup.kubelet_config.clone(),
+    };
+    let check = check_cgroup(&[mine], minor);
     (check.verdict == Verdict::Block).then(|| check.details.join("; "))
 }
 
@@ -496,6 +516,8 @@ struct Job {
     ssh: crate::ssh::Options,
     /// The hop's image and its sha256 from the hub, when the plan has it.
     image: Option<(Version, String)>,
+    /// Whose lease a kubeadm step must fit in.
+    stop: super::Stop,
 }
 
 impl Job {
@@ -508,6 +530,7 @@ impl Job {
             target: apply.settings.targets.get(node).cloned(),
             ssh: apply.settings.ssh.clone(),
             image: hop.version.clone().zip(hop.sha256.clone()),
+            stop: apply.stop.clone(),
         })
     }
 
@@ -525,6 +548,11 @@ impl Job {
             target,
             opts: &self.ssh,
         });
+        // Never start kubeadm on a lock that could lapse before it ends.
+        self.stop.ensure_lease(
+            &format!("{}: kubeadm upgrade {}", self.remote.node(), kind.name()),
+            kubeadm::TIMEOUT,
+        )?;
         let sha256 = self.sha256(v).map(String::from);
         kubeadm::run(
             &mut self.remote,

@@ -23,8 +23,9 @@ use crate::plan::{self, Component};
 use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
 use crate::version::{Minor, Version};
 
-/// How long kubeadm may take.
-const TIMEOUT: Duration = Duration::from_secs(1200);
+/// How long kubeadm may take. The lock's TTL outlasts it
+/// (`commands::locked::lock_ttl`).
+pub const TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Which kubeadm upgrade a node runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl Kind {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Kind::Apply => "upgrade apply",
             Kind::Node => "upgrade node",

@@ -30,6 +30,7 @@ mod stage;
 mod verify;
 
 pub use context::{Apply, Interrupted, Ledger, Settings, Stop};
+pub use kubeadm::TIMEOUT as KUBEADM_TIMEOUT;
 
 use std::time::Duration;
 

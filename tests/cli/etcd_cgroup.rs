@@ -215,4 +215,40 @@ fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
     assert!(!text.contains("BLOCK   cgroup"), "{text}");
     let saved = fs::read_to_string(fleet.dir().join(".fleetctl/plan.yaml")).unwrap();
     assert!(saved.contains("v1.35"), "{saved}");
+
+    // kubeadm's `upgrade node` rewrites config.yaml from the cluster's
+    // kubelet-config, which does not allow cgroup v1: the last look before
+    // w-1's reboot sees it, and w-1 never boots a kubelet that refuses to
+    // start.
+    let start = fleet.events().unwrap().len();
+    let out = support::apply(&fleet, &["--yes"]).expect_code(1);
+    support::assert_has(
+        &out.stderr,
+        &[
+            "not rebooting w-1",
+            "w-1: cgroup v1",
+            "Nothing was rebooted",
+        ],
+    );
+    let events = fleet.events().unwrap();
+    assert!(
+        !events[start..]
+            .iter()
+            .any(|e| support::is_reboot(e) && e.node == "w-1"),
+        "w-1 was rebooted onto a kubelet that refuses cgroup v1:\n{}",
+        support::describe(&events[start..])
+    );
+    support::assert_consistent(&fleet, &["cp-1", "w-1"], None);
+    // Allowed again where kubeadm left it, a rerun finishes.
+    fleet
+        .ssh_ok(
+            "w-1",
+            "root",
+            "printf 'failCgroupV1: false\\n' >> /var/lib/kubelet/config.yaml",
+        )
+        .unwrap();
+    support::apply(&fleet, &["--yes"]).expect_code(0);
+    let c = fleet.cluster().unwrap();
+    assert_eq!(c.nodes["w-1"].kubelet_version, c.version, "w-1's kubelet");
+    support::assert_invariants_hold(&fleet.events().unwrap());
 }

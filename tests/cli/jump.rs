@@ -215,7 +215,7 @@ fn a_worker_where_kubeadm_v1_37_leaves_a_refused_flag_is_not_rebooted() {
             "not rebooting w-2: the",
             "kubelet would refuse to start",
             "w-2: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env",
-            "nothing was rebooted",
+            "Nothing was rebooted",
         ],
     );
     let log = events(&fleet);

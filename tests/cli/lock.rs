@@ -495,7 +495,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
         &second.stderr,
         &[
             "That apply is alive as far as fleetctl can tell (its last heartbeat is ",
-            " old, and its lock stays valid for 18m without one, which a node it waits for may take): wait for it to finish.",
+            " old, and its lock stays valid for 23m without one, which a node it waits for may take): wait for it to finish.",
         ],
     );
     // Nor does --force-unlock alone remove a live holder's lock.
@@ -559,7 +559,8 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
 fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_completes() {
     let fleet = pair(|s| s);
     let patch = plan(&fleet, "v1.35");
-    let then = rfc3339_ago(Duration::from_secs(20 * 60));
+    // Past the 23m TTL this run would give it (it recorded none of its own).
+    let then = rfc3339_ago(Duration::from_secs(30 * 60));
     let bob = format!(
         "{KUBECTL} -n kube-system create configmap fleetctl-lock \
          --from-literal=holder=fleetctl/bob@ops-1 --from-literal=host=ops-1 --from-literal=pid=77 \
@@ -573,9 +574,9 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
     // Refused, saying whose, since when, and that it looks dead.
     let run = apply(&fleet, &["--yes"]).expect_code(1);
     assert!(
-        run.stderr.contains(&format!("last heartbeat {then} (20m"))
-            || run.stderr.contains(&format!("last heartbeat {then} (21m")),
-        "the heartbeat's age should be about 20 minutes:\n{}",
+        run.stderr.contains(&format!("last heartbeat {then} (30m"))
+            || run.stderr.contains(&format!("last heartbeat {then} (31m")),
+        "the heartbeat's age should be about 30 minutes:\n{}",
         run.stderr
     );
     assert_has(
@@ -583,9 +584,9 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
         &[
             &format!(
                 "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 \
-                 (pid 77 on ops-1), started {then}, last heartbeat {then} (2"
+                 (pid 77 on ops-1), started {then}, last heartbeat {then} (3"
             ),
-            "That fleetctl looks dead: no heartbeat for over 18m, the time its lock stays valid without one",
+            "That fleetctl looks dead: no heartbeat for over 23m, the time its lock stays valid without one",
             "Run `fleetctl apply --force-unlock` to remove its lock.",
         ],
     );
