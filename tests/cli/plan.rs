@@ -446,7 +446,7 @@ fn a_down_hub_leaves_patches_unresolved_with_a_warning() {
     let fleet = support::start(scenario_at("v1.34.2").faults(|f| f.hub_down = true));
     let before = untouched(&fleet);
 
-    let text = plan(&fleet, &["v1.37"]).expect_code(0);
+    let text = plan(&fleet, &["v1.37", "--workers", "every-hop"]).expect_code(0);
     for line in [
         "Plan: cluster v1.34.2 → v1.37",
         "Hop 1/3: upgrade to v1.35 (patch unresolved)",
@@ -461,7 +461,7 @@ fn a_down_hub_leaves_patches_unresolved_with_a_warning() {
         );
     }
 
-    let json = plan_json(&fleet, &["v1.37"]);
+    let json = plan_json(&fleet, &["v1.37", "--workers", "every-hop"]);
     assert_eq!(
         hop_summary(&json),
         [
@@ -632,7 +632,8 @@ fn floating_configs_stray_configs_and_staged_os_updates_are_warned_about() {
 #[test]
 fn a_fleet_left_halfway_finishes_the_clusters_minor_first() {
     // Interrupted after `upgrade apply v1.35.4` on cp-1: the cluster and
-    // cp-1 are at v1.35, both workers still run v1.34.
+    // cp-1 are at v1.35, both workers still run v1.34. Every hop for every
+    // node, as before workers could jump (tests/cli/jump.rs has the jump).
     let fleet = support::start(
         scenario_at("v1.35.4")
             .with_node("w-1", |n| n.running = Some("v1.34.2".into()))
@@ -640,7 +641,7 @@ fn a_fleet_left_halfway_finishes_the_clusters_minor_first() {
     );
     let before = untouched(&fleet);
 
-    let json = plan_json(&fleet, &["v1.37"]);
+    let json = plan_json(&fleet, &["v1.37", "--workers", "every-hop"]);
     assert_eq!(json.cluster_from, Some(v("v1.35.4")));
     assert_eq!(
         hop_summary(&json),
