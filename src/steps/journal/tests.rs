@@ -1,0 +1,298 @@
+use super::*;
+use std::sync::Arc;
+
+fn at(rfc: &str) -> SystemTime {
+    humantime::parse_rfc3339(rfc).unwrap()
+}
+
+fn events(j: &Journal) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(j.events_path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn log(j: &Journal) -> String {
+    std::fs::read_to_string(j.path()).unwrap()
+}
+
+fn ran<'a>(node: &'a str, label: &'a str, cmd: &'a str) -> Ran<'a> {
+    Ran {
+        node,
+        label,
+        cmd,
+        root: true,
+    }
+}
+
+#[test]
+fn creates_both_files_named_by_utc_start_time_in_new_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join(".fleetctl");
+    let j = Journal::create_at(&state, at("2026-11-29T19:30:12Z")).unwrap();
+    assert_eq!(j.path(), state.join("journal/20261129T193012Z.log"));
+    assert_eq!(
+        j.events_path(),
+        state.join("journal/20261129T193012Z.jsonl")
+    );
+    assert!(j.path().is_file() && j.events_path().is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(j.path()), 0o600);
+    assert_eq!(mode(&state.join("journal")), 0o700);
+}
+
+#[test]
+fn a_second_run_in_the_same_second_never_reuses_a_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = at("2026-11-29T19:30:12Z");
+    let first = Journal::create_at(dir.path(), t).unwrap();
+    first.event("apply-started", None, "first");
+    let second = Journal::create_at(dir.path(), t).unwrap();
+    assert_ne!(first.path(), second.path());
+    assert!(second.path().ends_with("20261129T193012Z_02.log"));
+    let mut names: Vec<_> = (3..=11)
+        .map(|_| {
+            Journal::create_at(dir.path(), t)
+                .unwrap()
+                .events_path()
+                .to_path_buf()
+        })
+        .collect();
+    names.insert(0, second.events_path().to_path_buf());
+    names.insert(0, first.events_path().to_path_buf());
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, names, "file names sort in run order");
+    assert_eq!(events(&first).len(), 1);
+    assert!(events(&second).is_empty());
+}
+
+#[test]
+fn a_command_is_written_through_with_output_exit_and_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let out = Output {
+        exit: Some(3),
+        signal: None,
+        stdout: "line one\nline two\n".into(),
+        stderr: "oops\n".into(),
+    };
+    j.command(
+        ran("cp-1", "lock: read daemonset", "kubectl get ds\n  -o json"),
+        &Ok(out),
+        Duration::from_millis(1412),
+    );
+    // Read while the journal is still open: nothing may sit in a buffer.
+    let text = log(&j);
+    assert!(text.contains(" cp-1: lock: read daemonset\n"), "{text}");
+    assert!(
+        text.contains("  # kubectl get ds\n      -o json\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  out| line one\n  out| line two\n  err| oops\n"),
+        "{text}"
+    );
+    assert!(text.contains("  exit 3 after 1s 412ms\n"), "{text}");
+
+    let [record] = events(&j).try_into().unwrap();
+    assert_eq!(record["kind"], "command");
+    assert_eq!(record["node"], "cp-1");
+    assert_eq!(record["detail"], "lock: read daemonset");
+    assert_eq!(record["cmd"], "kubectl get ds\n  -o json");
+    assert_eq!(record["root"], true);
+    assert_eq!(record["exit"], 3);
+    assert_eq!(record["signal"], serde_json::Value::Null);
+    assert_eq!(record["stdout"], "line one\nline two\n");
+    assert_eq!(record["stderr"], "oops\n");
+    assert_eq!(record["elapsed_ms"], 1412);
+    assert!(record.get("error").is_none());
+    let t = record["t"].as_str().unwrap();
+    assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
+}
+
+#[test]
+fn a_command_that_could_not_run_records_the_error_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let err = Err(anyhow::anyhow!("connection dropped").context("w-1: running `reboot`"));
+    j.command(
+        Ran {
+            root: false,
+            ..ran("w-1", "reboot w-1", "systemctl reboot")
+        },
+        &err,
+        Duration::from_secs(2),
+    );
+    let text = log(&j);
+    assert!(text.contains("  $ systemctl reboot\n"), "{text}");
+    assert!(
+        text.contains("  failed after 2s: w-1: running `reboot`: connection dropped\n"),
+        "{text}"
+    );
+    let [record] = events(&j).try_into().unwrap();
+    assert_eq!(record["exit"], serde_json::Value::Null);
+    assert_eq!(record["root"], false);
+    assert_eq!(record["error"], "w-1: running `reboot`: connection dropped");
+}
+
+#[test]
+fn a_signal_is_recorded_instead_of_an_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let out = Output {
+        exit: None,
+        signal: Some("KILL".into()),
+        ..Output::default()
+    };
+    j.command(
+        ran("w-2", "drain w-2", "kubectl drain w-2"),
+        &Ok(out),
+        Duration::ZERO,
+    );
+    assert!(log(&j).contains("  killed by signal KILL after 0s\n"));
+    assert_eq!(events(&j)[0]["signal"], "KILL");
+}
+
+#[test]
+fn events_have_the_documented_shape_with_or_without_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    j.event("apply-started", None, "plan v1.36 → v1.37");
+    j.event("lock-acquired", Some("cp-1"), "Kured's lock\nsecond line");
+    let text = log(&j);
+    assert!(
+        text.contains(" [apply-started]\n  plan v1.36 → v1.37\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" cp-1: [lock-acquired]\n  Kured's lock\n  second line\n"),
+        "{text}"
+    );
+    let records = events(&j);
+    let keys: Vec<_> = records[0].as_object().unwrap().keys().cloned().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["detail", "kind", "node", "t"]);
+    assert_eq!(records[0]["node"], serde_json::Value::Null);
+    assert_eq!(records[1]["node"], "cp-1");
+    assert_eq!(records[1]["detail"], "Kured's lock\nsecond line");
+    // The raw line keeps the documented field order.
+    let raw = std::fs::read_to_string(j.events_path()).unwrap();
+    assert!(raw.lines().all(|l| l.starts_with("{\"t\":\"")), "{raw}");
+    assert!(
+        raw.contains("\"kind\":\"apply-started\",\"node\":null,\"detail\":"),
+        "{raw}"
+    );
+}
+
+#[test]
+fn concurrent_writers_never_interleave_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Arc::new(Journal::create(dir.path()).unwrap());
+    let big = "x".repeat(64 * 1024);
+    let threads: Vec<_> = (0..8)
+        .map(|n| {
+            let (j, big) = (j.clone(), big.clone());
+            std::thread::spawn(move || {
+                for i in 0..20 {
+                    let out = Output {
+                        exit: Some(0),
+                        stdout: format!("{n}-{i}{big}"),
+                        ..Output::default()
+                    };
+                    j.command(
+                        ran(&format!("w-{n}"), "probe", "true"),
+                        &Ok(out),
+                        Duration::ZERO,
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let records = events(&j);
+    assert_eq!(records.len(), 160);
+    for r in &records {
+        let node = r["node"].as_str().unwrap();
+        let stdout = r["stdout"].as_str().unwrap();
+        assert!(stdout.starts_with(&format!("{}-", &node[2..])), "{node}");
+    }
+    assert_eq!(log(&j).matches(": probe\n").count(), 160);
+    j.check().unwrap();
+}
+
+#[test]
+fn a_failed_write_is_reported_by_check_not_by_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("ro.log");
+    let events_path = dir.path().join("ro.jsonl");
+    std::fs::write(&log_path, "").unwrap();
+    std::fs::write(&events_path, "").unwrap();
+    // Opened read-only: every write fails, as on a full or vanished disk.
+    let j = Journal::from_files(
+        log_path.clone(),
+        events_path,
+        File::open(&log_path).unwrap(),
+        File::open(dir.path().join("ro.jsonl")).unwrap(),
+    );
+    j.event("apply-started", None, "x");
+    let err = j.check().unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "the journal {} is incomplete: writing",
+            log_path.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_log_the_jsonl_and_the_echo_never_hold_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let listing = "daemonset\tkured\tkured\ncontainer\tkured\tghcr.io/kubereboot/kured:1.23.0\t[\"/usr/bin/kured\"]\t[\"--notify-url=slack://T0/B0/xoxb-secret\"]\t[{\"name\":\"KURED_SLACK_HOOK_URL\",\"value\":\"https://hooks/xoxb-secret\"}]\t\n";
+    let out = Output {
+        exit: Some(0),
+        stdout: listing.into(),
+        stderr: "warning: --token=xoxb-secret is deprecated\n".into(),
+        ..Output::default()
+    };
+    j.command(
+        ran("cp-1", "lock: find Kured", "kured --notify-url xoxb-secret"),
+        &Ok(out),
+        Duration::ZERO,
+    );
+    j.command(
+        ran("cp-1", "probe", "true"),
+        &Err(anyhow::anyhow!("refused --password=xoxb-secret")),
+        Duration::ZERO,
+    );
+    j.event(
+        "lock-force-unlocked",
+        Some("cp-1"),
+        "removed --api-key=xoxb-secret",
+    );
+    let text = log(&j);
+    let raw = std::fs::read_to_string(j.events_path()).unwrap();
+    for file in [&text, &raw] {
+        assert!(!file.contains("xoxb-secret"), "{file}");
+    }
+    assert!(text.contains("--notify-url=***"), "{text}");
+    assert!(text.contains("# kured --notify-url ***"), "{text}");
+    let records = events(&j);
+    assert_eq!(records[0]["cmd"], "kured --notify-url ***");
+    assert!(
+        records[0]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"name":"KURED_SLACK_HOOK_URL","value":"***"}"#)
+    );
+    assert_eq!(records[1]["error"], "refused --password=***");
+    assert_eq!(records[2]["detail"], "removed --api-key=***");
+    // Not checked apart: the -v echo prints this very .log text.
+}
