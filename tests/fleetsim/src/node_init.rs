@@ -8,7 +8,6 @@
 //! exits on SIGTERM. Its exit *is* the reboot: when a PID namespace's init dies the
 //! kernel kills every process in it, so SSH sessions drop for real.
 
-use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -102,10 +101,7 @@ fn set_hostname(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn cstr(s: &str) -> Result<CString> {
-    CString::new(s).with_context(|| format!("{s:?} contains a NUL byte"))
-}
-
+/// The same mount(2) as a real-OS node's init makes, with a `&str` target.
 fn mount(
     src: &str,
     target: &str,
@@ -113,30 +109,7 @@ fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> Result<()> {
-    let c_src = cstr(src)?;
-    let c_target = cstr(target)?;
-    let c_type = fstype.map(cstr).transpose()?;
-    let c_data = data.map(cstr).transpose()?;
-    // SAFETY: all pointers are valid NUL-terminated strings or null.
-    let rc = unsafe {
-        libc::mount(
-            c_src.as_ptr(),
-            c_target.as_ptr(),
-            c_type.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-            flags,
-            c_data
-                .as_ref()
-                .map_or(std::ptr::null(), |c| c.as_ptr().cast()),
-        )
-    };
-    if rc != 0 {
-        bail!(
-            "mount {src} on {target} ({}): {}",
-            fstype.unwrap_or("bind"),
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
+    crate::realos::sys::mount(src, Path::new(target), fstype, flags, data)
 }
 
 fn bind(src: &Path, target: &str, read_only: bool) -> Result<()> {
