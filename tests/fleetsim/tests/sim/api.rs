@@ -25,6 +25,27 @@ struct Kubectl {
 }
 
 /// The real kubectl 1.`minor`, or `None` (said loudly) when absent.
+/// The fleet is at rest once its cluster state says so; the API server's
+/// instance manager opens each listener on its next look at that state (it
+/// polls), so a client that starts at once can find the port still closed.
+/// Waits, boundedly, for the kubeconfig's server to accept connections.
+fn wait_listening(kubeconfig: &std::path::Path) {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: https://"))
+        .unwrap_or_else(|| panic!("no server in {}:\n{text}", kubeconfig.display()))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(&server).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the API server at {server} never listened"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn kubectl(fleet: &Fleet, minor: u32, identity: &str) -> Option<Kubectl> {
     let binary = PathBuf::from(format!("{KUBECTL_DIR}/kubectl.1.{minor}"));
     if !binary.exists() {
@@ -42,6 +63,7 @@ fn kubectl(fleet: &Fleet, minor: u32, identity: &str) -> Option<Kubectl> {
     };
     let home = fleet.dir().join(format!("home-{minor}-{identity}"));
     std::fs::create_dir_all(&home).unwrap();
+    wait_listening(&kubeconfig);
     Some(Kubectl {
         binary,
         kubeconfig,

@@ -491,12 +491,23 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
     // /etc/sysupdate.d (the bakery's Butane adds a noop.conf for that): the
     // unit fails, but Type=simple has already run ExecStartPost=.
     assert_eq!(code, 1, "{err}");
-    let journal = run(
-        &fleet,
-        "cp-1",
-        "root",
-        "journalctl -u systemd-sysupdate.service -b -q --no-pager",
-    );
+    // journald writes what the unit printed on its own time: read until
+    // the unit's last lines are there (boundedly).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let journal = loop {
+        let journal = run(
+            &fleet,
+            "cp-1",
+            "root",
+            "journalctl -u systemd-sysupdate.service -b -q --no-pager",
+        );
+        let complete = journal.contains("No transfer definitions found.")
+            && journal.contains("Successfully installed update '2'.");
+        if complete || std::time::Instant::now() > deadline {
+            break journal;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     assert!(
         journal.contains("No transfer definitions found."),
         "{journal}"
