@@ -48,31 +48,43 @@ struct EnvJson {
 
 /// Parses [`k::list_daemonsets`]'s output (or one DaemonSet's).
 pub fn parse_daemonsets(text: &str) -> anyhow::Result<Vec<DaemonSetInfo>> {
-    let mut sets: Vec<DaemonSetInfo> = Vec::new();
+    Ok(parse_listing(text, "daemonset")?
+        .into_iter()
+        .map(|(namespace, name, containers)| DaemonSetInfo {
+            namespace,
+            name,
+            containers,
+        })
+        .collect())
+}
+
+/// The records of a listing: `KIND\tNAMESPACE\tNAME` lines, each followed
+/// by its `container` lines.
+fn parse_listing(
+    text: &str,
+    kind: &str,
+) -> anyhow::Result<Vec<(String, String, Vec<ContainerInfo>)>> {
+    let mut owners: Vec<(String, String, Vec<ContainerInfo>)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split('\t').collect();
         match fields[..] {
             [""] => {}
-            ["daemonset", namespace, name] => sets.push(DaemonSetInfo {
-                namespace: namespace.into(),
-                name: name.into(),
-                containers: Vec::new(),
-            }),
+            [k, namespace, name] if k == kind => {
+                owners.push((namespace.into(), name.into(), Vec::new()));
+            }
             ["container", ..] => {
                 let container = parse_container(&fields)
                     .with_context(|| format!("line {} of kubectl's output", n + 1))?;
-                sets.last_mut()
-                    .ok_or_else(|| anyhow!("line {}: a container before any daemonset", n + 1))?
-                    .containers
+                owners
+                    .last_mut()
+                    .ok_or_else(|| anyhow!("line {}: a container before any {kind}", n + 1))?
+                    .2
                     .push(container);
             }
-            _ => bail!(
-                "line {}: not a daemonset or container record: {line}",
-                n + 1
-            ),
+            _ => bail!("line {}: not a {kind} or container record: {line}", n + 1),
         }
     }
-    Ok(sets)
+    Ok(owners)
 }
 
 /// A pod as [`k::list_pods`] shows it.
@@ -85,28 +97,14 @@ struct PodInfo {
 
 /// Parses [`k::list_pods`]'s output.
 fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
-    let mut pods: Vec<PodInfo> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let fields: Vec<&str> = line.split('\t').collect();
-        match fields[..] {
-            [""] => {}
-            ["pod", namespace, name] => pods.push(PodInfo {
-                namespace: namespace.into(),
-                name: name.into(),
-                containers: Vec::new(),
-            }),
-            ["container", ..] => {
-                let container = parse_container(&fields)
-                    .with_context(|| format!("line {} of kubectl's output", n + 1))?;
-                pods.last_mut()
-                    .ok_or_else(|| anyhow!("line {}: a container before any pod", n + 1))?
-                    .containers
-                    .push(container);
-            }
-            _ => bail!("line {}: not a pod or container record: {line}", n + 1),
-        }
-    }
-    Ok(pods)
+    Ok(parse_listing(text, "pod")?
+        .into_iter()
+        .map(|(namespace, name, containers)| PodInfo {
+            namespace,
+            name,
+            containers,
+        })
+        .collect())
 }
 
 /// `container NAME IMAGE PROGRAM`, tab-separated; PROGRAM empty when the
