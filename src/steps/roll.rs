@@ -404,19 +404,27 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
         uncordoned: false,
     })?;
     out.stderr = std::mem::take(&mut out.stdout);
-    if out.success() {
+    let cordoned = kubectl::drain_cordoned(node, &out.stderr);
+    if out.success() && cordoned {
         return Ok(());
     }
-    if !kubectl::drain_cordoned(node, &out.stderr) {
+    if !cordoned {
+        // kubectl drain goes on evicting after the API refused its cordon
+        // (RunCordonOrUncordon prints the error and returns nil), and can
+        // exit 0: a node drained but schedulable takes new pods, so it is
+        // not rebooted.
+        let why = kubectl::schedulability_refused(&out.stderr)
+            .or_else(|| out.stderr.trim().lines().last())
+            .unwrap_or("it printed nothing");
+        let done = if out.success() {
+            "kubectl evicted its pods, but the node stays schedulable and was not rebooted"
+        } else {
+            "nothing was rebooted"
+        };
         return Err(DrainFailed {
             error: anyhow::anyhow!(
-                "{node}: kubectl drain could not cordon {node}: {}. Nothing was drained or rebooted; run \
-                 `fleetctl apply` again once the API server accepts it",
-                out.stderr
-                    .trim()
-                    .lines()
-                    .last()
-                    .unwrap_or("it printed nothing")
+                "{node}: kubectl drain could not cordon {node}: {why}. {done}; run \
+                 `fleetctl apply` again once the API server accepts the cordon"
             ),
             uncordoned: true,
         });

@@ -924,7 +924,8 @@ fn a_configmap_lock_held_by_someone_else_stops_apply_until_force_unlock() {
         .ssh_ok(
             "cp-1",
             "root",
-            "kubectl -n kube-system create configmap fleetctl-lock \
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf -n kube-system \
+             create configmap fleetctl-lock \
              --from-literal=holder=fleetctl/alice@ops-laptop --from-literal=host=ops-laptop \
              --from-literal=pid=4242 --from-literal=started=2026-11-29T08:00:00Z",
         )
@@ -973,7 +974,10 @@ fn kureds_lock_held_for_a_node_stops_apply_until_force_unlock() {
         .ssh_ok(
             "cp-1",
             "root",
-            &format!("kubectl -n kube-system annotate daemonset kured '{KURED_LOCK}={value}'"),
+            &format!(
+                "kubectl --kubeconfig=/etc/kubernetes/admin.conf -n kube-system \
+                 annotate daemonset kured '{KURED_LOCK}={value}'"
+            ),
         )
         .unwrap();
     let before = snapshot(&fleet, &PAIR);

@@ -7,6 +7,7 @@ mod apply_faults;
 mod batches;
 mod checks;
 mod containerd;
+mod cordon;
 mod etcd_cgroup;
 mod hardening;
 mod integrity;

@@ -186,12 +186,18 @@ fn ha() -> Scenario {
 #[test]
 fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop() {
     let fleet = support::start(ha());
-    // What admin.conf on cp-1 reaches does not know: only cp-2's does.
+    // What cp-1's own instance served does not know: only cp-2's does.
+    // (admin.conf reaches the control-plane endpoint, which may hand the
+    // request to any instance, as a load balancer does.)
+    let cp1 = fleet.address("cp-1").unwrap();
     let own = fleet
         .ssh_ok(
             "cp-1",
             "root",
-            "kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /metrics",
+            &format!(
+                "kubectl --kubeconfig /etc/kubernetes/admin.conf --server=https://{cp1}:6443 \
+                 get --raw /metrics"
+            ),
         )
         .unwrap();
     assert!(

@@ -62,6 +62,11 @@ impl FleetDir {
         self.root.join("bin").join("fleetsim")
     }
 
+    /// The real kubectl binaries every node links to (`crate::clients`).
+    pub fn clients(&self) -> PathBuf {
+        self.root.join("bin").join("clients")
+    }
+
     pub fn ssh_dir(&self) -> PathBuf {
         self.root.join("ssh")
     }

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod api;
 pub mod boot;
 pub mod cgroup;
+pub mod clients;
 pub mod containerd;
 pub mod ctl;
 pub mod harness;

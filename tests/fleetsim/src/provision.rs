@@ -125,6 +125,7 @@ pub fn provision(
     write_kubernetes(&disk, scenario, plan, hub_url, cache)?;
     write_containerd(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
+    link_clients(&disk, fleet)?;
     hide_host_tools(&disk)?;
     write_os_containerd(&disk)?;
     write_mount_points(&disk)
@@ -482,6 +483,30 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
         let _ = fs::remove_file(&path);
         fs::hard_link(binary, &path)
             .with_context(|| format!("linking {} to {}", path.display(), binary.display()))?;
+    }
+    Ok(())
+}
+
+/// The real kubectl binaries the fleet gathered, linked into the node at
+/// `clients::NODE_DIR` (none under `kubectl: emulated`).
+fn link_clients(disk: &Disk, fleet: &FleetDir) -> Result<()> {
+    let gathered = crate::clients::listed(&fleet.clients());
+    if gathered.is_empty() {
+        return Ok(());
+    }
+    disk.dir(crate::clients::NODE_DIR)?;
+    for (_, src) in gathered {
+        let Some(name) = src.file_name() else {
+            continue;
+        };
+        let path = disk.path(&format!(
+            "{}/{}",
+            crate::clients::NODE_DIR,
+            name.to_string_lossy()
+        ))?;
+        let _ = fs::remove_file(&path);
+        fs::hard_link(&src, &path)
+            .with_context(|| format!("linking {} to {}", path.display(), src.display()))?;
     }
     Ok(())
 }

@@ -62,6 +62,10 @@ pub struct Scenario {
     /// real systemd-sysext/sysupdate/run/journald; docs/simulator.md,
     /// "Real-OS nodes").
     pub os_layer: Os,
+    /// What a node's `kubectl` is: `real` (default: the machine image's
+    /// kubectl against the sim's API server, `crate::clients`) or
+    /// `emulated` (fleetsim's own, `tools/kubectl/`; never used by CI).
+    pub kubectl: KubectlKind,
     /// Kured: `true` installs its upstream manifest in kube-system, or a
     /// mapping says how (`helm: NAMESPACE/RELEASE`, `run: true`, …; see
     /// [`KuredSpec`]).
@@ -167,6 +171,17 @@ pub enum Os {
     Systemd,
 }
 
+/// A node's kubectl (`Scenario::kubectl`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KubectlKind {
+    /// The real kubectl (`crate::clients`).
+    #[default]
+    Real,
+    /// fleetsim's emulation (`tools/kubectl/`).
+    Emulated,
+}
+
 /// The MatchPattern of the node's `kubernetes.conf`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -194,6 +209,7 @@ impl Default for Scenario {
             port: 2222,
             light: false,
             os_layer: Os::Emulated,
+            kubectl: KubectlKind::Real,
             kured: Kured::Installed(false),
             hub: HubSpec::default(),
             pods: Vec::new(),
@@ -330,6 +346,11 @@ impl Scenario {
 
     pub fn light(mut self, on: bool) -> Scenario {
         self.light = on;
+        self
+    }
+
+    pub fn kubectl(mut self, kind: KubectlKind) -> Scenario {
+        self.kubectl = kind;
         self
     }
 

@@ -78,6 +78,11 @@ pub struct Cluster {
     /// binary of ~50 MB loading and initialising).
     #[serde(default)]
     pub kubectl_start: f64,
+    /// A node's `kubectl` is the real one (`tools/kubectl/passthrough.rs`);
+    /// false only under the scenario's `kubectl: emulated` and in the
+    /// emulation's own unit tests.
+    #[serde(default)]
+    pub real_kubectl: bool,
     /// Seconds `kubeadm upgrade apply|node` works (writing manifests,
     /// waiting for the kubelet) before it is done. 0 when unset.
     #[serde(default)]
@@ -336,6 +341,12 @@ pub struct Faults {
     /// Kured's own pods keep their rights.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kured_lock_forbidden: bool,
+    /// Nodes whose Node object a validating admission webhook refuses to
+    /// change (a policy freezing them): every update or patch of it,
+    /// cordon and uncordon included, is the API's 403 with the webhook's
+    /// message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_node_updates: Vec<String>,
     /// Nodes whose SSH connections are cut while their next `kubeadm
     /// upgrade apply` works (each consumed once).
     #[serde(skip_serializing_if = "Vec::is_empty")]

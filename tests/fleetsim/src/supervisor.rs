@@ -231,6 +231,9 @@ struct Setup {
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     copy_binary(fleet)?;
+    if scenario.kubectl == crate::scenario::KubectlKind::Real {
+        crate::clients::gather(&fleet.clients())?;
+    }
     if scenario.os_layer == Os::Systemd {
         crate::realos::rootfs::ensure(fleet)?;
     }
@@ -377,6 +380,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         api_delay: scenario.api_delay,
         api_latency: scenario.api_latency,
         kubectl_start: scenario.kubectl_start,
+        real_kubectl: scenario.kubectl == crate::scenario::KubectlKind::Real,
         kubeadm_duration: scenario.kubeadm_duration,
         nodes,
         kube_proxy: false,

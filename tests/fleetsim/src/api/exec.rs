@@ -200,8 +200,11 @@ async fn run<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (mut tx, mut rx) = ws.split();
+    // Interim until the etcd container is modelled on its own: the node's
+    // emulation answers, never the node's (real) kubectl, which would come
+    // back here.
     let remote = format!(
-        "kubectl --kubeconfig=/etc/kubernetes/admin.conf -n {} exec {} -- {}",
+        "FLEETSIM_KUBECTL=emulated kubectl --kubeconfig=/etc/kubernetes/admin.conf -n {} exec {} -- {}",
         quote(ns),
         quote(pod),
         command

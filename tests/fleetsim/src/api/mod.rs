@@ -60,6 +60,9 @@ pub struct Ctx {
     pub removed: store::Removed,
     /// How `pods/exec` reaches a pod's node.
     pub ssh: exec::Ssh,
+    /// What every request costs before it is answered: the scenario's
+    /// `api_latency`, a real cluster's round trip to the apiserver and etcd.
+    pub latency: Duration,
 }
 
 /// The instance a connection talks to.
@@ -133,10 +136,15 @@ pub fn start(
 ) -> Result<ApiServer> {
     let config = tls_config(pki)?;
     let (stop_tx, stop_rx) = signal::channel(false);
+    let latency = shared
+        .cluster()
+        .map(|c| Duration::from_secs_f64(c.api_latency.max(0.0)))
+        .unwrap_or_default();
     let ctx = Arc::new(Ctx {
         shared,
         removed: store::Removed::default(),
         ssh,
+        latency,
     });
     let thread = thread::Builder::new()
         .name("api-server".into())
@@ -172,24 +180,42 @@ async fn manage(
     mut stop: signal::Receiver<bool>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    // An instance serves (through the endpoint) while its static pods run;
+    // its own address listens only while no `apiserver_unreachable` fault
+    // cuts it off. Each has its own stop signal, which also cuts the
+    // connections it accepted.
     let mut running: BTreeMap<String, signal::Sender<bool>> = BTreeMap::new();
+    let mut direct: BTreeMap<String, signal::Sender<bool>> = BTreeMap::new();
     let mut lb: Option<signal::Sender<bool>> = None;
     let serving: Serving = Arc::new(Mutex::new(Vec::new()));
     loop {
         let shared = ctx.shared.clone();
-        let up: Vec<String> = match tokio::task::spawn_blocking(move || shared.cluster()).await {
-            Ok(Ok(c)) => {
+        let looked = tokio::task::spawn_blocking(move || {
+            let c = shared.cluster()?;
+            let cut = shared
+                .faults()
+                .map(|f| f.apiserver_unreachable)
+                .unwrap_or_default();
+            anyhow::Ok((c, cut))
+        })
+        .await;
+        let (up, cut): (Vec<String>, Vec<String>) = match looked {
+            Ok(Ok((c, cut))) => {
                 let now = crate::state::now();
-                members
+                let up = members
                     .iter()
                     .filter(|(n, _)| {
                         c.nodes.get(n).is_some_and(|x| x.role == Role::ControlPlane)
                             && c.static_pods_running(n, now)
                     })
                     .map(|(n, _)| n.clone())
-                    .collect()
+                    .collect();
+                (up, cut)
             }
-            _ => running.keys().cloned().collect(),
+            _ => (
+                running.keys().cloned().collect(),
+                direct_cut(&running, &direct),
+            ),
         };
         for (name, addr) in &members {
             let want = up.contains(name);
@@ -198,6 +224,14 @@ async fn manage(
                 eprintln!("fleetsim: api server on {name} stopped");
             }
             if want && !running.contains_key(name) {
+                let (tx, _) = signal::channel(false);
+                running.insert(name.clone(), tx);
+            }
+            let listen = want && !cut.contains(name);
+            if !listen && let Some(tx) = direct.remove(name) {
+                let _ = tx.send(true);
+            }
+            if listen && !direct.contains_key(name) {
                 let sock = SocketAddr::V4(SocketAddrV4::new(*addr, pki::PORT));
                 match bind(sock) {
                     Ok(listener) => {
@@ -213,7 +247,7 @@ async fn manage(
                             listener,
                             Pick::One(inst),
                         ));
-                        running.insert(name.clone(), tx);
+                        direct.insert(name.clone(), tx);
                         eprintln!("fleetsim: api server on {name} listening on {sock}");
                     }
                     Err(e) => {
@@ -268,12 +302,25 @@ async fn manage(
             _ = tokio::time::sleep(POLL) => {}
         }
     }
-    for (_, tx) in running {
+    for (_, tx) in running.into_iter().chain(direct) {
         let _ = tx.send(true);
     }
     if let Some(tx) = lb {
         let _ = tx.send(true);
     }
+}
+
+/// The instances that run but do not listen on their own address: what
+/// the last look decided, kept when the state cannot be read.
+fn direct_cut(
+    running: &BTreeMap<String, signal::Sender<bool>>,
+    direct: &BTreeMap<String, signal::Sender<bool>>,
+) -> Vec<String> {
+    running
+        .keys()
+        .filter(|n| !direct.contains_key(*n))
+        .cloned()
+        .collect()
 }
 
 fn bind(sock: SocketAddr) -> Result<tokio::net::TcpListener> {

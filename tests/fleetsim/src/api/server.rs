@@ -189,7 +189,11 @@ pub fn attributes<'a>(t: &'a Target, verb: &'a str) -> Attributes<'a> {
     }
 }
 
-/// Authorization and NodeRestriction for a resource request.
+/// The validating webhook `deny_node_updates` plays.
+const DENY_WEBHOOK: &str = "freeze.policy.example.com";
+
+/// Authorization and NodeRestriction for a resource request (and the
+/// admission webhook of the `deny_node_updates` fault).
 pub fn admit(ctx: &Ctx, user: &User, t: &Target, verb: &str) -> Result<(), Failure> {
     let faults = ctx
         .shared
@@ -198,6 +202,15 @@ pub fn admit(ctx: &Ctx, user: &User, t: &Target, verb: &str) -> Result<(), Failu
     let a = attributes(t, verb);
     if let Err(reason) = auth::authorize(user, &a, faults.kured_lock_forbidden) {
         return Err(auth::refusal(user, &a, &reason));
+    }
+    if t.resource.name == "nodes"
+        && matches!(verb, "update" | "patch")
+        && faults.deny_node_updates.contains(&t.name)
+    {
+        return Err(status::webhook_denied(
+            DENY_WEBHOOK,
+            "nodes are frozen by policy",
+        ));
     }
     if let Some(me) = user.node()
         && t.resource.name == "nodes"
@@ -450,6 +463,9 @@ pub async fn handle(
     user: Option<User>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    if !ctx.latency.is_zero() {
+        tokio::time::sleep(ctx.latency).await;
+    }
     let Some(user) = user else {
         return Ok(respond(status::unauthorized().into()));
     };

@@ -121,6 +121,19 @@ pub fn forbidden(gr: Gr, name: &str, why: &str) -> Failure {
     status(403, "Forbidden", message, Some(details(gr, name)))
 }
 
+/// A validating admission webhook's refusal with code 403, as the
+/// apiserver turns it into a Status: "admission webhook %q denied the
+/// request: %s" (apiserver/pkg/admission/plugin/webhook/errors,
+/// `ToStatusErr`).
+pub fn webhook_denied(webhook: &str, why: &str) -> Failure {
+    status(
+        403,
+        "Forbidden",
+        format!("admission webhook \"{webhook}\" denied the request: {why}"),
+        None,
+    )
+}
+
 pub fn too_many_requests(message: &str, retry_after: u64, causes: Vec<Value>) -> Failure {
     let mut d = json!({"causes": causes});
     if retry_after > 0 {

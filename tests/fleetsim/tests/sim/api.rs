@@ -2,7 +2,7 @@
 //! `/usr/lib/google-cloud-sdk/bin/kubectl.1.NN`): what kubectl prints and
 //! how it exits is the judge, not what the sim thinks it answered.
 //!
-//! A missing binary skips the test with a loud line on stderr; everything
+//! A missing binary fails the test (the fleet's nodes need it too); everything
 //! else (HOME, the discovery cache, the kubeconfig) is the test's own, so
 //! nothing of the host's user leaks in.
 
@@ -24,7 +24,7 @@ struct Kubectl {
     home: PathBuf,
 }
 
-/// The real kubectl 1.`minor`, or `None` (said loudly) when absent.
+/// The real kubectl 1.`minor` (`Some` always: absent is a failure).
 /// The fleet is at rest once its cluster state says so; the API server's
 /// instance manager opens each listener on its next look at that state (it
 /// polls), so a client that starts at once can find the port still closed.
@@ -48,13 +48,13 @@ fn wait_listening(kubeconfig: &std::path::Path) {
 
 fn kubectl(fleet: &Fleet, minor: u32, identity: &str) -> Option<Kubectl> {
     let binary = PathBuf::from(format!("{KUBECTL_DIR}/kubectl.1.{minor}"));
-    if !binary.exists() {
-        eprintln!(
-            "\n!!! SKIPPED: {} is absent: the real kubectl is not on this machine\n",
-            binary.display()
-        );
-        return None;
-    }
+    // The fleet itself needs the real kubectl (every node runs it), so a
+    // missing one is a failure, not a skip.
+    assert!(
+        binary.exists(),
+        "{} is absent: the real kubectl comes with the machine image",
+        binary.display()
+    );
     let pki = fleet.dir().join("pki");
     let kubeconfig = if identity == "admin" {
         pki.join("admin.conf")

@@ -151,7 +151,12 @@ fn a_1_35_kubelet_refuses_the_old_flags_and_restarts_until_they_are_fixed() {
         "{journal}"
     );
     // The API sees a node that posts no status.
-    let nodes = run(&fleet, "cp-1", "root", "kubectl get nodes");
+    let nodes = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "kubectl --kubeconfig=/etc/kubernetes/admin.conf get nodes",
+    );
     assert!(nodes.contains("\nw-1    NotReady "), "{nodes}");
     assert!(
         !fleet
@@ -191,7 +196,12 @@ fn a_control_plane_whose_kubelet_cannot_start_takes_the_api_down() {
     fleet
         .wait_for("the API answers", |c| c.api_up(fleetsim::state::now()))
         .unwrap();
-    run(&fleet, "cp-1", "root", "kubectl get --raw /readyz");
+    run(
+        &fleet,
+        "cp-1",
+        "root",
+        "kubectl --kubeconfig=/etc/kubernetes/admin.conf get --raw /readyz",
+    );
     let id = boot_id(&fleet, "cp-1");
     let _ = fleet.ssh("cp-1", "root", "reboot");
     fleet.wait_rebooted("cp-1", &id).unwrap();
@@ -202,7 +212,13 @@ fn a_control_plane_whose_kubelet_cannot_start_takes_the_api_down() {
                 .any(|(r, _, _)| r.starts_with("failed"))
         })
         .unwrap();
-    let out = fleet.ssh("cp-1", "root", "kubectl get nodes").unwrap();
+    let out = fleet
+        .ssh(
+            "cp-1",
+            "root",
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf get nodes",
+        )
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
         crate::common::stderr(&out)

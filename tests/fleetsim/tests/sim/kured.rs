@@ -70,6 +70,19 @@ fn kured_waits_while_fleetctl_holds_its_lock_then_reboots_the_node() {
             !c.nodes["w-1"].unschedulable && k.annotations.is_empty()
         })
         .unwrap();
+    // Kured writes its release to the log right after the state: wait for
+    // the record too, boundedly.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !kured_events(&fleet, "w-1")
+        .iter()
+        .any(|e| e == "(kured) release")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "Kured's release was never recorded"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
     let events = kured_events(&fleet, "w-1");
     // After the refused attempt(s), Kured's own reboot, in this order.
     let after = events

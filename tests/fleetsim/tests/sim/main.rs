@@ -16,6 +16,7 @@ mod kured;
 mod leaks;
 mod login;
 mod node;
+mod node_kubectl;
 mod order;
 mod realos;
 mod reboot;

@@ -74,7 +74,7 @@ fn the_old_order_crashes_the_kubelet_and_the_checks_say_so() {
         "sed -i 's/kubernetes-v1.34.@v/kubernetes-v1.35.@v/' /etc/sysupdate.kubernetes.d/kubernetes.conf \
          && systemctl start systemd-sysupdate \
          && readlink /etc/extensions/kubernetes.raw \
-         && kubectl drain cp-1 --ignore-daemonsets --delete-emptydir-data",
+         && kubectl --kubeconfig=/etc/kubernetes/admin.conf drain cp-1 --ignore-daemonsets --delete-emptydir-data",
     );
     reboot(&fleet, "cp-1", "root");
     fleet
@@ -108,7 +108,13 @@ fn the_old_order_crashes_the_kubelet_and_the_checks_say_so() {
         "{}",
         stderr(&out)
     );
-    let out = fleet.ssh("cp-1", "root", "kubectl get nodes").unwrap();
+    let out = fleet
+        .ssh(
+            "cp-1",
+            "root",
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf get nodes",
+        )
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "the API stays down");
 
     let events = fleet.events().unwrap();
@@ -165,7 +171,9 @@ fn upgrade_node(fleet: &Fleet, node: &str, user: &str, kubeadm_args: &str) {
         fleet,
         "cp-1",
         "root",
-        &format!("kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"),
+        &format!(
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf drain {node} --ignore-daemonsets --delete-emptydir-data"
+        ),
     );
     reboot(fleet, node, user);
     wait_output(fleet, node, user, "systemctl is-active kubelet", "active\n");
@@ -178,7 +186,7 @@ fn upgrade_node(fleet: &Fleet, node: &str, user: &str, kubeadm_args: &str) {
         "cp-1",
         "root",
         &format!(
-            "kubectl wait --for=condition=Ready node/{node} --timeout=30s && kubectl uncordon {node}"
+            "kubectl --kubeconfig=/etc/kubernetes/admin.conf wait --for=condition=Ready node/{node} --timeout=30s && kubectl --kubeconfig=/etc/kubernetes/admin.conf uncordon {node}"
         ),
     );
 }

@@ -34,6 +34,7 @@ mod jsonpath;
 pub(crate) mod metrics;
 pub(crate) mod nodes;
 pub(crate) mod objects;
+mod passthrough;
 pub(crate) mod pdb;
 pub(crate) mod pods;
 #[cfg(test)]
@@ -216,6 +217,10 @@ impl Res {
 }
 
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
+    let forced = std::env::var("FLEETSIM_KUBECTL").is_ok_and(|v| v == "emulated");
+    if !forced && env.shared().cluster().is_ok_and(|c| c.real_kubectl) {
+        return passthrough::run(env, args);
+    }
     start_cost(env);
     let Some(cli) = Cli::parse(args) else {
         return Ok(env.unsupported(NAME, args));
