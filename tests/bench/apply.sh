@@ -183,7 +183,7 @@ journal_top() {
 printf '%s on 1 control plane + %d workers as %s, %s -> %s%s; boot %g s, kubelet %g s, API %g s; %s kubectl; %s cores, load %s\n' \
     "$fleetctl" "$workers" "$user" "$from" "$to" "${PLAN_ARGS:+ (plan $PLAN_ARGS)}" "$boot" "$kubelet" "$api" "$kubectl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 # The simulated hub is plain HTTP on loopback, a network that is ours.
-export FLEETCTL_ALLOW_INSECURE_HUB=1
+export FLEETCTL_ALLOW_INSECURE_HUB=true
 sum_wall=0 sum_pct=0
 for run in $(seq "$runs"); do
     start_fleet

@@ -84,7 +84,7 @@ fleetctl() {
 inventory="$dir/inventory.yaml"
 # The simulated hub is plain HTTP on this machine's loopback, a network that
 # is ours; fleetctl refuses an http:// hub unless told (docs/security.md).
-export FLEETCTL_ALLOW_INSECURE_HUB=1
+export FLEETCTL_ALLOW_INSECURE_HUB=true
 say "What the fleet runs now"
 fleetctl -i "$inventory" status
 say "Plan the upgrade to v1.37 (one minor at a time)"
