@@ -8,6 +8,7 @@ pub mod boot;
 pub mod cgroup;
 pub mod containerd;
 pub mod ctl;
+pub mod etcd_pod;
 pub mod harness;
 pub mod hub;
 pub mod image;
