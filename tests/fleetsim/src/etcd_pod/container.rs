@@ -239,8 +239,7 @@ impl Container<'_> {
                     );
                     return Ok(Outcome::Exited(1));
                 };
-                let mut real = self.real_args(&w, err)?;
-                let Some(real) = real.as_mut() else {
+                let Some(mut real) = self.real_args(&w, err)? else {
                     return Ok(Outcome::Exited(1));
                 };
                 real.extend(["snapshot".into(), "save".into(), file.display().to_string()]);

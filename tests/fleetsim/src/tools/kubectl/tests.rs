@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use sha2::Digest;
 
 use super::super::testutil::{Fleet, Node, Output};
 use crate::state::Role;
