@@ -526,6 +526,29 @@ mod tests {
     }
 
     #[test]
+    fn the_real_etcdctl_gets_the_nodes_paths_and_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = container(dir.path(), "3.5.21-0");
+        let mut err = Vec::new();
+        let w = split(&words(
+            "--cacert /etc/kubernetes/pki/etcd/ca.crt -w json --debug member list",
+        ));
+        let real = c.real_args(&w, &mut err).unwrap().unwrap();
+        let ca = dir.path().join("etc/kubernetes/pki/etcd/ca.crt");
+        assert_eq!(
+            real,
+            [
+                format!("--cacert={}", ca.display()),
+                "-w=json".into(),
+                "--debug".into(),
+                "--endpoints=127.1.2.10:2379".into(),
+            ]
+        );
+        let w = split(&words("--cert=/root/client.crt member list"));
+        assert_eq!(c.real_args(&w, &mut err).unwrap(), None, "not mounted");
+    }
+
+    #[test]
     fn each_image_has_its_own_tools() {
         let dir = tempfile::tempdir().unwrap();
         let (o, out, err) = run(
