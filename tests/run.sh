@@ -21,6 +21,10 @@ command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
 # first of those tests builds with debootstrap (2.5 to 5 min, once) and
 # caches in /var/cache/fleetsim (docs/simulator.md, "Real-OS nodes").
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# Every simulated control plane runs a real etcd member (Debian's 3.4), and
+# its etcd pod's etcdctl is the real one (docs/simulator.md, "etcd").
+[ -x /usr/bin/etcd ] || missing+=(etcd-server)
+[ -x /usr/bin/etcdctl ] || missing+=(etcd-client)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"
     apt-get update -qq

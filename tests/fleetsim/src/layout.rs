@@ -12,7 +12,8 @@ pub const OVERLAID: [&str; 6] = ["usr", "etc", "opt", "var", "root", "home"];
 /// `/`. kubelet, kubeadm and kubectl are not here: they come from the
 /// kubernetes sysext merged at boot, whose wrappers run the
 /// `usr/lib/fleetsim/` links.
-pub const TOOL_LINKS: [&str; 12] = [
+pub const TOOL_LINKS: [&str; 13] = [
+    "usr/lib/fleetsim/etcd-container",
     "usr/lib/fleetsim/kubelet",
     "usr/lib/fleetsim/containerd",
     "usr/lib/fleetsim/kubeadm",

@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod clients;
 pub mod containerd;
 pub mod ctl;
+pub mod etcd_pod;
 pub mod harness;
 pub mod hub;
 pub mod image;

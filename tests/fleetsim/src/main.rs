@@ -38,6 +38,9 @@ fn main() -> ExitCode {
     if name == "reboot" || name == "shutdown" {
         return code(power::main(&name, &rest));
     }
+    if name == fleetsim::etcd_pod::container::ENTRY {
+        return code(fleetsim::etcd_pod::container::main(&rest));
+    }
     if name == tools::UNIT_MANAGER {
         return code(tools::unit_manager(&rest));
     }

@@ -126,6 +126,7 @@ pub fn provision(
     write_containerd(&disk, scenario, plan, hub_url, cache)?;
     link_tools(&disk, &fleet.binary())?;
     link_clients(&disk, fleet)?;
+    crate::etcd_pod::install(&disk, fleet)?;
     hide_host_tools(&disk)?;
     write_os_containerd(&disk)?;
     write_mount_points(&disk)
@@ -511,11 +512,13 @@ fn link_clients(disk: &Disk, fleet: &FleetDir) -> Result<()> {
     Ok(())
 }
 
-/// Hides a host's own kubelet, kubeadm, kubectl or containerd from the node's /usr (an
-/// overlayfs whiteout: a 0/0 character device in the upper layer), so that
-/// they exist only through the merged sysext, as on Flatcar.
+/// Hides a host's own kubelet, kubeadm, kubectl, containerd, etcd or
+/// etcdctl from the node's /usr (an overlayfs whiteout: a 0/0 character
+/// device in the upper layer), so that they exist only through the merged
+/// sysext or the etcd pod, as on Flatcar.
 fn hide_host_tools(disk: &Disk) -> Result<()> {
-    for tool in crate::image::IMAGE_TOOLS.iter().chain(&["containerd"]) {
+    let others = ["containerd", "etcd", "etcdctl"];
+    for tool in crate::image::IMAGE_TOOLS.iter().chain(&others) {
         let host = format!("/usr/bin/{tool}");
         if fs::symlink_metadata(&host).is_err() {
             continue;

@@ -156,6 +156,8 @@ fn preflight() -> Result<()> {
         ("/usr/bin/sudo", "sudo"),
         ("/usr/bin/mksquashfs", "squashfs-tools"),
         ("/usr/bin/unsquashfs", "squashfs-tools"),
+        crate::etcd_pod::HOST_BINARIES[0],
+        crate::etcd_pod::HOST_BINARIES[1],
     ] {
         if !Path::new(path).exists() {
             bail!("{path} is missing: apt-get install -y {package}");
@@ -234,6 +236,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     if scenario.kubectl == crate::scenario::KubectlKind::Real {
         crate::clients::gather(&fleet.clients())?;
     }
+    crate::etcd_pod::copy_image(fleet)?;
     if scenario.os_layer == Os::Systemd {
         crate::realos::rootfs::ensure(fleet)?;
     }
@@ -302,6 +305,14 @@ fn start_api(
     let issued = pki::issue(&cps, endpoint, &names)?;
     let server = format!("https://{endpoint}:{}", pki::PORT);
     issued.write(&pki::dir(fleet.root()), &server)?;
+    let etcd: Vec<crate::etcd_pod::certs::Member> = members
+        .iter()
+        .map(|(name, address)| crate::etcd_pod::certs::Member {
+            name,
+            address: *address,
+        })
+        .collect();
+    crate::etcd_pod::certs::provision(fleet, &etcd)?;
     for (plan, (name, pair)) in plans.iter().zip(&issued.nodes) {
         let disk = Disk { fleet, node: name };
         let user = format!("{}{name}", pki::NODE_PREFIX);

@@ -15,11 +15,16 @@
 //!   into "command terminated with exit code N" and its own exit code.
 //!
 //! The command runs where the pod runs: on its node, reached as root over
-//! the fleet's SSH (as the kubelet would run it through the node's
-//! container runtime). Until the etcd of a node is real (issue 16, part 3),
-//! the etcd container's commands are the node's emulation of them
-//! (`tools/kubectl/etcd.rs`, its `exec` run on the pod's own node); the
-//! emulation's own "command terminated…" line is dropped, kubectl prints it.
+//! the fleet's SSH, as the kubelet would run it through the node's
+//! container runtime. The etcd pods are the only ones with a container
+//! model: `etcd_pod::container` (the node's `etcd-container` entry, given
+//! the pod and its image's tag), whose etcdctl is the real one against the
+//! node's real etcd member. It never goes through the node's kubectl. A
+//! command the runtime cannot start (no such binary in the image) is the
+//! kubelet's `InternalError` Status on the error stream
+//! (`kubelet/cri/streaming/remotecommand/exec.go`, `ServeExec`), which
+//! kubectl prints as `error: Internal error occurred: …` and exits 1.
+//! Any other pod has no container here: the kubelet's 500, said plainly.
 //! The sim knows only SPDY's absence: kubectl falls back to SPDY when the
 //! upgrade fails, and here it never fails.
 
@@ -43,6 +48,7 @@ use super::Ctx;
 use super::identity::User;
 use super::server::{self, Body, respond};
 use super::status;
+use crate::etcd_pod::container::{ENTRY_PATH, RUNTIME_ERROR, RUNTIME_ERROR_CODE};
 
 const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
 const STDIN: u8 = 0;
@@ -123,7 +129,7 @@ pub async fn serve(
     let checked = {
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(
-            move || -> Result<(String, String, String), status::Failure> {
+            move || -> Result<(String, String, String, String), status::Failure> {
                 server::admit(&ctx, &user, &t, "create")?;
                 let c = ctx
                     .shared
@@ -136,12 +142,16 @@ pub async fn serve(
                 let snap = super::store::Snapshot::new(c, f, &ctx.removed);
                 let pod = snap.get(t.resource, &t.namespace, &t.name)?;
                 let node = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
-                Ok((t.namespace.clone(), t.name.clone(), node))
+                let image = pod["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                Ok((t.namespace.clone(), t.name.clone(), node, image))
             },
         )
         .await
     };
-    let (ns, pod, node) = match checked {
+    let (ns, pod, node, image) = match checked {
         Ok(Ok(x)) => x,
         Ok(Err(f)) => return respond(f.into()),
         Err(e) => return respond(status::internal(&format!("exec: {e}")).into()),
@@ -154,6 +164,19 @@ pub async fn serve(
     let Some(address) = ctx.ssh.addresses.get(&node).cloned() else {
         return respond(status::internal(&format!("pod {pod} is on no known node")).into());
     };
+    // The etcd static pods' image, `registry.k8s.io/etcd:TAG`.
+    let tag = match image.strip_prefix("registry.k8s.io/etcd:") {
+        Some(tag) if ns == "kube-system" && pod.starts_with("etcd-") => tag.to_string(),
+        _ => {
+            return respond(
+                status::internal(&format!(
+                    "fleetsim: unsupported: exec in pod {ns}/{pod}: only the etcd static pods' \
+                     containers are modelled"
+                ))
+                .into(),
+            );
+        }
+    };
     let ssh = ctx.ssh.clone();
     let upgrade = hyper::upgrade::on(&mut req);
     let protocol = protocol.to_string();
@@ -162,7 +185,7 @@ pub async fn serve(
             return;
         };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        run(ws, &ssh, &address, &ns, &pod, &command, stdin).await;
+        run(ws, &ssh, &address, &pod, &tag, &command, stdin).await;
     });
     let mut r = Response::new(
         Empty::<Bytes>::new()
@@ -192,21 +215,18 @@ async fn run<S>(
     ws: WebSocketStream<S>,
     ssh: &Ssh,
     address: &str,
-    ns: &str,
     pod: &str,
+    tag: &str,
     command: &[String],
     stdin: bool,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (mut tx, mut rx) = ws.split();
-    // Interim until the etcd container is modelled on its own: the node's
-    // emulation answers, never the node's (real) kubectl, which would come
-    // back here.
     let remote = format!(
-        "FLEETSIM_KUBECTL=emulated kubectl --kubeconfig=/etc/kubernetes/admin.conf -n {} exec {} -- {}",
-        quote(ns),
+        "{ENTRY_PATH} {} {} -- {}",
         quote(pod),
+        quote(tag),
         command
             .iter()
             .map(|w| quote(w))
@@ -299,14 +319,17 @@ async fn run<S>(
     }
     let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(1);
     let mut text = String::from_utf8_lossy(&errors).into_owned();
-    let ours = format!("command terminated with exit code {code}\n");
-    if code != 0 && text.ends_with(&ours) {
-        text.truncate(text.len() - ours.len());
-    }
+    let runtime = runtime_error(&mut text, code);
     if !text.is_empty() {
         let _ = tx.send(frame(STDERR, text.as_bytes())).await;
     }
-    let status = if code == 0 {
+    let status = if let Some(msg) = runtime {
+        json!({"metadata": {}, "status": "Failure",
+               "message": format!("Internal error occurred: {msg}"),
+               "reason": "InternalError",
+               "details": {"causes": [{"message": msg}]},
+               "code": 500})
+    } else if code == 0 {
         json!({"metadata": {}, "status": "Success"})
     } else {
         json!({"metadata": {}, "status": "Failure",
@@ -316,6 +339,20 @@ async fn run<S>(
     };
     let _ = tx.send(frame(ERROR, status.to_string().as_bytes())).await;
     close(&mut tx).await;
+}
+
+/// The runtime's failure the container entry reported (its last stderr
+/// line after `RUNTIME_ERROR`, exit `RUNTIME_ERROR_CODE`), taken out of
+/// `stderr`.
+fn runtime_error(stderr: &mut String, code: i32) -> Option<String> {
+    if code != RUNTIME_ERROR_CODE {
+        return None;
+    }
+    let body = stderr.strip_suffix('\n').unwrap_or(stderr);
+    let start = body.rfind('\n').map_or(0, |i| i + 1);
+    let msg = body[start..].strip_prefix(RUNTIME_ERROR)?.to_string();
+    stderr.truncate(start);
+    Some(msg)
 }
 
 /// A normal closure (1000): the client reads it as every stream's EOF; a
@@ -340,6 +377,20 @@ mod tests {
     fn words_are_quoted_for_the_remote_shell() {
         assert_eq!(quote("snapshot"), "'snapshot'");
         assert_eq!(quote("a'b; rm -rf /"), r"'a'\''b; rm -rf /'");
+    }
+
+    #[test]
+    fn the_runtimes_failure_is_not_the_commands_stderr() {
+        let mut text = format!("warning\n{RUNTIME_ERROR}exec: \"sh\": not found\n");
+        assert_eq!(
+            runtime_error(&mut text, RUNTIME_ERROR_CODE).as_deref(),
+            Some("exec: \"sh\": not found")
+        );
+        assert_eq!(text, "warning\n");
+        let mut plain = "Error: x\n".to_string();
+        assert_eq!(runtime_error(&mut plain, 1), None);
+        assert_eq!(runtime_error(&mut plain, RUNTIME_ERROR_CODE), None);
+        assert_eq!(plain, "Error: x\n");
     }
 
     #[test]

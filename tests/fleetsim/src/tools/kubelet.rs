@@ -20,6 +20,7 @@ use anyhow::Result;
 
 use super::util::{KubeVersion, glog_prefix};
 use super::{Env, complain, say};
+use crate::etcd_pod::member::{Member, Plan, node_objects};
 use crate::journal::{self, Entry};
 use crate::kubelet_files::{POD_INFRA_FLAG, POD_INFRA_REMOVED_MINOR, config_stamp};
 use crate::state::{Event, KubeletRun, NodeBoot, Role};
@@ -55,9 +56,9 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
             Ok(0)
         }
         _ if env.unit.as_deref() == Some(UNIT) => {
-            let code = start(env, args)?;
+            let (code, etcd) = start(env, args)?;
             if code == 0 && env.daemon {
-                serve();
+                serve(etcd);
             }
             Ok(code)
         }
@@ -66,12 +67,53 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     }
 }
 
-/// What a running kubelet does until the node goes down: nothing the sim
-/// needs, so it waits to be killed with the node.
-fn serve() -> ! {
+/// What a running kubelet does until the node goes down: keep the etcd
+/// static pod running on a control plane, else nothing the sim needs; it
+/// waits to be killed with the node.
+fn serve(mut etcd: Option<Member>) -> ! {
     loop {
-        std::thread::sleep(std::time::Duration::from_secs(3600));
+        match etcd.as_mut() {
+            Some(m) => {
+                if let Err(e) = m.tick() {
+                    eprintln!("fleetsim: kubelet: restarting etcd: {e:#}");
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            None => std::thread::sleep(std::time::Duration::from_secs(3600)),
+        }
     }
+}
+
+/// How long the kubelet waits for its etcd member before it posts its
+/// status anyway (a member without quorum never becomes healthy).
+const ETCD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Starts this control plane's etcd static pod (`etcd_pod::member`): the
+/// member, its wait for `/health`, then this node's objects in it.
+fn start_etcd(env: &mut Env, boot: &NodeBoot) -> Result<Option<Member>> {
+    let Some(plan) = Plan::of(&env.shared().cluster()?, &boot.name) else {
+        return Ok(None);
+    };
+    let mut member = match Member::start(&env.path("/"), plan) {
+        Ok(m) => m,
+        Err(e) => {
+            let msg = format!("\"Failed to start the etcd static pod\" err=\"{e:#}\"");
+            log(env, boot, 'E', "kuberuntime_manager.go:1256", &msg);
+            return Ok(None);
+        }
+    };
+    if !member.wait_healthy(ETCD_WAIT) {
+        let msg = format!(
+            "\"etcd is not healthy yet\" pod=\"kube-system/etcd-{}\" waited=\"{}s\"",
+            boot.name,
+            ETCD_WAIT.as_secs()
+        );
+        log(env, boot, 'W', "prober.go:107", &msg);
+    } else if let Err(e) = member.put(&node_objects(&boot.name, &boot.boot_id)) {
+        let msg = format!("\"Writing the node's objects to etcd\" err=\"{e:#}\"");
+        log(env, boot, 'E', "kubelet_node_status.go:96", &msg);
+    }
+    Ok(Some(member))
 }
 
 /// Parsed flags: the ones that matter here.
@@ -131,13 +173,14 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
     Ok(flags)
 }
 
-/// One start of the service's main process; the exit code if it failed.
-fn start(env: &mut Env, args: &[String]) -> Result<i32> {
+/// One start of the service's main process; the exit code if it failed,
+/// and the etcd member it runs.
+fn start(env: &mut Env, args: &[String]) -> Result<(i32, Option<Member>)> {
     let version = env.binary_version(NAME)?;
     let boot = env.boot()?;
     let flags = match parse_flags(version, args) {
         Ok(f) => f,
-        Err(msg) => return fail(env, &boot, version, &msg),
+        Err(msg) => return Ok((fail(env, &boot, version, &msg)?, None)),
     };
     let config = match &flags.config {
         None => None,
@@ -149,7 +192,7 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
                      error failed to read kubelet config file \\\"{path}\\\", error: open {path}: {}",
                     io_text(&e)
                 );
-                return fail(env, &boot, version, &msg);
+                return Ok((fail(env, &boot, version, &msg)?, None));
             }
         },
     };
@@ -161,7 +204,7 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         config.as_deref(),
         crate::cgroup::is_v2(&env.path("/")),
     ) {
-        return fail(env, &boot, version, CGROUP_V1_REFUSED);
+        return Ok((fail(env, &boot, version, CGROUP_V1_REFUSED)?, None));
     }
     log(
         env,
@@ -180,6 +223,13 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         .filter(|n| n.role == Role::ControlPlane)
         .and_then(|n| n.control_plane_version.clone());
     log(env, &boot, 'I', "kubelet.go:1650", "\"Started kubelet\"");
+    // Its status reaches the API only through a kube-apiserver, which needs
+    // etcd: the member first (not in unit tests, which run no daemon).
+    let etcd = if env.daemon && static_pods.is_some() {
+        start_etcd(env, &boot)?
+    } else {
+        None
+    };
     record(env, &boot, "ok", Some(version), stamp);
     if let Some(pods) = static_pods {
         let event = Event {
@@ -205,7 +255,7 @@ fn start(env: &mut Env, args: &[String]) -> Result<i32> {
         }
         Ok(())
     })?;
-    Ok(0)
+    Ok((0, etcd))
 }
 
 /// What a v1.35+ kubelet says on a cgroup v1 host before it exits:

@@ -18,7 +18,7 @@ use crate::common::{run, small, start, stderr, stdout, wait_child};
 const KUBECTL_DIR: &str = "/usr/lib/google-cloud-sdk/bin";
 
 /// The real kubectl of `minor`, run as a given identity against a fleet.
-struct Kubectl {
+pub(crate) struct Kubectl {
     binary: PathBuf,
     kubeconfig: PathBuf,
     home: PathBuf,
@@ -46,7 +46,7 @@ fn wait_listening(kubeconfig: &std::path::Path) {
     }
 }
 
-fn kubectl(fleet: &Fleet, minor: u32, identity: &str) -> Option<Kubectl> {
+pub(crate) fn kubectl(fleet: &Fleet, minor: u32, identity: &str) -> Option<Kubectl> {
     let binary = PathBuf::from(format!("{KUBECTL_DIR}/kubectl.1.{minor}"));
     // The fleet itself needs the real kubectl (every node runs it), so a
     // missing one is a failure, not a skip.
@@ -85,7 +85,7 @@ impl Kubectl {
         cmd
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
@@ -584,11 +584,21 @@ fn exec_runs_the_etcd_pods_command_on_its_node_over_websocket() {
         "{doc}"
     );
     // A failing command: its stderr, then kubectl's own line and exit code.
-    let failed = exec(&["etcdctl", "snapshot", "save", "/var/lib/etcd/x.db"]);
-    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
-    assert_eq!(
-        stderr(&failed),
-        "Error: context deadline exceeded\ncommand terminated with exit code 1\n"
+    // Without certificates the real etcdctl retries until its command
+    // timeout (none by default for `snapshot save`), then exits 5.
+    let failed = exec(&[
+        "etcdctl",
+        "--command-timeout=2s",
+        "snapshot",
+        "save",
+        "/var/lib/etcd/x.db",
+    ]);
+    assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
+    assert!(
+        stderr(&failed)
+            .ends_with("Error: context deadline exceeded\ncommand terminated with exit code 5\n"),
+        "{}",
+        stderr(&failed)
     );
     // A node identity may not exec.
     let Some(w1) = kubectl(&fleet, 33, "w-1") else {

@@ -8,6 +8,7 @@ mod checks;
 mod common;
 mod containerd;
 mod detach;
+mod etcd;
 
 mod faults;
 mod hub;

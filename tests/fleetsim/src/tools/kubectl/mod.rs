@@ -217,8 +217,7 @@ impl Res {
 }
 
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
-    let forced = std::env::var("FLEETSIM_KUBECTL").is_ok_and(|v| v == "emulated");
-    if !forced && env.shared().cluster().is_ok_and(|c| c.real_kubectl) {
+    if env.shared().cluster().is_ok_and(|c| c.real_kubectl) {
         return passthrough::run(env, args);
     }
     start_cost(env);
