@@ -732,24 +732,25 @@ fn needs_boot(sim: &ComponentSim, want: &Level) -> bool {
     }
 }
 
-/// The kubernetes images a node can do without: every minor older than the
-/// one before the running one, and of that previous minor all but the
-/// newest patch (kept to roll back to). The running and the staged image,
-/// and anything of the running minor or newer, always stay.
+/// The kubernetes images a node can do without: every image of an older
+/// minor than the running one except the newest of them, which is kept to
+/// roll back to. After a hop that is the newest patch of the previous minor;
+/// after a worker's jump (v1.34 to v1.37) it is the image the worker ran
+/// before the jump, so rolling back stays a matter of repointing the
+/// symlink. Judged from the images alone, not from what the node ran before
+/// this run, so a rerun after a reboot keeps the same one. The running and
+/// the staged image, and anything of the running minor or newer, always stay.
 pub fn images_to_remove(
     images: &[Version],
     running: &Version,
     staged: Option<&Version>,
 ) -> Vec<Version> {
     let current = running.minor();
-    let previous = images
-        .iter()
-        .filter(|v| current.minor > 0 && v.minor() == Minor::new(current.major, current.minor - 1))
-        .max();
+    let fallback = images.iter().filter(|v| v.minor() < current).max();
     let mut out: Vec<Version> = images
         .iter()
         .filter(|v| v.minor() < current)
-        .filter(|v| Some(*v) != previous)
+        .filter(|v| Some(*v) != fallback)
         .filter(|v| *v != running && Some(*v) != staged)
         .cloned()
         .collect();
