@@ -347,6 +347,44 @@ fn a_control_plane_where_kubeadm_leaves_a_refused_flag_is_not_rebooted() {
 }
 
 #[test]
+fn a_cgroup_v1_control_plane_whose_kubeadm_dropped_fail_cgroup_v1_is_not_rebooted() {
+    // cp-1 runs on cgroup v1 and its config.yaml allows it, so the plan to
+    // v1.35 passes; `upgrade apply` rewrites config.yaml from the cluster's
+    // kubelet-config, which does not allow it: the v1.35 kubelet would not
+    // start, and cp-1 is the only API server.
+    const CONFIG: &str = "/var/lib/kubelet/config.yaml";
+    let fleet = support::start(scenario(1, "v1.34.2").with_node("cp-1", |n| n.cgroup_v1 = true));
+    let allow = format!("printf 'failCgroupV1: false\\n' >> {CONFIG}");
+    fleet.ssh_ok("cp-1", "root", &allow).unwrap();
+    let saved = plan(&fleet, "v1.35", &[]);
+    let target = last_hop_version(&saved);
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &[]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "not rebooting cp-1: the",
+            "cp-1: cgroup v1",
+            "Nothing was rebooted in this step",
+        ],
+    );
+    let log = &events(&fleet)[start..];
+    assert_eq!(reboots(log, "cp-1"), 0, "{}", support::describe(log));
+    assert_eq!(reboots(log, "w-1"), 0, "{}", support::describe(log));
+    assert_invariants_hold(log);
+    let link = fleet
+        .ssh_ok("cp-1", "root", "readlink /etc/extensions/kubernetes.raw")
+        .unwrap();
+    assert!(link.trim().ends_with(&image("v1.34.2")), "{link}");
+
+    // Allowed again where kubeadm left it, a rerun finishes.
+    fleet.ssh_ok("cp-1", "root", &allow).unwrap();
+    apply(&fleet, &[]).expect_code(0);
+    assert_invariants_hold(&events(&fleet));
+    assert_on_target(&fleet, &["cp-1", "w-1"], &target);
+}
+
+#[test]
 fn every_hop_plans_todays_order_and_apply_follows_the_saved_strategy() {
     let fleet = fleet_of(2, "v1.35.1");
     let every = plan(&fleet, "v1.37", &["--workers", "every-hop"]);
