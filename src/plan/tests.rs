@@ -999,3 +999,17 @@ fn old_images_go_but_the_running_staged_and_one_previous_minor_stay() {
     );
     assert!(images_to_remove(&[v("v1.35.3")], &v("v1.35.3"), None).is_empty());
 }
+
+#[test]
+fn a_jumped_worker_keeps_the_image_it_ran_before_the_jump() {
+    // v1.34 to v1.37 in one reboot: no v1.36 image, so the v1.34 one is
+    // what a rollback repoints the symlink to.
+    let images = [v("v1.34.2"), v("v1.37.0")];
+    assert!(images_to_remove(&images, &v("v1.37.0"), Some(&v("v1.37.0"))).is_empty());
+    // Older patches of that minor, and anything older, still go.
+    let images = [v("v1.33.4"), v("v1.34.1"), v("v1.34.2"), v("v1.37.0")];
+    assert_eq!(
+        images_to_remove(&images, &v("v1.37.0"), Some(&v("v1.37.0"))),
+        [v("v1.33.4"), v("v1.34.1")]
+    );
+}

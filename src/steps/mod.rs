@@ -22,6 +22,7 @@ pub mod hold;
 pub mod hop;
 pub mod journal;
 mod kubeadm;
+mod last_look;
 pub mod lock;
 mod preflight;
 mod roll;

@@ -89,6 +89,20 @@ fn upgrade_nodes(events: &[Event], node: &str) -> Vec<Minor> {
         .collect()
 }
 
+/// The kubernetes images in `node`'s /opt/extensions/kubernetes/.
+fn images(fleet: &Fleet, node: &str) -> Vec<String> {
+    fleet
+        .ssh_ok(node, "root", "ls -1 /opt/extensions/kubernetes/")
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn image(version: &str) -> String {
+    format!("kubernetes-{version}-x86-64.raw")
+}
+
 fn last_hop_version(plan: &Plan) -> Version {
     plan.hops.last().unwrap().version.clone().unwrap()
 }
@@ -136,6 +150,19 @@ fn v1_35_to_v1_37_every_worker_runs_one_upgrade_node_and_reboots_once() {
     all.extend(workers(3));
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
     assert_on_target(&fleet, &all, &target);
+
+    // The clean-up ran (the control plane's v1.35 image is gone, its v1.36
+    // one kept to roll back to) and kept each worker's pre-jump image.
+    let v136 = support::newest_on_hub(&fleet, "v1.36").to_string();
+    let target = target.to_string();
+    assert_eq!(images(&fleet, "cp-1"), [image(&v136), image(&target)]);
+    for w in workers(3) {
+        assert_eq!(
+            images(&fleet, &w),
+            [image("v1.35.1"), image(&target)],
+            "{w}"
+        );
+    }
 }
 
 #[test]
@@ -246,6 +273,115 @@ fn a_worker_where_kubeadm_v1_37_leaves_a_refused_flag_is_not_rebooted() {
     );
     assert_invariants_hold(&events(&fleet));
     assert_on_target(&fleet, &["cp-1", "w-1", "w-2"], &target);
+}
+
+#[test]
+fn a_control_plane_where_kubeadm_leaves_a_refused_flag_is_not_rebooted() {
+    // Two control planes, v1.35 to v1.36: both run their kubeadm step, then
+    // they reboot one at a time. While cp-1 reboots, the flag comes back
+    // into cp-2's kubeadm-flags.env (after the hop's checks and its kubeadm
+    // step); kubeadm v1.36 does not strip it and the v1.36 kubelet refuses it.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(2)
+            .workers(1)
+            .kubernetes("v1.35.1"),
+    );
+    let saved = plan(&fleet, "v1.36", &[]);
+    let target = last_hop_version(&saved);
+    let mut running = spawn_apply(&fleet);
+    running.wait_for("cp-1: gates, then drain");
+    fleet
+        .ssh_ok(
+            "cp-2",
+            "root",
+            &format!(
+                "sed -i 's|^KUBELET_KUBEADM_ARGS=\"|&{POD_INFRA}=registry.k8s.io/pause:3.10 |' {FLAGS_FILE}"
+            ),
+        )
+        .unwrap();
+    let run = running.finish().expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "not rebooting cp-2: the",
+            "kubelet would refuse to start",
+            "cp-2: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env",
+            "Nothing was rebooted in this step",
+        ],
+    );
+    let log = events(&fleet);
+    assert_eq!(reboots(&log, "cp-1"), 1, "{}", support::describe(&log));
+    assert_eq!(reboots(&log, "cp-2"), 0, "{}", support::describe(&log));
+    assert_eq!(reboots(&log, "w-1"), 0, "{}", support::describe(&log));
+    assert_eq!(upgrade_nodes(&log, "cp-2"), vec![m("v1.36")]);
+    assert_invariants_hold(&log);
+    let c = support::assert_consistent(&fleet, &["cp-1", "cp-2", "w-1"], None);
+    assert_eq!(c.nodes["cp-2"].kubelet_version, "v1.35.1");
+    // Looked at before its pin and stage: not armed for a power cut.
+    let link = fleet
+        .ssh_ok("cp-2", "root", "readlink /etc/extensions/kubernetes.raw")
+        .unwrap();
+    assert!(link.trim().ends_with(&image("v1.35.1")), "{link}");
+
+    // The operator removes the flag; a rerun reboots cp-2 without running
+    // its kubeadm step again, then the worker.
+    fleet
+        .ssh_ok(
+            "cp-2",
+            "root",
+            &format!("sed -i 's/{POD_INFRA}=[^ \"]* //' {FLAGS_FILE}"),
+        )
+        .unwrap();
+    let start = events(&fleet).len();
+    apply(&fleet, &[]).expect_code(0);
+    let rest = &events(&fleet)[start..];
+    assert_eq!(reboots(rest, "cp-2"), 1, "{}", support::describe(rest));
+    assert_eq!(reboots(rest, "cp-1"), 0, "{}", support::describe(rest));
+    assert!(
+        upgrade_nodes(rest, "cp-2").is_empty(),
+        "its kubeadm step ran"
+    );
+    assert_invariants_hold(&events(&fleet));
+    assert_on_target(&fleet, &["cp-1", "cp-2", "w-1"], &target);
+}
+
+#[test]
+fn a_cgroup_v1_control_plane_whose_kubeadm_dropped_fail_cgroup_v1_is_not_rebooted() {
+    // cp-1 runs on cgroup v1 and its config.yaml allows it, so the plan to
+    // v1.35 passes; `upgrade apply` rewrites config.yaml from the cluster's
+    // kubelet-config, which does not allow it: the v1.35 kubelet would not
+    // start, and cp-1 is the only API server.
+    const CONFIG: &str = "/var/lib/kubelet/config.yaml";
+    let fleet = support::start(scenario(1, "v1.34.2").with_node("cp-1", |n| n.cgroup_v1 = true));
+    let allow = format!("printf 'failCgroupV1: false\\n' >> {CONFIG}");
+    fleet.ssh_ok("cp-1", "root", &allow).unwrap();
+    let saved = plan(&fleet, "v1.35", &[]);
+    let target = last_hop_version(&saved);
+    let start = events(&fleet).len();
+    let run = apply(&fleet, &[]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "not rebooting cp-1: the",
+            "cp-1: cgroup v1",
+            "Nothing was rebooted in this step",
+        ],
+    );
+    let log = &events(&fleet)[start..];
+    assert_eq!(reboots(log, "cp-1"), 0, "{}", support::describe(log));
+    assert_eq!(reboots(log, "w-1"), 0, "{}", support::describe(log));
+    assert_invariants_hold(log);
+    let link = fleet
+        .ssh_ok("cp-1", "root", "readlink /etc/extensions/kubernetes.raw")
+        .unwrap();
+    assert!(link.trim().ends_with(&image("v1.34.2")), "{link}");
+
+    // Allowed again where kubeadm left it, a rerun finishes.
+    fleet.ssh_ok("cp-1", "root", &allow).unwrap();
+    apply(&fleet, &[]).expect_code(0);
+    assert_invariants_hold(&events(&fleet));
+    assert_on_target(&fleet, &["cp-1", "w-1"], &target);
 }
 
 #[test]

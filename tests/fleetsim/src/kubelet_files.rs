@@ -36,10 +36,15 @@ pub fn initial_flags(kubeadm: &Version) -> String {
 /// `=value` or a separate word), the rest byte for byte; `None` when the
 /// flag is not there.
 pub fn without_pod_infra_flag(text: &str) -> Option<String> {
+    without_flag(text, POD_INFRA_FLAG)
+}
+
+/// The flags file without `flag` (`--name`), as [`without_pod_infra_flag`].
+pub fn without_flag(text: &str, flag: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut changed = false;
     for line in text.split_inclusive('\n') {
-        match strip_flag(line) {
+        match strip_flag(line, flag) {
             Some(fixed) => {
                 out.push_str(&fixed);
                 changed = true;
@@ -52,10 +57,10 @@ pub fn without_pod_infra_flag(text: &str) -> Option<String> {
 
 /// One line without the flag and the space before it (or after it, when
 /// it comes first in the value).
-fn strip_flag(line: &str) -> Option<String> {
-    let start = find_flag(line)?;
-    let after = &line[start + POD_INFRA_FLAG.len()..];
-    let mut end = start + POD_INFRA_FLAG.len();
+fn strip_flag(line: &str, flag: &str) -> Option<String> {
+    let start = find_flag(line, flag)?;
+    let after = &line[start + flag.len()..];
+    let mut end = start + flag.len();
     if let Some(value) = after.strip_prefix('=') {
         end += 1 + word_len(value);
     } else {
@@ -74,18 +79,18 @@ fn strip_flag(line: &str) -> Option<String> {
 }
 
 /// Where the flag starts as a word of its own (not a prefix of another flag).
-fn find_flag(line: &str) -> Option<usize> {
+fn find_flag(line: &str, flag: &str) -> Option<usize> {
     let mut from = 0;
-    while let Some(i) = line[from..].find(POD_INFRA_FLAG) {
+    while let Some(i) = line[from..].find(flag) {
         let at = from + i;
-        let next = line[at + POD_INFRA_FLAG.len()..].chars().next();
+        let next = line[at + flag.len()..].chars().next();
         let prev = line[..at].chars().next_back();
         let starts_word = matches!(prev, None | Some(' ' | '"' | '\''));
         let ends_word = matches!(next, None | Some('=' | ' ' | '"' | '\'' | '\n'));
         if starts_word && ends_word {
             return Some(at);
         }
-        from = at + POD_INFRA_FLAG.len();
+        from = at + flag.len();
     }
     None
 }
