@@ -50,18 +50,38 @@ pub async fn before_reboot(apply: &Apply<'_>, hop: &Hop, batch: &[String]) -> an
         Ok::<_, anyhow::Error>(problems)
     });
     let mut refused = Vec::new();
-    for look in join_all(looks).await {
-        refused.extend(look?);
+    let mut nodes = Vec::new();
+    for (node, look) in batch.iter().zip(join_all(looks).await) {
+        let problems = look?;
+        if !problems.is_empty() {
+            nodes.push(node);
+        }
+        refused.extend(problems);
     }
     if refused.is_empty() {
         return Ok(());
     }
+    // Workers were staged with their kubeadm step: a refused one is put
+    // back to booting what it runs, so neither a power cut nor Kured (once
+    // the lock is given back) boots the kubelet that refuses its files.
+    let mut states = Vec::new();
+    for node in nodes {
+        let state = match super::kubeadm::undo(&apply.remote(node)?, &apply.plan.hub).await {
+            Ok(s) => s,
+            Err(e) => format!(
+                "COULD NOT CHECK OR UNSTAGE {node} ({e:#}): make sure \
+                 /etc/extensions/kubernetes.raw points at the image it runs before it reboots"
+            ),
+        };
+        states.push(state);
+    }
     bail!(
-        "not rebooting {}: the {} kubelet would refuse to start:\n  {}\nNothing was \
+        "not rebooting {}: the {} kubelet would refuse to start:\n  {}\n{}\nNothing was \
          rebooted in this step. Fix that on that node, then run `fleetctl apply` again",
         batch.join(", "),
         hop_version(hop),
-        refused.join("\n  ")
+        refused.join("\n  "),
+        states.join("\n")
     )
 }
 

@@ -242,8 +242,19 @@ fn a_worker_where_kubeadm_v1_37_leaves_a_refused_flag_is_not_rebooted() {
             "not rebooting w-2: the",
             "kubelet would refuse to start",
             "w-2: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env",
+            "w-2 was staged with",
+            "has been unstaged: it boots v1.35.1 again",
             "Nothing was rebooted",
         ],
+    );
+    // Unstaged: a power cut (or Kured, once the lock is back) boots the
+    // kubelet that runs, not the one that refuses the file.
+    let link = fleet
+        .ssh_ok("w-2", "root", "readlink /etc/extensions/kubernetes.raw")
+        .unwrap();
+    assert!(
+        link.trim().ends_with("kubernetes-v1.35.1-x86-64.raw"),
+        "{link}"
     );
     let log = events(&fleet);
     assert!(before_end <= log.len());
