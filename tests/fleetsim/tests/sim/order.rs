@@ -181,6 +181,15 @@ fn upgrade_node(fleet: &Fleet, node: &str, user: &str, kubeadm_args: &str) {
         as_user(fleet, node, user, "kubelet --version"),
         format!("Kubernetes {TO}\n")
     );
+    // The real kubectl's `wait` fails at once while the API server is not
+    // listening yet (cp-1 itself just rebooted): wait for it to answer first.
+    wait_output(
+        fleet,
+        "cp-1",
+        "root",
+        "kubectl --kubeconfig=/etc/kubernetes/admin.conf get --raw /readyz",
+        "ok",
+    );
     run(
         fleet,
         "cp-1",
