@@ -54,6 +54,13 @@ impl Scenario {
         self.validate()?;
         let dir = make_temp_dir()?;
         let fleet = FleetDir::new(&dir);
+        let real_os = self.os_layer == crate::scenario::Os::Systemd;
+        // The root's first build takes minutes, outside the boot's deadline;
+        // later fleets find it cached (`fleetsim up` checks it again).
+        if real_os {
+            crate::realos::rootfs::ensure(&fleet)?;
+        }
+        let _booting = real_os.then(BootGate::enter);
         let scenario_path = dir.join("scenario.yaml");
         fs::write(&scenario_path, self.to_yaml()?)
             .with_context(|| format!("writing {}", scenario_path.display()))?;
@@ -89,6 +96,34 @@ impl Scenario {
         started.wait_fleet_ready(base, self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
+    }
+}
+
+/// Held while a real-OS fleet of this process boots: at most two boot at
+/// once. A dozen systemd boots at once on two shared cores each take long
+/// enough to miss sshd's deadline, where a few at a time each boot in
+/// seconds (docs/simulator.md, "Real-OS nodes").
+struct BootGate;
+
+static BOOTING: std::sync::Mutex<u32> = std::sync::Mutex::new(0);
+static BOOT_DONE: std::sync::Condvar = std::sync::Condvar::new();
+const REAL_OS_BOOTS_AT_ONCE: u32 = 2;
+
+impl BootGate {
+    fn enter() -> BootGate {
+        let mut booting = BOOTING.lock().unwrap_or_else(|e| e.into_inner());
+        while *booting >= REAL_OS_BOOTS_AT_ONCE {
+            booting = BOOT_DONE.wait(booting).unwrap_or_else(|e| e.into_inner());
+        }
+        *booting += 1;
+        BootGate
+    }
+}
+
+impl Drop for BootGate {
+    fn drop(&mut self) {
+        *BOOTING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        BOOT_DONE.notify_one();
     }
 }
 

@@ -17,7 +17,10 @@
 //!   s by default; tests lower it, as they do for emulated nodes);
 //! - `systemd-sysupdate.service` loses its `ConditionVirtualization=!container`
 //!   (systemd's unit skips itself in containers, and a node is one to
-//!   systemd): on a Flatcar machine it runs.
+//!   systemd): on a Flatcar machine it runs;
+//! - Kured's pod is a unit, `fleetsim-kured.service`, started at every boot
+//!   after the kubelet, as node-init starts it on an emulated node; it ends
+//!   at once unless Kured's DaemonSet is active (`crate::kured::pod`).
 
 use std::fs;
 use std::path::Path;
@@ -77,6 +80,7 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         0o644,
         (0, 0),
     )?;
+    kured_pod(disk)?;
     let kubelet = format!(
         "# fleetsim: makes the emulated kubelet act as this service\n\
          [Service]\n\
@@ -89,6 +93,44 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         kubelet.as_bytes(),
         0o644,
         (0, 0),
+    )
+}
+
+/// The binary a Kured pod runs: fleetsim, found by its name (`main.rs`).
+const KURED_BIN: &str = "/usr/lib/fleetsim/kured";
+pub const KURED_UNIT: &str = "fleetsim-kured.service";
+
+fn kured_pod(disk: &Disk) -> Result<()> {
+    // The emulated kubelet's link: the same fleetsim inode.
+    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
+    let link = disk.path(KURED_BIN)?;
+    let _ = fs::remove_file(&link);
+    fs::hard_link(&fleetsim, &link)
+        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    // A pod has no Restart= of its own here: node-init does not restart
+    // one either, and a pod that returns found Kured inactive.
+    let unit = format!(
+        "# fleetsim: Kured's DaemonSet pod on this node (docs/simulator.md)\n\
+         [Unit]\n\
+         Description=Kured pod (fleetsim)\n\
+         After={UNIT}\n\
+         \n\
+         [Service]\n\
+         ExecStart={KURED_BIN} {node}\n\
+         \n\
+         [Install]\n\
+         WantedBy=multi-user.target\n",
+        node = disk.node
+    );
+    disk.file(
+        &format!("/etc/systemd/system/{KURED_UNIT}"),
+        unit.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.symlink(
+        &format!("/etc/systemd/system/multi-user.target.wants/{KURED_UNIT}"),
+        &format!("/etc/systemd/system/{KURED_UNIT}"),
     )
 }
 
