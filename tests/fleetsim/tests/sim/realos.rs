@@ -513,3 +513,63 @@ fn systemctl_poweroff_leaves_the_node_off_until_power_returns() {
         "systemd"
     );
 }
+
+#[test]
+fn kureds_pod_is_a_unit_that_reboots_its_node_with_the_real_systemctl() {
+    let fleet = start(real(1).kured_with(|k| {
+        k.run = true;
+        k.period = 0.2;
+    }));
+    // The pod is a unit of the node's systemd, started after the kubelet.
+    wait_until("Kured's pod to run on w-1", Duration::from_secs(30), || {
+        sh(&fleet, "w-1", "systemctl is-active fleetsim-kured.service")
+            .1
+            .trim()
+            == "active"
+    });
+    let id = boot_id(&fleet, "w-1");
+    run(&fleet, "w-1", "root", "touch /run/reboot-required");
+    fleet.wait_rebooted("w-1", &id).unwrap();
+    fleet
+        .wait_for("Kured uncordoned w-1 and gave its lock back", |c| {
+            let k = c.kured.as_ref().unwrap();
+            !c.nodes["w-1"].unschedulable && k.annotations.is_empty()
+        })
+        .unwrap();
+    let events: Vec<String> = node_events(&fleet, "w-1")
+        .into_iter()
+        .filter(|e| e.starts_with("(kured)") || e.starts_with("(reboot)") || e == "(shutdown)")
+        .collect();
+    // Kured's reboot is systemd's: its reboot(2) ends the node's init, which
+    // the supervisor records as `(reboot)`.
+    let from = events
+        .iter()
+        .position(|e| e == "(kured) acquire")
+        .unwrap_or_else(|| panic!("Kured never took the lock: {events:?}"));
+    assert_eq!(
+        events[from..from + 6],
+        [
+            "(kured) acquire",
+            "(kured) cordon",
+            "(kured) drain",
+            "(kured) reboot",
+            "(reboot)",
+            "(shutdown)"
+        ],
+        "{events:?}"
+    );
+    // The next boot's journal has the previous one's stop of the pod.
+    let journal = run(
+        &fleet,
+        "w-1",
+        "root",
+        "journalctl -b -1 -u fleetsim-kured.service --no-pager",
+    );
+    assert!(journal.contains("kured w-1: reboot: ok"), "{journal}");
+    // cp-1 has no sentinel: its pod runs and does nothing.
+    assert!(
+        !node_events(&fleet, "cp-1")
+            .iter()
+            .any(|e| e.starts_with("(kured) cordon")),
+    );
+}
