@@ -106,6 +106,10 @@ fn subject(e: &Event) -> Option<&str> {
 /// What an event did, in a few words: `reboot`, `sysupdate`, `drain`,
 /// `upgrade apply v1.35.3`, `upgrade node`, `(boot)`, …
 fn what(e: &Event) -> String {
+    // A real-OS node's reboot is recorded by the supervisor, not the tool.
+    if support::is_reboot(e) {
+        return "reboot".into();
+    }
     let argv: Vec<&str> = e.argv.iter().map(String::as_str).collect();
     match argv.as_slice() {
         ["kubeadm", "upgrade", "apply", v, ..] => format!("upgrade apply {v}"),

@@ -3,10 +3,11 @@
 //! an emulated node; this then takes back what the real OS provides itself
 //! and adds the units that make the real one run the sim's pieces:
 //!
-//! - the emulated systemctl, systemd-run, journalctl, systemd-sysext,
-//!   systemd-sysupdate, reboot and shutdown links go: the root's real ones
-//!   show through (the kubelet, kubeadm, kubectl, containerd and
-//!   update_engine_client links stay: those remain emulated);
+//! - the emulated systemctl, systemd-run, journalctl, systemd-sysext, reboot
+//!   and shutdown links go: the root's real ones show through (the kubelet,
+//!   kubeadm, kubectl, containerd and update_engine_client links stay: those
+//!   remain emulated); systemd-sysupdate's link stays as its recorder, and
+//!   the real binary is copied where the recorder runs it (`super::record`);
 //! - the host's account files go: the root's own (Debian's system users and
 //!   Flatcar's `core`, made by rootfs.sh) show through, with root and core
 //!   unlocked for key logins (`UsePAM no` refuses a `!` password field);
@@ -32,13 +33,13 @@ use crate::layout::{SSHD_CONFIG, TOOL_LINKS};
 use crate::provision::Disk;
 use crate::tools::kubelet::{UNIT, UNIT_ENV};
 
-/// The emulated tools whose real ones a real-OS node runs.
-const REAL_TOOLS: [&str; 7] = [
+/// The emulated tools whose real ones a real-OS node runs. systemd-sysupdate
+/// is among them too, behind its recorder (`super::record`).
+const REAL_TOOLS: [&str; 6] = [
     "usr/bin/systemctl",
     "usr/bin/systemd-run",
     "usr/bin/journalctl",
     "usr/bin/systemd-sysext",
-    "usr/lib/systemd/systemd-sysupdate",
     "usr/sbin/reboot",
     "usr/sbin/shutdown",
 ];
@@ -58,6 +59,15 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         let _ = fs::remove_file(&path);
     }
     unlock(disk, rootfs)?;
+    for (name, path) in super::record::RECORDED {
+        debug_assert!(TOOL_LINKS.contains(&path.trim_start_matches('/')));
+        let real = rootfs.join(path.trim_start_matches('/'));
+        let to = format!("{}/{name}", super::record::REAL_DIR);
+        disk.dir(super::record::REAL_DIR)?;
+        let dest = disk.path(&to)?;
+        fs::copy(&real, &dest)
+            .with_context(|| format!("copying {} to {}", real.display(), dest.display()))?;
+    }
     let sshd = format!(
         "# fleetsim: the node's own sshd config (docs/simulator.md)\n\
          [Service]\n\

@@ -9,7 +9,8 @@
 //!   namespace, so nothing depends on the host's cgroup layout;
 //! - [`init`]: what runs as PID 1 before systemd (mounts, `pivot_root`);
 //! - [`disk`]: what provisioning changes on a real-OS node's disk;
-//! - [`boot`]: what the supervisor records once a real-OS node is up.
+//! - [`boot`]: what the supervisor records once a real-OS node is up;
+//! - [`record`]: the event a real tool's run leaves in the log.
 //!
 //! docs/simulator.md ("Real-OS nodes") has the design and the differences
 //! found between the real tools and the emulations.
@@ -18,6 +19,7 @@ pub mod boot;
 pub mod cgroup;
 pub mod disk;
 pub mod init;
+pub mod record;
 pub mod rootfs;
 pub mod sys;
 
