@@ -541,6 +541,9 @@ fn a_second_ctrl_c_while_a_node_reboots_stops_at_once_and_names_the_node() {
     let c = assert_consistent(&fleet, &NODES, Some("w-1"));
     assert_eq!(kubelet(&c, "w-2"), FROM);
 
+    // fleetctl stopped right after asking for the reboot: a real systemd
+    // may still be shutting w-1 down (an emulated node is down at once).
+    fleet.wait_down("w-1").unwrap();
     fleet.release("w-1").unwrap();
     fleet.wait_up("w-1").unwrap();
     let second = rerun(&fleet);

@@ -35,6 +35,17 @@ pub fn real_os_scenario() -> Scenario {
     base().os_layer(os_layer_or(Os::Systemd))
 }
 
+/// A `--node-timeout` that a healthy reboot fits in, for a test that waits
+/// it out on a node that never returns: `emulated` on node-init nodes; 30 s
+/// on real-OS nodes, whose reboot is a whole systemd shutdown and boot (4
+/// s on a quiet machine, past 8 s at a load of 20 on two cores).
+pub fn node_timeout(os: Os, emulated: &'static str) -> &'static str {
+    match os {
+        Os::Emulated => emulated,
+        Os::Systemd => "30s",
+    }
+}
+
 fn base() -> Scenario {
     Scenario::new().api_latency(0.01).kubectl_start(0.01)
 }
@@ -343,11 +354,11 @@ fn program(e: &Event) -> Option<&str> {
 
 /// A reboot asked for on the node itself. On an emulated node `reboot`,
 /// `systemctl reboot` and `shutdown -r` all end in the node's reboot tool,
-/// which records it; a real-OS node's reboot is systemd's, and the
-/// supervisor records it when systemd's reboot(2) ends the node's init.
+/// which records it; a real-OS node's reboot is systemd's, and a unit of its
+/// `reboot.target` records it (fleetsim `realos::record`).
 pub fn is_reboot(e: &Event) -> bool {
     matches!(program(e), Some("reboot" | "shutdown"))
-        || (e.argv.len() == 1 && e.argv[0] == fleetsim::supervisor::REAL_OS_REBOOT)
+        || (e.argv.len() == 1 && e.argv[0] == fleetsim::realos::record::REBOOT_EVENT)
 }
 
 /// kubectl's flags that take their value as the next word when not written `--flag=value`.

@@ -997,13 +997,6 @@ impl NodeRunner {
             Some(_) => "ok",
             None => "power cycle: node-init killed, no clean shutdown",
         };
-        // On an emulated node the reboot tool records the reboot asked for;
-        // on a real-OS node the reboot is systemd's, which records nothing
-        // in the fleet's log: its reboot(2) ending init with SIGHUP is the
-        // record (whoever asked: `systemctl reboot`, `reboot`, Kured).
-        if self.real_os && status.as_ref().is_some_and(|s| ended_by(s, libc::SIGHUP)) {
-            self.record(REAL_OS_REBOOT, "ok");
-        }
         // On the record before the node is marked down, so whoever waits
         // for it to be down finds the event already in the log.
         self.record("(shutdown)", result);
@@ -1095,9 +1088,6 @@ impl NodeRunner {
         }
     }
 }
-
-/// The event a real-OS node's reboot leaves in the log (`went_down`).
-pub const REAL_OS_REBOOT: &str = "(reboot)";
 
 /// Whether unshare ended with its child's `signal`: unshare re-raises it
 /// (older ones exit 128 + the signal). A PID namespace's init that calls

@@ -21,7 +21,9 @@
 //!   systemd): on a Flatcar machine it runs;
 //! - Kured's pod is a unit, `fleetsim-kured.service`, started at every boot
 //!   after the kubelet, as node-init starts it on an emulated node; it ends
-//!   at once unless Kured's DaemonSet is active (`crate::kured::pod`).
+//!   at once unless Kured's DaemonSet is active (`crate::kured::pod`);
+//! - `reboot.target` wants `fleetsim-reboot-record.service`, which writes
+//!   the reboot into the event log (`super::record`).
 
 use std::fs;
 use std::path::Path;
@@ -91,6 +93,7 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         (0, 0),
     )?;
     kured_pod(disk)?;
+    reboot_recorder(disk)?;
     let kubelet = format!(
         "# fleetsim: makes the emulated kubelet act as this service\n\
          [Service]\n\
@@ -141,6 +144,37 @@ fn kured_pod(disk: &Disk) -> Result<()> {
     disk.symlink(
         &format!("/etc/systemd/system/multi-user.target.wants/{KURED_UNIT}"),
         &format!("/etc/systemd/system/{KURED_UNIT}"),
+    )
+}
+
+/// The unit that writes a reboot into the event log (`super::record`).
+fn reboot_recorder(disk: &Disk) -> Result<()> {
+    use super::record::{REBOOT_RECORDER, REBOOT_UNIT};
+    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
+    let bin = format!("/usr/lib/fleetsim/{REBOOT_RECORDER}");
+    let link = disk.path(&bin)?;
+    let _ = fs::remove_file(&link);
+    fs::hard_link(&fleetsim, &link)
+        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    let unit = format!(
+        "# fleetsim: records the reboot in the fleet's event log (docs/simulator.md)\n\
+         [Unit]\n\
+         Description=Record the reboot (fleetsim)\n\
+         DefaultDependencies=no\n\
+         \n\
+         [Service]\n\
+         Type=oneshot\n\
+         ExecStart={bin}\n"
+    );
+    disk.file(
+        &format!("/etc/systemd/system/{REBOOT_UNIT}"),
+        unit.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.symlink(
+        &format!("/etc/systemd/system/reboot.target.wants/{REBOOT_UNIT}"),
+        &format!("/etc/systemd/system/{REBOOT_UNIT}"),
     )
 }
 

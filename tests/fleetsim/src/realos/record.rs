@@ -26,9 +26,26 @@ pub const RECORDED: [(&str, &str); 1] = [(
     "/usr/lib/systemd/systemd-sysupdate",
 )];
 
+/// The event of a real-OS node's reboot, and the unit that writes it.
+/// On an emulated node the reboot tool records the reboot when asked; on a
+/// real-OS node the reboot is systemd's own, so a unit that `reboot.target`
+/// wants ([`REBOOT_UNIT`], `DefaultDependencies=no`: it starts with the
+/// reboot's transaction, before any service stops) records it, whoever
+/// asked (`systemctl reboot`, `reboot`, Kured). A `reboot --force`, which
+/// skips units, is not recorded.
+pub const REBOOT_EVENT: &str = "(reboot)";
+pub const REBOOT_UNIT: &str = "fleetsim-reboot-record.service";
+/// The name fleetsim answers to as that unit's command.
+pub const REBOOT_RECORDER: &str = "fleetsim-reboot-record";
+
 /// Runs the real tool when `name` is a recorded one and this is a real-OS
-/// node; `None` otherwise (the emulated tool runs).
+/// node, or records the reboot as [`REBOOT_UNIT`]; `None` otherwise (the
+/// emulated tool runs).
 pub fn intercept(argv0: &str, name: &str, args: &[String]) -> Option<i32> {
+    if name == REBOOT_RECORDER && crate::power::inside_a_real_os_node() {
+        record(REBOOT_EVENT, &[], "ok");
+        return Some(0);
+    }
     RECORDED.iter().find(|(n, _)| *n == name)?;
     if !crate::power::inside_a_real_os_node() {
         return None;

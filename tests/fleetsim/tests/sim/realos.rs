@@ -540,8 +540,8 @@ fn kureds_pod_is_a_unit_that_reboots_its_node_with_the_real_systemctl() {
         .into_iter()
         .filter(|e| e.starts_with("(kured)") || e.starts_with("(reboot)") || e == "(shutdown)")
         .collect();
-    // Kured's reboot is systemd's: its reboot(2) ends the node's init, which
-    // the supervisor records as `(reboot)`.
+    // Kured's reboot is systemd's: the unit its reboot.target wants records
+    // it as `(reboot)`, before systemd's reboot(2) ends the node's init.
     let from = events
         .iter()
         .position(|e| e == "(kured) acquire")
