@@ -101,6 +101,10 @@ fn subject(e: &Event) -> Option<&str> {
 /// What an event did: `reboot`, `sysupdate`, `drain`, `upgrade apply
 /// v1.35.3`, `upgrade node`, `(boot)`, …
 fn what(e: &Event) -> String {
+    // A real-OS node's reboot is recorded by a unit, not the tool.
+    if is_reboot(e) {
+        return "reboot".into();
+    }
     let argv: Vec<&str> = e.argv.iter().map(String::as_str).collect();
     match argv.as_slice() {
         ["kubeadm", "upgrade", "apply", v, ..] => format!("upgrade apply {v}"),
@@ -953,7 +957,8 @@ fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_
         &run.stderr,
         &[
             "before any kubeadm step or reboot",
-            "Checksum of downloaded resource does not match expected checksum",
+            "file did not check out, file has been tampered with",
+            "the hub serves a corrupted or tampered file",
             "Nothing was staged or rebooted",
         ],
     );

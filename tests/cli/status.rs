@@ -60,8 +60,9 @@ fn json_node<'a>(report: &'a Value, node: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no node {node} in {report:#}"))
 }
 
+/// `node`'s sshd log (the console, or a real-OS node's journal).
 fn console(fleet: &Fleet, node: &str) -> String {
-    fs::read_to_string(fleet.layout().console_log(node)).unwrap_or_default()
+    fleet.sshd_log(node).unwrap_or_default()
 }
 
 /// Waits until `node`'s sshd has logged `needle` `times` times: sshd writes

@@ -39,6 +39,7 @@ pub struct Fleet {
     fleet: FleetDir,
     supervisor: Option<Child>,
     info: FleetInfo,
+    real_os: bool,
 }
 
 impl Scenario {
@@ -87,6 +88,7 @@ impl Scenario {
                 supervisor_pid: 0,
                 nodes: Vec::new(),
             },
+            real_os,
         };
         // A real-OS node boots a whole systemd (docs/simulator.md).
         let base = match self.os_layer {
@@ -217,6 +219,64 @@ impl Fleet {
 
     pub fn supervisor_pid(&self) -> Option<u32> {
         self.supervisor.as_ref().map(|c| c.id())
+    }
+
+    /// Whether the nodes boot the real systemd (`os_layer: systemd`).
+    pub fn real_os(&self) -> bool {
+        self.real_os
+    }
+
+    /// What `node`'s sshd has logged this far. node-init's sshd writes to
+    /// the node's console; a real-OS node's runs as `ssh.service`, whose
+    /// lines are in the node's journal, read here with the node's own
+    /// journalctl entered from the host (an SSH login would add to them).
+    pub fn sshd_log(&self, node: &str) -> Result<String> {
+        if !self.real_os {
+            let path = self.fleet.console_log(node);
+            return fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()));
+        }
+        let init = self.real_os_init(node)?;
+        let out = Command::new("nsenter")
+            .arg(format!("--target={init}"))
+            .args(["--mount", "--pid", "--", "journalctl"])
+            .args(["--unit=ssh.service", "--output=cat", "--no-pager"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running nsenter … journalctl")?;
+        if !out.status.success() {
+            bail!(
+                "{node}: journalctl -u ssh.service: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A real-OS node's systemd, PID 1 of its namespace, as the host sees it:
+    /// the child of the supervisor's `unshare … realos-init --node NODE`.
+    fn real_os_init(&self, node: &str) -> Result<u32> {
+        let needle = self.fleet.root().to_string_lossy().to_string();
+        let all = all_processes();
+        let unshare = all
+            .iter()
+            .find(|p| {
+                p.cmdline.starts_with("/usr/bin/unshare")
+                    && p.cmdline.contains(&needle)
+                    && p.cmdline.contains("realos-init")
+                    && p.cmdline.ends_with(&format!(" --node {node}"))
+            })
+            .with_context(|| format!("{node} is not running (no realos-init for it)"))?;
+        let children = fs::read_to_string(format!(
+            "/proc/{0}/task/{0}/children",
+            unshare.pid
+        ))
+        .with_context(|| format!("reading the children of {}", unshare.pid))?;
+        children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("{node}: its unshare has no child"))
     }
 
     pub fn address(&self, node: &str) -> Result<String> {

@@ -55,5 +55,13 @@ mod tests {
             .light(true);
         let err = light.validate().unwrap_err();
         assert!(format!("{err:#}").contains("exclude each other"), "{err:#}");
+        let v1 = Scenario::new()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .os_layer(Os::Systemd)
+            .with_node("w-1", |n| n.cgroup_v1 = true);
+        let err = v1.validate().unwrap_err();
+        assert!(format!("{err:#}").contains("node w-1: `cgroup_v1`"), "{err:#}");
     }
 }
