@@ -93,7 +93,9 @@ pub async fn run(
     // did not check out, file has been tampered with."; later releases check
     // in src/import/pull-job.c: "Checksum of downloaded resource does not
     // match expected checksum, yikes."
-    let tampered = out.stderr.contains("file did not check out, file has been tampered with")
+    let tampered = out
+        .stderr
+        .contains("file did not check out, file has been tampered with")
         || out.stderr.contains("does not match expected checksum");
     let out = succeeded(r.node(), &label, out).with_context(|| {
         if tampered {

@@ -735,7 +735,8 @@ fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
 
 #[test]
 fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgrade_apply() {
-    let fleet = support::start(scenario());
+    // On real-OS nodes by default: a detached step's record across a real reboot.
+    let fleet = support::start(support::on_real_os(scenario()));
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 

@@ -267,11 +267,8 @@ impl Fleet {
                     && p.cmdline.ends_with(&format!(" --node {node}"))
             })
             .with_context(|| format!("{node} is not running (no realos-init for it)"))?;
-        let children = fs::read_to_string(format!(
-            "/proc/{0}/task/{0}/children",
-            unshare.pid
-        ))
-        .with_context(|| format!("reading the children of {}", unshare.pid))?;
+        let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.pid))
+            .with_context(|| format!("reading the children of {}", unshare.pid))?;
         children
             .split_whitespace()
             .next()

@@ -62,6 +62,9 @@ mod tests {
             .os_layer(Os::Systemd)
             .with_node("w-1", |n| n.cgroup_v1 = true);
         let err = v1.validate().unwrap_err();
-        assert!(format!("{err:#}").contains("node w-1: `cgroup_v1`"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("node w-1: `cgroup_v1`"),
+            "{err:#}"
+        );
     }
 }

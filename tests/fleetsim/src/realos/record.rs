@@ -21,10 +21,8 @@ pub const REAL_DIR: &str = "/usr/lib/fleetsim/real";
 
 /// The recorded real tools: the file name fleetsim is called by, and its
 /// path in the node.
-pub const RECORDED: [(&str, &str); 1] = [(
-    "systemd-sysupdate",
-    "/usr/lib/systemd/systemd-sysupdate",
-)];
+pub const RECORDED: [(&str, &str); 1] =
+    [("systemd-sysupdate", "/usr/lib/systemd/systemd-sysupdate")];
 
 /// The event of a real-OS node's reboot, and the unit that writes it.
 /// On an emulated node the reboot tool records the reboot when asked; on a
