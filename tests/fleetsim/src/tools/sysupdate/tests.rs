@@ -162,7 +162,7 @@ fn a_checksum_mismatch_is_refused_and_changes_nothing() {
     );
     assert_eq!(
         node.events()[0].result,
-        "(sd-pull-raw) failed with exit status 1."
+        "(sd-pull-raw) failed with exit status 1: Bad message"
     );
 }
 
