@@ -86,9 +86,17 @@ pub async fn run(
         )
         .await?;
     // systemd-sysupdate checks every download against the hub's own
-    // SHA256SUMS (through systemd-pull, which it runs for url-file sources)
-    // and says so in these words (src/import/pull-job.c).
-    let tampered = out.stderr.contains("does not match expected checksum");
+    // SHA256SUMS (through systemd-pull, which it runs for url-file sources
+    // with the sum as `--checksum=`) and says so. Up to 257 (Flatcar's
+    // 255/256; Debian 13's 257 on the sim's real-OS nodes) pull_verify() in
+    // src/import/pull-common.c says "DOWNLOAD INVALID: Checksum of URL file
+    // did not check out, file has been tampered with."; later releases check
+    // in src/import/pull-job.c: "Checksum of downloaded resource does not
+    // match expected checksum, yikes."
+    let tampered = out
+        .stderr
+        .contains("file did not check out, file has been tampered with")
+        || out.stderr.contains("does not match expected checksum");
     let out = succeeded(r.node(), &label, out).with_context(|| {
         if tampered {
             format!(

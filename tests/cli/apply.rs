@@ -523,19 +523,23 @@ fn assert_unchanged(fleet: &Fleet, nodes: &[&str], before: &Snapshot, what: &str
 /// 1 control plane + 2 workers at v1.34.2, w-2 reached as core through sudo.
 const SMALL: [&str; 3] = ["cp-1", "w-1", "w-2"];
 
+fn small_scenario(kubernetes: &str) -> support::Scenario {
+    support::scenario()
+        .control_planes(1)
+        .workers(2)
+        .kubernetes(kubernetes)
+        .with_node("w-2", |n| n.user = Some("core".into()))
+}
+
 fn small_fleet(kubernetes: &str) -> Fleet {
-    support::start(
-        support::scenario()
-            .control_planes(1)
-            .workers(2)
-            .kubernetes(kubernetes)
-            .with_node("w-2", |n| n.user = Some("core".into())),
-    )
+    support::start(small_scenario(kubernetes))
 }
 
 #[test]
 fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
-    let fleet = small_fleet("v1.34.2");
+    // On real-OS nodes by default: three hops of real sysupdate downloads,
+    // systemd-run steps and systemd reboots.
+    let fleet = support::start(support::on_real_os(small_scenario("v1.34.2")));
     let hops = hops(&fleet, "v1.34", "v1.37");
     assert_eq!(hops.len(), 3);
     plan(&fleet, "v1.37");

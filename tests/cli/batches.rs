@@ -145,7 +145,9 @@ fn two_workers_at_a_time_with_the_control_plane_alone() {
 
 #[test]
 fn a_batch_member_that_never_returns_stops_after_its_batch_and_touches_nothing_later() {
-    let fleet = support::start(fleet_of(6));
+    let scenario = fleet_of(6);
+    let timeout = support::node_timeout(scenario.os_layer, "8s");
+    let fleet = support::start(scenario);
     run(&fleet, &["plan", "v1.35"]).expect_code(0);
     fleet
         .faults(|f| f.hang_on_reboot = vec!["w-3".into()])
@@ -158,13 +160,14 @@ fn a_batch_member_that_never_returns_stops_after_its_batch_and_touches_nothing_l
             "--max-unavailable",
             "2",
             "--node-timeout",
-            "8s",
+            timeout,
         ],
     )
     .expect_code(1);
     assert!(
-        out.stderr
-            .contains("w-3 did not come back from its reboot within 8s"),
+        out.stderr.contains(&format!(
+            "w-3 did not come back from its reboot within {timeout}"
+        )),
         "{}",
         out.stderr
     );
@@ -239,13 +242,15 @@ fn zones_keep_batches_apart() {
 
 #[test]
 fn reboot_rolls_only_pending_nodes_in_batches_refuses_a_new_minor_and_holds_kureds_lock() {
-    let fleet = support::start(
+    // On real-OS nodes by default: the real `systemctl reboot`, and Kured's
+    // pods as units.
+    let fleet = support::start(support::on_real_os(
         fleet_of(4)
             .kured(true)
             .with_node("w-1", |n| n.staged = Some("v1.34.3".into()))
             .with_node("w-2", |n| n.os_update = Some("4081.3.0".into()))
             .with_node("w-4", |n| n.staged = Some("v1.35.3".into())),
-    );
+    ));
 
     // w-4 would boot a new minor without its kubeadm step: refused.
     let before = fleet.events().unwrap().len();

@@ -153,7 +153,7 @@ fn mutations(events: &[Event]) -> Vec<&Event> {
             let a = e.argv.join(" ");
             a.starts_with("kubeadm upgrade")
                 || a.starts_with("systemd-sysupdate")
-                || a.starts_with("reboot")
+                || support::is_reboot(e)
                 || a.contains(" cordon ")
                 || a.contains(" drain ")
                 || a.contains(" annotate ")
@@ -164,7 +164,9 @@ fn mutations(events: &[Event]) -> Vec<&Event> {
 
 #[test]
 fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
+    // Real-OS nodes boot on cgroup v2 only (docs/simulator.md).
     let scenario = support::scenario()
+        .os_layer(support::Os::Emulated)
         .control_planes(1)
         .workers(1)
         .kubernetes("v1.34.2")

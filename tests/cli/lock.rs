@@ -101,6 +101,10 @@ fn subject(e: &Event) -> Option<&str> {
 /// What an event did: `reboot`, `sysupdate`, `drain`, `upgrade apply
 /// v1.35.3`, `upgrade node`, `(boot)`, …
 fn what(e: &Event) -> String {
+    // A real-OS node's reboot is recorded by a unit, not the tool.
+    if is_reboot(e) {
+        return "reboot".into();
+    }
     let argv: Vec<&str> = e.argv.iter().map(String::as_str).collect();
     match argv.as_slice() {
         ["kubeadm", "upgrade", "apply", v, ..] => format!("upgrade apply {v}"),
@@ -802,7 +806,10 @@ fn force_unlocked_uids(fleet: &Fleet) -> Vec<String> {
 
 #[test]
 fn ssh_cut_during_upgrade_apply_does_not_stop_kubeadm_and_it_runs_once() {
-    let fleet = pair(|s| s.faults(|f| f.drop_ssh_during_upgrade_apply = vec!["cp-1".into()]));
+    // On real-OS nodes by default: the step is a real systemd-run unit.
+    let fleet = pair(|s| {
+        support::on_real_os(s.faults(|f| f.drop_ssh_during_upgrade_apply = vec!["cp-1".into()]))
+    });
     let patch = plan(&fleet, "v1.35");
     let start = events(&fleet).len();
 
@@ -931,7 +938,8 @@ fn assert_nothing_but_downloads(log: &[Event]) {
 
 #[test]
 fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_a_node() {
-    let fleet = pair(|s| s);
+    // On real-OS nodes by default: the real systemd-pull's refusal.
+    let fleet = pair(support::on_real_os);
     let patch = plan(&fleet, "v1.35");
     let image = format!("kubernetes-{patch}-x86-64.raw");
     let on_hub = fleet.layout().hub().join("kubernetes").join(&image);
@@ -953,7 +961,8 @@ fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_
         &run.stderr,
         &[
             "before any kubeadm step or reboot",
-            "Checksum of downloaded resource does not match expected checksum",
+            "file did not check out, file has been tampered with",
+            "the hub serves a corrupted or tampered file",
             "Nothing was staged or rebooted",
         ],
     );

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 pub use fleetsim::Scenario;
 pub use fleetsim::harness::Fleet;
+pub use fleetsim::scenario::Os;
 
 /// The fleetctl binary cargo built for these tests.
 pub fn fleetctl_bin() -> PathBuf {
@@ -20,9 +21,46 @@ pub fn fleetctl_bin() -> PathBuf {
 
 /// A scenario whose kubectl answers in 10 ms: the tests are about what
 /// fleetctl does, not how long a real API round trip takes (the benchmarks
-/// keep the simulator's realistic 100 ms start + 150 ms per request).
+/// keep the simulator's realistic 100 ms start + 150 ms per request). Its
+/// nodes boot the emulated OS layer unless `FLEETSIM_OS_LAYER` says
+/// otherwise ([`os_layer_or`]).
 pub fn scenario() -> Scenario {
+    base().os_layer(os_layer_or(Os::Emulated))
+}
+
+/// `scenario` on real-OS nodes (systemd 257 as PID 1, docs/simulator.md
+/// "Real-OS nodes") unless `FLEETSIM_OS_LAYER=emulated`: the tests that run
+/// on the real OS layer by default (the whole suite takes too long there
+/// for CI; docs/simulator.md has the numbers).
+pub fn on_real_os(scenario: Scenario) -> Scenario {
+    scenario.os_layer(os_layer_or(Os::Systemd))
+}
+
+/// A `--node-timeout` that a healthy reboot fits in, for a test that waits
+/// it out on a node that never returns: `emulated` on node-init nodes; 30 s
+/// on real-OS nodes, whose reboot is a whole systemd shutdown and boot (4
+/// s on a quiet machine, past 8 s at a load of 20 on two cores).
+pub fn node_timeout(os: Os, emulated: &'static str) -> &'static str {
+    match os {
+        Os::Emulated => emulated,
+        Os::Systemd => "30s",
+    }
+}
+
+fn base() -> Scenario {
     Scenario::new().api_latency(0.01).kubectl_start(0.01)
+}
+
+/// The OS layer of the suite's fleets: `FLEETSIM_OS_LAYER=systemd` boots
+/// every test's nodes on the real systemd, `emulated` every test's on
+/// node-init; unset, each test's own `default`.
+pub fn os_layer_or(default: Os) -> Os {
+    match std::env::var("FLEETSIM_OS_LAYER").as_deref() {
+        Err(_) | Ok("") => default,
+        Ok("emulated") => Os::Emulated,
+        Ok("systemd") => Os::Systemd,
+        Ok(other) => panic!("FLEETSIM_OS_LAYER={other}: expected `emulated` or `systemd`"),
+    }
 }
 
 /// A fleet from a scenario, once its API server answers and every kubelet
@@ -315,10 +353,13 @@ fn program(e: &Event) -> Option<&str> {
         .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
 }
 
-/// A reboot asked for on the node itself (`reboot`, `systemctl reboot` and
-/// `shutdown -r` all end in the node's reboot tool, which records it).
+/// A reboot asked for on the node itself. On an emulated node `reboot`,
+/// `systemctl reboot` and `shutdown -r` all end in the node's reboot tool,
+/// which records it; a real-OS node's reboot is systemd's, and a unit of its
+/// `reboot.target` records it (fleetsim `realos::record`).
 pub fn is_reboot(e: &Event) -> bool {
     matches!(program(e), Some("reboot" | "shutdown"))
+        || (e.argv.len() == 1 && e.argv[0] == fleetsim::realos::record::REBOOT_EVENT)
 }
 
 /// kubectl's flags that take their value as the next word when not written `--flag=value`.

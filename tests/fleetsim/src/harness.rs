@@ -39,6 +39,7 @@ pub struct Fleet {
     fleet: FleetDir,
     supervisor: Option<Child>,
     info: FleetInfo,
+    real_os: bool,
 }
 
 impl Scenario {
@@ -54,6 +55,13 @@ impl Scenario {
         self.validate()?;
         let dir = make_temp_dir()?;
         let fleet = FleetDir::new(&dir);
+        let real_os = self.os_layer == crate::scenario::Os::Systemd;
+        // The root's first build takes minutes, outside the boot's deadline;
+        // later fleets find it cached (`fleetsim up` checks it again).
+        if real_os {
+            crate::realos::rootfs::ensure(&fleet)?;
+        }
+        let _booting = real_os.then(BootGate::enter);
         let scenario_path = dir.join("scenario.yaml");
         fs::write(&scenario_path, self.to_yaml()?)
             .with_context(|| format!("writing {}", scenario_path.display()))?;
@@ -80,6 +88,7 @@ impl Scenario {
                 supervisor_pid: 0,
                 nodes: Vec::new(),
             },
+            real_os,
         };
         // A real-OS node boots a whole systemd (docs/simulator.md).
         let base = match self.os_layer {
@@ -89,6 +98,34 @@ impl Scenario {
         started.wait_fleet_ready(base, self.nodes.len())?;
         started.info = FleetInfo::load(&started.fleet)?;
         Ok(started)
+    }
+}
+
+/// Held while a real-OS fleet of this process boots: at most two boot at
+/// once. A dozen systemd boots at once on two shared cores each take long
+/// enough to miss sshd's deadline, where a few at a time each boot in
+/// seconds (docs/simulator.md, "Real-OS nodes").
+struct BootGate;
+
+static BOOTING: std::sync::Mutex<u32> = std::sync::Mutex::new(0);
+static BOOT_DONE: std::sync::Condvar = std::sync::Condvar::new();
+const REAL_OS_BOOTS_AT_ONCE: u32 = 2;
+
+impl BootGate {
+    fn enter() -> BootGate {
+        let mut booting = BOOTING.lock().unwrap_or_else(|e| e.into_inner());
+        while *booting >= REAL_OS_BOOTS_AT_ONCE {
+            booting = BOOT_DONE.wait(booting).unwrap_or_else(|e| e.into_inner());
+        }
+        *booting += 1;
+        BootGate
+    }
+}
+
+impl Drop for BootGate {
+    fn drop(&mut self) {
+        *BOOTING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        BOOT_DONE.notify_one();
     }
 }
 
@@ -182,6 +219,61 @@ impl Fleet {
 
     pub fn supervisor_pid(&self) -> Option<u32> {
         self.supervisor.as_ref().map(|c| c.id())
+    }
+
+    /// Whether the nodes boot the real systemd (`os_layer: systemd`).
+    pub fn real_os(&self) -> bool {
+        self.real_os
+    }
+
+    /// What `node`'s sshd has logged this far. node-init's sshd writes to
+    /// the node's console; a real-OS node's runs as `ssh.service`, whose
+    /// lines are in the node's journal, read here with the node's own
+    /// journalctl entered from the host (an SSH login would add to them).
+    pub fn sshd_log(&self, node: &str) -> Result<String> {
+        if !self.real_os {
+            let path = self.fleet.console_log(node);
+            return fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()));
+        }
+        let init = self.real_os_init(node)?;
+        let out = Command::new("nsenter")
+            .arg(format!("--target={init}"))
+            .args(["--mount", "--pid", "--", "journalctl"])
+            .args(["--unit=ssh.service", "--output=cat", "--no-pager"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running nsenter … journalctl")?;
+        if !out.status.success() {
+            bail!(
+                "{node}: journalctl -u ssh.service: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A real-OS node's systemd, PID 1 of its namespace, as the host sees it:
+    /// the child of the supervisor's `unshare … realos-init --node NODE`.
+    fn real_os_init(&self, node: &str) -> Result<u32> {
+        let needle = self.fleet.root().to_string_lossy().to_string();
+        let all = all_processes();
+        let unshare = all
+            .iter()
+            .find(|p| {
+                p.cmdline.starts_with("/usr/bin/unshare")
+                    && p.cmdline.contains(&needle)
+                    && p.cmdline.contains("realos-init")
+                    && p.cmdline.ends_with(&format!(" --node {node}"))
+            })
+            .with_context(|| format!("{node} is not running (no realos-init for it)"))?;
+        let children = fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.pid))
+            .with_context(|| format!("reading the children of {}", unshare.pid))?;
+        children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("{node}: its unshare has no child"))
     }
 
     pub fn address(&self, node: &str) -> Result<String> {

@@ -617,10 +617,21 @@ impl Pod {
         }
         self.record("drain", "ok");
         self.record("reboot", "ok");
+        // Kured runs `/bin/systemctl reboot` through nsenter into PID 1's
+        // namespaces; the pod already runs in its node's.
+        if crate::power::inside_a_real_os_node() {
+            let status = std::process::Command::new("/usr/bin/systemctl")
+                .arg("reboot")
+                .status();
+            return match status {
+                Ok(s) if s.success() => Ok(true),
+                Ok(s) => bail!("systemctl reboot: {s}"),
+                Err(e) => bail!("running systemctl reboot: {e}"),
+            };
+        }
         if !crate::power::inside_a_node() {
             bail!("PID 1 is not node-init: not rebooting the host");
         }
-        // `/bin/systemctl reboot` through nsenter into PID 1's namespaces.
         // SAFETY: signalling our namespace's init, which has a handler.
         unsafe { libc::kill(1, libc::SIGTERM) };
         Ok(true)

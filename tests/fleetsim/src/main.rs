@@ -55,6 +55,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(status) = fleetsim::realos::record::intercept(&argv0, &name, &rest) {
+        return code(status);
+    }
     if let Some(status) = tools::dispatch(&name, &rest) {
         return code(status);
     }

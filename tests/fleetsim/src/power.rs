@@ -99,6 +99,13 @@ pub fn inside_a_node() -> bool {
         .unwrap_or(false)
 }
 
+/// A real-OS node (`crate::realos`): PID 1 is systemd and the node's boot
+/// record is bound where realos-init binds it, which no host has.
+pub fn inside_a_real_os_node() -> bool {
+    let systemd = fs::read_to_string("/proc/1/comm").is_ok_and(|c| c.trim() == "systemd");
+    systemd && Path::new(NODE_FILE).is_file()
+}
+
 fn is_node_init(cmdline: &[u8]) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     args.get(1) == Some(&&b"node-init"[..])

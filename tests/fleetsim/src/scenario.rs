@@ -495,6 +495,14 @@ impl Scenario {
                 "scenario `os_layer: systemd` and `light: true` exclude each other (light nodes have no processes to run under systemd)"
             );
         }
+        if self.os_layer == Os::Systemd
+            && let Some(n) = self.nodes.iter().find(|n| n.cgroup_v1)
+        {
+            bail!(
+                "node {}: `cgroup_v1` needs `os_layer: emulated` (a real-OS node's init mounts the cgroup2 hierarchy only)",
+                n.name
+            );
+        }
         Ok(())
     }
 

@@ -3,10 +3,11 @@
 //! an emulated node; this then takes back what the real OS provides itself
 //! and adds the units that make the real one run the sim's pieces:
 //!
-//! - the emulated systemctl, systemd-run, journalctl, systemd-sysext,
-//!   systemd-sysupdate, reboot and shutdown links go: the root's real ones
-//!   show through (the kubelet, kubeadm, kubectl, containerd and
-//!   update_engine_client links stay: those remain emulated);
+//! - the emulated systemctl, systemd-run, journalctl, systemd-sysext, reboot
+//!   and shutdown links go: the root's real ones show through (the kubelet,
+//!   kubeadm, kubectl, containerd and update_engine_client links stay: those
+//!   remain emulated); systemd-sysupdate's link stays as its recorder, and
+//!   the real binary is copied where the recorder runs it (`super::record`);
 //! - the host's account files go: the root's own (Debian's system users and
 //!   Flatcar's `core`, made by rootfs.sh) show through, with root and core
 //!   unlocked for key logins (`UsePAM no` refuses a `!` password field);
@@ -17,7 +18,12 @@
 //!   s by default; tests lower it, as they do for emulated nodes);
 //! - `systemd-sysupdate.service` loses its `ConditionVirtualization=!container`
 //!   (systemd's unit skips itself in containers, and a node is one to
-//!   systemd): on a Flatcar machine it runs.
+//!   systemd): on a Flatcar machine it runs;
+//! - Kured's pod is a unit, `fleetsim-kured.service`, started at every boot
+//!   after the kubelet, as node-init starts it on an emulated node; it ends
+//!   at once unless Kured's DaemonSet is active (`crate::kured::pod`);
+//! - `reboot.target` wants `fleetsim-reboot-record.service`, which writes
+//!   the reboot into the event log (`super::record`).
 
 use std::fs;
 use std::path::Path;
@@ -29,13 +35,13 @@ use crate::layout::{SSHD_CONFIG, TOOL_LINKS};
 use crate::provision::Disk;
 use crate::tools::kubelet::{UNIT, UNIT_ENV};
 
-/// The emulated tools whose real ones a real-OS node runs.
-const REAL_TOOLS: [&str; 7] = [
+/// The emulated tools whose real ones a real-OS node runs. systemd-sysupdate
+/// is among them too, behind its recorder (`super::record`).
+const REAL_TOOLS: [&str; 6] = [
     "usr/bin/systemctl",
     "usr/bin/systemd-run",
     "usr/bin/journalctl",
     "usr/bin/systemd-sysext",
-    "usr/lib/systemd/systemd-sysupdate",
     "usr/sbin/reboot",
     "usr/sbin/shutdown",
 ];
@@ -55,6 +61,15 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         let _ = fs::remove_file(&path);
     }
     unlock(disk, rootfs)?;
+    for (name, path) in super::record::RECORDED {
+        debug_assert!(TOOL_LINKS.contains(&path.trim_start_matches('/')));
+        let real = rootfs.join(path.trim_start_matches('/'));
+        let to = format!("{}/{name}", super::record::REAL_DIR);
+        disk.dir(super::record::REAL_DIR)?;
+        let dest = disk.path(&to)?;
+        fs::copy(&real, &dest)
+            .with_context(|| format!("copying {} to {}", real.display(), dest.display()))?;
+    }
     let sshd = format!(
         "# fleetsim: the node's own sshd config (docs/simulator.md)\n\
          [Service]\n\
@@ -77,6 +92,8 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         0o644,
         (0, 0),
     )?;
+    kured_pod(disk)?;
+    reboot_recorder(disk)?;
     let kubelet = format!(
         "# fleetsim: makes the emulated kubelet act as this service\n\
          [Service]\n\
@@ -89,6 +106,75 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         kubelet.as_bytes(),
         0o644,
         (0, 0),
+    )
+}
+
+/// The binary a Kured pod runs: fleetsim, found by its name (`main.rs`).
+const KURED_BIN: &str = "/usr/lib/fleetsim/kured";
+pub const KURED_UNIT: &str = "fleetsim-kured.service";
+
+fn kured_pod(disk: &Disk) -> Result<()> {
+    // The emulated kubelet's link: the same fleetsim inode.
+    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
+    let link = disk.path(KURED_BIN)?;
+    let _ = fs::remove_file(&link);
+    fs::hard_link(&fleetsim, &link)
+        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    // A pod has no Restart= of its own here: node-init does not restart
+    // one either, and a pod that returns found Kured inactive.
+    let unit = format!(
+        "# fleetsim: Kured's DaemonSet pod on this node (docs/simulator.md)\n\
+         [Unit]\n\
+         Description=Kured pod (fleetsim)\n\
+         After={UNIT}\n\
+         \n\
+         [Service]\n\
+         ExecStart={KURED_BIN} {node}\n\
+         \n\
+         [Install]\n\
+         WantedBy=multi-user.target\n",
+        node = disk.node
+    );
+    disk.file(
+        &format!("/etc/systemd/system/{KURED_UNIT}"),
+        unit.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.symlink(
+        &format!("/etc/systemd/system/multi-user.target.wants/{KURED_UNIT}"),
+        &format!("/etc/systemd/system/{KURED_UNIT}"),
+    )
+}
+
+/// The unit that writes a reboot into the event log (`super::record`).
+fn reboot_recorder(disk: &Disk) -> Result<()> {
+    use super::record::{REBOOT_RECORDER, REBOOT_UNIT};
+    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
+    let bin = format!("/usr/lib/fleetsim/{REBOOT_RECORDER}");
+    let link = disk.path(&bin)?;
+    let _ = fs::remove_file(&link);
+    fs::hard_link(&fleetsim, &link)
+        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    let unit = format!(
+        "# fleetsim: records the reboot in the fleet's event log (docs/simulator.md)\n\
+         [Unit]\n\
+         Description=Record the reboot (fleetsim)\n\
+         DefaultDependencies=no\n\
+         \n\
+         [Service]\n\
+         Type=oneshot\n\
+         ExecStart={bin}\n"
+    );
+    disk.file(
+        &format!("/etc/systemd/system/{REBOOT_UNIT}"),
+        unit.as_bytes(),
+        0o644,
+        (0, 0),
+    )?;
+    disk.symlink(
+        &format!("/etc/systemd/system/reboot.target.wants/{REBOOT_UNIT}"),
+        &format!("/etc/systemd/system/{REBOOT_UNIT}"),
     )
 }
 

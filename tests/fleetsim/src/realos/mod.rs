@@ -9,7 +9,8 @@
 //!   namespace, so nothing depends on the host's cgroup layout;
 //! - [`init`]: what runs as PID 1 before systemd (mounts, `pivot_root`);
 //! - [`disk`]: what provisioning changes on a real-OS node's disk;
-//! - [`boot`]: what the supervisor records once a real-OS node is up.
+//! - [`boot`]: what the supervisor records once a real-OS node is up;
+//! - [`record`]: the event a real tool's run leaves in the log.
 //!
 //! docs/simulator.md ("Real-OS nodes") has the design and the differences
 //! found between the real tools and the emulations.
@@ -18,6 +19,7 @@ pub mod boot;
 pub mod cgroup;
 pub mod disk;
 pub mod init;
+pub mod record;
 pub mod rootfs;
 pub mod sys;
 
@@ -53,5 +55,16 @@ mod tests {
             .light(true);
         let err = light.validate().unwrap_err();
         assert!(format!("{err:#}").contains("exclude each other"), "{err:#}");
+        let v1 = Scenario::new()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .os_layer(Os::Systemd)
+            .with_node("w-1", |n| n.cgroup_v1 = true);
+        let err = v1.validate().unwrap_err();
+        assert!(
+            format!("{err:#}").contains("node w-1: `cgroup_v1`"),
+            "{err:#}"
+        );
     }
 }

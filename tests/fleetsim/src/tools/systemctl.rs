@@ -568,7 +568,7 @@ mod tests {
         assert!(!node.exists("/run/reboot-required"));
         assert_eq!(
             node.events()[0].result,
-            "systemd-sysupdate.service failed: (sd-pull-raw) failed with exit status 1."
+            "systemd-sysupdate.service failed: (sd-pull-raw) failed with exit status 1: Bad message"
         );
     }
 

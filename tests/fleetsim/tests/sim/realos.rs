@@ -1,12 +1,10 @@
 //! Real-OS nodes (`os_layer: systemd`, docs/simulator.md "Real-OS nodes"): the
 //! real systemd 257 as PID 1, the real systemd-sysext, systemd-sysupdate,
 //! systemd-run, systemctl and journald. These are the behaviours only the
-//! real tools make honest. The first test to run builds the cached root
-//! (debootstrap, a few minutes; rootfs.sh); the others wait for it.
+//! real tools make honest. The first test to start a fleet builds the
+//! cached root (debootstrap, a few minutes; rootfs.sh) and the others wait
+//! for it; the harness boots at most two real-OS fleets at a time.
 
-use std::path::Path;
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fleetsim::scenario::Os;
@@ -14,57 +12,8 @@ use fleetsim::{Fleet, Scenario};
 
 use super::common::{boot_id, node_events, run, small, start};
 
-/// Builds (or finds) the cached root once per test binary, before any
-/// fleet starts: the harness gives a fleet 30 s to boot, a first build
-/// takes minutes.
-fn ensure_root() {
-    static ROOT: OnceLock<Result<String, String>> = OnceLock::new();
-    let root = ROOT.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("rootfs.sh");
-        let out = Command::new("/bin/bash")
-            .arg(&script)
-            .output()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} failed ({}): {}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    });
-    if let Err(e) = root {
-        panic!("building the real-OS root: {e}");
-    }
-}
-
 fn real(workers: usize) -> Scenario {
-    ensure_root();
     small(workers).os_layer(Os::Systemd).kubelet_restart(1.0)
-}
-
-/// Starts a real-OS fleet, at most two at a time in this test binary: a
-/// dozen systemd boots at once on two shared cores each take long enough to
-/// miss sshd's deadline, where a few at a time each boot in seconds.
-fn start_real(scenario: Scenario) -> Fleet {
-    static GATE: std::sync::Mutex<u32> = std::sync::Mutex::new(0);
-    static FREED: std::sync::Condvar = std::sync::Condvar::new();
-    {
-        let mut booting = GATE.lock().unwrap_or_else(|e| e.into_inner());
-        while *booting >= 2 {
-            booting = FREED.wait(booting).unwrap_or_else(|e| e.into_inner());
-        }
-        *booting += 1;
-    }
-    let fleet = std::panic::catch_unwind(|| start(scenario));
-    *GATE.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-    FREED.notify_one();
-    match fleet {
-        Ok(f) => f,
-        Err(e) => std::panic::resume_unwind(e),
-    }
 }
 
 /// Runs `cmd` as root on `node`; returns (exit code, stdout, stderr).
@@ -90,7 +39,7 @@ fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
 
 #[test]
 fn boots_real_systemd_which_merges_the_sysext_and_runs_the_kubelet_unit() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     assert_eq!(
         run(&fleet, "cp-1", "root", "cat /proc/1/comm").trim(),
         "systemd"
@@ -148,7 +97,7 @@ fn boots_real_systemd_which_merges_the_sysext_and_runs_the_kubelet_unit() {
 
 #[test]
 fn systemctl_reboot_ends_the_namespace_and_the_node_boots_again() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     let before = boot_id(&fleet, "cp-1");
     // The real `systemctl reboot` returns before the manager goes down;
     // the SSH session may or may not see its exit.
@@ -180,7 +129,7 @@ fn systemctl_reboot_ends_the_namespace_and_the_node_boots_again() {
 
 #[test]
 fn a_failed_transient_unit_blocks_its_name_until_reset_failed() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     let unit = "fleetctl-step";
     let (code, _, err) = sh(
         &fleet,
@@ -227,7 +176,7 @@ fn a_failed_transient_unit_blocks_its_name_until_reset_failed() {
 
 #[test]
 fn a_crash_looping_kubelet_is_seen_through_the_real_systemctl_and_journalctl() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     fleet.wait_ready("cp-1").unwrap();
     // Without its config file the kubelet exits 1 at every start.
     run(
@@ -280,7 +229,7 @@ fn a_crash_looping_kubelet_is_seen_through_the_real_systemctl_and_journalctl() {
 
 #[test]
 fn a_reboot_during_a_detached_step_leaves_only_its_journal() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     let unit = "fleetctl-upgrade";
     run(
         &fleet,
@@ -338,7 +287,7 @@ fn a_reboot_during_a_detached_step_leaves_only_its_journal() {
 fn sysupdate_makes_room_by_deleting_the_image_the_node_runs() {
     // The node runs v1.34.0, the oldest of three local instances; the hub
     // serves v1.34.0-v1.34.3. The bakery config keeps InstancesMax=3.
-    let fleet = start_real(real(0).kubernetes("v1.34.0").hub(|h| h.patches = 4));
+    let fleet = start(real(0).kubernetes("v1.34.0").hub(|h| h.patches = 4));
     let hub = fleet.hub_url().to_string();
     run(
         &fleet,
@@ -380,7 +329,7 @@ fn sysupdate_makes_room_by_deleting_the_image_the_node_runs() {
 
 #[test]
 fn a_node_that_starts_with_an_image_staged_runs_the_old_one_until_it_reboots() {
-    let fleet = start_real(real(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
+    let fleet = start(real(1).with_node("w-1", |n| n.staged = Some("v1.34.3".into())));
     assert_eq!(
         run(&fleet, "w-1", "root", "kubelet --version").trim(),
         "Kubernetes v1.34.2"
@@ -404,7 +353,7 @@ fn a_node_that_starts_with_an_image_staged_runs_the_old_one_until_it_reboots() {
 
 #[test]
 fn a_power_cut_kills_systemd_and_the_node_boots_again() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     let before = boot_id(&fleet, "cp-1");
     fleet.power_cycle("cp-1").unwrap();
     let after = fleet.wait_rebooted("cp-1", &before).unwrap();
@@ -425,7 +374,7 @@ fn a_real_os_fleet_leaves_nothing_behind() {
         fleet_loop_devices, fleet_processes, host_mounts_under, still_attached, still_running,
     };
     for kill in [false, true] {
-        let mut fleet = start_real(real(1));
+        let mut fleet = start(real(1));
         let procs = fleet_processes(fleet.dir());
         let systemds = procs
             .iter()
@@ -475,7 +424,7 @@ fn a_real_os_fleet_leaves_nothing_behind() {
         if kill {
             // A killed supervisor cannot remove them; the next real-OS
             // fleet sweeps them (NodeCgroup::create).
-            start_real(real(0));
+            start(real(0));
         }
         assert_eq!(cgroups(), Vec::<std::path::PathBuf>::new());
     }
@@ -485,7 +434,7 @@ fn a_real_os_fleet_leaves_nothing_behind() {
 fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
     // Flatcar's timer would start it; the bakery's drop-in runs the
     // kubernetes component first and flags a reboot when the link moved.
-    let fleet = start_real(real(0).kubernetes("v1.34.1").hub(|h| h.patches = 3));
+    let fleet = start(real(0).kubernetes("v1.34.1").hub(|h| h.patches = 3));
     let (code, _, err) = sh(&fleet, "cp-1", "systemctl start systemd-sysupdate.service");
     // Its main process, `systemd-sysupdate update`, finds no transfers in
     // /etc/sysupdate.d (the bakery's Butane adds a noop.conf for that): the
@@ -545,7 +494,7 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
 
 #[test]
 fn systemctl_poweroff_leaves_the_node_off_until_power_returns() {
-    let fleet = start_real(real(0));
+    let fleet = start(real(0));
     let before = boot_id(&fleet, "cp-1");
     let _ = fleet.ssh("cp-1", "root", "systemctl poweroff");
     fleet.wait_down("cp-1").unwrap();
@@ -562,5 +511,65 @@ fn systemctl_poweroff_leaves_the_node_off_until_power_returns() {
     assert_eq!(
         run(&fleet, "cp-1", "root", "cat /proc/1/comm").trim(),
         "systemd"
+    );
+}
+
+#[test]
+fn kureds_pod_is_a_unit_that_reboots_its_node_with_the_real_systemctl() {
+    let fleet = start(real(1).kured_with(|k| {
+        k.run = true;
+        k.period = 0.2;
+    }));
+    // The pod is a unit of the node's systemd, started after the kubelet.
+    wait_until("Kured's pod to run on w-1", Duration::from_secs(30), || {
+        sh(&fleet, "w-1", "systemctl is-active fleetsim-kured.service")
+            .1
+            .trim()
+            == "active"
+    });
+    let id = boot_id(&fleet, "w-1");
+    run(&fleet, "w-1", "root", "touch /run/reboot-required");
+    fleet.wait_rebooted("w-1", &id).unwrap();
+    fleet
+        .wait_for("Kured uncordoned w-1 and gave its lock back", |c| {
+            let k = c.kured.as_ref().unwrap();
+            !c.nodes["w-1"].unschedulable && k.annotations.is_empty()
+        })
+        .unwrap();
+    let events: Vec<String> = node_events(&fleet, "w-1")
+        .into_iter()
+        .filter(|e| e.starts_with("(kured)") || e.starts_with("(reboot)") || e == "(shutdown)")
+        .collect();
+    // Kured's reboot is systemd's: the unit its reboot.target wants records
+    // it as `(reboot)`, before systemd's reboot(2) ends the node's init.
+    let from = events
+        .iter()
+        .position(|e| e == "(kured) acquire")
+        .unwrap_or_else(|| panic!("Kured never took the lock: {events:?}"));
+    assert_eq!(
+        events[from..from + 6],
+        [
+            "(kured) acquire",
+            "(kured) cordon",
+            "(kured) drain",
+            "(kured) reboot",
+            "(reboot)",
+            "(shutdown)"
+        ],
+        "{events:?}"
+    );
+    // The next boot's journal has the previous one's stop of the pod.
+    let journal = run(
+        &fleet,
+        "w-1",
+        "root",
+        "journalctl -b -1 -u fleetsim-kured.service --no-pager",
+    );
+    assert!(journal.contains("kured w-1: reboot: ok"), "{journal}");
+    // cp-1 has no sentinel: its pod runs and does nothing.
+    assert!(
+        !node_events(&fleet, "cp-1")
+            .iter()
+            .any(|e| e.starts_with("(kured) cordon")),
     );
 }

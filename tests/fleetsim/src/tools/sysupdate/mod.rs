@@ -498,8 +498,15 @@ fn install(env: &Env, t: &Transfer, c: &Instance, g: Glyphs, rep: &mut Report) {
         }
     };
     if sha256_hex(&body) != c.sha256 {
-        rep.log("Checksum of downloaded resource does not match expected checksum, yikes.");
-        rep.fail("(sd-pull-raw) failed with exit status 1.");
+        // systemd 257's words (src/import/pull-common.c, pull_verify() with
+        // the literal checksum sysupdate passes), as the real-OS nodes print
+        // them; releases after 257 say "Checksum of downloaded resource does
+        // not match expected checksum, yikes." (src/import/pull-job.c).
+        rep.log(format!(
+            "DOWNLOAD INVALID: Checksum of {} file did not check out, file has been tampered with.",
+            c.url
+        ));
+        rep.fail("(sd-pull-raw) failed with exit status 1: Bad message");
         return;
     }
     let dir = env.path(&t.target_path);

@@ -151,7 +151,9 @@ fn a_checksum_mismatch_is_refused_and_changes_nothing() {
     assert_eq!(r.code, 1);
     assert!(
         r.stderr
-            .contains("Checksum of downloaded resource does not match expected checksum, yikes.")
+            .contains("file did not check out, file has been tampered with."),
+        "{}",
+        r.stderr
     );
     assert_eq!(images(&node), [image_name("v1.37.1")]);
     assert_eq!(
@@ -160,7 +162,7 @@ fn a_checksum_mismatch_is_refused_and_changes_nothing() {
     );
     assert_eq!(
         node.events()[0].result,
-        "(sd-pull-raw) failed with exit status 1."
+        "(sd-pull-raw) failed with exit status 1: Bad message"
     );
 }
 
