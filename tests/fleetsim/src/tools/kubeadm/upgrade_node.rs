@@ -61,18 +61,8 @@ pub(super) fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> R
             env,
             "[upgrade/control-plane] Skipping phase. Not a control plane node."
         );
-        if !skipped(skip, "kubelet-config") {
-            say!(
-                env,
-                "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
-            );
-            if let Err(msg) = write_kubelet_config(env, kubeadm) {
-                return Ok(fail(env, args, &msg));
-            }
-            say!(
-                env,
-                "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
-            );
+        if let Err(msg) = kubelet_config_phase(env, kubeadm, skip) {
+            return Ok(fail(env, args, &msg));
         }
         if with_addons {
             say!(
@@ -96,6 +86,28 @@ pub(super) fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> R
         env.record(NAME, args, "ok");
         Ok(0)
     }
+}
+
+/// The kubelet-config phase, the same on every node: config.yaml written
+/// afresh from the kubelet-config ConfigMap; `Err` is kubeadm's message.
+fn kubelet_config_phase(
+    env: &mut Env,
+    kubeadm: KubeVersion,
+    skip: &[String],
+) -> Result<(), String> {
+    if skipped(skip, "kubelet-config") {
+        return Ok(());
+    }
+    say!(
+        env,
+        "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
+    );
+    write_kubelet_config(env, kubeadm)?;
+    say!(
+        env,
+        "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+    );
+    Ok(())
 }
 
 fn upgrade_control_plane_node(
@@ -156,18 +168,8 @@ fn upgrade_control_plane_node(
         }
         Ok(last)
     })?;
-    if !skipped(skip, "kubelet-config") {
-        say!(
-            env,
-            "[kubelet-start] Writing kubelet configuration to file \"/var/lib/kubelet/config.yaml\""
-        );
-        if let Err(msg) = write_kubelet_config(env, kubeadm) {
-            return Ok(fail(env, args, &msg));
-        }
-        say!(
-            env,
-            "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
-        );
+    if let Err(msg) = kubelet_config_phase(env, kubeadm, skip) {
+        return Ok(fail(env, args, &msg));
     }
     if with_addons {
         for (phase, addon) in [
