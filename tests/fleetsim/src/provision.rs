@@ -88,6 +88,19 @@ impl Disk<'_> {
         set_attrs(&path, mode, owner.0, owner.1)
     }
 
+    /// Hard-links `source` (a host file on the same file system) at
+    /// `node_path`, replacing what was there: how a node gets the fleet's
+    /// binaries without a copy each.
+    pub fn hard_link(&self, node_path: &str, source: &Path) -> Result<()> {
+        if let Some(parent) = Path::new(node_path).parent() {
+            self.dir(&parent.to_string_lossy())?;
+        }
+        let path = self.path(node_path)?;
+        let _ = fs::remove_file(&path);
+        fs::hard_link(source, &path)
+            .with_context(|| format!("linking {} to {}", path.display(), source.display()))
+    }
+
     pub fn symlink(&self, node_path: &str, target: &str) -> Result<()> {
         if let Some(parent) = Path::new(node_path).parent() {
             self.dir(&parent.to_string_lossy())?;
@@ -476,14 +489,7 @@ fn write_kubelet_files(disk: &Disk, kubeadm: &Version) -> Result<()> {
 /// one inode for all nodes, so 50 nodes cost no disk and start instantly.
 fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
     for rel in TOOL_LINKS {
-        let node_path = format!("/{rel}");
-        if let Some(parent) = Path::new(&node_path).parent() {
-            disk.dir(&parent.to_string_lossy())?;
-        }
-        let path = disk.path(&node_path)?;
-        let _ = fs::remove_file(&path);
-        fs::hard_link(binary, &path)
-            .with_context(|| format!("linking {} to {}", path.display(), binary.display()))?;
+        disk.hard_link(&format!("/{rel}"), binary)?;
     }
     Ok(())
 }
@@ -491,23 +497,12 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
 /// The real kubectl binaries the fleet gathered, linked into the node at
 /// `clients::NODE_DIR` (none under `kubectl: emulated`).
 fn link_clients(disk: &Disk, fleet: &FleetDir) -> Result<()> {
-    let gathered = crate::clients::listed(&fleet.clients());
-    if gathered.is_empty() {
-        return Ok(());
-    }
-    disk.dir(crate::clients::NODE_DIR)?;
-    for (_, src) in gathered {
+    for (_, src) in crate::clients::listed(&fleet.clients()) {
         let Some(name) = src.file_name() else {
             continue;
         };
-        let path = disk.path(&format!(
-            "{}/{}",
-            crate::clients::NODE_DIR,
-            name.to_string_lossy()
-        ))?;
-        let _ = fs::remove_file(&path);
-        fs::hard_link(&src, &path)
-            .with_context(|| format!("linking {} to {}", path.display(), src.display()))?;
+        let node_path = format!("{}/{}", crate::clients::NODE_DIR, name.to_string_lossy());
+        disk.hard_link(&node_path, &src)?;
     }
     Ok(())
 }

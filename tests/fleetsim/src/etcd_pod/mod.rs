@@ -83,14 +83,12 @@ fn file_name(path: &str) -> &str {
 
 /// Links the image's binaries into the node's `IMAGE_DIR`.
 pub fn install(disk: &Disk, fleet: &FleetDir) -> Result<()> {
-    disk.dir(IMAGE_DIR)?;
     for (host, _) in HOST_BINARIES {
         let name = file_name(host);
-        let source = fleet_copy(fleet).join(name);
-        let path = disk.path(&format!("{IMAGE_DIR}/{name}"))?;
-        let _ = fs::remove_file(&path);
-        fs::hard_link(&source, &path)
-            .with_context(|| format!("linking {} to {}", path.display(), source.display()))?;
+        disk.hard_link(
+            &format!("{IMAGE_DIR}/{name}"),
+            &fleet_copy(fleet).join(name),
+        )?;
     }
     Ok(())
 }

@@ -115,11 +115,7 @@ pub const KURED_UNIT: &str = "fleetsim-kured.service";
 
 fn kured_pod(disk: &Disk) -> Result<()> {
     // The emulated kubelet's link: the same fleetsim inode.
-    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
-    let link = disk.path(KURED_BIN)?;
-    let _ = fs::remove_file(&link);
-    fs::hard_link(&fleetsim, &link)
-        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    disk.hard_link(KURED_BIN, &disk.path("/usr/lib/fleetsim/kubelet")?)?;
     // A pod has no Restart= of its own here: node-init does not restart
     // one either, and a pod that returns found Kured inactive.
     let unit = format!(
@@ -150,12 +146,8 @@ fn kured_pod(disk: &Disk) -> Result<()> {
 /// The unit that writes a reboot into the event log (`super::record`).
 fn reboot_recorder(disk: &Disk) -> Result<()> {
     use super::record::{REBOOT_RECORDER, REBOOT_UNIT};
-    let fleetsim = disk.path("/usr/lib/fleetsim/kubelet")?;
     let bin = format!("/usr/lib/fleetsim/{REBOOT_RECORDER}");
-    let link = disk.path(&bin)?;
-    let _ = fs::remove_file(&link);
-    fs::hard_link(&fleetsim, &link)
-        .with_context(|| format!("linking {} to {}", link.display(), fleetsim.display()))?;
+    disk.hard_link(&bin, &disk.path("/usr/lib/fleetsim/kubelet")?)?;
     let unit = format!(
         "# fleetsim: records the reboot in the fleet's event log (docs/simulator.md)\n\
          [Unit]\n\

@@ -74,15 +74,9 @@ pub(super) fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> R
                 "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node."
             );
         }
-        if !skipped(skip, "post-upgrade")
-            && let Err(msg) = post_upgrade::run(env, kubeadm)
-        {
+        if let Err(msg) = post_upgrade_phase(env, kubeadm, skip) {
             return Ok(fail(env, args, &msg));
         }
-        say!(
-            env,
-            "[upgrade] The upgrade for this node was successfully completed!"
-        );
         env.record(NAME, args, "ok");
         Ok(0)
     }
@@ -106,6 +100,18 @@ fn kubelet_config_phase(
     say!(
         env,
         "[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!"
+    );
+    Ok(())
+}
+
+/// The post-upgrade phase (`post_upgrade`), then kubeadm's last line.
+fn post_upgrade_phase(env: &mut Env, kubeadm: KubeVersion, skip: &[String]) -> Result<(), String> {
+    if !skipped(skip, "post-upgrade") {
+        post_upgrade::run(env, kubeadm)?;
+    }
+    say!(
+        env,
+        "[upgrade] The upgrade for this node was successfully completed!"
     );
     Ok(())
 }
@@ -189,15 +195,9 @@ fn upgrade_control_plane_node(
             }
         }
     }
-    if !skipped(skip, "post-upgrade")
-        && let Err(msg) = post_upgrade::run(env, kubeadm)
-    {
+    if let Err(msg) = post_upgrade_phase(env, kubeadm, skip) {
         return Ok(fail(env, args, &msg));
     }
-    say!(
-        env,
-        "[upgrade] The upgrade for this node was successfully completed!"
-    );
     renew_certs(env)?;
     env.record(NAME, args, "ok");
     Ok(0)
