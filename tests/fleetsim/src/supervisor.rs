@@ -905,18 +905,15 @@ impl NodeRunner {
             false => SSHD_TIMEOUT,
         };
         let deadline = Instant::now() + timeout;
-        let pid_file = node_inits(child)
-            .first()
-            .map(|init| PathBuf::from(format!("/proc/{init}/root/run/sshd.pid")));
         loop {
             // sshd writes its PidFile once its listen socket is bound: a
-            // stat is cheap, where /proc/net/tcp of a thousand-node fleet
-            // is a few hundred kilobytes to read; it still has the last word.
-            let written = match &pid_file {
-                Some(p) => p.exists(),
-                None => true,
-            };
-            if written && net::listening(self.plan.address, self.plan.port)? {
+            // stat is cheap, where a read of /proc/net/tcp walks the
+            // kernel's whole established-socket hash (milliseconds of
+            // system time on a big host, a core's worth at this poll
+            // rate), so /proc/net/tcp only has the last word. unshare forks
+            // the node's init a moment after it starts, and until init
+            // mounts its own /run the path is the host's.
+            if sshd_pid_written(child) && net::listening(self.plan.address, self.plan.port)? {
                 return Ok(());
             }
             if let Some(status) = child.try_wait().context("waiting for node-init")? {
@@ -1129,6 +1126,21 @@ fn pull_the_plug(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Whether the sshd in `child`'s node has written its PidFile: the node's
+/// init is up and its own `/run` (a tmpfs, never the host's) holds
+/// `sshd.pid`.
+fn sshd_pid_written(child: &Child) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(init) = node_inits(child).first().copied() else {
+        return false;
+    };
+    let run = PathBuf::from(format!("/proc/{init}/root/run"));
+    let (Ok(node), Ok(host)) = (fs::metadata(&run), fs::metadata("/run")) else {
+        return false;
+    };
+    node.dev() != host.dev() && run.join("sshd.pid").exists()
 }
 
 /// node-init's pid(s): the children of unshare.
