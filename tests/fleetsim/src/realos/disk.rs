@@ -144,6 +144,13 @@ fn kured_pod(disk: &Disk) -> Result<()> {
 }
 
 /// The unit that writes a reboot into the event log (`super::record`).
+/// `RemainAfterExit=yes` makes that once per boot: systemctl's reboot asks
+/// logind first and, on any error other than EACCES, EOPNOTSUPP or
+/// EINPROGRESS, starts reboot.target itself (systemd
+/// src/systemctl/systemctl-start-special.c, verb_start_special()). Under
+/// load logind's answer can be lost while the shutdown stops D-Bus, so one
+/// `systemctl reboot` may start reboot.target twice: a one-shot unit that
+/// exited would run, and record, twice for one reboot.
 fn reboot_recorder(disk: &Disk) -> Result<()> {
     use super::record::{REBOOT_RECORDER, REBOOT_UNIT};
     let bin = format!("/usr/lib/fleetsim/{REBOOT_RECORDER}");
@@ -156,6 +163,7 @@ fn reboot_recorder(disk: &Disk) -> Result<()> {
          \n\
          [Service]\n\
          Type=oneshot\n\
+         RemainAfterExit=yes\n\
          ExecStart={bin}\n"
     );
     disk.file(

@@ -441,14 +441,20 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
     // unit fails, but Type=simple has already run ExecStartPost=.
     assert_eq!(code, 1, "{err}");
     // journald writes what the unit printed on its own time: read until
-    // the unit's last lines are there (boundedly).
+    // the unit's last lines are there (boundedly). By identifier, not
+    // `-u`: sysupdate logs over journald's native socket, whose datagrams
+    // carry no unit, so journald looks the sender's cgroup up in /proc, and
+    // the main process, which fails at once, may be gone by then
+    // (systemd/systemd#2913; seen under load). A service's stdout stream
+    // names its unit when it connects, so the kubelet's lines, which
+    // fleetctl reads with `-u`, keep theirs.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let journal = loop {
         let journal = run(
             &fleet,
             "cp-1",
             "root",
-            "journalctl -u systemd-sysupdate.service -b -q --no-pager",
+            "journalctl -t systemd-sysupdate -b -q --no-pager",
         );
         let complete = journal.contains("No transfer definitions found.")
             && journal.contains("Successfully installed update '2'.");
