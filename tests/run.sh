@@ -38,5 +38,11 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "==> cargo build (the tests drive the real binaries)"
 cargo build --workspace --bins
-echo "==> cargo test"
-cargo test --workspace
+echo "==> cargo test -p fleetsim (the simulator's own tests)"
+cargo test -p fleetsim
+# fleetctl's suite (tests/cli) boots real-OS fleets, and its tests spend
+# much of their time waiting on boots, reboots and timeouts: four at a time
+# keep two cores busy (docs/simulator.md, "fleetctl's suite on real-OS
+# nodes", has the numbers).
+echo "==> cargo test -p fleetctl (its unit tests, then its suite on real-OS fleets)"
+RUST_TEST_THREADS=4 cargo test -p fleetctl

@@ -537,9 +537,9 @@ fn small_fleet(kubernetes: &str) -> Fleet {
 
 #[test]
 fn v1_34_to_v1_37_on_one_control_plane_and_two_workers() {
-    // On real-OS nodes by default: three hops of real sysupdate downloads,
+    // Three hops of real sysupdate downloads,
     // systemd-run steps and systemd reboots.
-    let fleet = support::start(support::on_real_os(small_scenario("v1.34.2")));
+    let fleet = support::start(small_scenario("v1.34.2"));
     let hops = hops(&fleet, "v1.34", "v1.37");
     assert_eq!(hops.len(), 3);
     plan(&fleet, "v1.37");

@@ -24,7 +24,9 @@ use super::support::{
 
 const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
 const FROM: &str = "v1.34.2";
-/// Where a node is held down on purpose: short, so the run fails quickly.
+/// Where a node is held down on purpose: short, so the run fails quickly
+/// (on real-OS nodes `support::node_timeout` makes it 30 s: every reboot of
+/// the run must fit in it).
 const HANG_TIMEOUT: &str = "8s";
 /// Everywhere else: generous, so a machine busy with parallel fleets does
 /// not turn a slow boot into a failure the test did not ask for.
@@ -224,18 +226,20 @@ fn done_once(all: &[Event], patch: &Version) {
 
 #[test]
 fn a_worker_that_never_comes_back_stops_the_run_and_a_rerun_finishes_it() {
-    let fleet = support::start(scenario());
+    let scenario = scenario();
+    let hang_timeout = support::node_timeout(scenario.os_layer, HANG_TIMEOUT);
+    let fleet = support::start(scenario);
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
     fleet
         .faults(|f| f.hang_on_reboot = vec!["w-1".into()])
         .unwrap();
 
-    let run = apply(&fleet, &["--node-timeout", HANG_TIMEOUT]).expect_code(1);
+    let run = apply(&fleet, &["--node-timeout", hang_timeout]).expect_code(1);
     assert_has(
         &run.stderr,
         &[
-            &format!("w-1 did not come back from its reboot within {HANG_TIMEOUT}"),
+            &format!("w-1 did not come back from its reboot within {hang_timeout}"),
             "It is cordoned",
             "w-1 IS STILL CORDONED",
             "run `fleetctl apply` again",
@@ -735,8 +739,8 @@ fn a_staged_worker_power_cycled_mid_hop_breaks_no_invariant() {
 
 #[test]
 fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgrade_apply() {
-    // On real-OS nodes by default: a detached step's record across a real reboot.
-    let fleet = support::start(support::on_real_os(scenario()));
+    // A detached step's record across a real reboot.
+    let fleet = support::start(scenario());
     let planned = plan(&fleet, "v1.35");
     let patch = &patches(&planned)[0];
 

@@ -242,15 +242,14 @@ fn zones_keep_batches_apart() {
 
 #[test]
 fn reboot_rolls_only_pending_nodes_in_batches_refuses_a_new_minor_and_holds_kureds_lock() {
-    // On real-OS nodes by default: the real `systemctl reboot`, and Kured's
-    // pods as units.
-    let fleet = support::start(support::on_real_os(
+    // The real `systemctl reboot`, and Kured's pods as units.
+    let fleet = support::start(
         fleet_of(4)
             .kured(true)
             .with_node("w-1", |n| n.staged = Some("v1.34.3".into()))
             .with_node("w-2", |n| n.os_update = Some("4081.3.0".into()))
             .with_node("w-4", |n| n.staged = Some("v1.35.3".into())),
-    ));
+    );
 
     // w-4 would boot a new minor without its kubeadm step: refused.
     let before = fleet.events().unwrap().len();

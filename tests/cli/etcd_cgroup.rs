@@ -165,8 +165,7 @@ fn mutations(events: &[Event]) -> Vec<&Event> {
 #[test]
 fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
     // Real-OS nodes boot on cgroup v2 only (docs/simulator.md).
-    let scenario = support::scenario()
-        .os_layer(support::Os::Emulated)
+    let scenario = support::on_emulated_os(support::scenario())
         .control_planes(1)
         .workers(1)
         .kubernetes("v1.34.2")

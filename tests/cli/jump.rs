@@ -364,7 +364,10 @@ fn a_cgroup_v1_control_plane_whose_kubeadm_dropped_fail_cgroup_v1_is_not_reboote
     // kubelet-config, which does not allow it: the v1.35 kubelet would not
     // start, and cp-1 is the only API server.
     const CONFIG: &str = "/var/lib/kubelet/config.yaml";
-    let fleet = support::start(scenario(1, "v1.34.2").with_node("cp-1", |n| n.cgroup_v1 = true));
+    // Real-OS nodes boot on cgroup v2 only (docs/simulator.md).
+    let fleet = support::start(
+        support::on_emulated_os(scenario(1, "v1.34.2")).with_node("cp-1", |n| n.cgroup_v1 = true),
+    );
     let allow = format!("printf 'failCgroupV1: false\\n' >> {CONFIG}");
     fleet.ssh_ok("cp-1", "root", &allow).unwrap();
     let saved = plan(&fleet, "v1.35", &[]);

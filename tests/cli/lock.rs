@@ -806,10 +806,8 @@ fn force_unlocked_uids(fleet: &Fleet) -> Vec<String> {
 
 #[test]
 fn ssh_cut_during_upgrade_apply_does_not_stop_kubeadm_and_it_runs_once() {
-    // On real-OS nodes by default: the step is a real systemd-run unit.
-    let fleet = pair(|s| {
-        support::on_real_os(s.faults(|f| f.drop_ssh_during_upgrade_apply = vec!["cp-1".into()]))
-    });
+    // The step is a real systemd-run unit.
+    let fleet = pair(|s| s.faults(|f| f.drop_ssh_during_upgrade_apply = vec!["cp-1".into()]));
     let patch = plan(&fleet, "v1.35");
     let start = events(&fleet).len();
 
@@ -938,8 +936,8 @@ fn assert_nothing_but_downloads(log: &[Event]) {
 
 #[test]
 fn a_tampered_image_stops_apply_before_any_kubeadm_or_reboot_and_never_stays_on_a_node() {
-    // On real-OS nodes by default: the real systemd-pull's refusal.
-    let fleet = pair(support::on_real_os);
+    // The real systemd-pull's refusal.
+    let fleet = pair(|s| s);
     let patch = plan(&fleet, "v1.35");
     let image = format!("kubernetes-{patch}-x86-64.raw");
     let on_hub = fleet.layout().hub().join("kubernetes").join(&image);

@@ -22,18 +22,21 @@ pub fn fleetctl_bin() -> PathBuf {
 /// A scenario whose kubectl answers in 10 ms: the tests are about what
 /// fleetctl does, not how long a real API round trip takes (the benchmarks
 /// keep the simulator's realistic 100 ms start + 150 ms per request). Its
-/// nodes boot the emulated OS layer unless `FLEETSIM_OS_LAYER` says
-/// otherwise ([`os_layer_or`]).
+/// nodes boot the real OS layer (systemd 257 as PID 1, the real
+/// systemd-sysext, systemd-sysupdate, systemd-run, systemctl, journald:
+/// docs/simulator.md "Real-OS nodes") unless `FLEETSIM_OS_LAYER=emulated`
+/// says otherwise ([`os_layer_or`]).
 pub fn scenario() -> Scenario {
-    base().os_layer(os_layer_or(Os::Emulated))
+    base().os_layer(os_layer_or(Os::Systemd))
 }
 
-/// `scenario` on real-OS nodes (systemd 257 as PID 1, docs/simulator.md
-/// "Real-OS nodes") unless `FLEETSIM_OS_LAYER=emulated`: the tests that run
-/// on the real OS layer by default (the whole suite takes too long there
-/// for CI; docs/simulator.md has the numbers).
-pub fn on_real_os(scenario: Scenario) -> Scenario {
-    scenario.os_layer(os_layer_or(Os::Systemd))
+/// `scenario` on node-init's emulated OS layer whatever
+/// `FLEETSIM_OS_LAYER` says, for the one thing a real-OS node cannot be: a
+/// node booted on cgroup v1 (realos-init mounts the cgroup2 hierarchy only,
+/// and systemd 257 in a namespace would need the legacy hierarchy mounted
+/// for it; docs/simulator.md "Real-OS nodes").
+pub fn on_emulated_os(scenario: Scenario) -> Scenario {
+    scenario.os_layer(Os::Emulated)
 }
 
 /// A `--node-timeout` that a healthy reboot fits in, for a test that waits
@@ -51,9 +54,10 @@ fn base() -> Scenario {
     Scenario::new().api_latency(0.01).kubectl_start(0.01)
 }
 
-/// The OS layer of the suite's fleets: `FLEETSIM_OS_LAYER=systemd` boots
-/// every test's nodes on the real systemd, `emulated` every test's on
-/// node-init; unset, each test's own `default`.
+/// The OS layer of the suite's fleets: `FLEETSIM_OS_LAYER=emulated` boots
+/// every test's nodes (but the pinned ones, [`on_emulated_os`]) on
+/// node-init, to tell a fleetctl bug from a real-OS one; `systemd` or unset,
+/// on the real systemd.
 pub fn os_layer_or(default: Os) -> Os {
     match std::env::var("FLEETSIM_OS_LAYER").as_deref() {
         Err(_) | Ok("") => default,

@@ -54,9 +54,9 @@ fn image(v: &str) -> String {
 #[test]
 fn a_converge_on_a_node_that_holds_three_images_of_its_minor_keeps_the_running_image() {
     // w-1 runs the oldest of three v1.35 images: the bakery's InstancesMax=3
-    // would have sysupdate remove it to make room for v1.35.3. On real-OS
-    // nodes by default: the real sysupdate's clean-up.
-    let fleet = support::start(support::on_real_os(
+    // would have sysupdate remove it to make room for v1.35.3: the real
+    // sysupdate's clean-up.
+    let fleet = support::start(
         support::scenario()
             .control_planes(1)
             .workers(1)
@@ -65,7 +65,7 @@ fn a_converge_on_a_node_that_holds_three_images_of_its_minor_keeps_the_running_i
                 n.running = Some("v1.35.0".into());
                 n.images = vec!["v1.35.1".into(), "v1.35.2".into()];
             }),
-    ));
+    );
     assert_eq!(
         images(&fleet, "w-1"),
         ["v1.35.0", "v1.35.1", "v1.35.2"].map(image)

@@ -3,7 +3,8 @@
 #
 # On a fresh Debian machine, as root: installs what the simulator needs,
 # builds the workspace, starts a simulated Flatcar fleet (1 control plane +
-# 3 workers at Kubernetes v1.34, real sshd per node), runs fleetctl against
+# 3 workers at Kubernetes v1.34, each booting the real systemd 257 with a
+# real sshd, the control plane a real etcd), runs fleetctl against
 # it, prints the fleet's event log and tears the fleet down, also on Ctrl-C.
 # Exits non-zero if any fleetctl command failed.
 set -uo pipefail
@@ -26,8 +27,12 @@ command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v sudo >/dev/null || missing+=(sudo)
 command -v curl >/dev/null || missing+=(curl)
 command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
+command -v unshare >/dev/null || missing+=(util-linux)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+[ -x /usr/bin/etcd ] || missing+=(etcd-server)
+[ -x /usr/bin/etcdctl ] || missing+=(etcd-client)
 if [ ${#missing[@]} -gt 0 ]; then
-    say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server and boot squashfs images)"
+    say "Installing ${missing[*]} (the simulated nodes run the real OpenSSH server, boot a Debian 13 root with the real systemd and squashfs images, and each control plane runs a real etcd)"
     apt-get update -qq || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || die "apt-get install ${missing[*]} failed"
 fi
@@ -53,15 +58,20 @@ trap cleanup EXIT
 trap 'cleanup; exit 130' INT TERM
 
 say "Starting a simulated fleet: 1 control plane + 3 workers at v1.34 (tests/fleetsim/scenarios/demo.yaml)"
+# Its nodes boot a Debian 13 root with the real systemd 257, built once by
+# debootstrap and cached in /var/cache/fleetsim (docs/simulator.md).
+ls -d "${FLEETSIM_ROOTFS_CACHE:-/var/cache/fleetsim}"/rootfs-*/.fleetsim-rootfs-complete >/dev/null 2>&1 ||
+    echo "(first run: building the nodes' Debian 13 root with debootstrap, 2.5 to 5 minutes, once)"
 target/debug/fleetsim up --scenario tests/fleetsim/scenarios/demo.yaml --dir "$dir" \
     >"$dir/supervisor.log" 2>&1 &
 supervisor=$!
-for _ in $(seq 600); do
+# Ten minutes: a first run builds the root before any node boots.
+for _ in $(seq 6000); do
     [ -e "$dir/ready" ] && break
     kill -0 "$supervisor" 2>/dev/null || { cat "$dir/supervisor.log" >&2; die "the fleet did not start"; }
     sleep 0.1
 done
-[ -e "$dir/ready" ] || { cat "$dir/supervisor.log" >&2; die "the fleet was not ready after 60 s"; }
+[ -e "$dir/ready" ] || { cat "$dir/supervisor.log" >&2; die "the fleet was not ready after 10 minutes"; }
 cat "$dir/supervisor.log"
 # sshd answers before the kubelets report Ready, as on real nodes; give them
 # the scenario's kubelet delay so the first status shows a settled fleet.
