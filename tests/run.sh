@@ -17,9 +17,9 @@ command -v curl >/dev/null || missing+=(curl)
 command -v unshare >/dev/null || missing+=(util-linux)
 # Every simulated node loop-mounts a squashfs sysext image built with mksquashfs.
 command -v mksquashfs >/dev/null || missing+=(squashfs-tools)
-# Real-OS nodes (fleetsim tests/sim/realos.rs) boot a Debian 13 root that the
-# first of those tests builds with debootstrap (2.5 to 5 min, once) and
-# caches in /var/cache/fleetsim (docs/simulator.md, "Real-OS nodes").
+# Real-OS nodes (every fleetctl test, tests/sim/realos.rs) boot a Debian 13
+# root that the first of those tests builds with debootstrap (1 to 5 min,
+# once) and caches in /var/cache/fleetsim (docs/simulator.md, "Real-OS nodes").
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 # Every simulated control plane runs a real etcd member (Debian's 3.4), and
 # its etcd pod's etcdctl is the real one (docs/simulator.md, "etcd").

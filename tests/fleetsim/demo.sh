@@ -61,7 +61,7 @@ say "Starting a simulated fleet: 1 control plane + 3 workers at v1.34 (tests/fle
 # Its nodes boot a Debian 13 root with the real systemd 257, built once by
 # debootstrap and cached in /var/cache/fleetsim (docs/simulator.md).
 ls -d "${FLEETSIM_ROOTFS_CACHE:-/var/cache/fleetsim}"/rootfs-*/.fleetsim-rootfs-complete >/dev/null 2>&1 ||
-    echo "(first run: building the nodes' Debian 13 root with debootstrap, 2.5 to 5 minutes, once)"
+    echo "(first run: building the nodes' Debian 13 root with debootstrap, 1 to 5 minutes, once)"
 target/debug/fleetsim up --scenario tests/fleetsim/scenarios/demo.yaml --dir "$dir" \
     >"$dir/supervisor.log" 2>&1 &
 supervisor=$!
