@@ -68,7 +68,8 @@ fn console(fleet: &Fleet, node: &str) -> String {
 /// Waits until `node`'s sshd has logged `needle` `times` times: sshd writes
 /// a line when a connection ends, which may be just after fleetctl exited,
 /// and on a real-OS node the line then goes through journald, which a
-/// machine busy with parallel fleets may take seconds to get to.
+/// machine busy with parallel fleets may take seconds to get to
+/// (`Fleet::sshd_log` says why it reads by identifier).
 fn wait_console(fleet: &Fleet, node: &str, needle: &str, times: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

@@ -72,9 +72,21 @@ echo 'core ALL=(ALL) NOPASSWD: ALL' >"$r/etc/sudoers.d/core"
 chmod 0440 "$r/etc/sudoers.d/core"
 
 # systemd-sysupdate.timer ships (in systemd-container) disabled, as on
-# Flatcar; the bakery's Butane enables it per node and adds this drop-in
+# Flatcar; the bakery's Butane enables it per node, lays down the bakery
+# release's noop.conf (a transfer that never matches, so the service's own
+# `systemd-sysupdate update` finds a definition and has nothing to do:
+# flatcar/sysext-bakery release_build.sh writes it) and adds this drop-in
 # (flatcar/sysext-bakery docs/kubernetes.md): the reboot flag when the
 # kubernetes link moved.
+cat >"$r/etc/sysupdate.d/noop.conf" <<'EOF'
+[Source]
+Type=regular-file
+Path=/
+MatchPattern=invalid@v.raw
+[Target]
+Type=regular-file
+Path=/
+EOF
 mkdir -p "$r/etc/systemd/system/systemd-sysupdate.service.d"
 cat >"$r/etc/systemd/system/systemd-sysupdate.service.d/kubernetes.conf" <<'EOF'
 [Service]

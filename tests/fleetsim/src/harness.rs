@@ -230,6 +230,11 @@ impl Fleet {
     /// the node's console; a real-OS node's runs as `ssh.service`, whose
     /// lines are in the node's journal, read here with the node's own
     /// journalctl entered from the host (an SSH login would add to them).
+    /// By sshd's syslog identifiers, not `-u ssh.service`: each connection's
+    /// sshd-session logs over /dev/log and exits, and journald finds a
+    /// datagram's unit from its sender's cgroup in /proc, so a connection's
+    /// last line can land outside the unit (systemd/systemd#2913; a refused
+    /// host key's `[preauth]` line went missing under load).
     pub fn sshd_log(&self, node: &str) -> Result<String> {
         if !self.real_os {
             let path = self.fleet.console_log(node);
@@ -240,13 +245,14 @@ impl Fleet {
         let out = Command::new("nsenter")
             .arg(format!("--target={init}"))
             .args(["--mount", "--pid", "--", "journalctl"])
-            .args(["--unit=ssh.service", "--output=cat", "--no-pager"])
+            .args(["-t", "sshd", "-t", "sshd-session", "-t", "sshd-auth"])
+            .args(["--output=cat", "--no-pager"])
             .stdin(Stdio::null())
             .output()
             .context("running nsenter … journalctl")?;
         if !out.status.success() {
             bail!(
-                "{node}: journalctl -u ssh.service: {}",
+                "{node}: journalctl -t sshd: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }
