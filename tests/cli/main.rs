@@ -18,3 +18,4 @@ mod plan;
 mod status;
 mod support;
 mod sysupdate_ha;
+mod timer;

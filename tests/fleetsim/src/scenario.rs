@@ -150,6 +150,11 @@ pub struct NodeSpec {
     /// every other node is on cgroup v2, whatever the host (`src/cgroup.rs`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cgroup_v1: bool,
+    /// A real-OS node whose own `systemd-sysupdate.timer` is enabled, as the
+    /// bakery's Butane enables it, on a test schedule (`realos::timer`):
+    /// it stages patches of its pinned minor by itself, with no one logged in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sysupdate_timer: bool,
     /// This node's containerd sysext (default: the scenario's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containerd: Option<String>,
@@ -251,6 +256,7 @@ impl NodeSpec {
             os_update: None,
             wrong_host_key: false,
             cgroup_v1: false,
+            sysupdate_timer: false,
             containerd: None,
             containerd_pin: Pin::Pinned,
         }
@@ -500,6 +506,14 @@ impl Scenario {
         {
             bail!(
                 "node {}: `cgroup_v1` needs `os_layer: emulated` (a real-OS node's init mounts the cgroup2 hierarchy only)",
+                n.name
+            );
+        }
+        if self.os_layer != Os::Systemd
+            && let Some(n) = self.nodes.iter().find(|n| n.sysupdate_timer)
+        {
+            bail!(
+                "node {}: `sysupdate_timer` needs `os_layer: systemd` (the emulated layer has no timers)",
                 n.name
             );
         }

@@ -476,6 +476,7 @@ fn provision_one(
             &Disk { fleet, node: name },
             &rootfs,
             scenario.kubelet_restart,
+            plan.spec.sysupdate_timer,
         )
         .with_context(|| format!("provisioning real-OS node {name}"))?;
     }

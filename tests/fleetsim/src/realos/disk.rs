@@ -16,9 +16,11 @@
 //!   switch that makes the emulated kubelet act as the service, and the
 //!   scenario's `kubelet_restart` as its `RestartSec=` (the bakery unit's 10
 //!   s by default; tests lower it, as they do for emulated nodes);
-//! - `systemd-sysupdate.service` loses its `ConditionVirtualization=!container`
-//!   (systemd's unit skips itself in containers, and a node is one to
-//!   systemd): on a Flatcar machine it runs;
+//! - `systemd-sysupdate.service` and `.timer` lose their
+//!   `ConditionVirtualization=!container` (systemd's units skip themselves
+//!   in containers, and a node is one to systemd): on a Flatcar machine they
+//!   run; the timer is enabled only when the scenario says so
+//!   (`super::timer`);
 //! - Kured's pod is a unit, `fleetsim-kured.service`, started at every boot
 //!   after the kubelet, as node-init starts it on an emulated node; it ends
 //!   at once unless Kured's DaemonSet is active (`crate::kured::pod`);
@@ -46,7 +48,12 @@ const REAL_TOOLS: [&str; 6] = [
     "usr/sbin/shutdown",
 ];
 
-pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
+pub fn adapt(
+    disk: &Disk,
+    rootfs: &Path,
+    kubelet_restart: f64,
+    sysupdate_timer: bool,
+) -> Result<()> {
     for rel in REAL_TOOLS {
         debug_assert!(TOOL_LINKS.contains(&rel));
         let path = disk.path(&format!("/{rel}"))?;
@@ -92,6 +99,10 @@ pub fn adapt(disk: &Disk, rootfs: &Path, kubelet_restart: f64) -> Result<()> {
         0o644,
         (0, 0),
     )?;
+    super::timer::machine(disk)?;
+    if sysupdate_timer {
+        super::timer::enable(disk)?;
+    }
     kured_pod(disk)?;
     reboot_recorder(disk)?;
     let kubelet = format!(

@@ -10,7 +10,8 @@
 //! - [`init`]: what runs as PID 1 before systemd (mounts, `pivot_root`);
 //! - [`disk`]: what provisioning changes on a real-OS node's disk;
 //! - [`boot`]: what the supervisor records once a real-OS node is up;
-//! - [`record`]: the event a real tool's run leaves in the log.
+//! - [`record`]: the event a real tool's run leaves in the log;
+//! - [`timer`]: the node's own sysupdate timer, when its scenario enables it.
 //!
 //! docs/simulator.md ("Real-OS nodes") has the design and the differences
 //! found between the real tools and the emulations.
@@ -22,6 +23,7 @@ pub mod init;
 pub mod record;
 pub mod rootfs;
 pub mod sys;
+pub mod timer;
 
 /// How long a real-OS node may take from its init to sshd listening: a
 /// whole systemd boot (journald, sysext merge, ssh.service), on a machine
@@ -66,5 +68,16 @@ mod tests {
             format!("{err:#}").contains("node w-1: `cgroup_v1`"),
             "{err:#}"
         );
+        let timer = Scenario::new()
+            .control_planes(1)
+            .kubernetes("v1.34.2")
+            .os_layer(Os::Emulated)
+            .with_node("cp-1", |n| n.sysupdate_timer = true);
+        let err = timer.validate().unwrap_err();
+        assert!(
+            format!("{err:#}").contains("node cp-1: `sysupdate_timer` needs `os_layer: systemd`"),
+            "{err:#}"
+        );
+        assert!(timer.os_layer(Os::Systemd).validate().is_ok());
     }
 }

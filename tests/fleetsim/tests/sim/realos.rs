@@ -496,6 +496,56 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
 }
 
 #[test]
+fn the_nodes_own_timer_stages_a_patch_and_flags_a_reboot_with_no_one_logged_in() {
+    // The bakery's Butane enables systemd-sysupdate.timer (scenario
+    // `sysupdate_timer`, on a test schedule): nobody runs sysupdate here.
+    let fleet = start(
+        real(0)
+            .kubernetes("v1.34.1")
+            .hub(|h| h.patches = 3)
+            .with_node("cp-1", |n| n.sysupdate_timer = true),
+    );
+    wait_until(
+        "the timer's run to flag a reboot",
+        Duration::from_secs(90),
+        || sh(&fleet, "cp-1", "test -e /run/reboot-required").0 == 0,
+    );
+    let link = run(
+        &fleet,
+        "cp-1",
+        "root",
+        "readlink /etc/extensions/kubernetes.raw",
+    );
+    assert!(link.contains("kubernetes-v1.34.2-x86-64.raw"), "{link}");
+    let events = node_events(&fleet, "cp-1");
+    assert!(
+        events
+            .iter()
+            .any(|e| e == "systemd-sysupdate -C kubernetes update"),
+        "the timer's run, recorded like any other: {events:?}"
+    );
+    assert_eq!(
+        sh(
+            &fleet,
+            "cp-1",
+            "systemctl is-active systemd-sysupdate.timer"
+        )
+        .1
+        .trim(),
+        "active"
+    );
+    // Staged is not running, until a reboot.
+    assert_eq!(
+        run(&fleet, "cp-1", "root", "kubelet --version").trim(),
+        "Kubernetes v1.34.1"
+    );
+    let before = boot_id(&fleet, "cp-1");
+    let _ = fleet.ssh("cp-1", "root", "systemctl reboot");
+    let after = fleet.wait_rebooted("cp-1", &before).unwrap();
+    assert_eq!(after.kubernetes, "v1.34.2");
+}
+
+#[test]
 fn systemctl_poweroff_leaves_the_node_off_until_power_returns() {
     let fleet = start(real(0));
     let before = boot_id(&fleet, "cp-1");
