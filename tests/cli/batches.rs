@@ -280,11 +280,7 @@ fn reboot_rolls_only_pending_nodes_in_batches_refuses_a_new_minor_and_holds_kure
     let out = run(&fleet, &["reboot", "--yes", "--max-unavailable", "2"]).expect_code(0);
     let events = fleet.events().unwrap();
     let log = &events[start..];
-    let rebooted: BTreeSet<&str> = log
-        .iter()
-        .filter(|e| is_reboot(e) && is_ok(e))
-        .map(|e| e.node.as_str())
-        .collect();
+    let rebooted = support::rebooted_nodes(log);
     assert_eq!(
         rebooted,
         BTreeSet::from(["w-1", "w-2"]),

@@ -357,6 +357,14 @@ fn program(e: &Event) -> Option<&str> {
         .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
 }
 
+/// The nodes that rebooted (successfully asked to) in `log`.
+pub fn rebooted_nodes(log: &[Event]) -> std::collections::BTreeSet<&str> {
+    log.iter()
+        .filter(|e| is_reboot(e) && is_ok(e))
+        .map(|e| e.node.as_str())
+        .collect()
+}
+
 /// A reboot asked for on the node itself. On an emulated node `reboot`,
 /// `systemctl reboot` and `shutdown -r` all end in the node's reboot tool,
 /// which records it; a real-OS node's reboot is systemd's, and a unit of its

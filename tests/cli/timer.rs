@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use fleetsim::scenario::Os;
 use serde_json::Value;
 
-use super::support::{self, describe, is_ok, is_reboot};
+use super::support::{self, describe};
 
 /// Waits until `node` has flagged a reboot by itself.
 fn wait_flagged(fleet: &fleetsim::Fleet, node: &str) {
@@ -68,11 +68,7 @@ fn a_patch_the_nodes_own_timer_staged_over_its_running_image_is_shown_and_rolled
     let out = support::run(&fleet.inventory(), &["reboot", "--yes"]).expect_code(0);
     let events = fleet.events().unwrap();
     let log = &events[start..];
-    let rebooted: BTreeSet<&str> = log
-        .iter()
-        .filter(|e| is_reboot(e) && is_ok(e))
-        .map(|e| e.node.as_str())
-        .collect();
+    let rebooted = support::rebooted_nodes(log);
     assert_eq!(
         rebooted,
         BTreeSet::from(["w-1"]),

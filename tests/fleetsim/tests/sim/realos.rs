@@ -26,6 +26,16 @@ fn sh(fleet: &Fleet, node: &str, cmd: &str) -> (i32, String, String) {
     )
 }
 
+/// Where `node`'s kubernetes extension link points: what its next boot merges.
+fn staged_link(fleet: &Fleet, node: &str) -> String {
+    run(
+        fleet,
+        node,
+        "root",
+        "readlink /etc/extensions/kubernetes.raw",
+    )
+}
+
 fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
@@ -313,12 +323,7 @@ fn sysupdate_makes_room_by_deleting_the_image_the_node_runs() {
     let images = run(&fleet, "cp-1", "root", "ls /opt/extensions/kubernetes");
     assert!(!images.contains("v1.34.0"), "{images}");
     assert!(images.contains("kubernetes-v1.34.3-x86-64.raw"), "{images}");
-    let link = run(
-        &fleet,
-        "cp-1",
-        "root",
-        "readlink /etc/extensions/kubernetes.raw",
-    );
+    let link = staged_link(&fleet, "cp-1");
     assert!(link.contains("kubernetes-v1.34.3-x86-64.raw"), "{link}");
     // Staged is not running: the merged /usr still runs the deleted image.
     assert_eq!(
@@ -477,12 +482,7 @@ fn the_bakery_sysupdate_service_stages_a_patch_and_flags_a_reboot() {
         .trim(),
         "inactive"
     );
-    let link = run(
-        &fleet,
-        "cp-1",
-        "root",
-        "readlink /etc/extensions/kubernetes.raw",
-    );
+    let link = staged_link(&fleet, "cp-1");
     assert!(link.contains("kubernetes-v1.34.2-x86-64.raw"), "{link}");
     run(&fleet, "cp-1", "root", "test -e /run/reboot-required");
     // Nothing failed: without the noop.conf the main process would say
@@ -510,12 +510,7 @@ fn the_nodes_own_timer_stages_a_patch_and_flags_a_reboot_with_no_one_logged_in()
         Duration::from_secs(90),
         || sh(&fleet, "cp-1", "test -e /run/reboot-required").0 == 0,
     );
-    let link = run(
-        &fleet,
-        "cp-1",
-        "root",
-        "readlink /etc/extensions/kubernetes.raw",
-    );
+    let link = staged_link(&fleet, "cp-1");
     assert!(link.contains("kubernetes-v1.34.2-x86-64.raw"), "{link}");
     let events = node_events(&fleet, "cp-1");
     assert!(
