@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{self, Fleet, Run, Scenario};
+use crate::support::{self, Fleet, Scenario};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -46,18 +46,6 @@ fn row(stdout: &str, node: &str) -> Vec<String> {
     rows.into_iter()
         .find(|r| r.first().is_some_and(|n| n == node))
         .unwrap_or_else(|| panic!("no row for {node} in:\n{stdout}"))
-}
-
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("status --output json is not JSON ({e}):\n{}", run.stdout))
-}
-
-fn json_node<'a>(report: &'a Value, node: &str) -> &'a Value {
-    report["nodes"]
-        .as_array()
-        .and_then(|nodes| nodes.iter().find(|n| n["name"] == node))
-        .unwrap_or_else(|| panic!("no node {node} in {report:#}"))
 }
 
 /// `node`'s sshd log (the console, or a real-OS node's journal).
@@ -242,7 +230,7 @@ fn six_node_fleet_table() {
 fn six_node_fleet_json() {
     let fleet = mixed_fleet();
     let run = support::run(&fleet.inventory(), &["status", "--output", "json"]).expect_code(0);
-    let r = json(&run);
+    let r = support::status_report(&run);
 
     assert_eq!(r["schema"], "fleetctl.status/v1");
     assert_eq!(r["cluster"]["version"], "v1.34.2");
@@ -265,7 +253,7 @@ fn six_node_fleet_json() {
     assert_eq!(names, ["cp-1", "w-1", "w-2", "w-3", "w-4", "w-5"]);
 
     for name in names {
-        let n = json_node(&r, name);
+        let n = support::status_node(&r, name);
         let f = &n["facts"];
         // Cross-checked against the simulator's own record of this boot.
         let boot = fleet.boot(name).expect("boot record");
@@ -286,7 +274,7 @@ fn six_node_fleet_json() {
         assert_eq!(n["role"], role);
     }
 
-    let w1 = json_node(&r, "w-1");
+    let w1 = support::status_node(&r, "w-1");
     assert_eq!(w1["reboot_pending"], true);
     assert_eq!(w1["facts"]["reboot_required"], true);
     assert_eq!(w1["facts"]["kubernetes"]["staged"], "v1.34.3");
@@ -303,7 +291,7 @@ fn six_node_fleet_json() {
         serde_json::json!({"kind": "pinned", "minor": "v1.34"})
     );
 
-    let w2 = json_node(&r, "w-2");
+    let w2 = support::status_node(&r, "w-2");
     assert_eq!(w2["pin"], serde_json::json!({"kind": "floating"}));
     let config = &w2["facts"]["kubernetes"]["configs"][0];
     assert_eq!(
@@ -319,7 +307,7 @@ fn six_node_fleet_json() {
     );
     assert_eq!(w2["reboot_pending"], false);
 
-    let w3 = json_node(&r, "w-3");
+    let w3 = support::status_node(&r, "w-3");
     assert_eq!(w3["facts"]["os"]["staged"], "4081.3.0");
     assert_eq!(
         w3["facts"]["os"]["current_op"],
@@ -332,7 +320,7 @@ fn six_node_fleet_json() {
     );
 
     for name in ["cp-1", "w-4", "w-5"] {
-        let n = json_node(&r, name);
+        let n = support::status_node(&r, name);
         assert_eq!(n["reboot_pending"], false, "{name}");
         assert_eq!(n["facts"]["reboot_required"], false, "{name}");
         assert_eq!(n["facts"]["os"]["staged"], Value::Null, "{name}");
@@ -428,7 +416,7 @@ fn json_output_matches_docs_status_md() {
             .with_node("w-1", |n| n.staged = Some("v1.34.3".into())),
     );
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
-    let real = json(&run);
+    let real = support::status_report(&run);
     let doc = documented_json();
 
     let mut problems = Vec::new();
@@ -438,7 +426,7 @@ fn json_output_matches_docs_status_md() {
     // The doc's node is w-1 with a patch staged: compare it with ours.
     compare_shapes(
         &doc["nodes"][0],
-        json_node(&real, "w-1"),
+        support::status_node(&real, "w-1"),
         "nodes[w-1]",
         &mut problems,
     );
@@ -524,8 +512,8 @@ fn wrong_host_key_is_refused_and_nothing_runs_on_that_node() {
         &[("host_key_checking", "accept-new".into())],
     );
     let run = support::run(&accept_new, &["status", "-o", "json"]).expect_code(1);
-    let r = json(&run);
-    let w1 = json_node(&r, "w-1");
+    let r = support::status_report(&run);
+    let w1 = support::status_node(&r, "w-1");
     assert_eq!(w1["reachable"], false);
     assert_eq!(w1["facts"], Value::Null);
     assert!(
@@ -667,8 +655,8 @@ fn unreachable_node_is_reported_while_the_rest_answer() {
     assert!(out.contains("3 nodes (2 answered)"), "{out}");
 
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(1);
-    let r = json(&run);
-    let w2 = json_node(&r, "w-2");
+    let r = support::status_report(&run);
+    let w2 = support::status_node(&r, "w-2");
     assert_eq!(w2["reachable"], false);
     assert_eq!(w2["facts"], Value::Null);
     assert_eq!(w2["pin"], serde_json::json!({"kind": "unreachable"}));
@@ -676,14 +664,14 @@ fn unreachable_node_is_reported_while_the_rest_answer() {
     // The API server still answers and knows the node is gone.
     assert_eq!(r["cluster"]["answered_by"], "cp-1");
     assert_eq!(w2["ready"], false);
-    assert_eq!(json_node(&r, "w-1")["reachable"], true);
+    assert_eq!(support::status_node(&r, "w-1")["reachable"], true);
     assert_eq!(r["summary"]["answered"], 2);
 
     // Back up: every node answers again, exit 0.
     fleet.release("w-2").expect("releasing w-2");
     fleet.wait_up("w-2").expect("w-2 back up");
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
-    assert_eq!(json(&run)["summary"]["answered"], 3);
+    assert_eq!(support::status_report(&run)["summary"]["answered"], 3);
 }
 
 #[test]
@@ -715,12 +703,12 @@ fn unreachable_control_plane_leaves_the_api_view_unknown() {
     );
 
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(1);
-    let r = json(&run);
+    let r = support::status_report(&run);
     assert_eq!(r["cluster"]["answered_by"], Value::Null);
     assert_eq!(r["cluster"]["version"], Value::Null);
     assert!(r["cluster"]["error"].is_string(), "{:#}", r["cluster"]);
-    assert_eq!(json_node(&r, "w-1")["ready"], Value::Null);
-    assert_eq!(json_node(&r, "w-1")["reachable"], true);
+    assert_eq!(support::status_node(&r, "w-1")["ready"], Value::Null);
+    assert_eq!(support::status_node(&r, "w-1")["reachable"], true);
 }
 
 // ---------------------------------------------------------------------------

@@ -357,6 +357,24 @@ fn program(e: &Event) -> Option<&str> {
         .map(|a| a.rsplit('/').next().unwrap_or(a.as_str()))
 }
 
+/// `fleetctl status --output json`'s report, parsed.
+pub fn status_report(run: &Run) -> serde_json::Value {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status --output json is not JSON ({e}):\n{}\n{}",
+            run.stdout, run.stderr
+        )
+    })
+}
+
+/// The node called `node` in a status report.
+pub fn status_node<'a>(report: &'a serde_json::Value, node: &str) -> &'a serde_json::Value {
+    report["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["name"] == node))
+        .unwrap_or_else(|| panic!("no node {node} in {report:#}"))
+}
+
 /// The nodes that rebooted (successfully asked to) in `log`.
 pub fn rebooted_nodes(log: &[Event]) -> std::collections::BTreeSet<&str> {
     log.iter()

@@ -35,15 +35,8 @@ fn run(fleet: &Fleet, args: &[&str]) -> Run {
 /// `fleetctl status --output json`, the node called `name`.
 fn status_of(fleet: &Fleet, name: &str) -> (Value, Value) {
     let out = run(fleet, &["status", "--output", "json"]);
-    let report: Value = serde_json::from_str(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr));
-    let node = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == name)
-        .cloned()
-        .unwrap();
+    let report = support::status_report(&out);
+    let node = support::status_node(&report, name).clone();
     (report, node)
 }
 

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use fleetsim::scenario::Os;
-use serde_json::Value;
 
 use super::support::{self, describe};
 
@@ -42,15 +41,8 @@ fn a_patch_the_nodes_own_timer_staged_over_its_running_image_is_shown_and_rolled
     wait_flagged(&fleet, "w-1");
 
     let status = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
-    let report: Value = serde_json::from_str(&status.stdout)
-        .unwrap_or_else(|e| panic!("status -o json is not JSON ({e}):\n{}", status.stdout));
-    let node = |name: &str| {
-        report["nodes"]
-            .as_array()
-            .and_then(|nodes| nodes.iter().find(|n| n["name"] == name))
-            .unwrap_or_else(|| panic!("no node {name} in {report:#}"))
-            .clone()
-    };
+    let report = support::status_report(&status);
+    let node = |name: &str| support::status_node(&report, name);
     let w1 = node("w-1");
     assert_eq!(w1["facts"]["kubernetes"]["running"], "v1.34.2", "{w1:#}");
     assert_eq!(w1["facts"]["kubernetes"]["staged"], "v1.34.3", "{w1:#}");

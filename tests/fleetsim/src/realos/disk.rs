@@ -91,15 +91,11 @@ pub fn adapt(
         0o644,
         (0, 0),
     )?;
-    disk.file(
-        "/etc/systemd/system/systemd-sysupdate.service.d/10-fleetsim-machine.conf",
-        b"# fleetsim: a node is a machine, not a container (docs/simulator.md)\n\
-          # An empty Condition resets every condition of the unit.\n\
-          [Unit]\nConditionVirtualization=\n",
-        0o644,
-        (0, 0),
-    )?;
-    super::timer::machine(disk)?;
+    // systemd's sysupdate units skip themselves in containers, and a node is
+    // one to systemd; the timer runs only where the scenario enables it.
+    for unit in ["systemd-sysupdate.service", super::timer::TIMER] {
+        machine(disk, unit)?;
+    }
     if sysupdate_timer {
         super::timer::enable(disk)?;
     }
@@ -115,6 +111,19 @@ pub fn adapt(
     disk.file(
         &format!("/etc/systemd/system/{UNIT}.d/20-fleetsim.conf"),
         kubelet.as_bytes(),
+        0o644,
+        (0, 0),
+    )
+}
+
+/// Drops `unit`'s `ConditionVirtualization=!container`: a node is a
+/// machine, not a container.
+fn machine(disk: &Disk, unit: &str) -> Result<()> {
+    disk.file(
+        &format!("/etc/systemd/system/{unit}.d/10-fleetsim-machine.conf"),
+        b"# fleetsim: a node is a machine, not a container (docs/simulator.md)\n\
+          # An empty Condition resets every condition of the unit.\n\
+          [Unit]\nConditionVirtualization=\n",
         0o644,
         (0, 0),
     )

@@ -38,16 +38,3 @@ pub fn enable(disk: &Disk) -> Result<()> {
         (0, 0),
     )
 }
-
-/// The timer says `ConditionVirtualization=!container`, as its service
-/// does: a node is a machine, so every real-OS node drops the condition,
-/// enabled or not.
-pub fn machine(disk: &Disk) -> Result<()> {
-    disk.file(
-        &format!("/etc/systemd/system/{TIMER}.d/10-fleetsim-machine.conf"),
-        b"# fleetsim: a node is a machine, not a container (docs/simulator.md)\n\
-          [Unit]\nConditionVirtualization=\n",
-        0o644,
-        (0, 0),
-    )
-}
