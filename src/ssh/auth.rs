@@ -57,7 +57,7 @@ impl KeyCache {
         let text = tokio::fs::read_to_string(path)
             .await
             .with_context(|| format!("cannot read identity file {}", path.display()))?;
-        let key = match russh::keys::decode_secret_key(&text, None) {
+        let key = match super::keyfile::decode(&text, None) {
             Ok(key) => key,
             Err(russh::keys::Error::KeyIsEncrypted) => {
                 let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -111,7 +111,7 @@ async fn decrypt_interactively(
         .await
         .context("passphrase prompt task failed")?
         .context("reading the passphrase from the terminal")?;
-        if let Ok(key) = russh::keys::decode_secret_key(text, Some(&passphrase)) {
+        if let Ok(key) = super::keyfile::decode(text, Some(&passphrase)) {
             return Ok(key);
         }
     }

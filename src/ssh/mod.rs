@@ -6,6 +6,7 @@
 //! - [`config`]: inventory → `~/.ssh/config` → defaults, into a [`Target`]
 //! - [`known_hosts`]: the pure host key decision, and recording a key
 //! - `auth`: ssh-agent, identity files, passphrases
+//! - `keyfile`: reading an identity file, including the ECDSA keys ssh-key refuses
 //! - `session`: connect (jump hosts, timeouts, keepalive) and run commands
 //! - [`handshake`]: pacing handshakes under sshd's MaxStartups, retrying its drops
 //! - `proxy`: a `ProxyCommand` as the connection's transport
@@ -15,6 +16,7 @@ mod auth;
 pub mod config;
 mod error;
 pub mod handshake;
+mod keyfile;
 pub mod known_hosts;
 mod proxy;
 mod session;

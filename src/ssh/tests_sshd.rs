@@ -98,12 +98,17 @@ impl Fixture {
     /// A new client key of `kind`, authorized on every sshd of this fixture.
     fn user_key(&self, name: &str, kind: &str, passphrase: &str) -> PathBuf {
         let key = keygen(&self.path(name), kind, passphrase);
+        self.authorize(&key);
+        key
+    }
+
+    /// Puts `key`'s public half in the authorized_keys every sshd reads.
+    fn authorize(&self, key: &Path) {
         let authorized = self.path("authorized_keys");
         let mut text = std::fs::read_to_string(&authorized).unwrap_or_default();
-        text.push_str(&public(&key));
+        text.push_str(&public(key));
         std::fs::write(&authorized, text).unwrap();
         std::fs::set_permissions(&authorized, std::fs::Permissions::from_mode(0o644)).unwrap();
-        key
     }
 
     fn known_hosts(&self) -> PathBuf {
@@ -626,6 +631,34 @@ async fn rsa_ecdsa_and_ed25519_identity_files_authenticate() {
     }
     // OpenSSH 8.8+ refuses SHA-1 RSA signatures: this proves rsa-sha2 was negotiated.
     assert_eq!(sshd.accepted(), 3);
+}
+
+/// One ECDSA key in 256 has a private scalar OpenSSH stores in 31 bytes,
+/// which the ssh-key crate alone refuses (see keyfile.rs). The CI run that
+/// found it drew such a key in the test above.
+#[tokio::test]
+async fn an_ecdsa_key_whose_scalar_openssh_stored_short_authenticates() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.path("id_ecdsa_short");
+    std::fs::write(&key, super::keyfile::fixtures::SHORT).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(
+        key.with_extension("pub"),
+        super::keyfile::fixtures::SHORT_PUB,
+    )
+    .unwrap();
+    fx.authorize(&key);
+    let sshd = fx.sshd("node", "");
+    fx.trust(&sshd);
+    let session = connect(
+        &target("w-1", &sshd, "root", &[&key]),
+        &fx.options(HostKeyChecking::Strict),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(session.exec("echo ok", None).await.unwrap().stdout, "ok\n");
+    assert!(sshd.log().contains("ssh2: ECDSA SHA256:"), "{}", sshd.log());
 }
 
 #[tokio::test]
