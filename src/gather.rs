@@ -292,7 +292,7 @@ pub async fn check_inputs<'a>(
         let mut pods = Vec::new();
         for ns in namespaces {
             let read = match s
-                .exec_root(&remote::kubectl::get_running_pods_in(ns), None)
+                .exec_root(&remote::before_hop::get_running_pods_in(ns), None)
                 .await
             {
                 Ok(out) if out.success() => Ok(out.stdout),

@@ -60,6 +60,7 @@ pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> 
     script
 }
 
+pub mod before_hop;
 pub mod kubectl;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the
@@ -78,7 +79,7 @@ pub mod markers {
 pub mod upgrade;
 
 /// The etcd snapshot's file on the first control plane (`steps::etcd`; the
-/// snapshot itself is `kubectl::etcd_snapshot_save`): its sha256, its bytes
+/// snapshot itself is `before_hop::etcd_snapshot_save`): its sha256, its bytes
 /// streamed to the laptop, and its removal, which runs whatever else failed
 /// (the file holds every Secret).
 pub mod snapshot_file {

@@ -4,7 +4,7 @@
 use super::{download, gates, kubeadm, roll, stage, verify};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{Action, Plan};
-use crate::remote::{kubectl, snapshot_file, upgrade};
+use crate::remote::{before_hop, kubectl, snapshot_file, upgrade};
 use crate::version::Version;
 
 pub fn render(
@@ -245,17 +245,17 @@ pub fn render_reboots(batches: &[(Vec<String>, crate::version::Minor)], inv: &In
 /// names carry the time it runs.
 fn etcd_lines(line: &mut impl FnMut(&str, &str), node: &str, minor: crate::version::Minor) {
     let file = format!("fleetctl-etcd-{minor}-<time>.db");
-    line(node, &kubectl::get_kubeadm_config());
+    line(node, &before_hop::get_kubeadm_config());
     line(
         node,
         &format!(
             "(stacked etcd only; an external one is not snapshotted) {}",
-            kubectl::etcd_snapshot_save(node, "<etcd.local.dataDir>", &file)
+            before_hop::etcd_snapshot_save(node, "<etcd.local.dataDir>", &file)
         ),
     );
     line(
         node,
-        &kubectl::etcdutl_snapshot_status(node, &format!("<etcd.local.dataDir>/{file}")),
+        &before_hop::etcdutl_snapshot_status(node, &format!("<etcd.local.dataDir>/{file}")),
     );
     let on_node = format!("<etcd.local.dataDir>/{file}");
     line(node, &snapshot_file::sha256(&on_node));

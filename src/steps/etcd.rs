@@ -29,7 +29,7 @@ use anyhow::{Context, bail};
 use super::context::Apply;
 use super::runner::Remote;
 use crate::checks::{self, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier};
-use crate::remote::{kubectl, snapshot_file};
+use crate::remote::{before_hop, snapshot_file};
 use crate::version::Minor;
 
 /// How long saving, checking or copying one snapshot may take: etcd's
@@ -70,7 +70,7 @@ pub async fn snapshot(
 ) -> anyhow::Result<Option<Snapshot>> {
     let r = apply.remote(node)?;
     let config = r
-        .check_root("read kubeadm-config", &kubectl::get_kubeadm_config())
+        .check_root("read kubeadm-config", &before_hop::get_kubeadm_config())
         .await?;
     let topology = checks::etcd_topology(&config.stdout)
         .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
@@ -101,7 +101,7 @@ pub async fn snapshot(
     let saved = r
         .run_root_timeout(
             "etcd snapshot save",
-            &kubectl::etcd_snapshot_save(node, &data_dir, file_name(&on_node)),
+            &before_hop::etcd_snapshot_save(node, &data_dir, file_name(&on_node)),
             None,
             TIMEOUT,
         )
@@ -226,11 +226,11 @@ async fn status(r: &Remote, node: &str, on_node: &str) -> anyhow::Result<Option<
     let tries = [
         (
             "etcdutl snapshot status",
-            kubectl::etcdutl_snapshot_status(node, on_node),
+            before_hop::etcdutl_snapshot_status(node, on_node),
         ),
         (
             "etcdctl snapshot status",
-            kubectl::etcdctl_snapshot_status(node, on_node),
+            before_hop::etcdctl_snapshot_status(node, on_node),
         ),
     ];
     for (label, cmd) in tries {
