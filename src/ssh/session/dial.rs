@@ -1,0 +1,553 @@
+//! Reaching a node: TCP, a jump chain or a ProxyCommand, each hop's host
+//! key checked against known_hosts, then authentication. Every wait is
+//! bounded; sshd's MaxStartups drops are told apart and retried
+//! (`crate::ssh::handshake`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use russh::client::{self, Handle};
+use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::{Preferred, SshId};
+
+use crate::inventory::HostKeyChecking;
+use crate::ssh::error::{HostKeyRejected, Rejection};
+use crate::ssh::known_hosts::{self, HostKeyStatus, HostsFile, Unreadable};
+use crate::ssh::proxy::{self};
+use crate::ssh::{Options, Target, auth, handshake};
+
+use super::{Gathered, Session};
+
+/// Connects to `target` (through its jump hosts or ProxyCommand), checks the
+/// host key and authenticates. A refused host key is a [`HostKeyRejected`]
+/// in the chain.
+pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session> {
+    let mut got = Gathered::default();
+    let handle = connect_chain(target, opts, &mut got).await?;
+    // Only a connection that succeeded uses up the once-per-run report of a
+    // bad line: a failed one shows its error instead, and the next may warn.
+    let mut warnings: Vec<String> = got
+        .unreadable
+        .iter()
+        .filter(|(_, bad)| opts.reported.first_time(&bad.place))
+        .map(|(node, bad)| unreadable_warning(node, bad))
+        .collect();
+    warnings.append(&mut got.warnings);
+    Ok(Session {
+        node: target.node.clone(),
+        user: target.user.clone(),
+        handle,
+        _carriers: got.carriers,
+        command_timeout: opts.command_timeout,
+        max_output: opts.max_output,
+        warnings,
+        retried: got.retried,
+    })
+}
+
+fn unreadable_warning(node: &str, bad: &Unreadable) -> String {
+    format!(
+        "{node}: skipped line {} of {}: {}; the file's other lines still count. \
+         Fix or delete that line (`ssh-keygen -l -f {}` lists the entries ssh can read).",
+        bad.place.line,
+        bad.place.file.display(),
+        bad.reason,
+        bad.place.file.display()
+    )
+}
+
+/// Connects the jump hosts outermost first, then `target` over the last one.
+async fn connect_chain(
+    target: &Target,
+    opts: &Options,
+    got: &mut Gathered,
+) -> anyhow::Result<Handle<Client>> {
+    let Some(jump) = &target.jump else {
+        return connect_one(target, opts, None, got).await;
+    };
+    let bastion = Box::pin(connect_chain(jump, opts, got))
+        .await
+        .with_context(|| {
+            format!(
+                "{}: cannot reach it through {} ({}@{}:{})",
+                target.node, jump.node, jump.user, jump.host, jump.port
+            )
+        })?;
+    let handle = connect_one(target, opts, Some((jump, &bastion)), got).await;
+    got.carriers.via.push(bastion);
+    handle
+}
+
+/// Handshake, host key check and authentication over a tunnel through a
+/// jump host (`via`), a ProxyCommand or TCP. The handshake holds one of the
+/// sshd's slots ([`handshake::Handshakes`]) until authenticated, and is
+/// tried again when sshd turns it away before its banner (MaxStartups).
+async fn connect_one(
+    target: &Target,
+    opts: &Options,
+    via: Option<(&Target, &Handle<Client>)>,
+    got: &mut Gathered,
+) -> anyhow::Result<Handle<Client>> {
+    let lookup = Arc::new(
+        Lookup::read(target, opts)
+            .with_context(|| format!("{}: cannot check its host key", target.node))?,
+    );
+    got.unreadable.extend(
+        lookup
+            .unreadable
+            .iter()
+            .map(|bad| (target.node.clone(), bad.clone())),
+    );
+    let config = Arc::new(client_config(
+        opts,
+        &known_hosts::recorded_algorithms(&lookup.files, &lookup.name),
+    ));
+    // Held until authenticated: MaxStartups counts a connection until then.
+    let slot = opts.handshakes.acquire(&target.host, target.port).await;
+    let mut dropped: Vec<String> = Vec::new();
+    let mut handle = loop {
+        let failed = match attempt(target, opts, via, &lookup, &config, got).await {
+            Ok(handle) => break handle,
+            Err(failed) => failed,
+        };
+        match failed.dropped {
+            Some(said) if (dropped.len() as u32) + 1 < handshake::ATTEMPTS => {
+                dropped.push(said);
+                tokio::time::sleep(handshake::backoff(dropped.len() as u32)).await;
+            }
+            Some(said) => {
+                dropped.push(said);
+                return Err(failed.error.context(turned_away(target, &dropped)));
+            }
+            None => return Err(failed.error),
+        }
+    };
+    if !dropped.is_empty() {
+        got.retried.push(format!(
+            "{}: connected on attempt {}; sshd closed the earlier ones before its banner{}",
+            target.node,
+            dropped.len() + 1,
+            said_note(&dropped)
+        ));
+    }
+    auth::authenticate(&mut handle, target, opts).await?;
+    if slot.contended() {
+        // See `Slot::contended`. Only pacing: whatever the outcome, go on.
+        let _ = tokio::time::timeout(opts.connect_timeout, handle.send_ping()).await;
+    }
+    drop(slot);
+    Ok(handle)
+}
+
+/// Why a connection failed; `dropped`: sshd closed it before its banner
+/// (with what it said first, maybe nothing), so trying again is safe.
+struct Failed {
+    error: anyhow::Error,
+    dropped: Option<String>,
+}
+
+impl From<anyhow::Error> for Failed {
+    fn from(error: anyhow::Error) -> Self {
+        Failed {
+            error,
+            dropped: None,
+        }
+    }
+}
+
+/// One connection attempt up to the end of the key exchange and host key check.
+async fn attempt(
+    target: &Target,
+    opts: &Options,
+    via: Option<(&Target, &Handle<Client>)>,
+    lookup: &Arc<Lookup>,
+    config: &Arc<client::Config>,
+    got: &mut Gathered,
+) -> Result<Handle<Client>, Failed> {
+    let verdict = Arc::new(Mutex::new(Verdict::default()));
+    let client = Client {
+        node: target.node.clone(),
+        host: target.host.clone(),
+        port: target.port,
+        lookup: lookup.clone(),
+        checking: opts.host_key_checking,
+        verdict: verdict.clone(),
+    };
+    let config = config.clone();
+    let mut proxy = None;
+    let mut addr = format!("{}:{}", target.host, target.port);
+    let (result, banner) = match (via, &target.proxy_command) {
+        (Some((jump, bastion)), _) => {
+            let channel = tokio::time::timeout(
+                opts.connect_timeout,
+                bastion.channel_open_direct_tcpip(target.host.as_str(), u32::from(target.port), "127.0.0.1", 0),
+            )
+            .await
+            .map_err(|_| anyhow!("{}: {} did not open a tunnel within {}", target.node, jump.node, fmt_duration(opts.connect_timeout)))?
+            .with_context(|| {
+                format!(
+                    "{}: {} refused to forward to {}:{} (does it allow TCP forwarding — AllowTcpForwarding — and reach that address?)",
+                    target.node, jump.node, target.host, target.port
+                )
+            })?;
+            let (stream, banner) = handshake::Watched::new(channel.into_stream());
+            let result = tokio::time::timeout(
+                opts.connect_timeout,
+                client::connect_stream(config, stream, client),
+            )
+            .await;
+            (result, banner)
+        }
+        (None, Some(command)) => {
+            let (process, stream) = proxy::spawn(target, command)?;
+            proxy = Some(process);
+            addr = format!("{addr} through ProxyCommand `{command}`");
+            let (stream, banner) = handshake::Watched::new(stream);
+            let result = tokio::time::timeout(
+                opts.connect_timeout,
+                client::connect_stream(config, stream, client),
+            )
+            .await;
+            (result, banner)
+        }
+        (None, None) => {
+            let mut banner = None;
+            // One deadline for TCP and the handshake, as before.
+            let result = tokio::time::timeout(opts.connect_timeout, async {
+                let socket =
+                    tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
+                // Commands are small round trips: no Nagle delay on them.
+                let _ = socket.set_nodelay(true);
+                let (stream, watched) = handshake::Watched::new(socket);
+                banner = Some(watched);
+                client::connect_stream(config, stream, client).await
+            })
+            .await;
+            (result, banner.unwrap_or_default())
+        }
+    };
+    let mut verdict = take(&verdict);
+    got.warnings.append(&mut verdict.warnings);
+    if let Some(rejected) = verdict.rejected {
+        return Err(anyhow::Error::new(rejected).into());
+    }
+    let failure = match result {
+        Ok(Ok(handle)) => {
+            // The command carries the connection: it lives as long as the session.
+            got.carriers.proxies.extend(proxy);
+            return Ok(handle);
+        }
+        Err(_) => anyhow!(
+            "{}: no SSH handshake with {addr} within {}: is the address right and sshd running?",
+            target.node,
+            fmt_duration(opts.connect_timeout)
+        ),
+        Ok(Err(e)) => {
+            let hint = if handshake::out_of_files(&e) {
+                format!(": {}", out_of_files_hint())
+            } else {
+                String::new()
+            };
+            e.context(format!(
+                "{}: cannot connect to {addr} over SSH{hint}",
+                target.node
+            ))
+        }
+    };
+    let Some(process) = proxy.as_mut() else {
+        let dropped =
+            handshake::dropped_before_banner(&failure, banner.seen()).then(|| banner.said());
+        return Err(Failed {
+            error: failure,
+            dropped,
+        });
+    };
+    // Not retried: an end before the banner may be the command giving up
+    // (no route, its own ssh -W refused), not sshd. The command usually
+    // knows best why nothing came through.
+    let error = failure.context(format!("{}: {}", target.node, process.diagnose().await));
+    Err(error.into())
+}
+
+/// The error of a connection sshd closed before its banner every time.
+fn turned_away(target: &Target, dropped: &[String]) -> String {
+    format!(
+        "{}: {}:{} closed the connection before its SSH banner {} times in a row{}: \
+         sshd does that when too many connections are still authenticating (MaxStartups); \
+         fleetctl keeps at most {} handshakes in flight to one sshd, so others are connecting \
+         to it as well, or its MaxStartups is lower: try again, or raise it",
+        target.node,
+        target.host,
+        target.port,
+        dropped.len(),
+        said_note(dropped),
+        handshake::PER_SSHD
+    )
+}
+
+/// ` (it said: Exceeded MaxStartups)`, or nothing when sshd said nothing.
+fn said_note(dropped: &[String]) -> String {
+    match dropped.iter().rev().find(|s| !s.is_empty()) {
+        Some(said) => format!(" (it said: {said})"),
+        None => String::new(),
+    }
+}
+
+/// What to do about "Too many open files", with the limit in force.
+fn out_of_files_hint() -> String {
+    let limit = crate::limits::open_files()
+        .map(|(soft, _)| format!(" (now {soft})"))
+        .unwrap_or_default();
+    format!(
+        "fleetctl keeps one connection per node open (two through a jump host), \
+         and ran out of file descriptors: raise the open-file limit{limit}, e.g. `ulimit -n 65536`, \
+         or ask your administrator to raise the hard limit"
+    )
+}
+
+/// The known_hosts files of one target, user files first, then global ones,
+/// as ssh reads them; parsed once per run (`Options::hosts_files`).
+struct Lookup {
+    /// `[host]:port`, `host`, or the HostKeyAlias.
+    name: String,
+    files: Vec<Arc<HostsFile>>,
+    /// The first user file: the one accept-new writes to (ssh writes there too).
+    record_to: Option<PathBuf>,
+    hash: bool,
+    unreadable: Vec<Unreadable>,
+}
+
+impl Lookup {
+    fn read(target: &Target, opts: &Options) -> anyhow::Result<Lookup> {
+        let keys = &target.host_keys;
+        let user = keys
+            .user_files
+            .clone()
+            .unwrap_or_else(|| vec![opts.known_hosts.clone()]);
+        let global = keys
+            .global_files
+            .as_ref()
+            .unwrap_or(&opts.global_known_hosts);
+        let files = user
+            .iter()
+            .chain(global)
+            .map(|path| opts.hosts_files.get(path))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let unreadable = files.iter().flat_map(|f| f.unreadable()).collect();
+        Ok(Lookup {
+            name: known_hosts::lookup_name(&target.host, target.port, keys.alias.as_deref()),
+            files,
+            record_to: user.first().cloned(),
+            hash: keys.hash,
+            unreadable,
+        })
+    }
+}
+
+fn client_config(opts: &Options, recorded: &[Algorithm]) -> client::Config {
+    let mut preferred = Preferred::default();
+    preferred.key = prefer_recorded(&preferred.key, recorded).into();
+    client::Config {
+        client_id: SshId::Standard(concat!("SSH-2.0-fleetctl_", env!("CARGO_PKG_VERSION")).into()),
+        keepalive_interval: Some(opts.keepalive_interval),
+        keepalive_max: opts.keepalive_max,
+        nodelay: true,
+        preferred,
+        ..Default::default()
+    }
+}
+
+/// Host key algorithms with those already in known_hosts first (as OpenSSH
+/// does), so a host recorded with its ECDSA key is checked against it.
+pub(super) fn prefer_recorded(default: &[Algorithm], recorded: &[Algorithm]) -> Vec<Algorithm> {
+    let is_recorded = |a: &Algorithm| {
+        recorded.iter().any(|r| match (r, a) {
+            (Algorithm::Rsa { .. }, Algorithm::Rsa { .. }) => true,
+            (r, a) => r == a,
+        })
+    };
+    let (mut first, rest): (Vec<Algorithm>, Vec<Algorithm>) =
+        default.iter().cloned().partition(is_recorded);
+    first.extend(rest);
+    first
+}
+
+fn fmt_duration(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
+}
+
+/// What the host key check decided, read back after the handshake.
+#[derive(Debug, Default)]
+struct Verdict {
+    rejected: Option<HostKeyRejected>,
+    warnings: Vec<String>,
+}
+
+fn take(verdict: &Mutex<Verdict>) -> Verdict {
+    std::mem::take(
+        &mut *verdict
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
+}
+
+/// russh's callbacks for one connection: only the host key check matters.
+pub(crate) struct Client {
+    node: String,
+    host: String,
+    port: u16,
+    lookup: Arc<Lookup>,
+    checking: HostKeyChecking,
+    verdict: Arc<Mutex<Verdict>>,
+}
+
+impl Client {
+    fn reject(&self, key: &PublicKey, reason: Rejection) -> bool {
+        let lookup = &self.lookup;
+        let rejected = HostKeyRejected {
+            name: lookup.name.clone(),
+            add_to: lookup.record_to.clone(),
+            searched: lookup.files.iter().map(|f| f.path.clone()).collect(),
+            skipped: lookup.unreadable.iter().map(|u| u.place.clone()).collect(),
+            ..HostKeyRejected::new(
+                &self.node,
+                &self.host,
+                self.port,
+                PathBuf::new(),
+                key,
+                reason,
+            )
+        };
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .rejected = Some(rejected);
+        false
+    }
+
+    fn warn(&self, warning: String) {
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .warnings
+            .push(warning);
+    }
+
+    fn id(key: &PublicKey) -> String {
+        format!(
+            "{} {}",
+            known_hosts::type_label(&key.algorithm()),
+            key.fingerprint(HashAlg::Sha256)
+        )
+    }
+
+    fn check(&self, key: &PublicKey) -> anyhow::Result<bool> {
+        let status = known_hosts::check(&self.lookup.files, &self.lookup.name, key);
+        let name = &self.lookup.name;
+        let id = Self::id(key);
+        Ok(match (status, self.checking) {
+            (HostKeyStatus::Known { .. }, _) => true,
+            // Revoked is refused even with checking off, as ssh does.
+            (HostKeyStatus::Revoked { at }, _) => self.reject(key, Rejection::Revoked { at }),
+            (HostKeyStatus::Changed { at }, HostKeyChecking::Off) => {
+                self.warn(format!(
+                    "{}: WARNING: host key checking is OFF and the host key of {name} CHANGED ({id} differs from {at}); \
+                     connecting anyway. Anyone on the network path could be impersonating this node.",
+                    self.node
+                ));
+                true
+            }
+            (HostKeyStatus::Changed { at }, _) => self.reject(key, Rejection::Changed { at }),
+            (HostKeyStatus::Unknown { .. }, HostKeyChecking::Off) => {
+                self.warn(format!(
+                    "{}: WARNING: host key checking is OFF: accepted the unverified host key {id} of {name}. \
+                     Anyone on the network path could be impersonating this node.",
+                    self.node
+                ));
+                true
+            }
+            // Known by another key type only: not new, so not accept-new's to record.
+            (HostKeyStatus::Unknown { other_types, .. }, HostKeyChecking::AcceptNew)
+                if !other_types.is_empty() =>
+            {
+                self.reject(
+                    key,
+                    Rejection::OtherType {
+                        recorded: other_types,
+                    },
+                )
+            }
+            (HostKeyStatus::Unknown { .. }, HostKeyChecking::AcceptNew) => self.record(key)?,
+            (
+                HostKeyStatus::Unknown {
+                    other_types,
+                    cert_authorities,
+                },
+                HostKeyChecking::Strict,
+            ) => self.reject(
+                key,
+                Rejection::Unknown {
+                    other_types,
+                    cert_authorities,
+                },
+            ),
+        })
+    }
+
+    /// accept-new: records the key in the first user file, unless the file
+    /// changed under us (see [`known_hosts::record`]).
+    fn record(&self, key: &PublicKey) -> anyhow::Result<bool> {
+        let name = &self.lookup.name;
+        let id = Self::id(key);
+        let Some(path) = &self.lookup.record_to else {
+            // As ssh: with no user file the key cannot be added; the connection goes on.
+            self.warn(format!(
+                "{}: accepted the new host key {id} of {name} without recording it: \
+                 UserKnownHostsFile is none for this host in ~/.ssh/config, so it is new again on every connection",
+                self.node
+            ));
+            return Ok(true);
+        };
+        let again = known_hosts::record(path, name, key, self.lookup.hash)
+            .with_context(|| format!("{}: recording the new host key of {name}", self.node))?;
+        Ok(match again {
+            None => {
+                self.warn(format!(
+                    "{}: permanently added '{name}' ({id}) to {}",
+                    self.node,
+                    path.display()
+                ));
+                true
+            }
+            // Another connection recorded this very key meanwhile.
+            Some(HostKeyStatus::Known { .. }) => true,
+            Some(HostKeyStatus::Changed { at }) => self.reject(key, Rejection::Changed { at }),
+            Some(HostKeyStatus::Revoked { at }) => self.reject(key, Rejection::Revoked { at }),
+            Some(HostKeyStatus::Unknown { other_types, .. }) => self.reject(
+                key,
+                Rejection::OtherType {
+                    recorded: other_types,
+                },
+            ),
+        })
+    }
+}
+
+impl client::Handler for Client {
+    type Error = anyhow::Error;
+
+    async fn check_server_key(
+        &mut self,
+        server_key: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        match server_key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => self.check(key),
+            PublicKeyOrCertificate::Certificate(cert) => {
+                let key = PublicKey::new(cert.public_key().clone(), "");
+                Ok(self.reject(&key, Rejection::Certificate))
+            }
+        }
+    }
+}
