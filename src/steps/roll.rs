@@ -7,6 +7,8 @@
 //! Undo: a node drained but not rebooted (a failed drain, a symlink that
 //! moved, Ctrl-C) is uncordoned again. A node that was rebooted and does
 //! not come back stays cordoned, and the report says so.
+//!
+//! The waits after the reboot are in `after_reboot`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,13 +22,15 @@ use super::gates;
 use super::hold;
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
-use super::{NODE_POLL, POLL};
 use crate::inventory::Role;
-use crate::node;
 use crate::plan::Component;
 use crate::remote::{kubectl, upgrade};
-use crate::ssh::{self, Session};
+use crate::ssh::{self};
 use crate::version::{Minor, Version};
+
+mod after_reboot;
+pub use after_reboot::ready_then_uncordon;
+use after_reboot::{uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -474,204 +478,6 @@ async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
     }
 }
 
-/// Reconnects until the node answers with a boot id other than `before`.
-/// The first attempt is immediate: a node still shutting down refuses it
-/// or shows its old boot id, both cheap.
-async fn wait_rebooted(
-    node: &str,
-    target: &ssh::Target,
-    opts: &ssh::Options,
-    before: &str,
-    deadline: Instant,
-    timeout: Duration,
-) -> anyhow::Result<Session> {
-    let mut last = String::from("no answer yet");
-    loop {
-        if Instant::now() >= deadline {
-            bail!(
-                "{node} did not come back from its reboot within {} ({last}). It is cordoned. \
-                 Once it is back (check its console), run `fleetctl apply` again: it resumes with this node",
-                humantime::format_duration(timeout)
-            );
-        }
-        let mut quick = opts.clone();
-        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        match ssh::connect(target, &quick).await {
-            // Bounded: a node half-way through its shutdown must not hold
-            // this attempt until the 10-minute command timeout.
-            Ok(s) => match s
-                .exec_timeout(upgrade::BOOT_ID, None, BOOT_ID_TIMEOUT)
-                .await
-            {
-                Ok(out)
-                    if out.success()
-                        && out.stdout.trim() != before
-                        && !out.stdout.trim().is_empty() =>
-                {
-                    return Ok(s);
-                }
-                Ok(_) => last = "still the old boot".into(),
-                Err(e) => last = format!("{e:#}"),
-            },
-            Err(e) => last = format!("{:#}", e),
-        }
-        tokio::time::sleep(NODE_POLL).await;
-    }
-}
-
-/// The kubelet unit as [`upgrade::KUBELET_STATE`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KubeletState {
-    /// `systemctl is-active`: `active`, `activating` (waiting for an
-    /// automatic restart after a crash), `failed`, …
-    unit: String,
-    /// `kubelet --version`'s line.
-    version: String,
-    /// The unit's journal for this boot, when it is not active.
-    journal: Vec<String>,
-}
-
-fn kubelet_state(stdout: &str) -> KubeletState {
-    let mut lines = stdout.lines();
-    KubeletState {
-        unit: lines.next().unwrap_or("").trim().to_string(),
-        version: lines.next().unwrap_or("").trim().to_string(),
-        journal: lines.map(str::to_string).collect(),
-    }
-}
-
-/// Polls the kubelet unit until it is active and reports `want`: the new
-/// sysext was merged and the kubelet starts with the config its kubeadm
-/// step wrote. A kubelet that keeps failing is reported with its journal.
-async fn wait_kubelet(r: &Remote, want: &Version, deadline: Instant) -> anyhow::Result<()> {
-    let expected = format!("Kubernetes {want}");
-    loop {
-        let out = r
-            .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
-            .await?;
-        let state = kubelet_state(&out.stdout);
-        if state.unit == "active" && state.version == expected {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            if state.version != expected {
-                bail!(
-                    "{}: after the reboot kubelet reports `{}`, expected {want}: the staged sysext was not \
-                     merged. It is cordoned. Check `systemd-sysext status` and /etc/extensions/ on the node",
-                    r.node(),
-                    state.version
-                );
-            }
-            bail!(
-                "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
-                 Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
-                r.node(),
-                state.unit,
-                state.journal.join("\n  ")
-            );
-        }
-        tokio::time::sleep(NODE_POLL).await;
-    }
-}
-
-/// Polls a control plane's static pods until kube-apiserver,
-/// kube-controller-manager and kube-scheduler are Running at `want` (any
-/// patch of `minor` when the cluster's version is unknown).
-async fn wait_static_pods(
-    api: &Remote,
-    node: &str,
-    want: Option<&Version>,
-    minor: Minor,
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    let at = |v: &Option<Version>| match want {
-        Some(w) => v.as_ref() == Some(w),
-        None => v.as_ref().is_some_and(|v| v.minor() == minor),
-    };
-    let wanted = want.map_or_else(|| minor.to_string(), Version::to_string);
-    let cmd = kubectl::get_static_pods(node);
-    let label = format!("static pods of {node}");
-    loop {
-        let out = api.run_root(&label, &cmd, None).await?;
-        let pods = node::parse_pods(&out.stdout).unwrap_or_default();
-        let lagging: Vec<String> = kubectl::STATIC_POD_COMPONENTS
-            .iter()
-            .map(|c| format!("{c}-{node}"))
-            .filter_map(|name| match pods.iter().find(|p| p.name == name) {
-                Some(p) if p.running && at(&p.version) => None,
-                Some(p) => Some(format!(
-                    "{name} is {} at {}",
-                    if p.running { "Running" } else { "not Running" },
-                    p.version
-                        .as_ref()
-                        .map_or_else(|| "an unknown version".into(), Version::to_string)
-                )),
-                None => Some(format!("{name} is not there")),
-            })
-            .collect();
-        if lagging.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
-                 `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
-                lagging.join("; ")
-            );
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Waits until the API server reports `node` Ready (`kubectl wait`, in
-/// short rounds so a dropped API connection is retried), then uncordons it.
-pub async fn ready_then_uncordon(
-    api: &Remote,
-    node: &str,
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    let cmd = kubectl::ready_then_uncordon(node);
-    let label = format!("wait for {node} Ready, then uncordon it");
-    loop {
-        let out = api.run_root(&label, &cmd, None).await?;
-        if out.success() {
-            return refused_uncordon(node, &out.stderr);
-        }
-        if out.exit != Some(kubectl::NOT_READY) {
-            return Err(anyhow::Error::new(CommandFailed::new(
-                api.node(),
-                &format!("uncordon {node}"),
-                &out,
-            )));
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
-                out.stderr.trim().lines().last().unwrap_or("no answer")
-            );
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-async fn uncordon(api: &Remote, node: &str) -> anyhow::Result<()> {
-    let out = api
-        .check_root(&format!("uncordon {node}"), &kubectl::uncordon(node))
-        .await?;
-    refused_uncordon(node, &out.stderr)
-}
-
-/// kubectl exits 0 when the API refuses an uncordon; its stderr says so.
-fn refused_uncordon(node: &str, stderr: &str) -> anyhow::Result<()> {
-    match kubectl::schedulability_refused(stderr) {
-        Some(line) => bail!(
-            "{node} is still cordoned: the API server refused the uncordon ({line}). \
-             Uncordon it yourself (`kubectl uncordon {node}`) once the cause is fixed"
-        ),
-        None => Ok(()),
-    }
-}
-
 /// What `--dry-run` shows for rolling `node`.
 pub fn commands(
     api_node: &str,
@@ -721,9 +527,9 @@ mod tests {
     #[test]
     fn names_the_pods_a_budget_protects() {
         let stderr = "evicting pod default/web-7d9f\n\
-            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
-            error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
-            error: unable to drain node \"w-1\" due to error: [error when evicting pods/\"db-0\" -n \"data\": global timeout reached: 2s], continuing command...";
+                error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+                error when evicting pods/\"web-7d9f\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+                error: unable to drain node \"w-1\" due to error: [error when evicting pods/\"db-0\" -n \"data\": global timeout reached: 2s], continuing command...";
         assert_eq!(blocked_pods(stderr), vec!["data/db-0", "default/web-7d9f"]);
         assert!(blocked_pods("node/w-1 cordoned\n").is_empty());
     }
@@ -747,20 +553,5 @@ mod tests {
         for bad in ["", "only-a-link\n", "a\nb\nc\n"] {
             assert!(link_and_boot_id(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn the_kubelet_state_carries_the_unit_the_version_and_why_it_fails() {
-        let s = kubelet_state(
-            "activating\nKubernetes v1.35.3\nDec 01 15:04:05 w-1 kubelet[812]: E1201 … \"command failed\" \
-             err=\"failed to parse kubelet flag: unknown flag: --pod-infra-container-image\"\n",
-        );
-        assert_eq!(s.unit, "activating");
-        assert_eq!(s.version, "Kubernetes v1.35.3");
-        assert_eq!(s.journal.len(), 1);
-        assert!(s.journal[0].contains("unknown flag"));
-        let ok = kubelet_state("active\nKubernetes v1.35.3\n");
-        assert_eq!((ok.unit.as_str(), ok.journal.len()), ("active", 0));
-        assert_eq!(kubelet_state("").unit, "");
     }
 }
