@@ -1,0 +1,213 @@
+//! The Kubernetes API's JSON fleetctl reads (nodes, the kubeadm-config
+//! ConfigMap, static pods): only the fields it needs, each optional where
+//! the API may leave it out.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use super::ClusterNode;
+use crate::version::Version;
+
+use super::sections::excerpt;
+use super::unquote;
+
+#[derive(Deserialize)]
+pub(super) struct NodeList {
+    #[serde(default)]
+    pub(super) items: Vec<KubeNode>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct KubeNode {
+    pub(super) metadata: KubeMeta,
+    #[serde(default)]
+    pub(super) spec: KubeNodeSpec,
+    #[serde(default)]
+    pub(super) status: KubeNodeStatus,
+}
+
+#[derive(Deserialize)]
+pub(super) struct KubeMeta {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct KubeNodeSpec {
+    #[serde(default)]
+    pub(super) unschedulable: bool,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct KubeNodeStatus {
+    #[serde(default)]
+    pub(super) conditions: Vec<KubeCondition>,
+    #[serde(default, rename = "nodeInfo")]
+    pub(super) node_info: KubeNodeInfo,
+}
+
+#[derive(Deserialize)]
+pub(super) struct KubeCondition {
+    #[serde(rename = "type")]
+    pub(super) kind: String,
+    pub(super) status: String,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct KubeNodeInfo {
+    #[serde(default, rename = "kubeletVersion")]
+    pub(super) kubelet_version: String,
+}
+
+pub(super) const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+pub(super) fn cluster_nodes(json: &str) -> Result<Vec<ClusterNode>> {
+    let list: NodeList = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get nodes -o json` printed something that is not a node list: {}",
+            excerpt(json)
+        )
+    })?;
+    Ok(list.items.into_iter().map(cluster_node).collect())
+}
+
+pub(super) fn cluster_node(node: KubeNode) -> ClusterNode {
+    let ready = node
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.kind == "Ready" && c.status == "True");
+    ClusterNode {
+        control_plane: node.metadata.labels.contains_key(CONTROL_PLANE_LABEL),
+        name: node.metadata.name,
+        ready,
+        cordoned: node.spec.unschedulable,
+        kubelet_version: node.status.node_info.kubelet_version.parse().ok(),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ConfigMap {
+    #[serde(default)]
+    pub(super) data: BTreeMap<String, String>,
+}
+
+/// `kubernetesVersion` from the ClusterConfiguration YAML inside the
+/// kubeadm-config ConfigMap. Only that one top-level line is needed, so it is
+/// read as a line rather than by parsing kubeadm's whole schema.
+pub(super) fn kubeadm_version(json: &str) -> Result<Option<Version>> {
+    let map: ConfigMap = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get configmap kubeadm-config -o json` printed something that is \
+             not a ConfigMap: {}",
+            excerpt(json)
+        )
+    })?;
+    let Some(config) = map.data.get("ClusterConfiguration") else {
+        return Ok(None);
+    };
+    let Some(raw) = config
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetesVersion:"))
+    else {
+        return Ok(None);
+    };
+    let raw = unquote(raw.trim());
+    let version = raw.parse().with_context(|| {
+        format!("kubeadm-config says kubernetesVersion `{raw}`, which is not a version")
+    })?;
+    Ok(Some(version))
+}
+
+/// A control plane's static pod (its mirror pod, as the API server shows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPod {
+    pub name: String,
+    /// `status.phase` is `Running` and every container is ready.
+    pub running: bool,
+    /// The tag of its first container's image (`registry.k8s.io/kube-apiserver:v1.35.3`).
+    pub version: Option<Version>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Pod {
+    pub(super) metadata: PodMeta,
+    pub(super) spec: PodSpec,
+    #[serde(default)]
+    pub(super) status: PodStatus,
+}
+
+#[derive(Deserialize)]
+pub(super) struct PodMeta {
+    pub(super) name: String,
+}
+
+#[derive(Deserialize)]
+pub(super) struct PodSpec {
+    #[serde(default)]
+    pub(super) containers: Vec<PodContainer>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct PodContainer {
+    #[serde(default)]
+    pub(super) image: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct PodStatus {
+    #[serde(default)]
+    pub(super) phase: String,
+    #[serde(default)]
+    pub(super) container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ContainerStatus {
+    #[serde(default)]
+    pub(super) ready: bool,
+}
+
+/// `kubectl get pod A B C -o json`: one Pod, or a `List` of the pods found
+/// (kubectl prints the found ones even when it names a missing one).
+pub fn parse_pods(json: &str) -> Result<Vec<StaticPod>> {
+    #[derive(Deserialize)]
+    struct Items {
+        items: Vec<Pod>,
+    }
+    let value: serde_json::Value = serde_json::from_str(json).with_context(|| {
+        format!(
+            "`kubectl get pod` printed something that is not JSON: {}",
+            excerpt(json)
+        )
+    })?;
+    let pods: Vec<Pod> = if value.get("items").is_some() {
+        serde_json::from_value::<Items>(value)
+            .context("`kubectl get pod` printed a list of something that is not pods")?
+            .items
+    } else {
+        vec![
+            serde_json::from_value(value)
+                .context("`kubectl get pod` printed something that is not a pod")?,
+        ]
+    };
+    Ok(pods
+        .into_iter()
+        .map(|p| StaticPod {
+            running: p.status.phase == "Running"
+                && !p.status.container_statuses.is_empty()
+                && p.status.container_statuses.iter().all(|c| c.ready),
+            version: p
+                .spec
+                .containers
+                .first()
+                .and_then(|c| c.image.rsplit_once(':'))
+                .and_then(|(_, tag)| tag.parse().ok()),
+            name: p.metadata.name,
+        })
+        .collect())
+}
