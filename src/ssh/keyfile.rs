@@ -16,6 +16,7 @@ use russh::keys::ssh_key::encoding::{self, Decode, DecodePem as _, Reader};
 use russh::keys::ssh_key::private::{EcdsaKeypair, EcdsaPrivateKey, KeypairData};
 use russh::keys::ssh_key::public::{EcdsaPublicKey, KeyData};
 use russh::keys::ssh_key::{self, Cipher, Kdf, PrivateKey, cipher::Tag};
+use zeroize::Zeroizing;
 
 /// The key in `text`, decrypted with `passphrase`. The errors are russh's,
 /// so callers can still tell an encrypted key from a broken one.
@@ -55,7 +56,7 @@ fn short_ecdsa(text: &str, passphrase: Option<&str>) -> Option<PrivateKey> {
     }
     let _curve = String::decode(&mut reader).ok()?;
     let point = Vec::<u8>::decode(&mut reader).ok()?;
-    let scalar = Vec::<u8>::decode(&mut reader).ok()?;
+    let scalar = Zeroizing::new(Vec::<u8>::decode(&mut reader).ok()?);
     let comment = String::decode(&mut reader).ok()?;
     let public = EcdsaPublicKey::from_sec1_bytes(&point).ok()?;
     // The envelope's public half must be the same key as the private half.
@@ -92,12 +93,13 @@ fn padded<const SIZE: usize>(mpint: &[u8]) -> Option<[u8; SIZE]> {
 }
 
 /// The `openssh-key-v1` envelope (OpenSSH's PROTOCOL.key), its private
-/// section left as bytes, still encrypted when `cipher` is not none.
+/// section left as bytes, still encrypted when `cipher` is not none (and
+/// wiped when dropped: unencrypted, it is the key itself).
 struct Envelope {
     cipher: Cipher,
     kdf: Kdf,
     public: KeyData,
-    private: Vec<u8>,
+    private: Zeroizing<Vec<u8>>,
     tag: Option<Tag>,
 }
 
@@ -122,7 +124,7 @@ impl Decode for Envelope {
             return Err(encoding::Error::Length.into());
         }
         let public = reader.read_prefixed(KeyData::decode)?;
-        let private = Vec::<u8>::decode(reader)?;
+        let private = Zeroizing::new(Vec::<u8>::decode(reader)?);
         let tag = if cipher.has_tag() {
             let mut tag = Tag::default();
             reader.read(&mut tag)?;
