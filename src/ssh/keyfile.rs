@@ -22,11 +22,9 @@ use zeroize::Zeroizing;
 /// so callers can still tell an encrypted key from a broken one.
 pub fn decode(text: &str, passphrase: Option<&str>) -> Result<PrivateKey, russh::keys::Error> {
     match russh::keys::decode_secret_key(text, passphrase) {
-        Err(russh::keys::Error::SshKey(ssh_key::Error::Encoding(encoding::Error::Length))) => {
-            short_ecdsa(text, passphrase).ok_or(russh::keys::Error::SshKey(
-                ssh_key::Error::Encoding(encoding::Error::Length),
-            ))
-        }
+        Err(
+            refused @ russh::keys::Error::SshKey(ssh_key::Error::Encoding(encoding::Error::Length)),
+        ) => short_ecdsa(text, passphrase).ok_or(refused),
         other => other,
     }
 }

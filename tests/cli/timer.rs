@@ -10,6 +10,16 @@ use fleetsim::scenario::Os;
 
 use super::support::{self, describe};
 
+/// Whether `FLEETSIM_OS_LAYER=emulated` runs these tests, which only real-OS
+/// nodes can hold; says so when it does.
+fn emulated(why: &str) -> bool {
+    let emulated = support::os_layer_or(Os::Systemd) == Os::Emulated;
+    if emulated {
+        eprintln!("skipped: FLEETSIM_OS_LAYER=emulated, and {why}");
+    }
+    emulated
+}
+
 /// Waits until `node` has flagged a reboot by itself.
 fn wait_flagged(fleet: &fleetsim::Fleet, node: &str) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -27,8 +37,7 @@ fn wait_flagged(fleet: &fleetsim::Fleet, node: &str) {
 
 #[test]
 fn a_patch_the_nodes_own_timer_staged_over_its_running_image_is_shown_and_rolled_by_reboot() {
-    if support::os_layer_or(Os::Systemd) == Os::Emulated {
-        eprintln!("skipped: FLEETSIM_OS_LAYER=emulated has no timers");
+    if emulated("it has no timers") {
         return;
     }
     let fleet = support::start(
@@ -81,8 +90,7 @@ fn a_patch_the_nodes_own_timer_staged_over_its_running_image_is_shown_and_rolled
 /// converges every node onto the new patch.
 #[test]
 fn a_patch_the_nodes_own_sysupdate_stages_mid_hop_stops_apply_before_that_node_reboots() {
-    if support::os_layer_or(Os::Systemd) == Os::Emulated {
-        eprintln!("skipped: FLEETSIM_OS_LAYER=emulated has no systemd-sysupdate.service");
+    if emulated("it has no systemd-sysupdate.service") {
         return;
     }
     let nodes = ["cp-1", "w-1", "w-2"];
