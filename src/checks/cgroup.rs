@@ -52,6 +52,8 @@ pub struct NodeCgroup {
     pub v2: Option<bool>,
     /// The content of [`KUBELET_CONFIG`], `None` when absent or unreadable.
     pub kubelet_config: Option<String>,
+    /// `/var/lib/kubelet/instance-config.yaml`, `None` when absent or unreadable.
+    pub instance_config: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -168,6 +170,7 @@ mod tests {
             node: name.into(),
             v2,
             kubelet_config: config.map(str::to_string),
+            instance_config: None,
         }
     }
 

@@ -7,6 +7,7 @@
 use super::apiservers::{InstanceMetrics, check_removed_apis_across};
 use super::certs::{CertExpiration, check_certificates};
 use super::cgroup::{NodeCgroup, check_cgroup};
+use super::configmaps::ClusterConfigs;
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
 use super::hub::{HubImage, check_hub};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
@@ -35,6 +36,9 @@ pub struct Inputs {
     pub arches: Vec<(String, String)>,
     /// Every node's cgroup hierarchy and kubelet configuration.
     pub cgroups: Vec<NodeCgroup>,
+    /// The kubelet-config and kubeadm-config ConfigMaps, from the first
+    /// control plane: what every hop's kubeadm works from.
+    pub cluster_configs: ClusterConfigs,
 }
 
 /// The nodes a hop drains and reboots.
@@ -214,7 +218,9 @@ mod tests {
                 node: "w-9".into(),
                 v2: Some(true),
                 kubelet_config: None,
+                instance_config: None,
             }],
+            cluster_configs: Default::default(),
         }
     }
 

@@ -16,6 +16,7 @@
 mod apiservers;
 mod certs;
 mod cgroup;
+mod configmaps;
 mod etcd;
 mod flags;
 mod hop;
@@ -29,6 +30,10 @@ pub use apiservers::{
 };
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use cgroup::{FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, fail_cgroup_v1};
+pub use configmaps::{
+    ClusterConfigs, ClusterConfiguration, ControlPlaneComponent, KUBELET_CONFIGMAP,
+    KubeletConfigDoc, parse_kubeadm_configmap, parse_kubelet_configmap,
+};
 pub use etcd::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
