@@ -22,18 +22,23 @@ pub enum CheckName {
     Certificates,
     /// The hub lacks an image the hop needs.
     Hub,
-    /// A node runs cgroup v1, where the new kubelet refuses to start.
+    /// A node runs cgroup v1, where the new kubelet refuses to start and
+    /// kubeadm's SystemVerification preflight refuses the upgrade.
     Cgroup,
+    /// kubeadm's upgrade would rewrite a node's kubelet configuration
+    /// without a setting only that node has, or would fail on its files.
+    KubeletConfig,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 6] = [
+    pub const ALL: [CheckName; 7] = [
         CheckName::RemovedApis,
         CheckName::KubeletFlags,
         CheckName::Pdb,
         CheckName::Certificates,
         CheckName::Hub,
         CheckName::Cgroup,
+        CheckName::KubeletConfig,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +49,7 @@ impl CheckName {
             CheckName::Certificates => "certificates",
             CheckName::Hub => "hub",
             CheckName::Cgroup => "cgroup",
+            CheckName::KubeletConfig => "kubelet-config",
         }
     }
 }
