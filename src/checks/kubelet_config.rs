@@ -142,7 +142,13 @@ pub fn check_kubelet_config(
                 continue;
             }
         };
-        for lost in lost_settings(&current, &p.config) {
+        // What instance-config.yaml sets is kubeadm's own per-node value
+        // (the runtime endpoint it moves there), not a local edit.
+        let per_node = |field: &str| p.instance.as_ref().is_some_and(|i| i.get(field).is_some());
+        for lost in lost_settings(&current, &p.config)
+            .into_iter()
+            .filter(|l| !per_node(&l.field))
+        {
             let after = match &lost.after {
                 Some(a) => format!("becomes `{}: {a}`", lost.field),
                 None => "is not set there".to_string(),
@@ -243,6 +249,17 @@ mod tests {
         let views2 = super::views(&[a], &[fa], &cm, &[], m("v1.35"));
         let check = check_kubelet_config(&views2, m("v1.35"), None);
         assert_eq!(check.verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn the_endpoint_kubeadm_moves_into_instance_config_is_not_a_lost_setting() {
+        // A v1.33 node: config.yaml as the ConfigMap says, endpoint a flag.
+        let cm = "kind: KubeletConfiguration\ncontainerRuntimeEndpoint: \"\"\n";
+        let (a, fa) = node("w-1", cm);
+        let cm = Ok(Some(KubeletConfigDoc::parse(cm).unwrap()));
+        let views = views(&[a], &[fa], &cm, &["w-1"], m("v1.34"));
+        let check = check_kubelet_config(&views, m("v1.34"), None);
+        assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
     }
 
     #[test]

@@ -30,13 +30,11 @@ use crate::version::Minor;
 pub async fn before_reboot(apply: &Apply<'_>, hop: &Hop, batch: &[String]) -> anyhow::Result<()> {
     use crate::checks::CheckName;
     let ignored = &apply.plan.ignored_checks;
-    let (flags, cgroup) = (
-        !ignored.contains(&CheckName::KubeletFlags),
-        !ignored.contains(&CheckName::Cgroup),
-    );
-    if !flags && !cgroup {
-        return Ok(());
-    }
+    let flags = !ignored.contains(&CheckName::KubeletFlags);
+    // Always: `--ignore-check cgroup` goes past kubeadm's SystemVerification
+    // preflight (a cgroup v1 node whose kubelet allows it), never past a
+    // kubelet that would refuse to start on the files kubeadm just wrote.
+    let cgroup = true;
     // The batch's nodes at once: a big batch must not wait node by node.
     let looks = batch.iter().map(|node| async move {
         let facts = settled_facts(&apply.remote(node)?).await?;

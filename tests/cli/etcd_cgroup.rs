@@ -203,7 +203,9 @@ fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
     // A hop to v1.34 does not care.
     run(&fleet, &["plan", "v1.34"]).expect_code(0);
 
-    // The operator allows cgroup v1 in w-1's kubelet configuration.
+    // The operator allows cgroup v1 in w-1's own config.yaml only. kubeadm's
+    // `upgrade node` rewrites that file from the cluster's kubelet-config:
+    // the plan says so before anything changes (issue 23).
     fleet
         .ssh_ok(
             "w-1",
@@ -211,43 +213,58 @@ fn a_cgroup_v1_node_blocks_the_hop_to_1_35_until_its_kubelet_allows_it() {
             "printf 'failCgroupV1: false\\n' >> /var/lib/kubelet/config.yaml",
         )
         .unwrap();
-    let passed = run(&fleet, &["plan", "v1.35"]).expect_code(0);
-    let text = format!("{}\n{}", passed.stdout, passed.stderr);
-    assert!(!text.contains("BLOCK   cgroup"), "{text}");
-    let saved = fs::read_to_string(fleet.dir().join(".fleetctl/plan.yaml")).unwrap();
-    assert!(saved.contains("v1.35"), "{saved}");
-
-    // kubeadm's `upgrade node` rewrites config.yaml from the cluster's
-    // kubelet-config, which does not allow cgroup v1: the last look before
-    // w-1's reboot sees it, and w-1 never boots a kubelet that refuses to
-    // start.
-    let start = fleet.events().unwrap().len();
-    let out = support::apply(&fleet, &["--yes"]).expect_code(1);
+    let before = fleet.events().unwrap().len();
+    let lost = run(&fleet, &["plan", "v1.35"]).expect_code(2);
+    let text = format!("{}\n{}", lost.stdout, lost.stderr);
     support::assert_has(
-        &out.stderr,
+        &text,
         &[
-            "not rebooting w-1",
-            "w-1: cgroup v1",
-            "Nothing was rebooted",
+            "BLOCK   cgroup",
+            "w-1: cgroup v1 (no /sys/fs/cgroup/cgroup.controllers), and `failCgroupV1: false` is \
+             only in its own /var/lib/kubelet/config.yaml, which is lost at the kubeadm step",
+            "BLOCK   kubelet-config",
+            "w-1: `failCgroupV1: false` in its /var/lib/kubelet/config.yaml is lost at the kubeadm step",
+            "--ignore-check kubelet-config",
         ],
     );
+    // Going past the kubelet-config block alone leaves the kubelet's refusal.
+    let still = run(
+        &fleet,
+        &["plan", "v1.35", "--ignore-check", "kubelet-config"],
+    )
+    .expect_code(2);
+    let text = format!("{}\n{}", still.stdout, still.stderr);
+    assert!(!text.contains("BLOCK   kubelet-config"), "{text}");
+    support::assert_has(&text, &["BLOCK   cgroup", "lost at the kubeadm step"]);
     let events = fleet.events().unwrap();
     assert!(
-        !events[start..]
-            .iter()
-            .any(|e| support::is_reboot(e) && e.node == "w-1"),
-        "w-1 was rebooted onto a kubelet that refuses cgroup v1:\n{}",
-        support::describe(&events[start..])
+        mutations(&events[before..]).is_empty(),
+        "plan changed nothing: {}",
+        support::describe(&events[before..])
     );
-    support::assert_consistent(&fleet, &["cp-1", "w-1"], None);
-    // Allowed again where kubeadm left it, a rerun finishes.
+
+    // Set where kubeadm reads it, only kubeadm's own preflight is left, and
+    // `--ignore-check cgroup` passes it.
     fleet
-        .ssh_ok(
-            "w-1",
-            "root",
-            "printf 'failCgroupV1: false\\n' >> /var/lib/kubelet/config.yaml",
-        )
+        .shared()
+        .update_cluster(|c| {
+            let cm = c.configmaps.get_mut("kube-system/kubelet-config").unwrap();
+            let doc = cm.data.get_mut("kubelet").unwrap();
+            doc.push_str("failCgroupV1: false\n");
+            Ok(())
+        })
         .unwrap();
+    let preflight = run(&fleet, &["plan", "v1.35"]).expect_code(2);
+    let text = format!("{}\n{}", preflight.stdout, preflight.stderr);
+    assert!(!text.contains("BLOCK   kubelet-config"), "{text}");
+    support::assert_has(
+        &text,
+        &[
+            "w-1: cgroup v1; its kubelet allows it",
+            "SystemVerification",
+        ],
+    );
+    run(&fleet, &["plan", "v1.35", "--ignore-check", "cgroup"]).expect_code(0);
     support::apply(&fleet, &["--yes"]).expect_code(0);
     let c = fleet.cluster().unwrap();
     assert_eq!(c.nodes["w-1"].kubelet_version, c.version, "w-1's kubelet");

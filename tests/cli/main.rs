@@ -12,6 +12,7 @@ mod etcd_cgroup;
 mod hardening;
 mod integrity;
 mod jump;
+mod kubeadm_writes;
 mod lock;
 mod pacing;
 mod plan;
