@@ -175,7 +175,9 @@ fn from_v1_34_a_worker_holding_pod_infra_takes_v1_35_and_one_without_it_jumps() 
         .ssh_ok(
             "w-1",
             "root",
-            &format!("sed -i 's/ {POD_INFRA}=[^ \"]*//' {FLAGS_FILE} && cat {FLAGS_FILE}"),
+            // The flag may come first: kubeadm v1.34 wrote the runtime endpoint
+            // into instance-config.yaml, not here.
+            &format!("sed -i 's/ *{POD_INFRA}=[^ \"]*//' {FLAGS_FILE} && cat {FLAGS_FILE}"),
         )
         .unwrap();
     let flags = fleet

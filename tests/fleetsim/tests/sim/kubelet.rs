@@ -170,7 +170,7 @@ fn a_1_35_kubelet_refuses_the_old_flags_and_restarts_until_they_are_fixed() {
         &fleet,
         "w-1",
         "root",
-        "sed -i 's/ --pod-infra-container-image=[^ \"]*//' /var/lib/kubelet/kubeadm-flags.env",
+        "sed -i 's/ *--pod-infra-container-image=[^ \"]*//' /var/lib/kubelet/kubeadm-flags.env",
     );
     fleet.wait_ready("w-1").unwrap();
     assert_eq!(
