@@ -16,6 +16,24 @@ use crate::version::{Minor, Version};
 /// (kubernetes/kubernetes#136131, the cherry-pick of #136127).
 pub const EMPTY_FLAGS_BUG: Version = Version::new(1, 35, 0);
 
+/// Why the files a hop's kubeadm leaves on a node are not known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unforeseen {
+    /// The ConfigMap could not be read: unchecked, a warning.
+    Unread(String),
+    /// That kubeadm would fail on the node's files (or on a missing
+    /// ConfigMap): a block.
+    Fails(String),
+}
+
+impl std::fmt::Display for Unforeseen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unforeseen::Unread(e) | Unforeseen::Fails(e) => f.write_str(e),
+        }
+    }
+}
+
 /// One node's kubelet as the hop leaves it.
 #[derive(Debug, Clone)]
 pub struct KubeletView {
@@ -26,7 +44,7 @@ pub struct KubeletView {
     pub current: Option<String>,
     /// What this hop's kubeadm writes on the node; `None` when it runs no
     /// kubeadm there; `Err`: why that cannot be known, or why kubeadm fails.
-    pub predicted: Option<Result<Predicted, String>>,
+    pub predicted: Option<Result<Predicted, Unforeseen>>,
     /// Every kubelet flag the node passes after the hop's kubeadm.
     pub flags: Vec<KubeletFlag>,
 }
@@ -37,7 +55,7 @@ impl KubeletView {
     pub fn config(&self) -> Result<(Option<KubeletConfigDoc>, &'static str), String> {
         match &self.predicted {
             Some(Ok(p)) => Ok((Some(p.config.clone()), KUBELET_CONFIGMAP)),
-            Some(Err(e)) => Err(e.clone()),
+            Some(Err(e)) => Err(e.to_string()),
             None => match self.current.as_deref().map(KubeletConfigDoc::parse) {
                 Some(Ok(doc)) => Ok((Some(doc), super::cgroup::KUBELET_CONFIG)),
                 Some(Err(e)) => Err(format!(
@@ -71,12 +89,16 @@ pub fn views(
                 let cm = match configmap {
                     Ok(Some(doc)) => doc,
                     Ok(None) => {
-                        return Err(format!(
+                        return Err(Unforeseen::Fails(format!(
                             "{KUBELET_CONFIGMAP} does not exist, and kubeadm's upgrade writes \
                              config.yaml from it"
-                        ));
+                        )));
                     }
-                    Err(e) => return Err(format!("could not read {KUBELET_CONFIGMAP}: {e}")),
+                    Err(e) => {
+                        return Err(Unforeseen::Unread(format!(
+                            "could not read {KUBELET_CONFIGMAP}: {e}"
+                        )));
+                    }
                 };
                 predict(
                     cm,
@@ -84,6 +106,7 @@ pub fn views(
                     node_files.get(KUBEADM_FLAGS_ENV).map(String::as_str),
                     minor,
                 )
+                .map_err(Unforeseen::Fails)
             });
             if let Some(Ok(p)) = &predicted {
                 match &p.flags_env {
@@ -116,11 +139,11 @@ pub fn check_kubelet_config(
         };
         let p = match predicted {
             Ok(p) => p,
-            Err(e) if e.starts_with("could not read") => {
+            Err(Unforeseen::Unread(e)) => {
                 unknown.push(format!("{}: {e}", v.node));
                 continue;
             }
-            Err(e) => {
+            Err(Unforeseen::Fails(e)) => {
                 blocking.push(format!(
                     "{}: kubeadm {minor}'s upgrade would fail: {e}",
                     v.node

@@ -49,7 +49,7 @@ pub use flags::{
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};
-pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, check_kubelet_config, views};
+pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
