@@ -260,6 +260,8 @@ pub async fn check_inputs<'a>(
         hub_images,
         arches,
         cgroups,
+        kubelet_configmap: Err("no control-plane node answered".into()),
+        kubeadm_config: Err("no control-plane node answered".into()),
     };
     let Some(s) = session else {
         return inputs;
@@ -274,10 +276,18 @@ pub async fn check_inputs<'a>(
             let e = format!("{}: {e}", s.node());
             inputs.deprecated_apis = Err(e.clone());
             inputs.budgets = Err(e.clone());
-            inputs.certificates = Err(e);
+            inputs.certificates = Err(e.clone());
+            inputs.kubelet_configmap = Err(e.clone());
+            inputs.kubeadm_config = Err(e);
             return inputs;
         }
     };
+    inputs.kubelet_configmap = outputs
+        .kubelet_config
+        .map_err(|e| format!("{}: {e}", s.node()));
+    inputs.kubeadm_config = outputs
+        .kubeadm_config
+        .map_err(|e| format!("{}: {e}", s.node()));
     inputs.deprecated_apis = Ok(deprecated_apis(s, outputs.metrics, outputs.apiservers).await);
     inputs.certificates = parsed(s, outputs.certs, checks::parse_check_expiration);
     inputs.budgets = parsed(s, outputs.pdbs, checks::parse_pdbs);

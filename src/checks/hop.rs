@@ -8,10 +8,11 @@ use super::apiservers::{InstanceMetrics, check_removed_apis_across};
 use super::certs::{CertExpiration, check_certificates};
 use super::cgroup::{NodeCgroup, check_cgroup};
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
+use super::gates::{GateSources, check_feature_gates};
 use super::hub::{HubImage, check_hub};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
 use super::pdb::{Budget, Pod, check_drains};
-use crate::plan::{Action, Hop};
+use crate::plan::{Action, Hop, PhaseKind};
 use crate::version::Minor;
 
 /// What the checks read before a hop; each source as far as it could be read
@@ -35,6 +36,15 @@ pub struct Inputs {
     pub arches: Vec<(String, String)>,
     /// Every node's cgroup hierarchy and kubelet configuration.
     pub cgroups: Vec<NodeCgroup>,
+    /// `kubectl -n kube-system get configmap kubelet-config -o json` on the
+    /// first control plane; `Ok(None)` when there is no such ConfigMap.
+    /// (Issue 23's part A predicts the kubelet configuration from it; the
+    /// feature-gates check reads its `featureGates` only.)
+    pub kubelet_configmap: Result<Option<String>, String>,
+    /// `kubectl -n kube-system get configmap kubeadm-config -o json`: the
+    /// ClusterConfiguration whose `extraArgs` kubeadm renders into the
+    /// control plane's static pods.
+    pub kubeadm_config: Result<String, String>,
 }
 
 /// The nodes a hop drains and reboots.
@@ -99,9 +109,43 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
         // Every node, not only those this hop reboots: any later boot
         // starts the new kubelet there too.
         check_cgroup(&inputs.cgroups, hop.minor),
+        {
+            let node_configs: Vec<(String, Option<String>)> = inputs
+                .cgroups
+                .iter()
+                .map(|n| (n.node.clone(), n.kubelet_config.clone()))
+                .collect();
+            let sources = GateSources {
+                kubelet_configmap: &inputs.kubelet_configmap,
+                kubeadm_config: &inputs.kubeadm_config,
+                node_configs: &node_configs,
+                kubelet_files: &inputs.kubelet_files,
+            };
+            check_feature_gates(sources, hop.minor, &drained, renders_control_plane(hop))
+        },
     ];
     apply_ignores(&mut checks, ignored);
     checks
+}
+
+/// Whether the hop runs kubeadm's upgrade on a control plane, which writes
+/// its static pods anew from the ClusterConfiguration.
+fn renders_control_plane(hop: &Hop) -> bool {
+    hop.phases
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.kind,
+                PhaseKind::FirstControlPlane | PhaseKind::OtherControlPlanes
+            )
+        })
+        .flat_map(|p| &p.steps)
+        .any(|s| {
+            matches!(
+                s.action,
+                Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+            )
+        })
 }
 
 /// Every hop of a plan judged on the fleet as the earlier hops leave it:
@@ -215,6 +259,10 @@ mod tests {
                 v2: Some(true),
                 kubelet_config: None,
             }],
+            kubelet_configmap: Ok(None),
+            kubeadm_config: Ok(
+                r#"{"data":{"ClusterConfiguration":"kind: ClusterConfiguration\n"}}"#.into(),
+            ),
         }
     }
 

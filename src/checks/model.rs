@@ -24,16 +24,20 @@ pub enum CheckName {
     Hub,
     /// A node runs cgroup v1, where the new kubelet refuses to start.
     Cgroup,
+    /// The kubelet or a control-plane component is given a feature gate the
+    /// new minor removed.
+    FeatureGates,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 6] = [
+    pub const ALL: [CheckName; 7] = [
         CheckName::RemovedApis,
         CheckName::KubeletFlags,
         CheckName::Pdb,
         CheckName::Certificates,
         CheckName::Hub,
         CheckName::Cgroup,
+        CheckName::FeatureGates,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +48,7 @@ impl CheckName {
             CheckName::Certificates => "certificates",
             CheckName::Hub => "hub",
             CheckName::Cgroup => "cgroup",
+            CheckName::FeatureGates => "feature-gates",
         }
     }
 }

@@ -126,6 +126,11 @@ pub struct CheckOutputs {
     pub certs: Result<String, String>,
     /// `kubectl -n kube-system get pods -o json`: the kube-apiserver mirror pods.
     pub apiservers: Result<String, String>,
+    /// `kubectl -n kube-system get configmap kubelet-config -o json`;
+    /// `Ok(None)` when the API server says there is none.
+    pub kubelet_config: Result<Option<String>, String>,
+    /// `kubectl -n kube-system get configmap kubeadm-config -o json`.
+    pub kubeadm_config: Result<String, String>,
 }
 
 /// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
@@ -144,6 +149,11 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),
         apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
+        kubelet_config: sections
+            .found("kubelet-config", "kubectl get configmap kubelet-config")
+            .map(|s| s.map(|s| s.stdout.clone()))
+            .map_err(|e| e.to_string()),
+        kubeadm_config: take("kubeadm-config", "kubectl get configmap kubeadm-config"),
     })
 }
 
