@@ -411,6 +411,7 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
             .map(|n| (n.name.clone(), now() + scenario.cert_expiry_days * 86_400.0))
             .collect(),
         external_etcd: scenario.external_etcd.clone(),
+        control_plane_args: scenario.control_plane_args.clone(),
         etcd_images: scenario
             .nodes
             .iter()
