@@ -241,6 +241,7 @@ pub async fn check_inputs<'a>(
             node: node.to_string(),
             v2: f.cgroup.v2,
             kubelet_config: f.cgroup.kubelet_config.clone(),
+            instance_config: f.cgroup.instance_config.clone(),
         });
         kubelet_files.push(NodeKubeletFiles {
             node: node.to_string(),
@@ -260,8 +261,7 @@ pub async fn check_inputs<'a>(
         hub_images,
         arches,
         cgroups,
-        kubelet_configmap: Err("no control-plane node answered".into()),
-        kubeadm_config: Err("no control-plane node answered".into()),
+        cluster_configs: Default::default(),
     };
     let Some(s) = session else {
         return inputs;
@@ -276,18 +276,26 @@ pub async fn check_inputs<'a>(
             let e = format!("{}: {e}", s.node());
             inputs.deprecated_apis = Err(e.clone());
             inputs.budgets = Err(e.clone());
-            inputs.certificates = Err(e.clone());
-            inputs.kubelet_configmap = Err(e.clone());
-            inputs.kubeadm_config = Err(e);
+            inputs.cluster_configs = checks::ClusterConfigs {
+                kubelet: Err(e.clone()),
+                cluster: Err(e.clone()),
+            };
+            inputs.certificates = Err(e);
             return inputs;
         }
     };
-    inputs.kubelet_configmap = outputs
-        .kubelet_config
-        .map_err(|e| format!("{}: {e}", s.node()));
-    inputs.kubeadm_config = outputs
-        .kubeadm_config
-        .map_err(|e| format!("{}: {e}", s.node()));
+    inputs.cluster_configs = checks::ClusterConfigs {
+        kubelet: parsed_found(
+            s,
+            outputs.kubelet_configmap,
+            checks::parse_kubelet_configmap,
+        ),
+        cluster: parsed_found(
+            s,
+            outputs.kubeadm_configmap,
+            checks::parse_kubeadm_configmap,
+        ),
+    };
     inputs.deprecated_apis = Ok(deprecated_apis(s, outputs.metrics, outputs.apiservers).await);
     inputs.certificates = parsed(s, outputs.certs, checks::parse_check_expiration);
     inputs.budgets = parsed(s, outputs.pdbs, checks::parse_pdbs);
@@ -405,6 +413,20 @@ async fn deprecated_apis(
         apis: Err(p),
     }));
     out
+}
+
+/// A ConfigMap's probe parsed: `Ok(None)` when the API server says it does
+/// not exist; otherwise as [`parsed`].
+fn parsed_found<T>(
+    s: &Session,
+    output: Result<Option<String>, String>,
+    parse: impl Fn(&str) -> anyhow::Result<T>,
+) -> Result<Option<T>, String> {
+    match output {
+        Ok(None) => Ok(None),
+        Ok(Some(text)) => parsed(s, Ok(text), parse).map(Some),
+        Err(e) => Err(format!("{}: {e}", s.node())),
+    }
 }
 
 /// A probe's output parsed, or why not, naming the node it came from.

@@ -69,7 +69,7 @@ impl FromStr for Minor {
 pub struct Version(pub semver::Version);
 
 impl Version {
-    pub fn new(major: u64, minor: u64, patch: u64) -> Self {
+    pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
         Version(semver::Version::new(major, minor, patch))
     }
 

@@ -11,15 +11,17 @@
 //! after fleetctl has already started the hop.
 //!
 //! Where gates are set, and so read here:
-//! - the kubelet: the `kube-system/kubelet-config` ConfigMap's
-//!   `featureGates` (kubeadm's kubelet-config phase writes it into every
-//!   node's config.yaml at the hop), each node's own
-//!   `/var/lib/kubelet/config.yaml`, and `--feature-gates` in any file the
+//! - the kubelet: the `featureGates` of the configuration each restarted
+//!   node's kubelet starts with after the hop ([`KubeletView::config`]: what
+//!   the hop's kubeadm writes from the `kube-system/kubelet-config`
+//!   ConfigMap where it runs, else the node's own
+//!   `/var/lib/kubelet/config.yaml`), and `--feature-gates` in any file the
 //!   kubelet unit reads its flags from (kubeadm-flags.env, the drop-ins,
-//!   `KUBELET_EXTRA_ARGS`), read by [`super::flags::kubelet_flags`];
+//!   `KUBELET_EXTRA_ARGS`; [`KubeletView::flags`], read by
+//!   [`super::flags::kubelet_flags`]);
 //! - the control plane: ClusterConfiguration's `apiServer`,
-//!   `controllerManager` and `scheduler` `extraArgs`, as a map
-//!   (kubeadm.k8s.io/v1beta3) or a list of `{name, value}` (v1beta4).
+//!   `controllerManager` and `scheduler` `extraArgs` (parsed by
+//!   [`super::configmaps`], v1beta3 map or v1beta4 list).
 //!
 //! Setting a gate that is locked to its default (a GA gate kept for a few
 //! releases) to the other value fails too (`cannot set feature gate X to
@@ -27,40 +29,20 @@
 
 mod table;
 
-use std::collections::BTreeMap;
-use std::fmt;
-
-use serde::Deserialize;
-
-use super::cgroup::KUBELET_CONFIG;
-use super::flags::{NodeKubeletFiles, kubelet_flags};
+use super::configmaps::{ClusterConfiguration, ControlPlaneComponent};
+use super::kubelet_config::KubeletView;
 use super::model::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 pub use table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
 
-/// The ConfigMap kubeadm keeps the cluster-wide kubelet configuration in.
-pub const KUBELET_CONFIGMAP: &str = "kube-system/kubelet-config";
-
-/// A component that takes `--feature-gates`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum KubeComponent {
-    Kubelet,
-    KubeApiserver,
-    KubeControllerManager,
-    KubeScheduler,
-}
-
-impl fmt::Display for KubeComponent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KubeComponent::Kubelet => "kubelet",
-            KubeComponent::KubeApiserver => "kube-apiserver",
-            KubeComponent::KubeControllerManager => "kube-controller-manager",
-            KubeComponent::KubeScheduler => "kube-scheduler",
-        })
-    }
-}
+/// The control-plane components that take `--feature-gates`, in the order
+/// kubeadm upgrades them.
+const GATED: [ControlPlaneComponent; 3] = [
+    ControlPlaneComponent::ApiServer,
+    ControlPlaneComponent::ControllerManager,
+    ControlPlaneComponent::Scheduler,
+];
 
 /// The gates of a `--feature-gates` value (`A=true,B=false`), as
 /// component-base splits it: by commas, each `name=value` trimmed; a pair
@@ -75,153 +57,20 @@ pub fn parse_gate_list(value: &str) -> Vec<String> {
         .collect()
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct KubeletConfiguration {
-    #[serde(default)]
-    feature_gates: BTreeMap<String, serde::de::IgnoredAny>,
-}
-
-/// The gate names of a KubeletConfiguration's `featureGates`.
-pub fn kubelet_config_gates(config: &str) -> Result<Vec<String>, String> {
-    if config.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    serde_saphyr::from_str::<Option<KubeletConfiguration>>(config)
-        .map(|c| c.unwrap_or_default().feature_gates.into_keys().collect())
-        .map_err(|e| format!("not a kubelet configuration: {e}"))
-}
-
-#[derive(Deserialize)]
-struct ConfigMap {
-    #[serde(default)]
-    data: BTreeMap<String, String>,
-}
-
-/// The gates of the kubelet-config ConfigMap (`kubectl get configmap -o
-/// json`): its `kubelet` key holds the KubeletConfiguration.
-pub fn kubelet_configmap_gates(configmap_json: &str) -> Result<Vec<String>, String> {
-    let map: ConfigMap = serde_json::from_str(configmap_json)
-        .map_err(|e| format!("{KUBELET_CONFIGMAP} is not a ConfigMap: {e}"))?;
-    match map.data.get("kubelet") {
-        Some(config) => {
-            kubelet_config_gates(config).map_err(|e| format!("{KUBELET_CONFIGMAP}: {e}"))
-        }
-        None => Ok(Vec::new()),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ExtraArgs {
-    /// kubeadm.k8s.io/v1beta3: `extraArgs: {feature-gates: "A=true"}`.
-    Map(BTreeMap<String, String>),
-    /// v1beta4: `extraArgs: [{name: feature-gates, value: "A=true"}]`.
-    List(Vec<Arg>),
-}
-
-#[derive(Deserialize)]
-struct Arg {
-    name: String,
-    #[serde(default)]
-    value: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ControlPlaneComponent {
-    extra_args: Option<ExtraArgs>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ClusterConfiguration {
-    #[serde(default)]
-    api_server: Option<ControlPlaneComponent>,
-    #[serde(default)]
-    controller_manager: Option<ControlPlaneComponent>,
-    #[serde(default)]
-    scheduler: Option<ControlPlaneComponent>,
-}
-
-/// One control-plane component's `--feature-gates` in the ClusterConfiguration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlPlaneGates {
-    pub component: KubeComponent,
-    /// `apiServer.extraArgs`, …
-    pub field: &'static str,
-    pub gates: Vec<String>,
-}
-
-/// The `--feature-gates` of each control-plane component in kubeadm-config's
-/// ClusterConfiguration (`kubectl get configmap kubeadm-config -o json`).
-pub fn control_plane_gates(kubeadm_config_json: &str) -> Result<Vec<ControlPlaneGates>, String> {
-    let map: ConfigMap = serde_json::from_str(kubeadm_config_json)
-        .map_err(|e| format!("kube-system/kubeadm-config is not a ConfigMap: {e}"))?;
-    let Some(yaml) = map.data.get("ClusterConfiguration") else {
-        return Err("the kubeadm-config ConfigMap has no ClusterConfiguration".into());
-    };
-    let config: ClusterConfiguration = serde_saphyr::from_str::<Option<ClusterConfiguration>>(yaml)
-        .map_err(|e| format!("the ClusterConfiguration in kubeadm-config is not valid: {e}"))?
-        .unwrap_or_default();
-    let mut found = Vec::new();
-    for (component, field, section) in [
-        (
-            KubeComponent::KubeApiserver,
-            "apiServer.extraArgs",
-            config.api_server,
-        ),
-        (
-            KubeComponent::KubeControllerManager,
-            "controllerManager.extraArgs",
-            config.controller_manager,
-        ),
-        (
-            KubeComponent::KubeScheduler,
-            "scheduler.extraArgs",
-            config.scheduler,
-        ),
-    ] {
-        let values: Vec<String> = match section.and_then(|s| s.extra_args) {
-            None => Vec::new(),
-            Some(ExtraArgs::Map(map)) => map.get("feature-gates").cloned().into_iter().collect(),
-            Some(ExtraArgs::List(list)) => list
-                .into_iter()
-                .filter(|a| a.name == "feature-gates")
-                .map(|a| a.value)
-                .collect(),
-        };
-        let gates: Vec<String> = values.iter().flat_map(|v| parse_gate_list(v)).collect();
-        if !gates.is_empty() {
-            found.push(ControlPlaneGates {
-                component,
-                field,
-                gates,
-            });
-        }
-    }
-    Ok(found)
-}
-
 /// Everything the check reads, each source as far as it could be read.
 #[derive(Debug, Clone, Copy)]
 pub struct GateSources<'a> {
-    /// `kubectl -n kube-system get configmap kubelet-config -o json`;
-    /// `Ok(None)`: there is no such ConfigMap.
-    pub kubelet_configmap: &'a Result<Option<String>, String>,
-    /// `kubectl -n kube-system get configmap kubeadm-config -o json`.
-    pub kubeadm_config: &'a Result<String, String>,
-    /// Node → its `/var/lib/kubelet/config.yaml`, `None` when unread.
-    pub node_configs: &'a [(String, Option<String>)],
-    /// Every node's kubelet flag files.
-    pub kubelet_files: &'a [NodeKubeletFiles],
+    /// Every node's kubelet as the hop leaves it.
+    pub kubelets: &'a [KubeletView],
+    /// kubeadm-config's ClusterConfiguration; `Ok(None)`: no such ConfigMap.
+    pub cluster: &'a Result<Option<ClusterConfiguration>, String>,
 }
 
 /// The `feature-gates` check of a hop to `hop`: the kubelets of the
-/// `restarted` nodes and, when the hop runs kubeadm's upgrade
-/// (`control_plane`), the control-plane components it re-renders must all
-/// know every gate they are given. Gates removed before `hop` count too: a
-/// kubelet that lags the cluster still starts with them today.
+/// `restarted` nodes and, when the hop runs kubeadm's upgrade on a control
+/// plane (`control_plane`), the components it writes new static pods for
+/// must all know every gate they are given. Gates removed before `hop`
+/// count too: a kubelet that lags the cluster still starts with them today.
 pub fn check_feature_gates(
     sources: GateSources<'_>,
     hop: Minor,
@@ -230,7 +79,7 @@ pub fn check_feature_gates(
 ) -> Check {
     let mut blocking = Vec::new();
     let mut unread = Vec::new();
-    let mut judge = |gate: &str, component: KubeComponent, at: &str| {
+    let mut judge = |gate: &str, component: &str, at: &str| {
         if let Some(removed) = removed_by(gate, hop) {
             blocking.push(format!(
                 "{at}: feature gate {gate} ({component}), removed in {}",
@@ -238,86 +87,50 @@ pub fn check_feature_gates(
             ));
         }
     };
-    if !restarted.is_empty() {
-        match sources.kubelet_configmap {
-            Ok(Some(json)) => match kubelet_configmap_gates(json) {
-                Ok(gates) => {
-                    for gate in gates {
-                        judge(
-                            &gate,
-                            KubeComponent::Kubelet,
-                            &format!("ConfigMap {KUBELET_CONFIGMAP} (featureGates)"),
-                        );
-                    }
-                }
-                Err(e) => unread.push(e),
-            },
-            Ok(None) => {}
-            Err(e) => unread.push(format!("{KUBELET_CONFIGMAP}: {e}")),
-        }
-    }
-    for (node, config) in sources.node_configs {
-        if !restarted.contains(node) {
+    for view in sources.kubelets {
+        if !restarted.contains(&view.node) {
             continue;
         }
-        if let Some(config) = config {
-            match kubelet_config_gates(config) {
-                Ok(gates) => {
-                    for gate in gates {
-                        judge(
-                            &gate,
-                            KubeComponent::Kubelet,
-                            &format!("{node}: {KUBELET_CONFIG} (featureGates)"),
-                        );
-                    }
+        match view.config() {
+            Ok((Some(doc), place)) => {
+                let at = format!("{}: {place} (featureGates)", view.node);
+                for gate in doc.feature_gates().keys() {
+                    judge(gate, "kubelet", &at);
                 }
-                Err(e) => unread.push(format!("{node}: {KUBELET_CONFIG} is {e}")),
             }
+            Ok((None, _)) => {}
+            Err(e) => unread.push(format!("{}: {e}", view.node)),
         }
-    }
-    for node in sources.kubelet_files {
-        if !restarted.contains(&node.node) {
-            continue;
-        }
-        for (path, content) in &node.files {
-            for flag in kubelet_flags(path, content) {
-                if flag.flag != "--feature-gates" {
-                    continue;
-                }
-                for gate in parse_gate_list(flag.value.as_deref().unwrap_or("")) {
-                    judge(
-                        &gate,
-                        KubeComponent::Kubelet,
-                        &format!(
-                            "{}: {path} ({} --feature-gates)",
-                            node.node, flag.origin.variable
-                        ),
-                    );
-                }
+        for flag in view.flags.iter().filter(|f| f.flag == "--feature-gates") {
+            let at = format!(
+                "{}: {} ({} --feature-gates)",
+                view.node, flag.origin.path, flag.origin.variable
+            );
+            for gate in parse_gate_list(flag.value.as_deref().unwrap_or("")) {
+                judge(&gate, "kubelet", &at);
             }
         }
     }
     if control_plane {
-        match sources
-            .kubeadm_config
-            .as_deref()
-            .map_err(String::clone)
-            .and_then(control_plane_gates)
-        {
-            Ok(components) => {
-                for c in components {
+        match sources.cluster {
+            Ok(Some(config)) => {
+                for component in GATED {
                     let at = format!(
-                        "ConfigMap kube-system/kubeadm-config (ClusterConfiguration {} feature-gates)",
-                        c.field
+                        "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration {} feature-gates)",
+                        component.section()
                     );
-                    for gate in &c.gates {
-                        judge(gate, c.component, &at);
+                    for value in config.args(component, "feature-gates") {
+                        for gate in parse_gate_list(value) {
+                            judge(&gate, component.binary(), &at);
+                        }
                     }
                 }
             }
-            Err(e) => unread.push(e),
+            Ok(None) => {}
+            Err(e) => unread.push(format!("the kubeadm-config ConfigMap: {e}")),
         }
     }
+    blocking.dedup();
     if !blocking.is_empty() {
         let mut details = blocking;
         details.extend(unread.into_iter().map(|e| format!("not read: {e}")));

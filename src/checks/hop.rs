@@ -6,10 +6,12 @@
 
 use super::apiservers::{InstanceMetrics, check_removed_apis_across};
 use super::certs::{CertExpiration, check_certificates};
-use super::cgroup::{NodeCgroup, check_cgroup};
+use super::cgroup::{NodeCgroup, check_cgroup_hop};
+use super::configmaps::ClusterConfigs;
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
 use super::gates::{GateSources, check_feature_gates};
 use super::hub::{HubImage, check_hub};
+use super::kubelet_config::{KubeletView, check_kubelet_config, views};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
 use super::pdb::{Budget, Pod, check_drains};
 use crate::plan::{Action, Hop, PhaseKind};
@@ -36,15 +38,9 @@ pub struct Inputs {
     pub arches: Vec<(String, String)>,
     /// Every node's cgroup hierarchy and kubelet configuration.
     pub cgroups: Vec<NodeCgroup>,
-    /// `kubectl -n kube-system get configmap kubelet-config -o json` on the
-    /// first control plane; `Ok(None)` when there is no such ConfigMap.
-    /// (Issue 23's part A predicts the kubelet configuration from it; the
-    /// feature-gates check reads its `featureGates` only.)
-    pub kubelet_configmap: Result<Option<String>, String>,
-    /// `kubectl -n kube-system get configmap kubeadm-config -o json`: the
-    /// ClusterConfiguration whose `extraArgs` kubeadm renders into the
-    /// control plane's static pods.
-    pub kubeadm_config: Result<String, String>,
+    /// The kubelet-config and kubeadm-config ConfigMaps, from the first
+    /// control plane: what every hop's kubeadm works from.
+    pub cluster_configs: ClusterConfigs,
 }
 
 /// The nodes a hop drains and reboots.
@@ -58,10 +54,35 @@ pub fn drained(hop: &Hop) -> Vec<String> {
     nodes
 }
 
+/// The nodes a hop runs kubeadm on (`upgrade apply` or `upgrade node`).
+pub fn kubeadm_nodes(hop: &Hop) -> Vec<&str> {
+    hop.steps()
+        .filter(|s| {
+            matches!(
+                s.action,
+                Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+            )
+        })
+        .map(|s| s.node.as_str())
+        .collect()
+}
+
+/// Every node's kubelet as `hop` leaves it (`super::prediction`).
+fn hop_views(inputs: &Inputs, hop: &Hop) -> Vec<KubeletView> {
+    views(
+        &inputs.cgroups,
+        &inputs.kubelet_files,
+        &inputs.cluster_configs.kubelet,
+        &kubeadm_nodes(hop),
+        hop.minor,
+    )
+}
+
 /// The checks of `hop` on a plan that ends at `target`, in [`CheckName::ALL`]
 /// order, with the operator's `ignored` blocks turned into `ignored`.
 pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]) -> Vec<Check> {
     let drained = drained(hop);
+    let kubelets = hop_views(inputs, hop);
     let version = hop.version.as_ref();
     let mut checks = vec![
         match &inputs.deprecated_apis {
@@ -108,21 +129,17 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
         },
         // Every node, not only those this hop reboots: any later boot
         // starts the new kubelet there too.
-        check_cgroup(&inputs.cgroups, hop.minor),
-        {
-            let node_configs: Vec<(String, Option<String>)> = inputs
-                .cgroups
-                .iter()
-                .map(|n| (n.node.clone(), n.kubelet_config.clone()))
-                .collect();
-            let sources = GateSources {
-                kubelet_configmap: &inputs.kubelet_configmap,
-                kubeadm_config: &inputs.kubeadm_config,
-                node_configs: &node_configs,
-                kubelet_files: &inputs.kubelet_files,
-            };
-            check_feature_gates(sources, hop.minor, &drained, renders_control_plane(hop))
-        },
+        check_cgroup_hop(&kubelets, hop.minor),
+        check_kubelet_config(&kubelets, hop.minor, version),
+        check_feature_gates(
+            GateSources {
+                kubelets: &kubelets,
+                cluster: &inputs.cluster_configs.cluster,
+            },
+            hop.minor,
+            &drained,
+            renders_control_plane(hop),
+        ),
     ];
     apply_ignores(&mut checks, ignored);
     checks
@@ -150,7 +167,9 @@ fn renders_control_plane(hop: &Hop) -> bool {
 
 /// Every hop of a plan judged on the fleet as the earlier hops leave it:
 /// a flag an earlier hop's kubeadm strips from a node's kubeadm-flags.env
-/// no longer counts against that node in the later hops.
+/// no longer counts against that node in the later hops, and a node whose
+/// kubeadm ran has the kubelet files that kubeadm wrote
+/// (`super::prediction`).
 pub fn evaluate_all(
     inputs: &Inputs,
     hops: &[Hop],
@@ -161,16 +180,29 @@ pub fn evaluate_all(
     let mut all = Vec::with_capacity(hops.len());
     for hop in hops {
         all.push(evaluate(&projected, hop, target, ignored));
-        let ran_kubeadm: Vec<&str> = hop
-            .steps()
-            .filter(|s| {
-                matches!(
-                    s.action,
-                    Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
-                )
-            })
-            .map(|s| s.node.as_str())
-            .collect();
+        let ran_kubeadm = kubeadm_nodes(hop);
+        for view in hop_views(&projected, hop) {
+            let Some(Ok(p)) = view.predicted else {
+                continue;
+            };
+            if let Some(n) = projected.cgroups.iter_mut().find(|n| n.node == view.node) {
+                // JSON is YAML: what the later hops parse again.
+                n.kubelet_config = Some(serde_json::Value::Object(p.config.fields).to_string());
+                n.instance_config = p
+                    .instance
+                    .map(|i| serde_json::Value::Object(i.fields).to_string());
+            }
+            if let Some(f) = projected
+                .kubelet_files
+                .iter_mut()
+                .find(|f| f.node == view.node)
+            {
+                match p.flags_env {
+                    Some(env) => f.files.insert(super::KUBEADM_FLAGS_ENV.to_string(), env),
+                    None => f.files.remove(super::KUBEADM_FLAGS_ENV),
+                };
+            }
+        }
         for node in &mut projected.kubelet_files {
             if ran_kubeadm.contains(&node.node.as_str()) {
                 node.after_kubeadm(hop.minor);
@@ -220,6 +252,7 @@ mod tests {
             kubeadm: true,
             sha256: None,
             checks: vec![],
+            skip_system_verification: vec![],
             phases: vec![Phase {
                 kind: PhaseKind::WorkerReboots,
                 steps: rolled.iter().map(|n| Step::new(n, Action::Roll)).collect(),
@@ -258,11 +291,9 @@ mod tests {
                 node: "w-9".into(),
                 v2: Some(true),
                 kubelet_config: None,
+                instance_config: None,
             }],
-            kubelet_configmap: Ok(None),
-            kubeadm_config: Ok(
-                r#"{"data":{"ClusterConfiguration":"kind: ClusterConfiguration\n"}}"#.into(),
-            ),
+            cluster_configs: Default::default(),
         }
     }
 

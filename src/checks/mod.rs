@@ -17,20 +17,30 @@
 mod apiservers;
 mod certs;
 mod cgroup;
+mod configmaps;
 mod etcd;
 mod flags;
 mod gates;
 mod hop;
 mod hub;
+mod kubelet_config;
 mod metrics;
 mod model;
 mod pdb;
+mod prediction;
 
 pub use apiservers::{
     ApiServerInstance, InstanceMetrics, check_removed_apis_across, parse_apiserver_instances,
 };
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
-pub use cgroup::{FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, fail_cgroup_v1};
+pub use cgroup::{
+    FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, check_cgroup_hop,
+    fail_cgroup_v1, skips_system_verification,
+};
+pub use configmaps::{
+    ClusterConfigs, ClusterConfiguration, ControlPlaneComponent, KUBELET_CONFIGMAP,
+    KubeletConfigDoc, parse_kubeadm_configmap, parse_kubelet_configmap,
+};
 pub use etcd::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
@@ -40,14 +50,15 @@ pub use flags::{
     RemovedFlag, check_kubelet_flags, kubelet_flags,
 };
 pub use gates::{
-    ControlPlaneGates, GateSources, KUBELET_CONFIGMAP, KubeComponent, REMOVED_FEATURE_GATES,
-    RemovedGate, check_feature_gates, control_plane_gates, kubelet_config_gates,
-    kubelet_configmap_gates, parse_gate_list, removed_by,
+    GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,
+    removed_by,
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};
+pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, check_kubelet_config, views};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
 };
+pub use prediction::{INSTANCE_CONFIG, Predicted, predict};

@@ -22,21 +22,26 @@ pub enum CheckName {
     Certificates,
     /// The hub lacks an image the hop needs.
     Hub,
-    /// A node runs cgroup v1, where the new kubelet refuses to start.
+    /// A node runs cgroup v1, where the new kubelet refuses to start and
+    /// kubeadm's SystemVerification preflight refuses the upgrade.
     Cgroup,
+    /// kubeadm's upgrade would rewrite a node's kubelet configuration
+    /// without a setting only that node has, or would fail on its files.
+    KubeletConfig,
     /// The kubelet or a control-plane component is given a feature gate the
     /// new minor removed.
     FeatureGates,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 7] = [
+    pub const ALL: [CheckName; 8] = [
         CheckName::RemovedApis,
         CheckName::KubeletFlags,
         CheckName::Pdb,
         CheckName::Certificates,
         CheckName::Hub,
         CheckName::Cgroup,
+        CheckName::KubeletConfig,
         CheckName::FeatureGates,
     ];
 
@@ -48,6 +53,7 @@ impl CheckName {
             CheckName::Certificates => "certificates",
             CheckName::Hub => "hub",
             CheckName::Cgroup => "cgroup",
+            CheckName::KubeletConfig => "kubelet-config",
             CheckName::FeatureGates => "feature-gates",
         }
     }

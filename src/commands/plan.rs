@@ -107,6 +107,8 @@ pub async fn compute(
         let all = checks::evaluate_all(&inputs, &plan.hops, plan.target, ignored);
         for (hop, found) in plan.hops.iter_mut().zip(all) {
             hop.checks = found;
+            hop.skip_system_verification =
+                checks::skips_system_verification(&inputs.cgroups, hop.minor, ignored);
         }
     }
     Ok((plan, images))

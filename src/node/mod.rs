@@ -54,6 +54,8 @@ pub struct CgroupFacts {
     pub v2: Option<bool>,
     /// `/var/lib/kubelet/config.yaml`, when it exists and could be read.
     pub kubelet_config: Option<String>,
+    /// `/var/lib/kubelet/instance-config.yaml` (kubeadm >= v1.34), likewise.
+    pub instance_config: Option<String>,
 }
 
 impl NodeFacts {

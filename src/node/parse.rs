@@ -63,6 +63,7 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
                 _ => None,
             },
             kubelet_config: sections.ok("kubelet-config").map(|s| s.stdout.clone()),
+            instance_config: sections.ok("instance-config").map(|s| s.stdout.clone()),
         },
     })
 }
@@ -128,9 +129,9 @@ pub struct CheckOutputs {
     pub apiservers: Result<String, String>,
     /// `kubectl -n kube-system get configmap kubelet-config -o json`;
     /// `Ok(None)` when the API server says there is none.
-    pub kubelet_config: Result<Option<String>, String>,
-    /// `kubectl -n kube-system get configmap kubeadm-config -o json`.
-    pub kubeadm_config: Result<String, String>,
+    pub kubelet_configmap: Result<Option<String>, String>,
+    /// The same for the kubeadm-config ConfigMap.
+    pub kubeadm_configmap: Result<Option<String>, String>,
 }
 
 /// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
@@ -144,16 +145,25 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
             .map(|s| s.stdout.clone())
             .map_err(|e| e.to_string())
     };
+    let found = |name: &str, what: &str| -> Result<Option<String>, String> {
+        sections
+            .found(name, what)
+            .map(|s| s.map(|s| s.stdout.clone()))
+            .map_err(|e| e.to_string())
+    };
     Ok(CheckOutputs {
+        kubelet_configmap: found(
+            "kubelet-configmap",
+            "kubectl -n kube-system get configmap kubelet-config",
+        ),
+        kubeadm_configmap: found(
+            "kubeadm-configmap",
+            "kubectl -n kube-system get configmap kubeadm-config",
+        ),
         metrics: take("metrics", "kubectl get --raw /metrics"),
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),
         apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
-        kubelet_config: sections
-            .found("kubelet-config", "kubectl get configmap kubelet-config")
-            .map(|s| s.map(|s| s.stdout.clone()))
-            .map_err(|e| e.to_string()),
-        kubeadm_config: take("kubeadm-config", "kubectl get configmap kubeadm-config"),
     })
 }
 

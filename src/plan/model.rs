@@ -145,6 +145,12 @@ pub struct Hop {
     /// before the hop.
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// The nodes whose kubeadm step runs with
+    /// `--ignore-preflight-errors=SystemVerification`: cgroup v1 nodes of a
+    /// hop to v1.35 or later, once the operator ignored the `cgroup` check
+    /// (`crate::checks::skips_system_verification`). Filled in with the checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_system_verification: Vec<String>,
 }
 
 impl Hop {

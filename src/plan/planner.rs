@@ -323,6 +323,7 @@ fn build_hops(
             sha256: None,
             phases,
             checks: Vec::new(),
+            skip_system_verification: Vec::new(),
         });
         if !nodes.is_empty() {
             behind.push(Behind {

@@ -21,9 +21,9 @@ probe metrics fleetctl_metrics
 probe apiservers $fleetctl_timeout $fleetctl_kubectl -n kube-system get pods -o json
 probe pdbs $fleetctl_timeout $fleetctl_kubectl get pdb -A -o json
 probe certs $fleetctl_timeout kubeadm certs check-expiration
-# The feature gates kubeadm hands to the kubelets (the kubelet-config
-# ConfigMap its kubelet-config phase writes into config.yaml) and to the
-# control plane (ClusterConfiguration extraArgs): crate::checks::check_feature_gates.
-probe kubelet-config $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config -o json
-probe kubeadm-config $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubeadm-config -o json
+# What the upgrade of kubeadm works from (crate::checks::configmaps): the
+# KubeletConfiguration the config.yaml of every node is rewritten from, and the
+# ClusterConfiguration with the extraArgs of the control-plane components.
+probe kubelet-configmap $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config -o json
+probe kubeadm-configmap $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubeadm-config -o json
 printf "@@fleetctl:done@@\n"

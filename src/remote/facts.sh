@@ -33,6 +33,12 @@ probe cgroup-v2 test -e /sys/fs/cgroup/cgroup.controllers
 if [ -f /var/lib/kubelet/config.yaml ]; then
 	probe kubelet-config cat /var/lib/kubelet/config.yaml
 fi
+# What kubeadm >= v1.34 lays over the kubelet-config ConfigMap for this node
+# alone (NodeLocalCRISocket: containerRuntimeEndpoint), for the prediction
+# of the config.yaml the kubeadm of a hop writes (crate::checks::prediction).
+if [ -f /var/lib/kubelet/instance-config.yaml ]; then
+	probe instance-config cat /var/lib/kubelet/instance-config.yaml
+fi
 
 # component BINARY: the running version, the staged symlink, the images on
 # disk and every sysupdate transfer file of one sysext-delivered component.

@@ -421,8 +421,12 @@ esac"#,
     assert!(out.pdbs.unwrap_err().contains("(Forbidden)"));
     let certs = crate::checks::parse_check_expiration(&out.certs.unwrap()).unwrap();
     assert!(!certs.is_empty());
-    assert_eq!(out.kubelet_config, Ok(None), "NotFound is no ConfigMap");
-    assert!(out.kubeadm_config.unwrap().contains("ClusterConfiguration"));
+    assert_eq!(out.kubelet_configmap, Ok(None), "NotFound is no ConfigMap");
+    assert!(
+        out.kubeadm_configmap
+            .unwrap()
+            .is_some_and(|c| c.contains("ClusterConfiguration"))
+    );
 }
 
 #[test]

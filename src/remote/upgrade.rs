@@ -262,13 +262,24 @@ pub fn kubeadm_step(step: &KubeadmStep) -> String {
     )
 }
 
+/// What kubeadm's `--ignore-preflight-errors` takes for the cgroup v1
+/// refusal of its SystemVerification preflight (kubernetes/kubernetes#134744;
+/// the check's name in cmd/kubeadm/app/preflight/checks.go).
+pub const SYSTEM_VERIFICATION: &str = "SystemVerification";
+
+/// `--ignore-preflight-errors=A,B` for `ignored` preflight checks; nothing
+/// when there are none.
+fn ignore_preflight(ignored: &[&str]) -> Option<String> {
+    (!ignored.is_empty()).then(|| format!("--ignore-preflight-errors={}", ignored.join(",")))
+}
+
 /// `kubeadm upgrade apply VERSION --skip-phases addon/kube-proxy --yes`'s
-/// arguments. `--skip-phases addon/kube-proxy` every time: clusters built
+/// arguments, with `--ignore-preflight-errors=…` when `ignored` names any. `--skip-phases addon/kube-proxy` every time: clusters built
 /// before `proxy.disabled` was set still store `proxy: {}`, and kubeadm
 /// would redeploy kube-proxy beside Cilium (upgrade apply never writes a
 /// skipped phase back, and since v1.32 `upgrade node` has the addon phase too).
-pub fn upgrade_apply_args(version: &str) -> Vec<String> {
-    [
+pub fn upgrade_apply_args(version: &str, ignored: &[&str]) -> Vec<String> {
+    let mut args = [
         "upgrade",
         "apply",
         version,
@@ -277,18 +288,23 @@ pub fn upgrade_apply_args(version: &str) -> Vec<String> {
         "--yes",
     ]
     .map(String::from)
-    .to_vec()
+    .to_vec();
+    args.extend(ignore_preflight(ignored));
+    args
 }
 
-pub fn upgrade_node_args() -> Vec<String> {
-    [
+/// `kubeadm upgrade node --skip-phases addon/kube-proxy`, likewise.
+pub fn upgrade_node_args(ignored: &[&str]) -> Vec<String> {
+    let mut args = [
         "upgrade",
         "node",
         "--skip-phases",
         crate::plan::KUBEADM_SKIP_PHASES,
     ]
     .map(String::from)
-    .to_vec()
+    .to_vec();
+    args.extend(ignore_preflight(ignored));
+    args
 }
 
 /// Points the component's symlink at a downloaded image, atomically (a new

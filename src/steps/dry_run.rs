@@ -97,14 +97,26 @@ pub fn render(
                         }
                         line(
                             n,
-                            &kubeadm_line(kubeadm::Kind::Apply, *minor, version, sha256),
+                            &kubeadm_line(
+                                kubeadm::Kind::Apply,
+                                *minor,
+                                version,
+                                sha256,
+                                kubeadm::Preflight::of(hop, n),
+                            ),
                         );
                     }
                     Action::UpgradeNode { minor, version } => {
                         let sha256 = image_sha(hop, version);
                         line(
                             n,
-                            &kubeadm_line(kubeadm::Kind::Node, *minor, version, sha256),
+                            &kubeadm_line(
+                                kubeadm::Kind::Node,
+                                *minor,
+                                version,
+                                sha256,
+                                kubeadm::Preflight::of(hop, n),
+                            ),
                         );
                     }
                     Action::Pin {
@@ -187,12 +199,13 @@ fn kubeadm_line(
     minor: crate::version::Minor,
     version: &Option<Version>,
     sha256: Option<&str>,
+    preflight: kubeadm::Preflight,
 ) -> String {
     match version {
-        Some(v) => kubeadm::detached_command(kind, v, sha256),
+        Some(v) => kubeadm::detached_command(kind, v, sha256, preflight),
         None => format!(
             "(with the newest {minor} image on the node) {}",
-            kubeadm::detached_command(kind, &minor.with_patch(0), None).replace(
+            kubeadm::detached_command(kind, &minor.with_patch(0), None, preflight).replace(
                 &minor.with_patch(0).to_string(),
                 &format!("<newest {minor}>")
             )

@@ -443,6 +443,8 @@ struct Job {
     image: Option<(Version, String)>,
     /// Whose lease a kubeadm step must fit in.
     stop: super::Stop,
+    /// Which preflight errors of kubeadm the plan lets through on this node.
+    preflight: kubeadm::Preflight,
 }
 
 impl Job {
@@ -456,6 +458,7 @@ impl Job {
             ssh: apply.settings.ssh.clone(),
             image: hop.version.clone().zip(hop.sha256.clone()),
             stop: apply.stop.clone(),
+            preflight: kubeadm::Preflight::of(hop, node),
         })
     }
 
@@ -479,12 +482,23 @@ impl Job {
             kubeadm::TIMEOUT,
         )?;
         let sha256 = self.sha256(v).map(String::from);
+        if self.preflight == kubeadm::Preflight::SkipSystemVerification {
+            self.remote.journal().event(
+                "kubeadm-preflight-ignored",
+                Some(self.remote.node()),
+                &format!(
+                    "kubeadm {} {v} runs with --ignore-preflight-errors=SystemVerification:                      cgroup v1 node, let through with --ignore-check cgroup",
+                    kind.name()
+                ),
+            );
+        }
         kubeadm::run(
             &mut self.remote,
             reconnect.as_ref(),
             kind,
             v,
             sha256.as_deref(),
+            self.preflight,
             &self.hub,
         )
         .await

@@ -37,10 +37,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn args(self, version: &Version) -> Vec<String> {
+    fn args(self, version: &Version, preflight: Preflight) -> Vec<String> {
+        let ignored: &[&str] = match preflight {
+            Preflight::All => &[],
+            Preflight::SkipSystemVerification => &[upgrade::SYSTEM_VERIFICATION],
+        };
         match self {
-            Kind::Apply => upgrade::upgrade_apply_args(&version.to_string()),
-            Kind::Node => upgrade::upgrade_node_args(),
+            Kind::Apply => upgrade::upgrade_apply_args(&version.to_string(), ignored),
+            Kind::Node => upgrade::upgrade_node_args(ignored),
         }
     }
 
@@ -48,6 +52,27 @@ impl Kind {
         match self {
             Kind::Apply => "upgrade apply",
             Kind::Node => "upgrade node",
+        }
+    }
+}
+
+/// Which of kubeadm's preflight errors stop the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preflight {
+    All,
+    /// `--ignore-preflight-errors=SystemVerification`: a cgroup v1 node the
+    /// operator let through with `--ignore-check cgroup`
+    /// (`crate::checks::skips_system_verification`).
+    SkipSystemVerification,
+}
+
+impl Preflight {
+    /// For `node` in `hop`, as the plan decided.
+    pub fn of(hop: &crate::plan::Hop, node: &str) -> Preflight {
+        if hop.skip_system_verification.iter().any(|n| n == node) {
+            Preflight::SkipSystemVerification
+        } else {
+            Preflight::All
         }
     }
 }
@@ -83,13 +108,23 @@ fn step_id(kind: Kind, version: &Version) -> (String, String) {
 }
 
 /// What `--dry-run` shows: the step as the transient unit it runs in.
-pub fn detached_command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
+pub fn detached_command(
+    kind: Kind,
+    version: &Version,
+    sha256: Option<&str>,
+    preflight: Preflight,
+) -> String {
     let (id, label) = step_id(kind, version);
-    upgrade::start_detached(&id, &label, &command(kind, version, sha256))
+    upgrade::start_detached(&id, &label, &command(kind, version, sha256, preflight))
 }
 
 /// The step's script for the node.
-pub fn command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
+pub fn command(
+    kind: Kind,
+    version: &Version,
+    sha256: Option<&str>,
+    preflight: Preflight,
+) -> String {
     let image = format!(
         "{}/{}",
         upgrade::images_dir(Component::Kubernetes.name()),
@@ -98,7 +133,7 @@ pub fn command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
     upgrade::kubeadm_step(&KubeadmStep {
         image: &image,
         version: &version.to_string(),
-        args: &kind.args(version),
+        args: &kind.args(version, preflight),
         run_dir: "/run",
         marker: upgrade::KUBEADM_STEP_MARKER,
         sha256,
@@ -115,10 +150,11 @@ pub async fn run(
     kind: Kind,
     version: &Version,
     sha256: Option<&str>,
+    preflight: Preflight,
     hub: &str,
 ) -> anyhow::Result<()> {
     let (id, label) = step_id(kind, version);
-    let script = command(kind, version, sha256);
+    let script = command(kind, version, sha256, preflight);
     let out = detached::run(r, reconnect, &id, &label, &script, TIMEOUT).await?;
     if out.success() {
         return Ok(());

@@ -111,6 +111,7 @@ fn target_cgroup(node: &str, facts: &NodeFacts, minor: Minor) -> Option<String> 
         node: node.to_string(),
         v2: facts.cgroup.v2,
         kubelet_config: facts.cgroup.kubelet_config.clone(),
+        instance_config: facts.cgroup.instance_config.clone(),
     };
     let check = check_cgroup(&[mine], minor);
     (check.verdict == Verdict::Block).then(|| check.details.join("; "))

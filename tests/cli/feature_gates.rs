@@ -74,20 +74,14 @@ fn assert_blocked(fleet: &Fleet, line: &str) {
 
 #[test]
 fn a_kubelet_gate_the_target_removed_in_the_kubelet_config_configmap_blocks_plan() {
-    let fleet = support::start(pair());
-    // kubeadm's kubelet-config ConfigMap (its `kubelet` key), with a gate
-    // v1.35 removed: kubeadm's upgrade writes it into every config.yaml.
-    fleet
-        .ssh_ok(
-            "cp-1",
-            "root",
-            "printf 'apiVersion: kubelet.config.k8s.io/v1beta1\\nkind: KubeletConfiguration\\nfeatureGates:\\n  SizeMemoryBackedVolumes: true\\n' > /tmp/kubelet && \
-             kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system create configmap kubelet-config --from-file=kubelet=/tmp/kubelet",
-        )
-        .unwrap();
+    // kubeadm's kubelet-config ConfigMap with a gate v1.35 removed: the
+    // hop's kubeadm writes it into every node's config.yaml.
+    let mut scenario = pair();
+    scenario.kubelet_config = Some("featureGates:\n  SizeMemoryBackedVolumes: true\n".into());
+    let fleet = support::start(scenario);
     assert_blocked(
         &fleet,
-        "ConfigMap kube-system/kubelet-config (featureGates): feature gate SizeMemoryBackedVolumes (kubelet), removed in v1.35",
+        "w-1: the kube-system/kubelet-config ConfigMap (featureGates): feature gate SizeMemoryBackedVolumes (kubelet), removed in v1.35",
     );
     let ignored = plan_json(&fleet, &["v1.35", "--ignore-check", "feature-gates"]);
     assert_eq!(ignored.ignored_checks, [CheckName::FeatureGates]);
@@ -107,7 +101,7 @@ fn a_kube_apiserver_gate_the_target_removed_in_extra_args_blocks_and_ignored_kub
     let fleet = support::start(scenario);
     assert_blocked(
         &fleet,
-        "ConfigMap kube-system/kubeadm-config (ClusterConfiguration apiServer.extraArgs feature-gates): \
+        "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration apiServer.extraArgs feature-gates): \
          feature gate LoadBalancerIPMode (kube-apiserver), removed in v1.35",
     );
 

@@ -1,48 +1,63 @@
 use super::*;
+use crate::checks::flags::{NodeKubeletFiles, kubelet_flags};
+use crate::checks::{KubeletConfigDoc, Predicted};
 
 fn m(minor: u64) -> Minor {
     Minor::new(1, minor)
 }
 
-fn configmap(key: &str, yaml: &str) -> String {
-    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {key: yaml}}).to_string()
-}
-
-struct Fixture {
-    kubelet_configmap: Result<Option<String>, String>,
-    kubeadm_config: Result<String, String>,
-    node_configs: Vec<(String, Option<String>)>,
-    kubelet_files: Vec<NodeKubeletFiles>,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            kubelet_configmap: Ok(None),
-            kubeadm_config: Ok(configmap(
-                "ClusterConfiguration",
-                "kind: ClusterConfiguration\n",
-            )),
-            node_configs: vec![("w-1".into(), Some("kind: KubeletConfiguration\n".into()))],
-            kubelet_files: Vec::new(),
-        }
-    }
-
-    fn check(&self, hop: u64, restarted: &[&str], control_plane: bool) -> Check {
-        let restarted: Vec<String> = restarted.iter().map(|s| s.to_string()).collect();
-        check_feature_gates(
-            GateSources {
-                kubelet_configmap: &self.kubelet_configmap,
-                kubeadm_config: &self.kubeadm_config,
-                node_configs: &self.node_configs,
-                kubelet_files: &self.kubelet_files,
-            },
-            m(hop),
-            &restarted,
-            control_plane,
-        )
+/// A node whose kubelet starts with `current` (no kubeadm in the hop), or
+/// with what the hop's kubeadm writes from the ConfigMap (`predicted`).
+fn view(
+    node: &str,
+    current: Option<&str>,
+    predicted: Option<&str>,
+    files: &[(&str, &str)],
+) -> KubeletView {
+    let files = NodeKubeletFiles {
+        node: node.into(),
+        files: files
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    KubeletView {
+        node: node.into(),
+        v2: Some(true),
+        current: current.map(str::to_string),
+        predicted: predicted.map(|doc| {
+            Ok(Predicted {
+                config: KubeletConfigDoc::parse(doc).unwrap(),
+                instance: None,
+                flags_env: None,
+            })
+        }),
+        flags: files
+            .files
+            .iter()
+            .flat_map(|(p, c)| kubelet_flags(p, c))
+            .collect(),
     }
 }
+
+fn check(
+    kubelets: &[KubeletView],
+    cluster: &Result<Option<ClusterConfiguration>, String>,
+    hop: u64,
+    restarted: &[&str],
+    control_plane: bool,
+) -> Check {
+    let restarted: Vec<String> = restarted.iter().map(|s| s.to_string()).collect();
+    check_feature_gates(
+        GateSources { kubelets, cluster },
+        m(hop),
+        &restarted,
+        control_plane,
+    )
+}
+
+const GATED: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  SizeMemoryBackedVolumes: true\n  NodeSwap: true\n";
 
 #[test]
 fn a_gate_list_is_split_as_component_base_splits_it() {
@@ -54,49 +69,53 @@ fn a_gate_list_is_split_as_component_base_splits_it() {
 }
 
 #[test]
-fn the_kubelet_configmap_blocks_a_hop_to_the_minor_that_removed_its_gate() {
-    let mut f = Fixture::new();
-    f.kubelet_configmap = Ok(Some(configmap(
-        "kubelet",
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  SizeMemoryBackedVolumes: true\n  NodeSwap: true\n",
-    )));
-    assert_eq!(f.check(34, &["w-1"], true).verdict, Verdict::Pass);
-    let blocked = f.check(35, &["w-1"], true);
+fn the_configmap_kubeadm_writes_blocks_a_hop_to_the_minor_that_removed_its_gate() {
+    let kubelets = [view(
+        "w-1",
+        Some("kind: KubeletConfiguration\n"),
+        Some(GATED),
+        &[],
+    )];
+    let none = Ok(None);
+    assert_eq!(
+        check(&kubelets, &none, 34, &["w-1"], true).verdict,
+        Verdict::Pass
+    );
+    let blocked = check(&kubelets, &none, 35, &["w-1"], true);
     assert_eq!(blocked.verdict, Verdict::Block, "{blocked:?}");
     assert_eq!(
         blocked.details,
         [
-            "ConfigMap kube-system/kubelet-config (featureGates): feature gate SizeMemoryBackedVolumes (kubelet), removed in v1.35"
+            "w-1: the kube-system/kubelet-config ConfigMap (featureGates): feature gate SizeMemoryBackedVolumes (kubelet), removed in v1.35"
         ]
     );
-    // A hop that restarts no kubelet does not judge the kubelets' gates.
-    assert_eq!(f.check(35, &[], false).verdict, Verdict::Pass);
+    // A node the hop does not restart is not judged.
+    assert_eq!(
+        check(&kubelets, &none, 35, &[], false).verdict,
+        Verdict::Pass
+    );
 }
 
 #[test]
 fn a_node_config_and_its_flag_files_name_the_node_and_the_file() {
-    let mut f = Fixture::new();
-    f.node_configs = vec![
-        (
-            "w-1".into(),
-            Some("featureGates:\n  PodDisruptionConditions: true\n".into()),
+    let kubelets = [
+        view(
+            "w-1",
+            Some("featureGates:\n  PodDisruptionConditions: true\n"),
+            None,
+            &[(
+                "/etc/sysconfig/kubelet",
+                "KUBELET_EXTRA_ARGS=\"--feature-gates=MemoryManager=true,NodeSwap=true --v=2\"\n",
+            )],
         ),
-        (
-            "w-2".into(),
-            Some("featureGates:\n  PodDisruptionConditions: true\n".into()),
+        view(
+            "w-2",
+            Some("featureGates:\n  PodDisruptionConditions: true\n"),
+            None,
+            &[],
         ),
     ];
-    f.kubelet_files = vec![NodeKubeletFiles {
-        node: "w-1".into(),
-        files: [(
-            "/etc/sysconfig/kubelet".to_string(),
-            "KUBELET_EXTRA_ARGS=\"--feature-gates=MemoryManager=true,NodeSwap=true --v=2\"\n"
-                .to_string(),
-        )]
-        .into(),
-        ..Default::default()
-    }];
-    let c = f.check(36, &["w-1"], false);
+    let c = check(&kubelets, &Ok(None), 36, &["w-1"], false);
     assert_eq!(c.verdict, Verdict::Block);
     assert_eq!(
         c.details,
@@ -115,41 +134,38 @@ fn control_plane_extra_args_block_in_both_kubeadm_api_forms() {
     for (yaml, line) in [
         (
             v1beta3,
-            "ConfigMap kube-system/kubeadm-config (ClusterConfiguration apiServer.extraArgs feature-gates): feature gate LoadBalancerIPMode (kube-apiserver), removed in v1.35",
+            "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration apiServer.extraArgs feature-gates): feature gate LoadBalancerIPMode (kube-apiserver), removed in v1.35",
         ),
         (
             v1beta4,
-            "ConfigMap kube-system/kubeadm-config (ClusterConfiguration controllerManager.extraArgs feature-gates): feature gate ComponentSLIs (kube-controller-manager), removed in v1.35",
+            "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration controllerManager.extraArgs feature-gates): feature gate ComponentSLIs (kube-controller-manager), removed in v1.35",
         ),
     ] {
-        let mut f = Fixture::new();
-        f.kubeadm_config = Ok(configmap("ClusterConfiguration", yaml));
-        assert_eq!(f.check(34, &["w-1"], true).verdict, Verdict::Pass);
-        let c = f.check(35, &["w-1"], true);
+        let cluster = Ok(Some(ClusterConfiguration::parse(yaml).unwrap()));
+        assert_eq!(
+            check(&[], &cluster, 34, &["w-1"], true).verdict,
+            Verdict::Pass
+        );
+        let c = check(&[], &cluster, 35, &["w-1"], true);
         assert_eq!(c.verdict, Verdict::Block, "{c:?}");
         assert_eq!(c.details, [line]);
         // A hop that runs no kubeadm on a control plane renders no new pods.
-        assert_eq!(f.check(35, &["w-1"], false).verdict, Verdict::Pass);
+        assert_eq!(
+            check(&[], &cluster, 35, &["w-1"], false).verdict,
+            Verdict::Pass
+        );
     }
 }
 
 #[test]
 fn an_unreadable_source_warns_and_never_passes_silently() {
-    let mut f = Fixture::new();
-    f.kubelet_configmap = Err("cp-1: Error from server (Forbidden)".into());
-    f.kubeadm_config = Ok("not json".into());
-    let c = f.check(35, &["w-1"], true);
+    let mut w1 = view("w-1", None, None, &[]);
+    w1.predicted = Some(Err(
+        "kube-system/kubelet-config: Error from server (Forbidden)".into(),
+    ));
+    let cluster = Err("cp-1: the ClusterConfiguration is not YAML".into());
+    let c = check(&[w1], &cluster, 35, &["w-1"], true);
     assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
     assert_eq!(c.details.len(), 2, "{c:?}");
     assert!(c.details[0].contains("Forbidden"), "{c:?}");
-}
-
-#[test]
-fn a_config_without_gates_or_empty_has_none() {
-    assert_eq!(kubelet_config_gates(""), Ok(vec![]));
-    assert_eq!(
-        kubelet_config_gates("kind: KubeletConfiguration\n"),
-        Ok(vec![])
-    );
-    assert!(kubelet_config_gates("featureGates: [1, 2]\n").is_err());
 }

@@ -94,6 +94,7 @@ fn expected_cp1() -> NodeFacts {
                 "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
                     .into(),
             ),
+            instance_config: None,
         },
     }
 }
@@ -820,4 +821,39 @@ fn the_cgroup_hierarchy_and_the_kubelet_config_as_the_probes_saw_them() {
     // No answer (an older script, a cut-off output): unknown, not v1.
     let cut = parse_facts(&section("arch", "x86_64", "", 0)).unwrap();
     assert_eq!(cut.cgroup, crate::node::CgroupFacts::default());
+}
+
+#[test]
+fn the_configmaps_of_the_checks_script_are_found_missing_or_failed() {
+    let out = format!(
+        "@@fleetctl:checks 1@@\n{}{}",
+        section("kubelet-configmap", "{\"data\":{}}", "", 0),
+        section(
+            "kubeadm-configmap",
+            "",
+            "Error from server (NotFound): configmaps \"kubeadm-config\" not found",
+            1
+        ),
+    );
+    let outputs = parse_check_outputs(&out).unwrap();
+    assert_eq!(outputs.kubelet_configmap, Ok(Some("{\"data\":{}}".into())));
+    assert_eq!(outputs.kubeadm_configmap, Ok(None));
+    let failed = section("kubelet-configmap", "", "Unable to connect", 1);
+    let outputs = parse_check_outputs(&failed).unwrap();
+    assert!(
+        outputs
+            .kubelet_configmap
+            .unwrap_err()
+            .contains("Unable to connect")
+    );
+    assert!(outputs.kubeadm_configmap.unwrap_err().contains("never ran"));
+}
+
+#[test]
+fn the_instance_config_is_read_when_the_node_has_one() {
+    let text = "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n";
+    let facts = parse_facts(&section("instance-config", text, "", 0)).unwrap();
+    assert_eq!(facts.cgroup.instance_config.as_deref(), Some(text));
+    let facts = parse_facts(&section("hostname", "x", "", 0)).unwrap();
+    assert_eq!(facts.cgroup.instance_config, None);
 }

@@ -119,12 +119,22 @@ fn pin_config_creates_the_directory_and_quotes_paths() {
 #[test]
 fn kubeadm_arguments_always_skip_kube_proxy() {
     assert_eq!(
-        upgrade_apply_args("v1.35.3").join(" "),
+        upgrade_apply_args("v1.35.3", &[]).join(" "),
         "upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes"
     );
     assert_eq!(
-        upgrade_node_args().join(" "),
+        upgrade_node_args(&[]).join(" "),
         "upgrade node --skip-phases addon/kube-proxy"
+    );
+    // The cgroup v1 nodes the operator let through (issue 23).
+    assert_eq!(
+        upgrade_node_args(&[SYSTEM_VERIFICATION]).join(" "),
+        "upgrade node --skip-phases addon/kube-proxy --ignore-preflight-errors=SystemVerification"
+    );
+    assert_eq!(
+        upgrade_apply_args("v1.35.3", &[SYSTEM_VERIFICATION]).join(" "),
+        "upgrade apply v1.35.3 --skip-phases addon/kube-proxy --yes \
+         --ignore-preflight-errors=SystemVerification"
     );
 }
 
@@ -222,7 +232,7 @@ impl FakeNode {
 #[test]
 fn the_kubeadm_step_runs_the_images_kubeadm_unmounts_and_leaves_its_marker() {
     let node = FakeNode::new("v1.35.3", 0);
-    let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+    let (code, err) = node.run("v1.35.3", &upgrade_node_args(&[]));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         node.read("kubeadm.log"),
@@ -249,7 +259,7 @@ fn the_kubeadm_step_runs_the_images_kubeadm_unmounts_and_leaves_its_marker() {
 #[test]
 fn a_kubeadm_of_another_version_is_never_run() {
     let node = FakeNode::new("v1.34.2", 0);
-    let (code, err) = node.run("v1.35.3", &upgrade_apply_args("v1.35.3"));
+    let (code, err) = node.run("v1.35.3", &upgrade_apply_args("v1.35.3", &[]));
     assert_eq!(code, Some(kubeadm_exit::WRONG_VERSION as i32));
     assert!(err.contains("reports v1.34.2, not v1.35.3"), "{err}");
     assert_eq!(node.read("kubeadm.log"), "", "kubeadm never ran");
@@ -261,7 +271,7 @@ fn a_kubeadm_of_another_version_is_never_run() {
 #[test]
 fn a_failed_kubeadm_keeps_its_status_leaves_no_marker_and_still_unmounts() {
     let node = FakeNode::new("v1.35.3", 1);
-    let (code, _) = node.run("v1.35.3", &upgrade_node_args());
+    let (code, _) = node.run("v1.35.3", &upgrade_node_args(&[]));
     assert_eq!(code, Some(1));
     assert_eq!(node.read("var/lib/fleetctl/kubeadm-step"), "");
     assert!(node.read("mount.log").contains("umount"));
@@ -274,10 +284,10 @@ fn an_image_that_is_not_what_the_hub_published_is_never_mounted() {
     let good = format!("{:x}", Sha256::digest(b"squashfs"));
     let mut node = FakeNode::new("v1.35.3", 0);
     node.sha256 = Some(good);
-    assert_eq!(node.run("v1.35.3", &upgrade_node_args()).0, Some(0));
+    assert_eq!(node.run("v1.35.3", &upgrade_node_args(&[])).0, Some(0));
     let mut node = FakeNode::new("v1.35.3", 0);
     node.sha256 = Some("0".repeat(64));
-    let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+    let (code, err) = node.run("v1.35.3", &upgrade_node_args(&[]));
     assert_eq!(code, Some(kubeadm_exit::CHECKSUM as i32));
     assert!(
         err.contains("does not have the sha256 the hub published"),
@@ -305,7 +315,7 @@ fn the_image_checked_is_the_image_mounted_even_if_the_file_is_swapped() {
             image = node.path("image.raw")
         ),
     );
-    let (code, err) = node.run("v1.35.3", &upgrade_node_args());
+    let (code, err) = node.run("v1.35.3", &upgrade_node_args(&[]));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(node.read("image.raw"), "evil", "the file was swapped");
     assert_eq!(
@@ -320,13 +330,13 @@ fn a_missing_image_or_a_failed_mount_are_told_apart() {
     let node = FakeNode::new("v1.35.3", 0);
     std::fs::remove_file(node.dir.path().join("image.raw")).unwrap();
     assert_eq!(
-        node.run("v1.35.3", &upgrade_node_args()).0,
+        node.run("v1.35.3", &upgrade_node_args(&[])).0,
         Some(kubeadm_exit::NO_IMAGE as i32)
     );
     let node = FakeNode::new("v1.35.3", 0);
     executable(&node.dir.path().join("bin/mount"), "#!/bin/sh\nexit 32\n");
     assert_eq!(
-        node.run("v1.35.3", &upgrade_node_args()).0,
+        node.run("v1.35.3", &upgrade_node_args(&[])).0,
         Some(kubeadm_exit::MOUNT as i32)
     );
     assert!(node.run_dir_is_empty());

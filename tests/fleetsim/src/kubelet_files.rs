@@ -8,6 +8,14 @@
 //! `init`/`join`; kubelet v1.35 no longer has that flag and refuses to
 //! start with it; only kubeadm v1.35's `upgrade` (apply and node) removes it.
 //! So the v1.35 kubeadm must run before the node boots the v1.35 kubelet.
+//!
+//! config.yaml is not a template of its own: kubeadm writes it from the
+//! cluster's `kube-system/kubelet-config` ConfigMap (key `kubelet`) with,
+//! from v1.34, `/var/lib/kubelet/instance-config.yaml` laid over it
+//! (`WriteConfigToDisk`, cmd/kubeadm/app/phases/kubelet/config.go). That
+//! file holds the node's `containerRuntimeEndpoint`, which kubeadm v1.34+
+//! (NodeLocalCRISocket, beta and on by default in v1.34) no longer writes
+//! into the flags file at init/join (KEP-4656; kubernetes/website#51503).
 
 use crate::version::Version;
 
@@ -17,19 +25,63 @@ pub const CONFIG_FILE: &str = "/var/lib/kubelet/config.yaml";
 pub const POD_INFRA_FLAG: &str = "--pod-infra-container-image";
 /// The first kubelet without it, and the only kubeadm that removes it.
 pub const POD_INFRA_REMOVED_MINOR: u32 = 35;
+/// kubeadm's per-node kubelet configuration (v1.34+).
+pub const INSTANCE_FILE: &str = "/var/lib/kubelet/instance-config.yaml";
+/// The first kubeadm that keeps the runtime endpoint in [`INSTANCE_FILE`].
+pub const INSTANCE_SINCE_MINOR: u32 = 34;
+/// The flag [`INSTANCE_FILE`] replaces.
+pub const ENDPOINT_FLAG: &str = "--container-runtime-endpoint";
+/// containerd's socket, as kubeadm detects it.
+pub const ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+/// The ConfigMap kubeadm keeps the cluster's KubeletConfiguration in, and its key.
+pub const CONFIGMAP: &str = "kube-system/kubelet-config";
+pub const CONFIGMAP_KEY: &str = "kubelet";
 /// How the sim stamps the config with the kubeadm that wrote it, so the
 /// kubelet's start can say which config it loaded (a comment: real
 /// KubeletConfiguration files carry none, and the kubelet ignores it).
 const STAMP: &str = "# fleetsim: written by kubeadm ";
 
 /// The flags file `kubeadm init`/`join` of `kubeadm` wrote.
+/// From v1.34 the runtime endpoint is in [`INSTANCE_FILE`] instead
+/// ([`initial_instance`]).
 pub fn initial_flags(kubeadm: &Version) -> String {
-    let mut args =
-        "--container-runtime-endpoint=unix:///run/containerd/containerd.sock".to_string();
-    if kubeadm.minor < POD_INFRA_REMOVED_MINOR {
-        args.push_str(&format!(" {POD_INFRA_FLAG}=registry.k8s.io/pause:3.10"));
+    let mut args = Vec::new();
+    if kubeadm.minor < INSTANCE_SINCE_MINOR {
+        args.push(format!("{ENDPOINT_FLAG}={ENDPOINT}"));
     }
-    format!("KUBELET_KUBEADM_ARGS=\"{args}\"\n")
+    if kubeadm.minor < POD_INFRA_REMOVED_MINOR {
+        args.push(format!("{POD_INFRA_FLAG}=registry.k8s.io/pause:3.10"));
+    }
+    format!("KUBELET_KUBEADM_ARGS=\"{}\"\n", args.join(" "))
+}
+
+/// The instance-config.yaml `kubeadm init`/`join` of `kubeadm` wrote, if any.
+pub fn initial_instance(kubeadm: &Version) -> Option<String> {
+    (kubeadm.minor >= INSTANCE_SINCE_MINOR).then(|| instance_config(ENDPOINT))
+}
+
+/// An instance-config.yaml holding `endpoint`.
+pub fn instance_config(endpoint: &str) -> String {
+    format!("containerRuntimeEndpoint: \"{endpoint}\"\n")
+}
+
+/// `containerRuntimeEndpoint` of a kubelet configuration document (or of
+/// an instance-config.yaml); `None` when unset or empty.
+pub fn endpoint_of(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("containerRuntimeEndpoint:"))
+        .map(|v| v.trim().trim_matches('"').trim_matches('\'').to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The value of `flag` in the flags file's `KUBELET_KUBEADM_ARGS`.
+pub fn flag_value(text: &str, flag: &str) -> Option<String> {
+    let at = find_flag(text, flag)?;
+    let after = &text[at + flag.len()..];
+    let value = after
+        .strip_prefix('=')
+        .or_else(|| after.strip_prefix(' '))?;
+    Some(value[..word_len(value)].to_string())
 }
 
 /// The flags file without `--pod-infra-container-image` (either spelling:
@@ -100,11 +152,44 @@ fn word_len(s: &str) -> usize {
 }
 
 /// The kubelet config a kubeadm writes (`init`, `join`, or the
-/// `kubelet-config` phase of `upgrade`), stamped with its version.
+/// `kubelet-config` phase of `upgrade`) from the ConfigMap kubeadm init
+/// uploaded, stamped with its version; no instance-config laid over.
 pub fn config_yaml(kubeadm: &str) -> String {
+    written_config(kubeadm, &cluster_config(""), None)
+}
+
+/// config.yaml as `kubeadm` writes it: the ConfigMap's document, with the
+/// instance-config's `containerRuntimeEndpoint` laid over it (a patch:
+/// the line replaced, or added when the document has none), stamped.
+pub fn written_config(kubeadm: &str, configmap: &str, instance: Option<&str>) -> String {
+    let mut doc = configmap.to_string();
+    if let Some(endpoint) = instance.and_then(endpoint_of) {
+        let line = format!("containerRuntimeEndpoint: {endpoint}");
+        let mut replaced = false;
+        let mut lines: Vec<String> = doc
+            .lines()
+            .map(|l| {
+                if l.starts_with("containerRuntimeEndpoint:") {
+                    replaced = true;
+                    line.clone()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        if !replaced {
+            lines.push(line);
+        }
+        doc = lines.join("\n") + "\n";
+    }
+    format!("{STAMP}{kubeadm}\n{doc}")
+}
+
+/// The KubeletConfiguration `kubeadm init` uploads to the kubelet-config
+/// ConfigMap, with a scenario's own lines (`failCgroupV1: false`) after it.
+pub fn cluster_config(extra: &str) -> String {
     format!(
-        "{STAMP}{kubeadm}\n\
-         apiVersion: kubelet.config.k8s.io/v1beta1\n\
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n\
          authentication:\n  anonymous:\n    enabled: false\n  webhook:\n    cacheTTL: 0s\n    enabled: true\n  x509:\n    clientCAFile: /etc/kubernetes/pki/ca.crt\n\
          authorization:\n  mode: Webhook\n  webhook:\n    cacheAuthorizedTTL: 0s\n    cacheUnauthorizedTTL: 0s\n\
          cgroupDriver: systemd\n\
@@ -116,7 +201,8 @@ pub fn config_yaml(kubeadm: &str) -> String {
          kind: KubeletConfiguration\n\
          logging: {{}}\n\
          rotateCertificates: true\n\
-         staticPodPath: /etc/kubernetes/manifests\n"
+         staticPodPath: /etc/kubernetes/manifests\n\
+         {extra}"
     )
 }
 
@@ -138,19 +224,45 @@ mod tests {
     #[test]
     fn kubeadm_up_to_1_34_writes_the_flag_and_1_35_does_not() {
         assert_eq!(
-            initial_flags(&v("v1.34.2")),
+            initial_flags(&v("v1.33.2")),
             "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n"
         );
+        // From v1.34 the endpoint is in instance-config.yaml.
         assert_eq!(
-            initial_flags(&v("v1.35.0")),
-            "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n"
+            initial_flags(&v("v1.34.2")),
+            "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n"
+        );
+        assert_eq!(initial_flags(&v("v1.35.0")), "KUBELET_KUBEADM_ARGS=\"\"\n");
+        assert_eq!(initial_instance(&v("v1.33.2")), None);
+        assert_eq!(
+            initial_instance(&v("v1.34.2"))
+                .as_deref()
+                .and_then(endpoint_of)
+                .as_deref(),
+            Some(ENDPOINT)
         );
     }
 
     #[test]
+    fn config_yaml_is_the_configmap_with_the_instance_config_laid_over() {
+        let cm = cluster_config("failCgroupV1: false\n");
+        let text = written_config("v1.35.3", &cm, Some(&instance_config(ENDPOINT)));
+        assert_eq!(config_stamp(&text).as_deref(), Some("v1.35.3"));
+        assert!(text.contains("\nfailCgroupV1: false\n"), "{text}");
+        assert_eq!(endpoint_of(&text).as_deref(), Some(ENDPOINT));
+        assert_eq!(endpoint_of(&config_yaml("v1.33.1")), None);
+        let flags = format!("KUBELET_KUBEADM_ARGS=\"{ENDPOINT_FLAG}={ENDPOINT} --v=2\"\n");
+        assert_eq!(flag_value(&flags, ENDPOINT_FLAG).as_deref(), Some(ENDPOINT));
+        assert_eq!(flag_value(&flags, POD_INFRA_FLAG), None);
+    }
+
+    #[test]
     fn removing_the_flag_keeps_the_rest_byte_for_byte() {
-        let fixed = without_pod_infra_flag(&initial_flags(&v("v1.34.2"))).unwrap();
-        assert_eq!(fixed, initial_flags(&v("v1.35.0")));
+        let fixed = without_pod_infra_flag(&initial_flags(&v("v1.33.2"))).unwrap();
+        assert_eq!(
+            fixed,
+            "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n"
+        );
         let cases = [
             (
                 "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=pause:3.9 --node-ip=10.0.0.1\"\nOTHER=1\n",

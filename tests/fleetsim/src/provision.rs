@@ -436,7 +436,11 @@ fn write_kubernetes(
     }
     // admin.conf and kubelet.conf come with the cluster's PKI
     // (`crate::api::pki`), written by the supervisor once it is issued.
-    write_kubelet_files(disk, &running)
+    write_kubelet_files(
+        disk,
+        &running,
+        scenario.kubelet_config.as_deref().unwrap_or_default(),
+    )
 }
 
 /// The containerd sysext as the bakery's Butane snippet installs it: the
@@ -478,10 +482,20 @@ fn write_containerd(
 /// What `kubeadm init`/`join` left for the kubelet, by the kubeadm of the
 /// node's first kubelet: up to v1.34 the flags carry
 /// `--pod-infra-container-image`.
-fn write_kubelet_files(disk: &Disk, kubeadm: &Version) -> Result<()> {
+/// From v1.34 also instance-config.yaml, laid over the cluster's
+/// kubelet-config ConfigMap (with the scenario's `kubelet_config` lines).
+fn write_kubelet_files(disk: &Disk, kubeadm: &Version, cluster_extra: &str) -> Result<()> {
     let flags = kubelet_files::initial_flags(kubeadm);
     disk.file(kubelet_files::FLAGS_FILE, flags.as_bytes(), 0o644, (0, 0))?;
-    let config = kubelet_files::config_yaml(&kubeadm.to_string());
+    let instance = kubelet_files::initial_instance(kubeadm);
+    if let Some(text) = &instance {
+        disk.file(kubelet_files::INSTANCE_FILE, text.as_bytes(), 0o644, (0, 0))?;
+    }
+    let config = kubelet_files::written_config(
+        &kubeadm.to_string(),
+        &kubelet_files::cluster_config(cluster_extra),
+        instance.as_deref(),
+    );
     disk.file(kubelet_files::CONFIG_FILE, config.as_bytes(), 0o644, (0, 0))
 }
 

@@ -97,6 +97,10 @@ pub struct Scenario {
     /// kubeadm upgrade replaces it with its own when that is newer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub etcd: Option<String>,
+    /// Lines added to the cluster's kubelet-config ConfigMap (and so to
+    /// every config.yaml kubeadm writes), e.g. `failCgroupV1: false\n`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet_config: Option<String>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -232,6 +236,7 @@ impl Default for Scenario {
             external_etcd: Vec::new(),
             control_plane_args: BTreeMap::new(),
             etcd: None,
+            kubelet_config: None,
             nodes: Vec::new(),
             faults: Faults::default(),
         }

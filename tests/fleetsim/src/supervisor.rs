@@ -399,7 +399,22 @@ fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subnet) -> Resul
         nodes,
         kube_proxy: false,
         kured: scenario.kured.spec().map(|k| k.daemonset()),
-        configmaps: Default::default(),
+        configmaps: [(
+            crate::kubelet_files::CONFIGMAP.to_string(),
+            crate::state::ConfigMap {
+                data: [(
+                    crate::kubelet_files::CONFIGMAP_KEY.to_string(),
+                    crate::kubelet_files::cluster_config(
+                        scenario.kubelet_config.as_deref().unwrap_or_default(),
+                    ),
+                )]
+                .into(),
+                resource_version: 1,
+                created: now(),
+                uid: "kubelet-config".into(),
+            },
+        )]
+        .into(),
         resource_version: 1,
         pods: scenario.pods.clone(),
         pdbs: scenario.pdbs.clone(),

@@ -20,6 +20,23 @@
 //! which kubelet v1.35 refuses: so the new kubeadm must run before the node
 //! boots the new kubelet (`post_upgrade`, with kubeadm's source per version).
 //!
+//! The kubelet-config phase writes config.yaml from the cluster's
+//! `kube-system/kubelet-config` ConfigMap, with `instance-config.yaml` laid
+//! over it from v1.34 (`WriteKubeletConfigFiles`,
+//! cmd/kubeadm/app/phases/upgrade/postupgrade.go): a v1.34–v1.36 kubeadm
+//! creates that file when the node has none, moving
+//! `--container-runtime-endpoint` out of kubeadm-flags.env (and fails when
+//! there is no kubeadm-flags.env to read: "error reading kubeadm flags
+//! file"); v1.37 requires it (kubernetes/kubernetes#138645, "Error if the
+//! instance-config.yaml is not present").
+//!
+//! From v1.35 both upgrades run the SystemVerification preflight with the
+//! kubelet version the upgrade leads to (kubernetes/kubernetes#134744), and
+//! system-validators v1.12.1's cgroup validator errors on cgroup v1 for it
+//! (kubernetes/system-validators#61): the upgrade stops before it changes
+//! anything unless `--ignore-preflight-errors` names SystemVerification
+//! (or `all`), as kubeadm's upgrade docs say (kubernetes/website#53082).
+//!
 //! The version rules and messages follow kubeadm's EnforceVersionPolicies;
 //! a patch-level downgrade is allowed, as in real kubeadm.
 
@@ -27,8 +44,9 @@ use anyhow::Result;
 
 use super::util::{KubeVersion, go_duration, server_address};
 use super::{Env, complain, say};
-use crate::kubelet_files;
 use crate::state::{Cluster, Role};
+use kubelet_phase::write_kubelet_config;
+use preflight::system_verification;
 
 const NAME: &str = "kubeadm";
 const STACK_HINT: &str = "To see the stack trace of this error execute with --v=5 or higher";
@@ -72,8 +90,8 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
             None => Ok(env.unsupported(NAME, args)),
         },
         ["certs", "check-expiration"] => check_expiration::check_expiration(env, args),
-        ["upgrade", "node", rest @ ..] => match parse_skip_only(rest) {
-            Some(skip) => upgrade_node::upgrade_node(env, args, &skip),
+        ["upgrade", "node", rest @ ..] => match parse_node_flags(rest) {
+            Some((skip, ignore)) => upgrade_node::upgrade_node(env, args, &skip, &ignore),
             None => Ok(env.unsupported(NAME, args)),
         },
         _ => Ok(env.unsupported(NAME, args)),
@@ -160,12 +178,16 @@ impl ApplyCli {
         skipped(&self.skip, phase)
     }
 
-    /// kubeadm compares check names case-insensitively; `all` ignores every one.
     fn ignores(&self, check: &str) -> bool {
-        self.ignore
-            .iter()
-            .any(|i| i.eq_ignore_ascii_case(check) || i.eq_ignore_ascii_case("all"))
+        ignores(&self.ignore, check)
     }
+}
+
+/// kubeadm compares check names case-insensitively; `all` ignores every one.
+fn ignores(ignore: &[String], check: &str) -> bool {
+    ignore
+        .iter()
+        .any(|i| i.eq_ignore_ascii_case(check) || i.eq_ignore_ascii_case("all"))
 }
 
 fn split_phases(list: &str) -> impl Iterator<Item = String> + '_ {
@@ -174,9 +196,11 @@ fn split_phases(list: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_string)
 }
 
-/// `--skip-phases` of `upgrade node` (its only flag we emulate).
-fn parse_skip_only(rest: &[&str]) -> Option<Vec<String>> {
+/// `--skip-phases` and `--ignore-preflight-errors` of `upgrade node` (the
+/// flags we emulate).
+fn parse_node_flags(rest: &[&str]) -> Option<(Vec<String>, Vec<String>)> {
     let mut skip = Vec::new();
+    let mut ignore = Vec::new();
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match *a {
@@ -184,11 +208,15 @@ fn parse_skip_only(rest: &[&str]) -> Option<Vec<String>> {
             s if s.starts_with("--skip-phases=") => {
                 skip.extend(split_phases(&s["--skip-phases=".len()..]));
             }
+            "--ignore-preflight-errors" => ignore.extend(split_phases(it.next()?)),
+            s if s.starts_with("--ignore-preflight-errors=") => {
+                ignore.extend(split_phases(&s["--ignore-preflight-errors=".len()..]));
+            }
             s if s.starts_with("--v=") => {}
             _ => return None,
         }
     }
-    Some(skip)
+    Some((skip, ignore))
 }
 
 /// A phase is skipped when it or its parent is in the skip list.
@@ -345,22 +373,6 @@ fn injected_node_failure(env: &Env, node: &str) -> Result<bool> {
     })
 }
 
-/// The kubelet-config phase: the kubelet's config, written by this kubeadm.
-fn write_kubelet_config(env: &Env, kubeadm: KubeVersion) -> Result<(), String> {
-    let path = env.path(kubelet_files::CONFIG_FILE);
-    let text = kubelet_files::config_yaml(&kubeadm.to_string());
-    path.parent()
-        .map(std::fs::create_dir_all)
-        .transpose()
-        .and_then(|_| std::fs::write(&path, text))
-        .map_err(|e| {
-            format!(
-                "error execution phase kubelet-config: failed to write kubelet configuration to file \"{}\": {e}",
-                kubelet_files::CONFIG_FILE
-            )
-        })
-}
-
 /// `upgrade apply|node` on a control plane renews its certificates (the
 /// default `--certificate-renewal=true`): a year from now.
 fn renew_certs(env: &Env) -> Result<()> {
@@ -451,7 +463,9 @@ fn killed(env: &mut Env, args: &[String], sig: i32) -> i32 {
 
 mod check_expiration;
 mod go_signals;
+mod kubelet_phase;
 mod post_upgrade;
+mod preflight;
 mod static_pods;
 #[cfg(test)]
 mod tests;

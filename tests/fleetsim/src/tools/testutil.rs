@@ -80,9 +80,17 @@ impl Fleet {
             crate::kubelet_files::FLAGS_FILE,
             &crate::kubelet_files::initial_flags(&v),
         );
+        let instance = crate::kubelet_files::initial_instance(&v);
+        if let Some(text) = &instance {
+            node.write(crate::kubelet_files::INSTANCE_FILE, text);
+        }
         node.write(
             crate::kubelet_files::CONFIG_FILE,
-            &crate::kubelet_files::config_yaml(version),
+            &crate::kubelet_files::written_config(
+                version,
+                &crate::kubelet_files::cluster_config(""),
+                instance.as_deref(),
+            ),
         );
         crate::cgroup::populate(&node.root, false).unwrap();
         crate::unit::write_state(
@@ -112,6 +120,19 @@ impl Fleet {
                 if c.version.is_empty() {
                     c.version = version.to_string();
                 }
+                // What kubeadm init uploaded.
+                c.configmaps
+                    .entry(crate::kubelet_files::CONFIGMAP.to_string())
+                    .or_insert_with(|| state::ConfigMap {
+                        data: [(
+                            crate::kubelet_files::CONFIGMAP_KEY.to_string(),
+                            crate::kubelet_files::cluster_config(""),
+                        )]
+                        .into(),
+                        resource_version: 1,
+                        created: booted_at,
+                        uid: "kubelet-config".into(),
+                    });
                 c.nodes.insert(
                     name.to_string(),
                     ClusterNode {

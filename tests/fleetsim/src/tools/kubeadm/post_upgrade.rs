@@ -8,11 +8,14 @@
 //!   `upgrade.RemoveKubeletArgsFromFile` with `unwantedFlags =
 //!   ["pod-infra-container-image"]`, with a TODO to empty the list in v1.36
 //!   (kubernetes/kubeadm#3108);
-//! - v1.36 on (the newest stored version of the file, after
-//!   kubernetes/kubernetes#135807): the same call with `unwantedFlags =
-//!   []string{}`. So a kubelet that jumps from v1.34 past v1.35 keeps the
-//!   flag kubelet v1.35+ refuses: kubeadm does not support skipping minors
-//!   (neolit123 on #135807).
+//! - v1.36 (after kubernetes/kubernetes#135807): the same call with
+//!   `unwantedFlags = []string{}`. So a kubelet that jumps from v1.34 past
+//!   v1.35 keeps the flag kubelet v1.35+ refuses: kubeadm does not support
+//!   skipping minors (neolit123 on #135807);
+//! - v1.37 on (kubernetes/kubernetes#138645, which removed the
+//!   NodeLocalCRISocket gate): `unwantedFlags =
+//!   []string{"container-runtime-endpoint"}`, the endpoint being in
+//!   instance-config.yaml since v1.34.
 //!
 //! `RemoveKubeletArgsFromFile` backs the flags file up under
 //! /etc/kubernetes/tmp/ and writes it again (its caller's comment). A real
@@ -40,10 +43,17 @@ const REWRITES_SINCE_MINOR: u64 = 35;
 /// Where kubeadm keeps its backups (`kubeadmconstants.KubernetesDir` + tmp).
 const TMP_DIR: &str = "/etc/kubernetes/tmp";
 
+/// The first kubeadm whose post-upgrade strips `--container-runtime-endpoint`
+/// (kubernetes/kubernetes#138645: `unwantedFlags :=
+/// []string{"container-runtime-endpoint"}`).
+const STRIPS_ENDPOINT_SINCE_MINOR: u64 = 37;
+
 /// The flags `kubeadm` of this version removes from kubeadm-flags.env.
 pub fn unwanted_flags(kubeadm: KubeVersion) -> &'static [&'static str] {
     if kubeadm.minor == u64::from(kubelet_files::POD_INFRA_REMOVED_MINOR) {
         &[kubelet_files::POD_INFRA_FLAG]
+    } else if kubeadm.minor >= STRIPS_ENDPOINT_SINCE_MINOR {
+        &[kubelet_files::ENDPOINT_FLAG]
     } else {
         &[]
     }
@@ -185,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn only_v1_35_lists_an_unwanted_flag() {
+    fn v1_35_and_v1_37_list_an_unwanted_flag() {
         let v = |s: &str| super::super::super::util::KubeVersion::parse(s).unwrap();
         assert!(super::unwanted_flags(v("v1.34.3")).is_empty());
         assert_eq!(
@@ -193,6 +203,9 @@ mod tests {
             ["--pod-infra-container-image"]
         );
         assert!(super::unwanted_flags(v("v1.36.0")).is_empty());
-        assert!(super::unwanted_flags(v("v1.37.0")).is_empty());
+        assert_eq!(
+            super::unwanted_flags(v("v1.37.0")),
+            ["--container-runtime-endpoint"]
+        );
     }
 }

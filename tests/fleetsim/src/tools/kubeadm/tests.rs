@@ -362,8 +362,10 @@ fn version_and_plan() {
 
 use crate::kubelet_files::{CONFIG_FILE, FLAGS_FILE, config_stamp};
 
-const OLD_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
-const NEW_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n";
+/// What kubeadm v1.34's init/join wrote (the endpoint is in instance-config.yaml).
+const OLD_FLAGS: &str =
+    "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
+const NEW_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"\"\n";
 
 #[test]
 fn the_staged_kubeadm_upgrades_before_the_reboot() {
@@ -694,6 +696,157 @@ fn certs_check_expiration_prints_kubeadms_tables_and_upgrades_renew() {
         "{apiserver:?}"
     );
 }
+
+// ------------------------------------------- issue 23: cgroup v1, config.yaml
+
+use crate::kubelet_files::{INSTANCE_FILE, cluster_config, endpoint_of};
+
+fn on_cgroup_v1(node: &Node) {
+    std::fs::remove_dir_all(node.path(crate::cgroup::CGROUP_ROOT)).unwrap();
+    crate::cgroup::populate(&node.root, true).unwrap();
+}
+
+#[test]
+fn from_v1_35_system_verification_refuses_cgroup_v1_unless_ignored() {
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.35.1");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    cp.update_cluster(|c| c.version = "v1.35.1".into());
+    on_cgroup_v1(&w1);
+    let before = w1.read(CONFIG_FILE);
+    let r = w1.run_image("v1.35.1", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr.starts_with(
+            "[preflight] Some fatal errors occurred:\n\t[ERROR SystemVerification]: cgroups v1"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(w1.read(CONFIG_FILE), before, "nothing written");
+    for ignore in ["SystemVerification", "all", "systemverification"] {
+        let r = w1.run_image(
+            "v1.35.1",
+            "kubeadm",
+            &[
+                "upgrade",
+                "node",
+                &format!("--ignore-preflight-errors={ignore}"),
+            ],
+        );
+        assert_eq!(r.code, 0, "{ignore}: {}", r.stderr);
+        assert!(
+            r.stdout
+                .contains("\t[WARNING SystemVerification]: cgroups v1")
+        );
+    }
+    // A v1.34 kubeadm only warns (system-validators before v1.12.1).
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    on_cgroup_v1(&cp);
+    let r = cp.run_image(
+        "v1.34.3",
+        "kubeadm",
+        &["upgrade", "apply", "v1.34.3", "--yes"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // upgrade apply of v1.35 refuses the same way.
+    let r = cp.run_image(
+        "v1.35.1",
+        "kubeadm",
+        &["upgrade", "apply", "v1.35.1", "--yes"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("[ERROR SystemVerification]"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(cp.cluster().version, "v1.34.3", "v1.35 did not start");
+}
+
+#[test]
+fn the_kubelet_config_phase_writes_the_configmap_with_instance_config_over_it() {
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    let w1 = fleet.node("w1", Role::Worker, "v1.34.2");
+    // An operator's own edit of the node's file, and one in the ConfigMap.
+    w1.write(
+        CONFIG_FILE,
+        &format!("{}failCgroupV1: false\n", w1.read(CONFIG_FILE)),
+    );
+    w1.update_cluster(|c| {
+        c.configmaps
+            .get_mut(crate::kubelet_files::CONFIGMAP)
+            .unwrap()
+            .data
+            .insert("kubelet".into(), cluster_config("maxPods: 200\n"));
+    });
+    let r = w1.run_image("v1.34.3", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let written = w1.read(CONFIG_FILE);
+    assert!(written.contains("\nmaxPods: 200\n"), "{written}");
+    assert!(
+        !written.contains("failCgroupV1"),
+        "the node's own edit is gone"
+    );
+    assert_eq!(
+        endpoint_of(&written).as_deref(),
+        Some("unix:///run/containerd/containerd.sock")
+    );
+}
+
+#[test]
+fn kubeadm_1_34_to_1_36_move_the_endpoint_into_instance_config_and_1_37_requires_it() {
+    // A node kubeadm v1.33 joined: the endpoint is a flag, no instance-config.
+    let fleet = Fleet::new();
+    let _cp = fleet.node("cp1", Role::ControlPlane, "v1.33.4");
+    let w1 = fleet.node("w1", Role::Worker, "v1.33.4");
+    assert!(!w1.path(INSTANCE_FILE).exists());
+    let r = w1.run_image("v1.34.2", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        w1.read(FLAGS_FILE),
+        OLD_FLAGS,
+        "the endpoint left the flags"
+    );
+    assert_eq!(
+        endpoint_of(&w1.read(INSTANCE_FILE)).as_deref(),
+        Some("unix:///run/containerd/containerd.sock")
+    );
+    assert_eq!(
+        endpoint_of(&w1.read(CONFIG_FILE)).as_deref(),
+        Some("unix:///run/containerd/containerd.sock")
+    );
+    // v1.37 without instance-config.yaml fails, changing nothing.
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.37.0");
+    let w1 = fleet.node("w1", Role::Worker, "v1.36.1");
+    cp.update_cluster(|c| c.version = "v1.37.0".into());
+    std::fs::remove_file(w1.path(INSTANCE_FILE)).unwrap();
+    let before = w1.read(CONFIG_FILE);
+    let r = w1.run_image("v1.37.0", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains(INSTANCE_FILE), "{}", r.stderr);
+    assert_eq!(w1.read(CONFIG_FILE), before);
+    // v1.37's post-upgrade strips a flag the file still has.
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.37.0");
+    let w1 = fleet.node("w1", Role::Worker, "v1.36.1");
+    cp.update_cluster(|c| c.version = "v1.37.0".into());
+    w1.write(
+        FLAGS_FILE,
+        "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-ip=10.0.0.9\"\n",
+    );
+    let r = w1.run_image("v1.37.0", "kubeadm", &["upgrade", "node"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        w1.read(FLAGS_FILE),
+        "KUBELET_KUBEADM_ARGS=\"--node-ip=10.0.0.9\"\n"
+    );
+}
+
+// ------------------------------------------- issue 23: removed feature gates
 
 #[test]
 fn a_control_plane_gate_the_target_removed_fails_apply_and_restores_the_old_manifests() {

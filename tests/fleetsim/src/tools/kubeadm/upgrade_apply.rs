@@ -21,6 +21,9 @@ pub(super) fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i3
         Err(msg) => return Ok(fail(env, args, &msg)),
     };
     say!(env, "[upgrade/preflight] Running preflight checks");
+    if let Err(msg) = system_verification(env, kubeadm, &cli.ignore) {
+        return Ok(fail(env, args, &msg));
+    }
     say!(env, "[upgrade] Running cluster health checks");
     let not_ready = not_ready_control_planes(&cluster);
     if !not_ready.is_empty() {

@@ -6,7 +6,12 @@ use anyhow::Result;
 
 use super::*;
 
-pub(super) fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> Result<i32> {
+pub(super) fn upgrade_node(
+    env: &mut Env,
+    args: &[String],
+    skip: &[String],
+    ignore: &[String],
+) -> Result<i32> {
     let boot = env.boot()?;
     let kubeadm = env.binary_version(NAME)?;
     let with_addons = kubeadm.minor >= NODE_ADDONS_SINCE_MINOR;
@@ -32,6 +37,9 @@ pub(super) fn upgrade_node(env: &mut Env, args: &[String], skip: &[String]) -> R
         Err(msg) => return Ok(fail(env, args, &msg)),
     };
     say!(env, "[upgrade/preflight] Running pre-flight checks");
+    if let Err(msg) = system_verification(env, kubeadm, ignore) {
+        return Ok(fail(env, args, &msg));
+    }
     if injected_node_failure(env, &boot.name)? {
         let msg = if control_plane {
             "error execution phase control-plane: couldn't complete the upgrade for the control plane components \
