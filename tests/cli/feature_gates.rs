@@ -126,3 +126,40 @@ fn a_kube_apiserver_gate_the_target_removed_in_extra_args_blocks_and_ignored_kub
         Some("v1.34.2")
     );
 }
+
+#[test]
+fn apply_checks_again_and_refuses_a_gate_set_after_the_plan() {
+    let fleet = support::start(pair());
+    run(&fleet, &["plan", "v1.35"]).expect_code(0);
+    // After the plan, someone adds a gate v1.35 removed to the scheduler's
+    // extraArgs in kubeadm-config.
+    fleet
+        .shared()
+        .update_cluster(|c| {
+            c.control_plane_args.insert(
+                "scheduler".into(),
+                BTreeMap::from([(
+                    "feature-gates".to_string(),
+                    "ComponentSLIs=true".to_string(),
+                )]),
+            );
+            c.resource_version += 1;
+            Ok(())
+        })
+        .unwrap();
+    let before = fleet.events().unwrap().len();
+    let refused = run(&fleet, &["apply", "--yes"]).expect_code(2);
+    assert!(
+        refused.stderr.contains("the checks block this plan")
+            && refused.stderr.contains("feature-gates"),
+        "{}",
+        refused.stderr
+    );
+    let after = fleet.events().unwrap();
+    assert!(
+        after[before..].iter().all(support::is_lock),
+        "a blocked apply touches nothing but its lock:\n{}",
+        support::describe(&after[before..])
+    );
+    assert_eq!(fleet.cluster().unwrap().version, "v1.34.2");
+}
