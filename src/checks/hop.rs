@@ -9,11 +9,12 @@ use super::certs::{CertExpiration, check_certificates};
 use super::cgroup::{NodeCgroup, check_cgroup_hop};
 use super::configmaps::ClusterConfigs;
 use super::flags::{NodeKubeletFiles, check_kubelet_flags};
+use super::gates::{GateSources, check_feature_gates};
 use super::hub::{HubImage, check_hub};
 use super::kubelet_config::{KubeletView, check_kubelet_config, views};
 use super::model::{Check, CheckName, Verdict, apply_ignores};
 use super::pdb::{Budget, Pod, check_drains};
-use crate::plan::{Action, Hop};
+use crate::plan::{Action, Hop, PhaseKind};
 use crate::version::Minor;
 
 /// What the checks read before a hop; each source as far as it could be read
@@ -130,9 +131,38 @@ pub fn evaluate(inputs: &Inputs, hop: &Hop, target: Minor, ignored: &[CheckName]
         // starts the new kubelet there too.
         check_cgroup_hop(&kubelets, hop.minor),
         check_kubelet_config(&kubelets, hop.minor, version),
+        check_feature_gates(
+            GateSources {
+                kubelets: &kubelets,
+                cluster: &inputs.cluster_configs.cluster,
+            },
+            hop.minor,
+            &drained,
+            renders_control_plane(hop),
+        ),
     ];
     apply_ignores(&mut checks, ignored);
     checks
+}
+
+/// Whether the hop runs kubeadm's upgrade on a control plane, which writes
+/// its static pods anew from the ClusterConfiguration.
+fn renders_control_plane(hop: &Hop) -> bool {
+    hop.phases
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.kind,
+                PhaseKind::FirstControlPlane | PhaseKind::OtherControlPlanes
+            )
+        })
+        .flat_map(|p| &p.steps)
+        .any(|s| {
+            matches!(
+                s.action,
+                Action::UpgradeApply { .. } | Action::UpgradeNode { .. }
+            )
+        })
 }
 
 /// Every hop of a plan judged on the fleet as the earlier hops leave it:

@@ -4,8 +4,9 @@
 //!
 //! kubeadm lets several things through that break a cluster on the new
 //! minor: clients still calling an API version the minor removes, kubelet
-//! flags the new kubelet refuses, drains that a PodDisruptionBudget holds
-//! forever, certificates about to expire, and images missing from the hub.
+//! flags and feature gates the new kubelet or control plane refuses, drains
+//! that a PodDisruptionBudget holds forever, certificates about to expire,
+//! and images missing from the hub.
 //! `plan` shows each check's verdict with what to do, and `apply` runs them
 //! again right before the hop. docs/checks.md describes the JSON they carry.
 //!
@@ -19,6 +20,7 @@ mod cgroup;
 mod configmaps;
 mod etcd;
 mod flags;
+mod gates;
 mod hop;
 mod hub;
 mod kubelet_config;
@@ -46,6 +48,10 @@ pub use etcd::{
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
+};
+pub use gates::{
+    GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,
+    removed_by,
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};

@@ -28,10 +28,13 @@ pub enum CheckName {
     /// kubeadm's upgrade would rewrite a node's kubelet configuration
     /// without a setting only that node has, or would fail on its files.
     KubeletConfig,
+    /// The kubelet or a control-plane component is given a feature gate the
+    /// new minor removed.
+    FeatureGates,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 7] = [
+    pub const ALL: [CheckName; 8] = [
         CheckName::RemovedApis,
         CheckName::KubeletFlags,
         CheckName::Pdb,
@@ -39,6 +42,7 @@ impl CheckName {
         CheckName::Hub,
         CheckName::Cgroup,
         CheckName::KubeletConfig,
+        CheckName::FeatureGates,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -50,6 +54,7 @@ impl CheckName {
             CheckName::Hub => "hub",
             CheckName::Cgroup => "cgroup",
             CheckName::KubeletConfig => "kubelet-config",
+            CheckName::FeatureGates => "feature-gates",
         }
     }
 }

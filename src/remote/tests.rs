@@ -394,6 +394,8 @@ fn checks_script_keeps_only_the_gauge_and_reports_each_probe() {
             r#"case "$*" in
 *"get --raw /metrics"*) cat {dir}/apiserver-metrics.txt ;;
 *"get pdb -A -o json"*) echo "Error from server (Forbidden): poddisruptionbudgets.policy is forbidden" >&2; exit 1 ;;
+*"get configmap kubelet-config -o json"*) echo 'Error from server (NotFound): configmaps "kubelet-config" not found' >&2; exit 1 ;;
+*"get configmap kubeadm-config -o json"*) echo '{{"data":{{"ClusterConfiguration":"kind: ClusterConfiguration"}}}}' ;;
 *) echo "unexpected: $*" >&2; exit 2 ;;
 esac"#,
             dir = CHECK_FIXTURES
@@ -419,6 +421,12 @@ esac"#,
     assert!(out.pdbs.unwrap_err().contains("(Forbidden)"));
     let certs = crate::checks::parse_check_expiration(&out.certs.unwrap()).unwrap();
     assert!(!certs.is_empty());
+    assert_eq!(out.kubelet_configmap, Ok(None), "NotFound is no ConfigMap");
+    assert!(
+        out.kubeadm_configmap
+            .unwrap()
+            .is_some_and(|c| c.contains("ClusterConfiguration"))
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod clients;
 pub mod containerd;
 pub mod ctl;
 pub mod etcd_pod;
+pub mod feature_gates;
 pub mod harness;
 pub mod hub;
 pub mod image;

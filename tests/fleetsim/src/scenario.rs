@@ -86,6 +86,11 @@ pub struct Scenario {
     /// An external etcd's endpoints (kubeadm-config `etcd.external`, no
     /// etcd static pods); empty: stacked etcd.
     pub external_etcd: Vec<String>,
+    /// ClusterConfiguration `extraArgs` of the control plane (kubeadm-config),
+    /// keyed `apiServer`, `controllerManager` or `scheduler`, then flag →
+    /// value, e.g. `{apiServer: {feature-gates: "LoadBalancerIPMode=true"}}`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub control_plane_args: BTreeMap<String, BTreeMap<String, String>>,
     /// The etcd image tag (`3.6.4-0`) every control plane's etcd static pod
     /// runs at the start, when not the one kubeadm deploys for the
     /// cluster's version (a cluster set up by an older kubeadm patch); a
@@ -229,6 +234,7 @@ impl Default for Scenario {
             deprecated_apis: Vec::new(),
             cert_expiry_days: 300.0,
             external_etcd: Vec::new(),
+            control_plane_args: BTreeMap::new(),
             etcd: None,
             kubelet_config: None,
             nodes: Vec::new(),

@@ -115,6 +115,12 @@ pub struct Cluster {
     /// empty: kubeadm's stacked etcd, a static pod per control plane.
     #[serde(default)]
     pub external_etcd: Vec<String>,
+    /// ClusterConfiguration's `extraArgs` of the control plane, keyed
+    /// `apiServer`, `controllerManager` or `scheduler`, then flag → value
+    /// (`feature-gates` → `A=true`): what kubeadm renders into the static
+    /// pods it writes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub control_plane_args: BTreeMap<String, BTreeMap<String, String>>,
     /// The etcd image tag a control plane's static pod runs, where it is
     /// not the one kubeadm's `SupportedEtcdVersion` names for its
     /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm

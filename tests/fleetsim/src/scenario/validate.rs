@@ -21,6 +21,7 @@ impl Scenario {
             k.validate().context("scenario `kured`")?;
         }
         self.cluster_version()?;
+        self.validate_control_plane_args()?;
         if let Some(tag) = &self.etcd {
             if crate::tools::etcd_tag(tag).is_none() {
                 bail!("scenario `etcd`: `{tag}` is not an etcd image tag like 3.6.4-0");
@@ -49,6 +50,30 @@ impl Scenario {
                 "node {}: `sysupdate_timer` needs `os_layer: systemd` (the emulated layer has no timers)",
                 n.name
             );
+        }
+        Ok(())
+    }
+
+    /// The ClusterConfiguration sections kubeadm has, flags as a flag is
+    /// spelled, values on one line: they are written into kubeadm-config.
+    fn validate_control_plane_args(&self) -> Result<()> {
+        for (component, args) in &self.control_plane_args {
+            if !["apiServer", "controllerManager", "scheduler"].contains(&component.as_str()) {
+                bail!(
+                    "scenario `control_plane_args`: `{component}` is not apiServer, controllerManager or scheduler"
+                );
+            }
+            for (flag, value) in args {
+                let flag_ok = !flag.is_empty()
+                    && flag
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if !flag_ok || value.chars().any(char::is_control) {
+                    bail!(
+                        "scenario `control_plane_args.{component}`: `{flag}` must be a flag name (a-z, 0-9, -) with a one-line value"
+                    );
+                }
+            }
         }
         Ok(())
     }

@@ -11,7 +11,10 @@
 //! `upgrade apply` refuses while a control-plane Node is NotReady (the
 //! ControlPlaneNodesReady health check). Moving a node's static pods needs
 //! its kubelet running (the real kubeadm waits for the kubelet to restart
-//! them, then rolls back). Every successful upgrade writes the kubelet's
+//! them, then rolls back), and each new pod to come up: one whose
+//! `--feature-gates` (the ClusterConfiguration's `extraArgs`) names a gate
+//! the target removed exits at start, and kubeadm puts every old manifest
+//! back and fails. Every successful upgrade writes the kubelet's
 //! config (the kubelet-config phase), and kubeadm v1.35's post-upgrade phase
 //! removes `--pod-infra-container-image` from the kubelet's flags file,
 //! which kubelet v1.35 refuses: so the new kubeadm must run before the node
@@ -44,7 +47,6 @@ use super::{Env, complain, say};
 use crate::state::{Cluster, Role};
 use kubelet_phase::write_kubelet_config;
 use preflight::system_verification;
-use upgrade_apply::{ApplyCli, apply};
 
 const NAME: &str = "kubeadm";
 const STACK_HINT: &str = "To see the stack trace of this error execute with --v=5 or higher";
@@ -84,7 +86,7 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
             upgrade_plan::plan(env)
         }
         ["upgrade", "apply", rest @ ..] => match ApplyCli::parse(rest) {
-            Some(cli) => apply(env, args, &cli),
+            Some(cli) => upgrade_apply::apply(env, args, &cli),
             None => Ok(env.unsupported(NAME, args)),
         },
         ["certs", "check-expiration"] => check_expiration::check_expiration(env, args),
@@ -129,6 +131,56 @@ fn version(env: &mut Env, args: &[String], rest: &[&str]) -> Result<i32> {
         _ => return Ok(env.unsupported(NAME, args)),
     }
     Ok(0)
+}
+
+/// Flags of `upgrade apply`.
+struct ApplyCli {
+    version: String,
+    yes: bool,
+    force: bool,
+    skip: Vec<String>,
+    ignore: Vec<String>,
+}
+
+impl ApplyCli {
+    fn parse(rest: &[&str]) -> Option<ApplyCli> {
+        let mut cli = ApplyCli {
+            version: String::new(),
+            yes: false,
+            force: false,
+            skip: Vec::new(),
+            ignore: Vec::new(),
+        };
+        let mut it = rest.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "-y" | "--yes" => cli.yes = true,
+                "-f" | "--force" => cli.force = true,
+                "--skip-phases" => cli.skip.extend(split_phases(it.next()?)),
+                s if s.starts_with("--skip-phases=") => {
+                    cli.skip.extend(split_phases(&s["--skip-phases=".len()..]));
+                }
+                "--ignore-preflight-errors" => cli.ignore.extend(split_phases(it.next()?)),
+                s if s.starts_with("--ignore-preflight-errors=") => {
+                    cli.ignore
+                        .extend(split_phases(&s["--ignore-preflight-errors=".len()..]));
+                }
+                s if s.starts_with("--v=") => {}
+                s if s.starts_with('-') => return None,
+                s if cli.version.is_empty() => cli.version = s.to_string(),
+                _ => return None,
+            }
+        }
+        (!cli.version.is_empty()).then_some(cli)
+    }
+
+    fn skips(&self, phase: &str) -> bool {
+        skipped(&self.skip, phase)
+    }
+
+    fn ignores(&self, check: &str) -> bool {
+        ignores(&self.ignore, check)
+    }
 }
 
 /// kubeadm compares check names case-insensitively; `all` ignores every one.
@@ -237,6 +289,81 @@ fn cluster_via_api(env: &Env, kubeconfig: &str) -> Result<Result<Cluster, String
     }
 }
 
+/// Version-skew findings: (fatal, bypassable with --force).
+fn version_policy(
+    cluster: &Cluster,
+    target: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let current = KubeVersion::parse(&cluster.version).ok_or_else(|| {
+        format!(
+            "[upgrade/versions] FATAL: Unable to fetch cluster version: couldn't parse kubernetesVersion {:?}",
+            cluster.version
+        )
+    })?;
+    let (mut fatal, mut skippable) = (Vec::new(), Vec::new());
+    if target.minor > current.minor + 1 {
+        fatal.push(format!(
+            "Specified version to upgrade to \"{target}\" is too high; kubeadm can upgrade only 1 minor version at a time"
+        ));
+    }
+    if target.minor + 1 < current.minor {
+        fatal.push(format!(
+            "Specified version to downgrade to \"{target}\" is too low; kubeadm can downgrade only 1 minor version at a time"
+        ));
+    }
+    if kubeadm < target {
+        if target.minor > kubeadm.minor {
+            fatal.push(format!(
+                "Specified version to upgrade to \"{target}\" is at least one minor release higher than the kubeadm minor release ({} > {}). Such an upgrade is not supported",
+                target.minor, kubeadm.minor
+            ));
+        } else {
+            skippable.push(format!(
+                "Specified version to upgrade to \"{target}\" is higher than the kubeadm version \"{kubeadm}\". Upgrade kubeadm first using the tool you used to install kubeadm"
+            ));
+        }
+    }
+    if kubeadm.major > target.major || kubeadm.minor > target.minor {
+        skippable.push(format!(
+            "Kubeadm version {kubeadm} can only be used to upgrade to Kubernetes version {}.{}",
+            kubeadm.major, kubeadm.minor
+        ));
+    }
+    let too_old: Vec<String> = cluster
+        .nodes
+        .values()
+        .filter_map(|n| KubeVersion::parse(&n.kubelet_version))
+        .filter(|k| target.minor > k.minor + KUBELET_SKEW)
+        .map(|k| k.to_string())
+        .collect();
+    if !too_old.is_empty() {
+        skippable.push(format!(
+            "There are kubelets in this cluster that are too old that have these versions [{}]",
+            too_old.join(" ")
+        ));
+    }
+    Ok((fatal, skippable))
+}
+
+fn format_errors(errors: &[String]) -> String {
+    errors.iter().map(|e| format!("\t- {e}\n")).collect()
+}
+
+/// Asks `[upgrade/confirm] … [y/N]:` on stdout; only y/yes goes on (EOF aborts).
+fn confirm(env: &mut Env) -> bool {
+    let _ = std::io::Write::write_all(
+        &mut *env.out,
+        b"[upgrade/confirm] Are you sure you want to proceed? [y/N]: ",
+    );
+    let _ = env.out.flush();
+    let mut answer = String::new();
+    match env.input.read_line(&mut answer) {
+        Ok(_) => matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+        Err(_) => false,
+    }
+}
+
 /// Whether the `fail_upgrade_node` fault holds `node`; consumes it.
 fn injected_node_failure(env: &Env, node: &str) -> Result<bool> {
     env.shared().update_faults(|f| {
@@ -244,70 +371,6 @@ fn injected_node_failure(env: &Env, node: &str) -> Result<bool> {
         f.fail_upgrade_node.retain(|n| n != node);
         held
     })
-}
-
-/// Why the static pods of `node` could not be moved to a new version.
-enum StaticPods {
-    Upgraded,
-    Skipped,
-    ApiGone,
-    /// The kubelet that would restart them does not run.
-    NoKubelet,
-}
-
-/// The control-plane phase's change to `node`'s static pods. Real kubeadm
-/// writes the new manifests and waits (5 minutes) for the kubelet to restart
-/// each component; with no kubelet running it times out and rolls back. The
-/// sim fails at once with the same words.
-fn upgrade_static_pods(env: &Env, node: &str, to: &str, phase_runs: bool) -> Result<StaticPods> {
-    if !phase_runs {
-        return Ok(StaticPods::Skipped);
-    }
-    env.shared().update_cluster(|c| {
-        let now = crate::state::now();
-        if !c.api_up(now) {
-            return Ok(StaticPods::ApiGone);
-        }
-        let Some(n) = c.nodes.get_mut(node) else {
-            return Ok(StaticPods::ApiGone);
-        };
-        if n.kubelet_running().is_none() {
-            return Ok(StaticPods::NoKubelet);
-        }
-        n.control_plane_version = Some(to.to_string());
-        super::etcd_upgraded_by_kubeadm(c, node, to);
-        c.resource_version += 1;
-        Ok(StaticPods::Upgraded)
-    })
-}
-
-fn no_kubelet_error(node: &str) -> String {
-    format!(
-        "error execution phase control-plane: couldn't complete the upgrade for the control plane components on this \
-         node: [upgrade/apply] FATAL: couldn't upgrade control plane. kubeadm has tried to recover everything into the \
-         earlier state. Errors faced: static Pod hash for component kube-apiserver on Node {node} did not change after \
-         {}: timed out waiting for the condition",
-        go_duration(300.0)
-    )
-}
-
-/// The static pods of `node` now run `version`: on the record.
-fn record_static_pods(env: &mut Env, node: &str, version: &str) {
-    let event = crate::state::Event {
-        t: crate::state::now(),
-        node: node.to_string(),
-        argv: vec!["(static-pods)".into()],
-        result: "ok".into(),
-        pins: env.pins(),
-        version: Some(version.to_string()),
-        ..Default::default()
-    };
-    if let Err(e) = env.shared().record(&event) {
-        complain!(
-            env,
-            "fleetsim: warning: could not record (static-pods): {e:#}"
-        );
-    }
 }
 
 /// `upgrade apply|node` on a control plane renews its certificates (the
@@ -403,8 +466,13 @@ mod go_signals;
 mod kubelet_phase;
 mod post_upgrade;
 mod preflight;
+mod static_pods;
 #[cfg(test)]
 mod tests;
 mod upgrade_apply;
 mod upgrade_node;
 mod upgrade_plan;
+
+use static_pods::{
+    StaticPods, no_kubelet_error, record_static_pods, rolled_back_error, upgrade_static_pods,
+};

@@ -845,3 +845,62 @@ fn kubeadm_1_34_to_1_36_move_the_endpoint_into_instance_config_and_1_37_requires
         "KUBELET_KUBEADM_ARGS=\"--node-ip=10.0.0.9\"\n"
     );
 }
+
+// ------------------------------------------- issue 23: removed feature gates
+
+#[test]
+fn a_control_plane_gate_the_target_removed_fails_apply_and_restores_the_old_manifests() {
+    let node = cp_running("v1.35.1");
+    node.update_cluster(|c| {
+        c.control_plane_args.insert(
+            "apiServer".into(),
+            [(
+                "feature-gates".to_string(),
+                "LoadBalancerIPMode=true".to_string(),
+            )]
+            .into(),
+        );
+    });
+    let r = apply(
+        &node,
+        &["v1.35.1", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "couldn't upgrade control plane. kubeadm has tried to recover everything into the earlier state. \
+             Errors faced: static Pod hash for component kube-apiserver on Node cp1 did not change after 5m0s"
+        ),
+        "{}",
+        r.stderr
+    );
+    let c = node.cluster();
+    assert_eq!(c.version, "v1.34.2", "kubeadm-config is not uploaded");
+    assert_eq!(
+        c.nodes["cp1"].control_plane_version.as_deref(),
+        Some("v1.34.2"),
+        "the old static pods are back"
+    );
+    assert!(node.events().iter().all(|e| e.argv[0] != "(static-pods)"));
+    let last = node.events().pop().unwrap();
+    assert_eq!(last.argv[0], "kubeadm");
+    assert_ne!(last.result, "ok");
+
+    // The same gate is known to v1.34: a patch upgrade goes through.
+    let node = cp_running("v1.34.3");
+    node.update_cluster(|c| {
+        c.control_plane_args.insert(
+            "scheduler".into(),
+            [(
+                "feature-gates".to_string(),
+                "ComponentSLIs=true".to_string(),
+            )]
+            .into(),
+        );
+    });
+    let r = apply(
+        &node,
+        &["v1.34.3", "--yes", "--skip-phases", "addon/kube-proxy"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}

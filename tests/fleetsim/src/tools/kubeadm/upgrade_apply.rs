@@ -1,136 +1,10 @@
-//! `kubeadm upgrade apply` on the first control plane: its flags, the
-//! version policy (kubeadm's EnforceVersionPolicies), the
-//! ControlPlaneNodesReady health check and SystemVerification preflight,
-//! the confirmation, then its phases in kubeadm's order.
+//! `kubeadm upgrade apply` on the first control plane: the health check
+//! and version policy before anything changes, then its phases in order
+//! (control-plane, upload-config, kubelet-config, addons, post-upgrade).
 
 use anyhow::Result;
 
 use super::*;
-
-/// Flags of `upgrade apply`.
-pub(super) struct ApplyCli {
-    version: String,
-    yes: bool,
-    force: bool,
-    skip: Vec<String>,
-    ignore: Vec<String>,
-}
-
-impl ApplyCli {
-    pub(super) fn parse(rest: &[&str]) -> Option<ApplyCli> {
-        let mut cli = ApplyCli {
-            version: String::new(),
-            yes: false,
-            force: false,
-            skip: Vec::new(),
-            ignore: Vec::new(),
-        };
-        let mut it = rest.iter();
-        while let Some(a) = it.next() {
-            match *a {
-                "-y" | "--yes" => cli.yes = true,
-                "-f" | "--force" => cli.force = true,
-                "--skip-phases" => cli.skip.extend(split_phases(it.next()?)),
-                s if s.starts_with("--skip-phases=") => {
-                    cli.skip.extend(split_phases(&s["--skip-phases=".len()..]));
-                }
-                "--ignore-preflight-errors" => cli.ignore.extend(split_phases(it.next()?)),
-                s if s.starts_with("--ignore-preflight-errors=") => {
-                    cli.ignore
-                        .extend(split_phases(&s["--ignore-preflight-errors=".len()..]));
-                }
-                s if s.starts_with("--v=") => {}
-                s if s.starts_with('-') => return None,
-                s if cli.version.is_empty() => cli.version = s.to_string(),
-                _ => return None,
-            }
-        }
-        (!cli.version.is_empty()).then_some(cli)
-    }
-
-    fn skips(&self, phase: &str) -> bool {
-        skipped(&self.skip, phase)
-    }
-
-    fn ignores(&self, check: &str) -> bool {
-        ignores(&self.ignore, check)
-    }
-}
-
-/// Version-skew findings: (fatal, bypassable with --force).
-fn version_policy(
-    cluster: &Cluster,
-    target: KubeVersion,
-    kubeadm: KubeVersion,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let current = KubeVersion::parse(&cluster.version).ok_or_else(|| {
-        format!(
-            "[upgrade/versions] FATAL: Unable to fetch cluster version: couldn't parse kubernetesVersion {:?}",
-            cluster.version
-        )
-    })?;
-    let (mut fatal, mut skippable) = (Vec::new(), Vec::new());
-    if target.minor > current.minor + 1 {
-        fatal.push(format!(
-            "Specified version to upgrade to \"{target}\" is too high; kubeadm can upgrade only 1 minor version at a time"
-        ));
-    }
-    if target.minor + 1 < current.minor {
-        fatal.push(format!(
-            "Specified version to downgrade to \"{target}\" is too low; kubeadm can downgrade only 1 minor version at a time"
-        ));
-    }
-    if kubeadm < target {
-        if target.minor > kubeadm.minor {
-            fatal.push(format!(
-                "Specified version to upgrade to \"{target}\" is at least one minor release higher than the kubeadm minor release ({} > {}). Such an upgrade is not supported",
-                target.minor, kubeadm.minor
-            ));
-        } else {
-            skippable.push(format!(
-                "Specified version to upgrade to \"{target}\" is higher than the kubeadm version \"{kubeadm}\". Upgrade kubeadm first using the tool you used to install kubeadm"
-            ));
-        }
-    }
-    if kubeadm.major > target.major || kubeadm.minor > target.minor {
-        skippable.push(format!(
-            "Kubeadm version {kubeadm} can only be used to upgrade to Kubernetes version {}.{}",
-            kubeadm.major, kubeadm.minor
-        ));
-    }
-    let too_old: Vec<String> = cluster
-        .nodes
-        .values()
-        .filter_map(|n| KubeVersion::parse(&n.kubelet_version))
-        .filter(|k| target.minor > k.minor + KUBELET_SKEW)
-        .map(|k| k.to_string())
-        .collect();
-    if !too_old.is_empty() {
-        skippable.push(format!(
-            "There are kubelets in this cluster that are too old that have these versions [{}]",
-            too_old.join(" ")
-        ));
-    }
-    Ok((fatal, skippable))
-}
-
-fn format_errors(errors: &[String]) -> String {
-    errors.iter().map(|e| format!("\t- {e}\n")).collect()
-}
-
-/// Asks `[upgrade/confirm] … [y/N]:` on stdout; only y/yes goes on (EOF aborts).
-fn confirm(env: &mut Env) -> bool {
-    let _ = std::io::Write::write_all(
-        &mut *env.out,
-        b"[upgrade/confirm] Are you sure you want to proceed? [y/N]: ",
-    );
-    let _ = env.out.flush();
-    let mut answer = String::new();
-    match env.input.read_line(&mut answer) {
-        Ok(_) => matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
-        Err(_) => false,
-    }
-}
 
 pub(super) fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i32> {
     if let Some(msg) = invalid_phase(&cli.skip, APPLY_PHASES) {
@@ -284,6 +158,9 @@ fn run_apply(
             return Ok(fail(env, args, msg));
         }
         StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
+        StaticPods::GateRefused(component) => {
+            return Ok(fail(env, args, &rolled_back_error(node, component)));
+        }
         StaticPods::Upgraded => record_static_pods(env, node, &target.to_string()),
         StaticPods::Skipped => {}
     }

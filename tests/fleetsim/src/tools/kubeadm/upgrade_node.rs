@@ -161,6 +161,9 @@ fn upgrade_control_plane_node(
             return Ok(fail(env, args, msg));
         }
         StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
+        StaticPods::GateRefused(component) => {
+            return Ok(fail(env, args, &rolled_back_error(node, component)));
+        }
         StaticPods::Upgraded => {
             record_static_pods(env, node, &target.to_string());
             say!(

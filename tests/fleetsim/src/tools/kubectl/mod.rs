@@ -30,6 +30,8 @@ use crate::state::Cluster;
 mod drain;
 mod etcd;
 pub(crate) use etcd::{etcd_tag, upgraded_by_kubeadm as etcd_upgraded_by_kubeadm};
+mod annotate;
+mod configmaps;
 mod jsonpath;
 pub(crate) mod metrics;
 pub(crate) mod nodes;

@@ -455,6 +455,37 @@ fn kubeadm_config_keeps_proxy_empty() {
 }
 
 #[test]
+fn kubeadm_config_carries_the_control_planes_extra_args_as_v1beta4_lists() {
+    let (cp, _, _) = cluster();
+    cp.update_cluster(|c| {
+        c.control_plane_args.insert(
+            "controllerManager".into(),
+            [(
+                "feature-gates".to_string(),
+                "ComponentSLIs=true".to_string(),
+            )]
+            .into(),
+        );
+    });
+    let r = kubectl(
+        &cp,
+        &["-n", "kube-system", "get", "cm", "kubeadm-config", "-ojson"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let text = v["data"]["ClusterConfiguration"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "controllerManager:\n  extraArgs:\n  - name: feature-gates\n    value: \"ComponentSLIs=true\"\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("apiServer: {}\n") && text.ends_with("scheduler: {}\n"),
+        "{text}"
+    );
+}
+
+#[test]
 fn kube_proxy_is_not_found_until_deployed() {
     let (cp, _, _) = cluster();
     let r = kubectl(

@@ -1,0 +1,95 @@
+//! Feature gates a minor removed, as the simulated kubelet and control-plane
+//! components know them: a binary of that minor or later refuses to start
+//! when told to set one. fleetsim does not depend on fleetctl, so this is a
+//! small table of its own, with the same facts as fleetctl's
+//! (`src/checks/gates/table.rs`), each read from the gate's page in
+//! kubernetes/website
+//! (`content/en/docs/reference/command-line-tools-reference/feature-gates/<Gate>.md`:
+//! `removed: true`, last stage's `toVersion` the minor before).
+//!
+//! Every Kubernetes component registers all of `pkg/features/kube_features.go`
+//! into one default feature gate, so one table serves the kubelet and the
+//! control plane alike; component-base's `featureGate.unsafeSetFromMap`
+//! (staging/src/k8s.io/component-base/featuregate/feature_gate.go) answers
+//! `unrecognized feature gate: <Gate>` for a gate it does not know.
+
+use std::collections::BTreeMap;
+
+/// Gate, the first minor (of v1.x) that no longer knows it.
+const REMOVED: &[(&str, u64)] = &[
+    // feature-gates/PodDisruptionConditions.md: stable 1.31–1.33
+    ("PodDisruptionConditions", 34),
+    // feature-gates/ComponentSLIs.md: stable (locked) 1.32–1.34
+    ("ComponentSLIs", 35),
+    // feature-gates/LoadBalancerIPMode.md: stable 1.32–1.34
+    ("LoadBalancerIPMode", 35),
+    // feature-gates/SizeMemoryBackedVolumes.md: stable (locked) 1.32–1.34
+    ("SizeMemoryBackedVolumes", 35),
+    // feature-gates/MemoryManager.md: stable 1.32–1.35
+    ("MemoryManager", 36),
+    // feature-gates/ServiceTrafficDistribution.md: stable (locked) 1.33–1.35
+    ("ServiceTrafficDistribution", 36),
+    // feature-gates/PreventStaticPodAPIReferences.md: beta 1.34–1.36
+    ("PreventStaticPodAPIReferences", 37),
+];
+
+/// The first gate of `gates` a v1.`minor` binary does not know, in the
+/// order given (component-base stops at the first unknown one).
+pub fn first_unknown<'a>(minor: u64, gates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    gates.into_iter().find(|g| {
+        REMOVED
+            .iter()
+            .any(|(name, from)| name == g && minor >= *from)
+    })
+}
+
+/// The gate names of a `--feature-gates` value (`A=true,B=false`).
+pub fn gate_list(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .map(|pair| pair.split('=').next().unwrap_or("").trim())
+        .filter(|g| !g.is_empty())
+        .collect()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct KubeletConfiguration {
+    #[serde(default)]
+    feature_gates: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
+/// The `featureGates` of a KubeletConfiguration; none when it has none or
+/// is not YAML (the kubelet's own config loading reports that).
+pub fn config_gates(config: &str) -> Vec<String> {
+    serde_saphyr::from_str::<Option<KubeletConfiguration>>(config)
+        .ok()
+        .flatten()
+        .map(|c| c.feature_gates.into_keys().collect())
+        .unwrap_or_default()
+}
+
+/// What a component says when it refuses a gate.
+pub fn unrecognized(gate: &str) -> String {
+    format!("unrecognized feature gate: {gate}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_is_unknown_from_the_minor_that_removed_it() {
+        assert_eq!(first_unknown(34, ["SizeMemoryBackedVolumes"]), None);
+        assert_eq!(
+            first_unknown(35, ["NodeSwap", "SizeMemoryBackedVolumes"]),
+            Some("SizeMemoryBackedVolumes")
+        );
+        assert_eq!(gate_list("A=true, B=false,"), ["A", "B"]);
+        assert_eq!(
+            config_gates("kind: KubeletConfiguration\nfeatureGates:\n  MemoryManager: true\n"),
+            ["MemoryManager"]
+        );
+        assert!(config_gates("kind: KubeletConfiguration\n").is_empty());
+    }
+}
