@@ -34,7 +34,7 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
     )
     .await?;
     match args.output {
-        PlanFormat::Json => printer.out(&serde_json::to_string_pretty(&plan)?),
+        PlanFormat::Json => printer.out_json(&plan)?,
         PlanFormat::Text => printer.out(&plan::render(&plan, console::colors_enabled())),
     }
     // A blocked plan is not saved: apply would only stop at the same check.

@@ -2,7 +2,9 @@
 //! reach the laptop's shell, secrets stay out of what fleetctl prints and
 //! journals, a hung-up terminal costs output but never a panic, and
 //! `fleetctl reboot` looks at the fleet again under the lock and reports
-//! host keys accepted on the reconnect after a reboot.
+//! host keys accepted on the reconnect after a reboot. Issue 24: what an
+//! impostor at a node's address sends before its SSH banner reaches the
+//! terminal escaped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -205,4 +207,83 @@ fn reboot_masks_health_check_output_survives_a_dead_terminal_and_looks_again_und
             .any(|r| r["kind"] == "ssh-warning" && r["node"] == "w-1"),
         "{records:#?}"
     );
+}
+
+/// What an impostor at a node's address says before any host key is
+/// checked: OSC 52 (set the clipboard to `echo pwned`), a screen clear, a
+/// lone carriage return and a C1 CSI (U+009B), then nothing: it closes.
+const IMPOSTOR_SAYS: &[u8] =
+    b"\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2Jimpostor\rwarning hidden \xc2\x9b2J\r\n";
+
+/// A TCP listener on a free loopback port answering every connection with
+/// [`IMPOSTOR_SAYS`]; its port.
+fn impostor_sshd() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = std::io::Write::write_all(&mut conn, IMPOSTOR_SAYS);
+        }
+    });
+    port
+}
+
+#[test]
+fn what_an_impostor_sends_before_its_banner_reaches_the_terminal_escaped() {
+    let port = impostor_sshd();
+    let text = format!(
+        "kubernetes_version: v1.34\n\
+         nodes:\n  - {{name: cp-1, address: 127.0.0.1, port: {port}, user: core, role: control-plane}}\n"
+    );
+    let (_dir, inventory) = offline_inventory(&text, "");
+    let runs = [&["status"][..], &["status", "-o", "json"]]
+        .map(|args| (args.to_vec(), support::run(&inventory, args)));
+
+    // apply needs a saved plan: made against a fleet, then w-1's address
+    // taken over by the impostor.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    set_inventory(&fleet, |text| {
+        let w1 = text
+            .lines()
+            .find(|l| l.contains("name: w-1"))
+            .expect("w-1 in the inventory")
+            .to_string();
+        text.replace(
+            &w1,
+            &format!("  - {{name: w-1, address: 127.0.0.1, port: {port}, role: worker}}"),
+        )
+    });
+    let apply = &["-v", "apply", "--yes"][..];
+    let runs = runs
+        .into_iter()
+        .chain([(apply.to_vec(), support::run(&fleet.inventory(), apply))]);
+    for (args, out) in runs {
+        assert_ne!(out.code, Some(0), "{args:?}: {}", out.stderr);
+        for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !text.contains(['\x1b', '\x07', '\u{9b}', '\r']),
+                "{args:?}: a control character reached {stream}: {text:?}"
+            );
+        }
+        let both = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            both.contains(
+                "\\033]52;c;ZWNobyBwd25lZA==\\007\\033[2Jimpostor\\015warning hidden \\302\\2332J"
+            ) || both.contains(
+                "\\u001b]52;c;ZWNobyBwd25lZA==\\u0007\\u001b[2Jimpostor\\rwarning hidden \\u009b2J"
+            ),
+            "{args:?}: the impostor's words are not shown escaped:\n{both}"
+        );
+    }
+    if fleet.dir().join(".fleetctl/journal").exists() {
+        let (_, raw) = journals(&fleet);
+        assert!(!raw.contains(['\x1b', '\x07', '\u{9b}']), "{raw}");
+    }
 }
