@@ -19,7 +19,7 @@ use super::context::settled_facts;
 use super::detached::{self, Reconnect};
 use super::runner::{CommandFailed, Remote, succeeded};
 use crate::node;
-use crate::plan::{self, Component};
+use crate::plan::{self, Component, Image};
 use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
 use crate::version::{Minor, Version};
 
@@ -83,13 +83,16 @@ fn step_id(kind: Kind, version: &Version) -> (String, String) {
 }
 
 /// What `--dry-run` shows: the step as the transient unit it runs in.
-pub fn detached_command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
+/// `sha256` is the image's (the dry run shows a placeholder when the plan
+/// has none; apply refuses such a plan before it runs anything).
+pub fn detached_command(kind: Kind, version: &Version, sha256: &str) -> String {
     let (id, label) = step_id(kind, version);
     upgrade::start_detached(&id, &label, &command(kind, version, sha256))
 }
 
-/// The step's script for the node.
-pub fn command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
+/// The step's script for the node: it checks the image against `sha256`
+/// before mounting it, always.
+fn command(kind: Kind, version: &Version, sha256: &str) -> String {
     let image = format!(
         "{}/{}",
         upgrade::images_dir(Component::Kubernetes.name()),
@@ -105,7 +108,8 @@ pub fn command(kind: Kind, version: &Version, sha256: Option<&str>) -> String {
     })
 }
 
-/// Runs the step on `r` with the `version` image's kubeadm; on failure,
+/// Runs the step on `r` with `image`'s kubeadm, once the image on the
+/// node has the image's sha256; on failure,
 /// unstages the node if it was staged and says what state it is in.
 /// The step runs detached from the SSH session (see [`super::detached`]), so
 /// a dropped connection or a killed fleetctl never stops kubeadm halfway.
@@ -113,12 +117,12 @@ pub async fn run(
     r: &mut Remote,
     reconnect: Option<&Reconnect<'_>>,
     kind: Kind,
-    version: &Version,
-    sha256: Option<&str>,
+    image: &Image,
     hub: &str,
 ) -> anyhow::Result<()> {
+    let version = image.version();
     let (id, label) = step_id(kind, version);
-    let script = command(kind, version, sha256);
+    let script = command(kind, version, image.sha256());
     let out = detached::run(r, reconnect, &id, &label, &script, TIMEOUT).await?;
     if out.success() {
         return Ok(());
