@@ -278,6 +278,7 @@ impl Run<'_> {
             hub_images,
             etcd_backups: (!self.args.skip_etcd_snapshot)
                 .then(|| etcd::backups_dir(&self.inv.state_dir())),
+            etcd_snapshot_max: self.args.etcd_snapshot_max,
             checks_judged,
             pace,
         };

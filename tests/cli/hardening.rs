@@ -10,6 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use fleetsim::state::SnapshotDamage;
+
 use super::support::{self, Fleet, Run, describe, is_reboot};
 
 /// An inventory in a fresh directory, with `home/.ssh/config` holding
@@ -286,4 +288,52 @@ fn what_an_impostor_sends_before_its_banner_reaches_the_terminal_escaped() {
         let (_, raw) = journals(&fleet);
         assert!(!raw.contains(['\x1b', '\x07', '\u{9b}']), "{raw}");
     }
+}
+
+#[test]
+fn a_10_gib_snapshot_is_not_copied_past_the_ceiling() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    fleet
+        .faults(|f| f.damage_etcd_snapshot = Some(SnapshotDamage::Grow))
+        .unwrap();
+    let out = support::apply(&fleet, &["--yes"]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    support::assert_has(
+        &out.stderr,
+        &[
+            "the etcd snapshot before upgrade apply to v1.35 failed, and nothing of the hop's \
+             kubeadm step ran",
+            "the snapshot is 10737418240 bytes, more than the 8589934592 bytes fleetctl copies \
+             (--etcd-snapshot-max, FLEETCTL_ETCD_SNAPSHOT_MAX",
+            "nothing was copied",
+        ],
+    );
+    let events = fleet.events().unwrap();
+    assert!(
+        !events.iter().any(|e| matches!(
+            support::kubeadm_upgrade(e),
+            Some(support::KubeadmUpgrade::Apply(_))
+        )),
+        "{}",
+        describe(&events)
+    );
+    let backups = fleet.dir().join(".fleetctl/backups");
+    let kept: Vec<_> = fs::read_dir(&backups)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "nothing is copied: {kept:?}");
+    let left = fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            "ls /var/lib/etcd/ | grep -c fleetctl-etcd || true",
+        )
+        .unwrap();
+    assert_eq!(left.trim(), "0", "the node's copy is removed");
 }

@@ -357,7 +357,9 @@ pub struct Faults {
     pub alerts: BTreeMap<String, String>,
     /// Every etcd snapshot saved from now on is damaged on the node's disk
     /// right after etcdctl wrote it (a failing disk): `truncate` cuts its
-    /// last 100 bytes, `flip` flips one bit in its first page.
+    /// last 100 bytes, `flip` flips one bit in its first page; `grow`
+    /// extends it (sparse) to 10 GiB, the size of the snapshot of an etcd
+    /// whose quota was raised past etcd's suggested 8 GiB, or a node lying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage_etcd_snapshot: Option<SnapshotDamage>,
 }
@@ -368,6 +370,7 @@ pub struct Faults {
 pub enum SnapshotDamage {
     Truncate,
     Flip,
+    Grow,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).
