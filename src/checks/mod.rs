@@ -25,7 +25,8 @@ mod model;
 mod pdb;
 
 pub use apiservers::{
-    ApiServerInstance, InstanceMetrics, check_removed_apis_across, parse_apiserver_instances,
+    ApiServerInstance, ControlPlane, InstanceMetrics, check_removed_apis_across,
+    parse_apiserver_instances, parse_internal_ips,
 };
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use cgroup::{FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, fail_cgroup_v1};

@@ -125,7 +125,9 @@ pub async fn check_inputs(gathered: &Gathered, images: Option<Vec<HubImage>>) ->
         .nodes
         .iter()
         .filter_map(|r| Some((r.node.name.as_str(), r.facts.as_ref().ok()?)));
-    gather::check_inputs(session.as_deref(), facts, images).await
+    let nodes: Vec<crate::inventory::Node> =
+        gathered.nodes.iter().map(|r| r.node.clone()).collect();
+    gather::check_inputs(session.as_deref(), facts, images, &nodes).await
 }
 
 /// Every node's facts and the API server's view, or why not (`what` needs

@@ -126,6 +126,9 @@ pub struct CheckOutputs {
     pub certs: Result<String, String>,
     /// `kubectl -n kube-system get pods -o json`: the kube-apiserver mirror pods.
     pub apiservers: Result<String, String>,
+    /// `kubectl get nodes -l node-role.kubernetes.io/control-plane -o json`:
+    /// the control planes' InternalIPs.
+    pub control_plane_nodes: Result<String, String>,
 }
 
 /// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
@@ -144,6 +147,7 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),
         apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
+        control_plane_nodes: take("cpnodes", "kubectl get nodes -o json (control planes)"),
     })
 }
 

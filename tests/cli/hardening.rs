@@ -337,3 +337,73 @@ fn a_10_gib_snapshot_is_not_copied_past_the_ceiling() {
         .unwrap();
     assert_eq!(left.trim(), "0", "the node's copy is removed");
 }
+
+/// A TCP listener at `ip` on a free port, counting the connections it gets.
+fn counting_listener(ip: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (addr, hits)
+}
+
+#[test]
+fn a_decoy_kube_apiserver_pod_is_refused_and_never_asked_for_metrics() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    // At a fleet node's address: the decoy's listener is on the simulated network.
+    let w1_ip = fleet.cluster().unwrap().nodes["w-1"].address.clone();
+    let (decoy_at, hits) = counting_listener(&w1_ip);
+    let decoy = |namespace: &str, name: &str, node: &str| fleetsim::state::PodSpec {
+        namespace: namespace.into(),
+        name: name.into(),
+        node: node.into(),
+        labels: [("component".to_string(), "kube-apiserver".to_string())].into(),
+        annotations: [(
+            "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint".to_string(),
+            decoy_at.clone(),
+        )]
+        .into(),
+        owner: None,
+        phase: "Running".into(),
+    };
+    // Pods anyone with the right to create them could make: in a user
+    // namespace, and in kube-system on a worker and on the control plane.
+    fleet
+        .shared()
+        .update_cluster(|c| {
+            c.pods = vec![
+                decoy("team-a", "kube-apiserver-cp-1", "cp-1"),
+                decoy("kube-system", "kube-apiserver-decoy", "w-1"),
+                decoy("kube-system", "kube-apiserver-cp-1-decoy", "cp-1"),
+            ];
+            Ok(())
+        })
+        .unwrap();
+    let out = support::run(&fleet.inventory(), &["plan", "v1.35"]);
+    let both = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a request went to the decoy's address {decoy_at}:\n{both}"
+    );
+    support::assert_has(
+        &both,
+        &[
+            "pod kube-system/kube-apiserver-decoy: labelled component=kube-apiserver on w-1, which \
+             is not a control plane of the inventory: not asked for /metrics",
+            "pod kube-system/kube-apiserver-cp-1-decoy: labelled component=kube-apiserver, but not \
+             the kube-system mirror pod of cp-1's static pod",
+        ],
+    );
+}

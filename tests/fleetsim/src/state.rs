@@ -133,6 +133,10 @@ pub struct PodSpec {
     pub node: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Its annotations: anyone who may create a pod may set any (a decoy's
+    /// kubeadm endpoint annotation, in tests/cli/hardening.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     /// `KIND/NAME` of its controller (`ReplicaSet/web-7d9f8b6c5d`,
     /// `StatefulSet/zk`, `Job/backup`); none: a bare pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
