@@ -161,6 +161,13 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub skip_etcd_snapshot: bool,
 
+    /// The largest etcd snapshot apply copies to this machine (bytes, or
+    /// with KiB, MiB, GiB, TiB). Bigger, the hop stops before upgrade apply.
+    /// The default is etcd's largest suggested quota (its default is 2 GiB)
+    #[arg(long, env = "FLEETCTL_ETCD_SNAPSHOT_MAX", default_value = "8GiB",
+          value_parser = parse_size, value_name = "SIZE")]
+    pub etcd_snapshot_max: u64,
+
     /// Apply from an http:// hub. Its images and the SHA256SUMS that vouches
     /// for them travel unprotected, so anyone on the path chooses what the
     /// nodes run: only for a network between nodes and hub that is yours
@@ -303,6 +310,30 @@ fn parse_regex(s: &str) -> Result<regex_lite::Regex, String> {
     regex_lite::Regex::new(s).map_err(|e| e.to_string())
 }
 
+/// `1048576`, `512MiB`, `8GiB` (binary units; `K`, `M`, `G`, `T` and a
+/// `B` alone are read the same way).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let text = s.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        _ => return Err(format!("`{s}` is not a size: use e.g. 512MiB, 8GiB")),
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("`{s}` is not a size above zero that fits: use e.g. 512MiB, 8GiB"))
+}
+
 /// `90s`, `15m`, `1h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
@@ -325,6 +356,22 @@ mod tests {
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert!(parse_duration("soon").unwrap_err().contains("use e.g. 90s"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8GiB"), Ok(8 << 30));
+        assert_eq!(parse_size("512 MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        for bad in ["", "0", "GiB", "8 GB", "-1", "1.5GiB", "99999999999TiB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        let cli = Cli::try_parse_from(["fleetctl", "apply"]).unwrap();
+        let Command::Apply(a) = cli.command else {
+            panic!("not apply")
+        };
+        assert_eq!(a.etcd_snapshot_max, 8 << 30);
     }
 
     #[test]

@@ -226,12 +226,15 @@ fn stderr_note(stderr: &str) -> String {
 /// first control plane, the checks script, then, only when some budget
 /// allows no disruption, the running pods of those budgets' namespaces;
 /// from the nodes' facts, their kubelet flag files and architectures.
+/// `control_planes`: the inventory's, with their addresses, the only
+/// kube-apiservers asked for `/metrics` (`crate::checks::apiservers`).
 /// Never fails: a source that could not be read carries why, and its check
 /// says so.
 pub async fn check_inputs<'a>(
     session: Option<&Session>,
     facts: impl IntoIterator<Item = (&'a str, &'a NodeFacts)>,
     hub_images: Option<Vec<HubImage>>,
+    control_planes: &[crate::inventory::Node],
 ) -> checks::Inputs {
     let mut kubelet_files = Vec::new();
     let mut arches = Vec::new();
@@ -296,7 +299,9 @@ pub async fn check_inputs<'a>(
             checks::parse_kubeadm_configmap,
         ),
     };
-    inputs.deprecated_apis = Ok(deprecated_apis(s, outputs.metrics, outputs.apiservers).await);
+    let control_planes = control_plane_addresses(control_planes, &outputs.control_plane_nodes);
+    inputs.deprecated_apis =
+        Ok(deprecated_apis(s, outputs.metrics, outputs.apiservers, &control_planes).await);
     inputs.certificates = parsed(s, outputs.certs, checks::parse_check_expiration);
     inputs.budgets = parsed(s, outputs.pdbs, checks::parse_pdbs);
     if let Ok(budgets) = &inputs.budgets {
@@ -344,6 +349,7 @@ async fn deprecated_apis(
     s: &Session,
     via_admin_conf: Result<String, String>,
     pods: Result<String, String>,
+    control_planes: &[checks::ControlPlane],
 ) -> Vec<checks::InstanceMetrics> {
     let admin_conf = |problem: String| {
         vec![
@@ -359,8 +365,9 @@ async fn deprecated_apis(
             },
         ]
     };
-    let listed = pods
-        .and_then(|json| checks::parse_apiserver_instances(&json).map_err(|e| format!("{e:#}")));
+    let listed = pods.and_then(|json| {
+        checks::parse_apiserver_instances(&json, control_planes).map_err(|e| format!("{e:#}"))
+    });
     let (instances, problems) = match listed {
         Ok((found, problems)) if !found.is_empty() => (found, problems),
         Ok(_) => {
@@ -427,6 +434,32 @@ fn parsed_found<T>(
         Ok(Some(text)) => parsed(s, Ok(text), parse).map(Some),
         Err(e) => Err(format!("{}: {e}", s.node())),
     }
+}
+
+/// Each control plane of the inventory with the addresses its kube-apiserver
+/// may be asked at: the inventory's (when it is an IP) and its Node's
+/// InternalIPs (when the node list could be read).
+fn control_plane_addresses(
+    nodes: &[crate::inventory::Node],
+    listed: &Result<String, String>,
+) -> Vec<checks::ControlPlane> {
+    let internal = listed
+        .as_ref()
+        .ok()
+        .and_then(|json| checks::parse_internal_ips(json).ok())
+        .unwrap_or_default();
+    nodes
+        .iter()
+        .filter(|n| n.role == crate::inventory::Role::ControlPlane)
+        .map(|n| {
+            let mut addresses: Vec<std::net::IpAddr> = n.address.parse().ok().into_iter().collect();
+            addresses.extend(internal.get(&n.name).into_iter().flatten().copied());
+            checks::ControlPlane {
+                name: n.name.clone(),
+                addresses,
+            }
+        })
+        .collect()
 }
 
 /// A probe's output parsed, or why not, naming the node it came from.

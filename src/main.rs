@@ -26,13 +26,10 @@ fn main() -> ExitCode {
     match runtime.block_on(fleetctl::commands::run(cli, &printer)) {
         Ok(code) => code,
         Err(err) => {
-            // Every error path ends here: secrets masked, and a hung-up
-            // terminal (SIGHUP, EIO) costs the message, never a panic.
-            fleetctl::ui::err_line(&format!(
-                "{} {}",
-                console::style("fleetctl: error:").red().bold().for_stderr(),
-                fleetctl::redact::mask_secrets(&format!("{err:#}"))
-            ));
+            // Every error path ends here: secrets masked, control
+            // characters escaped, and a hung-up terminal (SIGHUP, EIO)
+            // costs the message, never a panic.
+            fleetctl::ui::error(&format!("{err:#}"));
             ExitCode::from(fleetctl::error::exit_code(&err) as u8)
         }
     }

@@ -103,6 +103,22 @@ fn bare_value_end(b: &[u8], from: usize) -> usize {
     i.min(b.len())
 }
 
+/// The value after a `=` at `from - 1`: the inside of a shell quote
+/// (`--password='x'`, `TOKEN="x"`), else a bare word. Inside a JSON string
+/// (`"--notify-url=x"`) the `"` that follows is the string's end, so a
+/// double quote opens a value only when its closing quote comes before the
+/// next blank or comma of that string.
+fn assigned_value(b: &[u8], from: usize) -> std::ops::Range<usize> {
+    match b.get(from) {
+        Some(b'\'') => quoted(b, from).unwrap_or(from..bare_value_end(b, from + 1)),
+        Some(b'"') => match quoted(b, from) {
+            Some(inside) if !b[inside.clone()].contains(&b',') => inside,
+            _ => from..from,
+        },
+        _ => from..bare_value_end(b, from),
+    }
+}
+
 /// The inside of a string quoted by `b[open]`, to its unescaped closing quote.
 fn quoted(b: &[u8], open: usize) -> Option<std::ops::Range<usize>> {
     let quote = *b.get(open)?;
@@ -213,7 +229,7 @@ fn secret_spans(text: &str) -> Vec<std::ops::Range<usize>> {
             }
             if end > start && is_secret_name(&text[start..end]) {
                 let value = if b.get(end) == Some(&b'=') {
-                    Some(end + 1..bare_value_end(b, end + 1))
+                    Some(assigned_value(b, end + 1))
                 } else {
                     separate_value(b, end)
                 };
@@ -242,7 +258,7 @@ fn secret_spans(text: &str) -> Vec<std::ops::Range<usize>> {
                 end += 1;
             }
             if b.get(end) == Some(&b'=') && is_secret_name(&text[i..end]) {
-                let value = end + 1..bare_value_end(b, end + 1);
+                let value = assigned_value(b, end + 1);
                 if !value.is_empty() {
                     i = value.end;
                     spans.push(value);
@@ -262,7 +278,10 @@ fn is_token_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || b"-._~+/=%:!$*,;".contains(&c)
 }
 
-/// At `://`: the password of `user:password@`, if the authority has one.
+/// At `://`: the password of `user:password@`, if the authority has one;
+/// a userinfo without a password (`https://TOKEN@host`, how a forge's
+/// access token is often given) whole, except after an SSH scheme, where
+/// it is only the login name (`ssh://core@10.0.0.1`).
 fn url_password(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
     if !b[i..].starts_with(b"://") {
         return None;
@@ -275,8 +294,24 @@ fn url_password(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
     if b.get(j) != Some(&b'@') {
         return Some((start..start, start));
     }
-    let colon = b[start..j].iter().position(|&c| c == b':')?;
-    Some((start + colon + 1..j, j + 1))
+    match b[start..j].iter().position(|&c| c == b':') {
+        Some(colon) => Some((start + colon + 1..j, j + 1)),
+        None if is_ssh_scheme(b, i) => Some((start..start, j + 1)),
+        None => Some((start..j, j + 1)),
+    }
+}
+
+/// The scheme ending at `b[i]` (before `://`) is SSH's: `ssh`, `sftp`,
+/// `scp` or a `git+ssh`-like compound.
+fn is_ssh_scheme(b: &[u8], i: usize) -> bool {
+    let mut from = i;
+    while from > 0 && (b[from - 1].is_ascii_alphanumeric() || b"+-.".contains(&b[from - 1])) {
+        from -= 1;
+    }
+    let scheme = String::from_utf8_lossy(&b[from..i]).to_ascii_lowercase();
+    scheme
+        .split('+')
+        .any(|part| matches!(part, "ssh" | "sftp" | "scp"))
 }
 
 /// At `?` or `&`: `name=VALUE` of a URL query whose name looks secret.
@@ -445,9 +480,38 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(mask_secrets(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn quoted_assignments_and_url_userinfo_tokens_are_masked() {
+        let cases = [
+            ("tool --password='hunter2' -v", "tool --password='***' -v"),
+            (
+                "tool --api-token=\"abc def\" x",
+                "tool --api-token=\"***\" x",
+            ),
+            ("export TOKEN=\"ghp_abc123\"", "export TOKEN=\"***\""),
+            ("DB_PASSWORD='hunter2' psql", "DB_PASSWORD='***' psql"),
+            (
+                "cloning https://ghp_abc123@github.example/o/r failed",
+                "cloning https://***@github.example/o/r failed",
+            ),
+            (
+                "hub http://glpat-xyz@hub.example:8080/ext",
+                "hub http://***@hub.example:8080/ext",
+            ),
+            (
+                r#"["--notify-url=","--password='p'"]"#,
+                r#"["--notify-url=","--password='***'"]"#,
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(mask_secrets(text), want, "{text}");
+        }
         for text in [
             "https://extensions.flatcar.org/extensions",
             "ssh://core@10.0.0.1:22",
+            "git+ssh://git@forge.example/o/r",
             "the bearer token expired",
             "--pass-through=yes --password-file=/etc/pw --compass=north",
         ] {
@@ -464,7 +528,7 @@ mod tests {
         use proptest::prelude::*;
 
         /// The shapes a secret takes in commands, output and messages.
-        const FORMS: [&str; 14] = [
+        const FORMS: [&str; 17] = [
             "kured --notify-url=SECRET --period=1h",
             "kured --slack-hook-url SECRET --x",
             "[\"--notify-url\", \"SECRET\"]",
@@ -479,6 +543,9 @@ mod tests {
             "http://hooks/x?a=1&api_key=SECRET#f",
             "error: Bearer SECRET rejected",
             "--password 'SECRET'",
+            "--password='SECRET'",
+            "TOKEN=\"SECRET\"",
+            "https://SECRET@hub.example/x",
         ];
 
         proptest! {

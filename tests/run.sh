@@ -36,6 +36,10 @@ echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# Known advisories against Cargo.lock, from a database snapshot that ships
+# in .ci/audit/ (CI reaches the package registries only); installs
+# cargo-audit when missing (docs/security.md, "Dependencies").
+bash .ci/audit/run
 echo "==> cargo build (the tests drive the real binaries)"
 cargo build --workspace --bins
 echo "==> cargo test -p fleetsim (the simulator's own tests)"

@@ -11,6 +11,19 @@
 //! `kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint`
 //! (`cmd/kubeadm/app/constants`). Nothing read here reaches a command line
 //! unvalidated: a node name must be DNS-1123, an address an IP.
+//!
+//! The request carries admin.conf's client certificate, so only a real
+//! instance is asked: the kube-system mirror pod of a control plane of the
+//! inventory, at an address of that node. A mirror pod is what the kubelet
+//! creates for a static pod: annotation `kubernetes.io/config.mirror` and a
+//! controller ownerReference to its own Node (`CreateMirrorPod` in
+//! kubernetes' pkg/kubelet/pod/mirror_client.go; the NodeRestriction
+//! admission plugin lets a kubelet create mirror pods for itself only,
+//! KEP-1314). Anyone who can create a pod can label it
+//! `component=kube-apiserver` and name any address; such a pod, or one
+//! naming an address that is not its node's (the inventory's, or the
+//! Node's `InternalIP`), is refused with a line that says so, and its
+//! address is never asked.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -40,11 +53,49 @@ pub struct InstanceMetrics {
     pub apis: Result<Vec<DeprecatedApi>, String>,
 }
 
+/// A control plane of the inventory and the addresses its kube-apiserver
+/// may be asked at: the inventory's address (when it is an IP) and the
+/// Node's `InternalIP`s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlPlane {
+    pub name: String,
+    pub addresses: Vec<IpAddr>,
+}
+
+/// The `InternalIP`s of each Node in `kubectl get nodes -o json`.
+pub fn parse_internal_ips(json: &str) -> Result<BTreeMap<String, Vec<IpAddr>>> {
+    let doc: Value = serde_json::from_str(json).context("the node list is not JSON")?;
+    let items = doc
+        .get("items")
+        .and_then(Value::as_array)
+        .context("the node list has no items")?;
+    let mut ips = BTreeMap::new();
+    for node in items {
+        let Some(name) = node["metadata"]["name"].as_str() else {
+            continue;
+        };
+        let addresses = node["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["type"] == "InternalIP")
+            .filter_map(|a| a["address"].as_str()?.parse().ok())
+            .collect();
+        ips.insert(name.to_string(), addresses);
+    }
+    Ok(ips)
+}
+
 /// The kube-apiserver instances in `kubectl -n kube-system get pods -o
-/// json`: the mirror pods labelled `component=kube-apiserver`, each with
-/// its node and endpoint. A pod whose node or address is unusable is a
-/// problem naming it (second list), never an argument on a command line.
-pub fn parse_apiserver_instances(json: &str) -> Result<(Vec<ApiServerInstance>, Vec<String>)> {
+/// json`: the mirror pods labelled `component=kube-apiserver` of
+/// `control_planes`, each with its node and endpoint, an address of that
+/// node (see the module doc). A pod that is not such a mirror pod, or whose
+/// node or address is unusable, is a problem naming it (second list),
+/// never an argument on a command line.
+pub fn parse_apiserver_instances(
+    json: &str,
+    control_planes: &[ControlPlane],
+) -> Result<(Vec<ApiServerInstance>, Vec<String>)> {
     let doc: Value = serde_json::from_str(json).context("the pod list is not JSON")?;
     let items = doc
         .get("items")
@@ -57,21 +108,47 @@ pub fn parse_apiserver_instances(json: &str) -> Result<(Vec<ApiServerInstance>, 
         if meta["labels"]["component"] != "kube-apiserver" {
             continue;
         }
-        let name = meta["name"].as_str().unwrap_or("?");
+        let name = format!(
+            "{}/{}",
+            meta["namespace"].as_str().unwrap_or("?"),
+            meta["name"].as_str().unwrap_or("?")
+        )
+        .escape_debug()
+        .to_string();
         let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
         if !is_node_name(node) {
             problems.push(format!(
-                "kube-apiserver pod {}: no valid node name ({:?})",
-                name.escape_debug(),
+                "kube-apiserver pod {name}: no valid node name ({:?})",
                 node.escape_debug().to_string()
             ));
             continue;
         }
+        let Some(control_plane) = control_planes.iter().find(|c| c.name == node) else {
+            problems.push(format!(
+                "pod {name}: labelled component=kube-apiserver on {node}, which is not a control plane \
+                 of the inventory: not asked for /metrics"
+            ));
+            continue;
+        };
+        if !is_mirror_pod_of(pod, node) {
+            problems.push(format!(
+                "pod {name}: labelled component=kube-apiserver, but not the kube-system mirror pod of \
+                 {node}'s static pod (annotation kubernetes.io/config.mirror, owned by Node {node}): \
+                 not asked for /metrics"
+            ));
+            continue;
+        }
         match endpoint(pod) {
-            Some(endpoint) => found.push(ApiServerInstance {
-                node: node.to_string(),
-                endpoint,
-            }),
+            Some(endpoint) if control_plane.addresses.contains(&endpoint.ip()) => {
+                found.push(ApiServerInstance {
+                    node: node.to_string(),
+                    endpoint,
+                })
+            }
+            Some(endpoint) => problems.push(format!(
+                "{node}: its kube-apiserver pod {name} names {endpoint}, not an address of {node} (the \
+                 inventory's or the Node's InternalIP): not asked for /metrics"
+            )),
             None => problems.push(format!(
                 "{node}: its kube-apiserver pod names no usable --advertise-address, so it cannot be \
                  asked at its own address"
@@ -81,6 +158,19 @@ pub fn parse_apiserver_instances(json: &str) -> Result<(Vec<ApiServerInstance>, 
     found.sort_by(|a, b| a.node.cmp(&b.node));
     found.dedup_by(|a, b| a.node == b.node);
     Ok((found, problems))
+}
+
+/// What the kubelet makes of a static pod: in kube-system here, with the
+/// mirror annotation and a controller ownerReference to its own Node.
+fn is_mirror_pod_of(pod: &Value, node: &str) -> bool {
+    let meta = &pod["metadata"];
+    meta["namespace"] == "kube-system"
+        && meta["annotations"]["kubernetes.io/config.mirror"].is_string()
+        && meta["ownerReferences"].as_array().is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|o| o["kind"] == "Node" && o["name"] == node && o["controller"] == true)
+        })
 }
 
 /// DNS-1123 subdomain, as Kubernetes requires of node names.
@@ -225,9 +315,99 @@ mod tests {
         serde_json::json!({
             "metadata": {"name": format!("kube-apiserver-{node}"), "namespace": "kube-system",
                          "labels": {"component": "kube-apiserver", "tier": "control-plane"},
-                         "annotations": annotations},
+                         "annotations": annotations,
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
+                                              "uid": "u", "controller": true}]},
             "spec": {"nodeName": node, "containers": [{"name": "kube-apiserver", "command": command}]}
         })
+    }
+
+    fn cp(name: &str, addresses: &[&str]) -> ControlPlane {
+        ControlPlane {
+            name: name.into(),
+            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+        }
+    }
+
+    fn control_planes() -> Vec<ControlPlane> {
+        vec![
+            cp("cp-1", &["10.0.0.1"]),
+            cp("cp-2", &["10.0.0.2"]),
+            cp("cp-3", &["fd00::3"]),
+            cp("cp-4", &["10.0.0.4"]),
+            cp("cp-5", &["10.0.0.5"]),
+        ]
+    }
+
+    #[test]
+    fn only_mirror_pods_of_the_control_planes_at_their_own_address_are_asked() {
+        let mut user = mirror_pod(
+            "cp-1",
+            &["kube-apiserver", "--advertise-address=10.9.9.9"],
+            None,
+        );
+        user["metadata"]["namespace"] = "team-a".into();
+        let mut bare = mirror_pod(
+            "cp-2",
+            &["kube-apiserver", "--advertise-address=10.0.0.2"],
+            None,
+        );
+        bare["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+        bare["metadata"]["name"] = "decoy".into();
+        let mut unannotated = mirror_pod("cp-2", &["kube-apiserver"], Some("10.0.0.2:6443"));
+        unannotated["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("kubernetes.io/config.mirror");
+        let list = serde_json::json!({"kind": "PodList", "items": [
+            user,
+            bare,
+            unannotated,
+            // A worker's kubelet can create a mirror pod for itself.
+            mirror_pod("w-1", &["kube-apiserver", "--advertise-address=10.0.1.1"], None),
+            // A control plane's mirror pod naming another host.
+            mirror_pod("cp-3", &["kube-apiserver", "--advertise-address=10.9.9.9"], None),
+            mirror_pod("cp-1", &["kube-apiserver", "--advertise-address=10.0.0.1"], None),
+        ]});
+        let (found, problems) =
+            parse_apiserver_instances(&list.to_string(), &control_planes()).unwrap();
+        assert_eq!(
+            found,
+            [ApiServerInstance {
+                node: "cp-1".into(),
+                endpoint: "10.0.0.1:6443".parse().unwrap()
+            }]
+        );
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        for (problem, start) in problems.iter().zip([
+            "pod team-a/kube-apiserver-cp-1: labelled component=kube-apiserver, but not the kube-system mirror pod",
+            "pod kube-system/decoy: labelled component=kube-apiserver, but not the kube-system mirror pod of cp-2's",
+            "pod kube-system/kube-apiserver-cp-2: labelled component=kube-apiserver, but not the kube-system mirror pod",
+            "pod kube-system/kube-apiserver-w-1: labelled component=kube-apiserver on w-1, which is not a control plane",
+            "cp-3: its kube-apiserver pod kube-system/kube-apiserver-cp-3 names 10.9.9.9:6443, not an address of cp-3",
+        ]) {
+            assert!(problem.starts_with(start), "{problem}");
+            assert!(problem.ends_with("not asked for /metrics"), "{problem}");
+        }
+        let nodes = serde_json::json!({"items": [
+            {"metadata": {"name": "cp-1"}, "status": {"addresses": [
+                {"type": "InternalIP", "address": "10.0.0.1"},
+                {"type": "Hostname", "address": "cp-1"},
+                {"type": "InternalIP", "address": "fd00::1"}]}},
+            {"metadata": {"name": "cp-2"}, "status": {}},
+        ]});
+        let ips = parse_internal_ips(&nodes.to_string()).unwrap();
+        assert_eq!(
+            ips["cp-1"],
+            [
+                "10.0.0.1".parse::<IpAddr>().unwrap(),
+                "fd00::1".parse().unwrap()
+            ]
+        );
+        assert!(ips["cp-2"].is_empty());
     }
 
     #[test]
@@ -242,7 +422,8 @@ mod tests {
             mirror_pod("Bad;Name", &["kube-apiserver", "--advertise-address=10.0.0.5"], None),
             {"metadata": {"name": "etcd-cp-1", "labels": {"component": "etcd"}}, "spec": {"nodeName": "cp-1"}},
         ]});
-        let (found, problems) = parse_apiserver_instances(&list.to_string()).unwrap();
+        let (found, problems) =
+            parse_apiserver_instances(&list.to_string(), &control_planes()).unwrap();
         let shown: Vec<String> = found
             .iter()
             .map(|i| format!("{} {}", i.node, i.endpoint))
@@ -261,7 +442,7 @@ mod tests {
                 .starts_with("cp-4: its kube-apiserver pod names no usable --advertise-address")
         );
         assert!(problems[1].contains("no valid node name"), "{problems:?}");
-        assert!(parse_apiserver_instances("<html>").is_err());
+        assert!(parse_apiserver_instances("<html>", &control_planes()).is_err());
     }
 
     fn instance(node: &str, apis: Result<Vec<DeprecatedApi>, &str>) -> InstanceMetrics {

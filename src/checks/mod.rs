@@ -30,7 +30,8 @@ mod pdb;
 mod prediction;
 
 pub use apiservers::{
-    ApiServerInstance, InstanceMetrics, check_removed_apis_across, parse_apiserver_instances,
+    ApiServerInstance, ControlPlane, InstanceMetrics, check_removed_apis_across,
+    parse_apiserver_instances, parse_internal_ips,
 };
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
 pub use cgroup::{

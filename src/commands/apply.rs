@@ -278,6 +278,7 @@ impl Run<'_> {
             hub_images,
             etcd_backups: (!self.args.skip_etcd_snapshot)
                 .then(|| etcd::backups_dir(&self.inv.state_dir())),
+            etcd_snapshot_max: self.args.etcd_snapshot_max,
             checks_judged,
             pace,
         };
@@ -340,7 +341,8 @@ impl Run<'_> {
 }
 
 /// Every hop that downloads, stages or runs the kubeadm of a kubernetes
-/// image knows the sha256 fleetctl checks it against itself. sysupdate's
+/// image knows the sha256 fleetctl checks it against itself (its
+/// [`crate::plan::Image`]: the steps take nothing else). sysupdate's
 /// own check reads the same `SHA256SUMS` over the same connection, so it
 /// is never enough on its own: with no single sum (the hub lists two, or
 /// it cannot be read and the saved plan recorded none) apply does not start.
@@ -352,7 +354,7 @@ fn refuse_unverifiable(fresh: &Plan) -> anyhow::Result<()> {
     let lines: Vec<String> = fresh
         .hops
         .iter()
-        .filter(|hop| hop.sha256.is_none() && uses_image(hop))
+        .filter(|hop| hop.image().is_none() && uses_image(hop))
         .map(|hop| {
             let what = hop.version.as_ref().map_or_else(
                 || format!("the {} image", hop.minor),

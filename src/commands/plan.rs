@@ -34,7 +34,7 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
     )
     .await?;
     match args.output {
-        PlanFormat::Json => printer.out(&serde_json::to_string_pretty(&plan)?),
+        PlanFormat::Json => printer.out_json(&plan)?,
         PlanFormat::Text => printer.out(&plan::render(&plan, console::colors_enabled())),
     }
     // A blocked plan is not saved: apply would only stop at the same check.
@@ -127,7 +127,9 @@ pub async fn check_inputs(gathered: &Gathered, images: Option<Vec<HubImage>>) ->
         .nodes
         .iter()
         .filter_map(|r| Some((r.node.name.as_str(), r.facts.as_ref().ok()?)));
-    gather::check_inputs(session.as_deref(), facts, images).await
+    let nodes: Vec<crate::inventory::Node> =
+        gathered.nodes.iter().map(|r| r.node.clone()).collect();
+    gather::check_inputs(session.as_deref(), facts, images, &nodes).await
 }
 
 /// Every node's facts and the API server's view, or why not (`what` needs

@@ -165,6 +165,7 @@ async fn rolling(
         ignored_checks: Vec::new(),
         hub_images: None,
         etcd_backups: None,
+        etcd_snapshot_max: 0,
         checks_judged: None,
         pace,
     };

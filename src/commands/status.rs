@@ -16,7 +16,7 @@ pub async fn run(
     let gathered = super::gather_fleet(&inv, global, printer).await?;
     let report = report(&gathered);
     match args.output {
-        StatusFormat::Json => printer.out(&serde_json::to_string_pretty(&report)?),
+        StatusFormat::Json => printer.out_json(&report)?,
         StatusFormat::Table => printer.out(&status::render_table(&report)),
     }
     Ok(if gathered.all_answered() {

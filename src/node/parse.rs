@@ -132,6 +132,9 @@ pub struct CheckOutputs {
     pub kubelet_configmap: Result<Option<String>, String>,
     /// The same for the kubeadm-config ConfigMap.
     pub kubeadm_configmap: Result<Option<String>, String>,
+    /// `kubectl get nodes -l node-role.kubernetes.io/control-plane -o json`:
+    /// the control planes' InternalIPs.
+    pub control_plane_nodes: Result<String, String>,
 }
 
 /// Parses the output of `CHECKS_SCRIPT`. Only output with no sections at all
@@ -164,6 +167,7 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),
         apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
+        control_plane_nodes: take("cpnodes", "kubectl get nodes -o json (control planes)"),
     })
 }
 

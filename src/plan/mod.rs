@@ -18,6 +18,7 @@ mod diff;
 mod file;
 mod fingerprint;
 mod hub;
+mod image;
 mod model;
 mod planner;
 mod reboot;
@@ -37,6 +38,7 @@ pub use config::{render_config, render_download_config};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};
 pub use hub::{HubVersions, is_sha256, parse_sha256sums, sha256sums_url};
+pub use image::Image;
 pub use model::{
     Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Phase, PhaseKind, Plan, PlannedNode,
     Refusal, Step, Warning,

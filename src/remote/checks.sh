@@ -19,6 +19,9 @@ probe metrics fleetctl_metrics
 # static pod manifests of the control planes: their --advertise-address and
 # --secure-port (crate::checks::parse_apiserver_instances).
 probe apiservers $fleetctl_timeout $fleetctl_kubectl -n kube-system get pods -o json
+# The InternalIPs of the control planes: an instance is asked only at an address of
+# its own node (crate::checks::parse_internal_ips).
+probe cpnodes $fleetctl_timeout $fleetctl_kubectl get nodes -l node-role.kubernetes.io/control-plane -o json
 probe pdbs $fleetctl_timeout $fleetctl_kubectl get pdb -A -o json
 probe certs $fleetctl_timeout kubeadm certs check-expiration
 # What the upgrade of kubeadm works from (crate::checks::configmaps): the

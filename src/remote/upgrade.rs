@@ -206,8 +206,8 @@ pub struct KubeadmStep<'a> {
     /// [`KUBEADM_STEP_MARKER`].
     pub marker: &'a str,
     /// The image's sha256 from the hub's `SHA256SUMS`, checked before it is
-    /// mounted; `None` when the plan has none.
-    pub sha256: Option<&'a str>,
+    /// mounted: always (a step without one cannot be written).
+    pub sha256: &'a str,
 }
 
 /// Attaches the downloaded image to a loop device read-only (`losetup
@@ -235,15 +235,12 @@ pub fn kubeadm_step(step: &KubeadmStep) -> String {
             .parent()
             .map_or("/", |p| p.to_str().unwrap_or("/")),
     );
-    let verify = match step.sha256 {
-        Some(sum) => format!(
-            "printf '%s  %s\\n' {sum} \"$dev\" | sha256sum -c --strict --quiet - >/dev/null 2>&1 || \
-             {{ echo \"fleetctl: \"{img}\" (attached read-only as $dev) does not have the sha256 the hub \
-             published (or its size is not a multiple of 512 bytes)\" >&2; exit {CHECKSUM}; }}; ",
-            sum = word(sum),
-        ),
-        None => String::new(),
-    };
+    let verify = format!(
+        "printf '%s  %s\\n' {sum} \"$dev\" | sha256sum -c --strict --quiet - >/dev/null 2>&1 || \
+         {{ echo \"fleetctl: \"{img}\" (attached read-only as $dev) does not have the sha256 the hub \
+         published (or its size is not a multiple of 512 bytes)\" >&2; exit {CHECKSUM}; }}; ",
+        sum = word(step.sha256),
+    );
     format!(
         "[ -f {img} ] || {{ echo \"fleetctl: \"{img}\" is not on the node\" >&2; exit {NO_IMAGE}; }}; \
          dev=; dir=; \

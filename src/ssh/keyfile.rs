@@ -64,28 +64,30 @@ fn short_ecdsa(text: &str, passphrase: Option<&str>) -> Option<PrivateKey> {
     let keypair = match public {
         EcdsaPublicKey::NistP256(public) => EcdsaKeypair::NistP256 {
             public,
-            private: EcdsaPrivateKey::from(padded::<32>(&scalar)?),
+            private: EcdsaPrivateKey::from(*padded::<32>(&scalar)?),
         },
         EcdsaPublicKey::NistP384(public) => EcdsaKeypair::NistP384 {
             public,
-            private: EcdsaPrivateKey::from(padded::<48>(&scalar)?),
+            private: EcdsaPrivateKey::from(*padded::<48>(&scalar)?),
         },
         EcdsaPublicKey::NistP521(public) => EcdsaKeypair::NistP521 {
             public,
-            private: EcdsaPrivateKey::from(padded::<66>(&scalar)?),
+            private: EcdsaPrivateKey::from(*padded::<66>(&scalar)?),
         },
     };
     PrivateKey::new(KeypairData::Ecdsa(keypair), comment).ok()
 }
 
-/// An unsigned big-endian `mpint` left-padded to exactly `SIZE` bytes.
-fn padded<const SIZE: usize>(mpint: &[u8]) -> Option<[u8; SIZE]> {
+/// An unsigned big-endian `mpint` left-padded to exactly `SIZE` bytes,
+/// wiped when dropped: it is the private key. (The copy handed to
+/// `EcdsaPrivateKey::from` is the key's own, which wipes itself on drop.)
+fn padded<const SIZE: usize>(mpint: &[u8]) -> Option<Zeroizing<[u8; SIZE]>> {
     let start = mpint.iter().position(|&b| b != 0).unwrap_or(mpint.len());
     let digits = &mpint[start..];
     if digits.is_empty() || digits.len() > SIZE || mpint.first().is_some_and(|&b| b >= 0x80) {
         return None;
     }
-    let mut out = [0u8; SIZE];
+    let mut out = Zeroizing::new([0u8; SIZE]);
     out[SIZE - digits.len()..].copy_from_slice(digits);
     Some(out)
 }
@@ -252,8 +254,12 @@ mod tests {
 
     #[test]
     fn padding_keeps_the_value_and_refuses_what_does_not_fit() {
-        assert_eq!(padded::<4>(&[1, 2, 3]), Some([0, 1, 2, 3]));
-        assert_eq!(padded::<4>(&[0, 0x80, 1, 2, 3]), Some([0x80, 1, 2, 3]));
+        let wiped_on_drop: Option<Zeroizing<[u8; 4]>> = padded::<4>(&[1, 2, 3]);
+        assert_eq!(wiped_on_drop.as_deref(), Some(&[0, 1, 2, 3]));
+        assert_eq!(
+            padded::<4>(&[0, 0x80, 1, 2, 3]).as_deref(),
+            Some(&[0x80, 1, 2, 3])
+        );
         assert_eq!(padded::<4>(&[1, 2, 3, 4, 5]), None);
         assert_eq!(padded::<4>(&[0x80]), None, "a negative mpint");
         assert_eq!(padded::<4>(&[]), None, "zero is no private key");

@@ -229,6 +229,8 @@ pub struct Settings {
     /// Where etcd snapshots go before each `upgrade apply`; `None` with
     /// `--skip-etcd-snapshot`.
     pub etcd_backups: Option<PathBuf>,
+    /// The largest snapshot copied (`--etcd-snapshot-max`).
+    pub etcd_snapshot_max: u64,
     /// When the plan's checks were last judged on the live fleet (apply's
     /// re-check): the first hop need not read it all again right away.
     pub checks_judged: Option<Instant>,

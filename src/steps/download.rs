@@ -23,7 +23,7 @@ use anyhow::{Context, bail};
 
 use super::runner::{Remote, succeeded};
 use crate::node;
-use crate::plan::{self, Action, Component, Hop, is_sha256};
+use crate::plan::{self, Action, Component, Hop, Image};
 use crate::remote::upgrade;
 use crate::version::{Minor, Version};
 
@@ -60,23 +60,15 @@ pub fn definition(minor: Minor, hub: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// Downloads the newest `minor` image the hub serves and returns its
-/// version, refusing another patch than `expect` (the hub changed since the plan).
-/// With `sha256` (from the hub's `SHA256SUMS`, recorded in the plan), the
-/// downloaded file is checked against it; a file that does not match is
-/// removed and nothing goes on.
-pub async fn run(
-    r: &Remote,
-    hub: &str,
-    minor: Minor,
-    expect: Option<&Version>,
-    sha256: Option<&str>,
-) -> anyhow::Result<Version> {
+/// Downloads the newest `minor` image the hub serves, refusing another
+/// patch than `image`'s (the hub changed since the plan), and checks the
+/// downloaded file against `image`'s sha256 (the hub's `SHA256SUMS`,
+/// recorded in the plan): a file that does not match is removed and
+/// nothing goes on. There is no download without a sum to check.
+pub async fn run(r: &Remote, hub: &str, minor: Minor, image: &Image) -> anyhow::Result<Version> {
+    let expect = image.version();
     let definition = definition(minor, hub)?;
-    let label = format!(
-        "download kubernetes {}",
-        expect.map_or_else(|| minor.to_string(), Version::to_string)
-    );
+    let label = format!("download kubernetes {expect}");
     let out = r
         .run_root_timeout(
             &label,
@@ -121,19 +113,15 @@ pub async fn run(
             out.stdout.split_whitespace().collect::<Vec<_>>().join(" ")
         )
     })?;
-    if let Some(want) = expect
-        && &got != want
-    {
+    if &got != expect {
         bail!(
-            "{node}: downloaded kubernetes {got}, but the plan expected {want}: the hub's newest {minor} \
+            "{node}: downloaded kubernetes {got}, but the plan expected {expect}: the hub's newest {minor} \
              patch changed since the plan was made. Nothing was staged or rebooted. Run `fleetctl plan` \
              again, then `fleetctl apply`",
             node = r.node()
         );
     }
-    if let Some(want) = sha256 {
-        verify(r, &got, want, "downloaded").await?;
-    }
+    verify(r, image, "downloaded").await?;
     Ok(got)
 }
 
@@ -169,16 +157,10 @@ pub fn present_images(hop: &Hop) -> Vec<String> {
 
 /// The image's sha256 is the hub's; a mismatching file is removed, so that
 /// the next run downloads it again. `what`: how it got there, for the message.
-pub async fn verify(r: &Remote, version: &Version, want: &str, what: &str) -> anyhow::Result<()> {
+pub async fn verify(r: &Remote, image: &Image, what: &str) -> anyhow::Result<()> {
     let component = Component::Kubernetes.name();
-    let v = version.to_string();
-    if !is_sha256(want) {
-        bail!(
-            "{node}: the plan's sha256 for kubernetes {v} is `{want}`, not 64 hexadecimal characters, \
-             so it cannot vouch for the image. Nothing ran from it; run `fleetctl plan` again",
-            node = r.node()
-        );
-    }
+    let v = image.version().to_string();
+    let want = image.sha256();
     let out = r
         .check_root(
             &format!("sha256 of kubernetes {v}"),
@@ -232,6 +214,41 @@ pub fn commands(hub: &str, minor: Minor) -> Vec<String> {
     ]
 }
 
+/// The hop's image, for the steps that check one already on the nodes.
+pub(super) fn hop_image(hop: &Hop) -> anyhow::Result<Image> {
+    let what = hop
+        .version
+        .as_ref()
+        .map_or_else(|| hop.minor.to_string(), Version::to_string);
+    hop.image().with_context(|| no_sum("the fleet", &what))
+}
+
+/// `image` if it is `version`'s, else why no step may go on.
+pub(super) fn image_of<'a>(
+    node: &str,
+    image: Option<&'a Image>,
+    version: &Version,
+) -> anyhow::Result<&'a Image> {
+    match image {
+        Some(image) if image.version() == version => Ok(image),
+        Some(image) => bail!(
+            "{node}: the step needs the kubernetes {version} image, but the plan's hop is for {}, the \
+             only one it records a sha256 for; nothing was run from it. Run `fleetctl plan` again",
+            image.version()
+        ),
+        None => Err(anyhow::anyhow!(no_sum(node, &version.to_string()))),
+    }
+}
+
+/// Why a step refuses an image the plan records no sha256 for.
+pub(super) fn no_sum(node: &str, what: &str) -> String {
+    format!(
+        "{node}: the plan records no sha256 for the kubernetes {what} image, so it cannot be checked: \
+         nothing was downloaded or run from it. Fix the hub (one sha256 per image in its SHA256SUMS), \
+         then run `fleetctl plan` and `fleetctl apply` again"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +278,24 @@ mod tests {
         assert!(
             shown[0].contains("InstancesMax=18446744073709551615"),
             "{shown:?}"
+        );
+    }
+
+    #[test]
+    fn no_step_gets_an_image_the_plan_records_no_sum_for() {
+        let v: Version = "v1.35.3".parse().unwrap();
+        let image = Image::new(v.clone(), &"a".repeat(64)).unwrap();
+        assert_eq!(image_of("w-1", Some(&image), &v).unwrap(), &image);
+        let other: Version = "v1.35.4".parse().unwrap();
+        let err = format!("{:#}", image_of("w-1", Some(&image), &other).unwrap_err());
+        assert!(
+            err.starts_with("w-1: the step needs the kubernetes v1.35.4 image"),
+            "{err}"
+        );
+        let err = format!("{:#}", image_of("w-1", None, &v).unwrap_err());
+        assert!(
+            err.contains("w-1: the plan records no sha256 for the kubernetes v1.35.3 image"),
+            "{err}"
         );
     }
 }

@@ -201,17 +201,24 @@ fn kubeadm_line(
     sha256: Option<&str>,
     preflight: kubeadm::Preflight,
 ) -> String {
+    // Without a sum, apply refuses the plan before it runs anything; the
+    // dry run still shows where the sum goes.
+    let sha256 = sha256.unwrap_or(NO_SUM);
     match version {
         Some(v) => kubeadm::detached_command(kind, v, sha256, preflight),
         None => format!(
             "(with the newest {minor} image on the node) {}",
-            kubeadm::detached_command(kind, &minor.with_patch(0), None, preflight).replace(
+            kubeadm::detached_command(kind, &minor.with_patch(0), sha256, preflight).replace(
                 &minor.with_patch(0).to_string(),
                 &format!("<newest {minor}>")
             )
         ),
     }
 }
+
+/// Where the dry run of a plan without a sum shows it: such a plan is
+/// refused by apply (no step runs an image it cannot check).
+const NO_SUM: &str = "<no-sha256-apply-refuses>";
 
 /// The hub's sha256 for the step's image, when it is the hop's.
 fn image_sha<'a>(hop: &'a crate::plan::Hop, version: &Option<Version>) -> Option<&'a str> {

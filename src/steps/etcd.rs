@@ -108,7 +108,10 @@ pub async fn snapshot(
         .await;
     // From here the node may hold a copy: it goes, whatever else happens.
     let result = match saved {
-        Ok(out) if out.success() => fetch(&r, node, &on_node, &local).await,
+        Ok(out) if out.success() => {
+            let max = apply.settings.etcd_snapshot_max;
+            fetch(&r, node, &on_node, &local, max).await
+        }
         Ok(out) => Err(anyhow::Error::new(super::runner::CommandFailed::new(
             node,
             "etcd snapshot save",
@@ -150,9 +153,26 @@ pub async fn snapshot(
     Ok(Some(snapshot))
 }
 
-/// `snapshot status` in the pod, the node's sha256, the copy and its
-/// sha256; the copy only gets its final name once it matches.
-async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::Result<Snapshot> {
+/// The snapshot's size against the ceiling, `snapshot status` in the pod,
+/// the node's sha256, the copy and its sha256; the copy only gets its final
+/// name once it matches.
+async fn fetch(
+    r: &Remote,
+    node: &str,
+    on_node: &str,
+    local: &Path,
+    max: u64,
+) -> anyhow::Result<Snapshot> {
+    let size = r
+        .check_root("size of the snapshot", &snapshot_file::size(on_node))
+        .await?;
+    let Ok(size) = size.stdout.trim().parse::<u64>() else {
+        bail!(
+            "{node}: stat printed {:?} for the size of {on_node}",
+            size.stdout.trim()
+        );
+    };
+    check_size(size, max).with_context(|| format!("{node}: {on_node}"))?;
     let status = status(r, node, on_node).await?;
     let sum = r
         .check_root("sha256 of the snapshot", &snapshot_file::sha256(on_node))
@@ -164,15 +184,6 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
         .parent()
         .context("the backups directory has no parent")?;
     crate::local_fs::private_dir(dir)?;
-    let size = r
-        .check_root("size of the snapshot", &snapshot_file::size(on_node))
-        .await?;
-    let Ok(size) = size.stdout.trim().parse::<u64>() else {
-        bail!(
-            "{node}: stat printed {:?} for the size of {on_node}",
-            size.stdout.trim()
-        );
-    };
     let partial = local.with_extension("db.partial");
     let copied = copy(r, on_node, &partial, size).await;
     let verified = copied.and_then(|()| {
@@ -217,6 +228,23 @@ async fn fetch(r: &Remote, node: &str, on_node: &str, local: &Path) -> anyhow::R
         bytes,
         status,
     })
+}
+
+/// A snapshot bigger than `max` (`--etcd-snapshot-max`) is not copied: the
+/// size is the node's word, and the copy is bounded by it, so without a
+/// ceiling a node could fill the laptop's disk. The default, 8 GiB, is
+/// etcd's largest suggested quota (`MaxQuotaBytes` in etcd's
+/// server/storage/quota.go, 2 GiB by default; etcd.io dev-guide/limit).
+fn check_size(size: u64, max: u64) -> anyhow::Result<()> {
+    if size > max {
+        bail!(
+            "the snapshot is {size} bytes, more than the {max} bytes fleetctl copies \
+             (--etcd-snapshot-max, FLEETCTL_ETCD_SNAPSHOT_MAX; 8GiB by default, etcd's largest \
+             suggested quota): nothing was copied. If the cluster's etcd is that big, raise the \
+             ceiling (with room on this machine's disk)"
+        );
+    }
+    Ok(())
 }
 
 /// etcdutl's `snapshot status` in the etcd pod, else etcdctl's (v3.5 images
@@ -333,6 +361,16 @@ fn stamp(now: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_above_the_ceiling_is_not_copied() {
+        assert!(check_size(8 << 30, 8 << 30).is_ok());
+        let err = check_size(10 << 30, 8 << 30).unwrap_err().to_string();
+        assert!(
+            err.starts_with("the snapshot is 10737418240 bytes, more than the 8589934592 bytes"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_cluster_name_cannot_lead_out_of_the_backups_directory() {

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use futures_util::future::join_all;
 use tokio::sync::Semaphore;
 
@@ -26,7 +26,7 @@ use super::kubeadm::{self, Kind};
 use super::runner::Remote;
 use super::{POLL, download, etcd, gates, hold, last_look, preflight, roll, stage, verify};
 use crate::node::NodeFacts;
-use crate::plan::{Action, Hop, HopKind, Phase, PhaseKind, Step};
+use crate::plan::{Action, Hop, HopKind, Image, Phase, PhaseKind, Step};
 use crate::version::{Minor, Version};
 
 pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
@@ -114,15 +114,15 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
 /// The hop's image on the nodes that already had it (a download checks its
 /// own): all at once, before anything of the hop runs from it anywhere.
 async fn verify_present_images(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
-    let (Some(version), Some(sha256)) = (&hop.version, &hop.sha256) else {
+    let present = download::present_images(hop);
+    if present.is_empty() {
         return Ok(());
-    };
-    let checks = download::present_images(hop)
-        .into_iter()
-        .map(|node| async move {
-            let r = apply.remote(&node)?;
-            download::verify(&r, version, sha256, "already downloaded").await
-        });
+    }
+    let image = &download::hop_image(hop)?;
+    let checks = present.into_iter().map(|node| async move {
+        let r = apply.remote(&node)?;
+        download::verify(&r, image, "already downloaded").await
+    });
     let failures: Vec<String> = join_all(checks)
         .await
         .into_iter()
@@ -439,8 +439,9 @@ struct Job {
     deadline: Instant,
     target: Option<crate::ssh::Target>,
     ssh: crate::ssh::Options,
-    /// The hop's image and its sha256 from the hub, when the plan has it.
-    image: Option<(Version, String)>,
+    /// The hop's image and its sha256 from the hub; `None` for a hop whose
+    /// steps use no image (re-pinning only), and then no step may use one.
+    image: Option<Image>,
     /// Whose lease a kubeadm step must fit in.
     stop: super::Stop,
     /// Which preflight errors of kubeadm the plan lets through on this node.
@@ -456,18 +457,16 @@ impl Job {
             deadline: apply.deadline(),
             target: apply.settings.targets.get(node).cloned(),
             ssh: apply.settings.ssh.clone(),
-            image: hop.version.clone().zip(hop.sha256.clone()),
+            image: hop.image(),
             stop: apply.stop.clone(),
             preflight: kubeadm::Preflight::of(hop, node),
         })
     }
 
-    /// The sha256 `version`'s image must have, if the plan knows it.
-    fn sha256(&self, version: &Version) -> Option<&str> {
-        self.image
-            .as_ref()
-            .filter(|(v, _)| v == version)
-            .map(|(_, sum)| sum.as_str())
+    /// The hop's image, which must be `version`'s: a step never downloads,
+    /// checks or runs an image the plan records no sha256 for.
+    fn image(&self, version: &Version) -> anyhow::Result<&Image> {
+        download::image_of(self.remote.node(), self.image.as_ref(), version)
     }
 
     /// Runs a kubeadm step on the job's node, detached, reconnecting if need be.
@@ -481,13 +480,14 @@ impl Job {
             &format!("{}: kubeadm upgrade {}", self.remote.node(), kind.name()),
             kubeadm::TIMEOUT,
         )?;
-        let sha256 = self.sha256(v).map(String::from);
+        let image = download::image_of(self.remote.node(), self.image.as_ref(), v)?.clone();
         if self.preflight == kubeadm::Preflight::SkipSystemVerification {
             self.remote.journal().event(
                 "kubeadm-preflight-ignored",
                 Some(self.remote.node()),
                 &format!(
-                    "kubeadm {} {v} runs with --ignore-preflight-errors=SystemVerification:                      cgroup v1 node, let through with --ignore-check cgroup",
+                    "kubeadm {} {v} runs with --ignore-preflight-errors=SystemVerification: \
+                     cgroup v1 node, let through with --ignore-check cgroup",
                     kind.name()
                 ),
             );
@@ -496,8 +496,7 @@ impl Job {
             &mut self.remote,
             reconnect.as_ref(),
             kind,
-            v,
-            sha256.as_deref(),
+            &image,
             self.preflight,
             &self.hub,
         )
@@ -520,8 +519,14 @@ impl Job {
         let r = &self.remote;
         match action {
             Action::Download { minor, expect, .. } => {
-                let sha256 = expect.as_ref().and_then(|v| self.sha256(v));
-                download::run(r, &self.hub, *minor, expect.as_ref(), sha256).await?;
+                let image = match expect {
+                    Some(v) => self.image(v)?,
+                    None => self
+                        .image
+                        .as_ref()
+                        .with_context(|| download::no_sum(r.node(), &minor.to_string()))?,
+                };
+                download::run(r, &self.hub, *minor, image).await?;
             }
             Action::Pin {
                 component,

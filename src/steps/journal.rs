@@ -11,7 +11,10 @@
 //! Secrets stay out of it: a value whose flag or variable name looks like
 //! a URL, token, password, secret or key (Kured's `--notify-url=` carries a
 //! webhook token) is written as `***`, in both files and in the `-v` echo;
-//! see [`mask_secrets`]. What the journal records of cluster objects is only
+//! see [`mask_secrets`]. The `.log` file, read with `less` or `cat`, has
+//! its control characters escaped as the terminal's output has
+//! ([`crate::ui::escape`]); the `.jsonl` keeps the text as it came, in
+//! JSON strings (serde_json escapes the C0 controls). What the journal records of cluster objects is only
 //! what fleetctl asked kubectl for, and the lock asks for little.
 //!
 //! Writing the journal never fails a command that already ran on a node:
@@ -165,7 +168,8 @@ impl Journal {
             }),
             Err(e) => Err(mask_secrets(&format!("{e:#}")).into_owned()),
         };
-        let text = command_text(now, ran, &result, elapsed);
+        let text = crate::ui::escape::escape_controls(&command_text(now, ran, &result, elapsed))
+            .into_owned();
         if self.echo.load(std::sync::atomic::Ordering::Relaxed) {
             crate::ui::err_text(&text);
         }
@@ -214,7 +218,8 @@ impl Journal {
             detail: &detail,
             command: None,
         };
-        self.write(&event_text(now, kind, node, &detail), &record);
+        let text = event_text(now, kind, node, &detail);
+        self.write(&crate::ui::escape::escape_controls(&text), &record);
     }
 
     /// Fails if any record could not be written, saying which file and why.

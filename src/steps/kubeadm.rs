@@ -19,7 +19,7 @@ use super::context::settled_facts;
 use super::detached::{self, Reconnect};
 use super::runner::{CommandFailed, Remote, succeeded};
 use crate::node;
-use crate::plan::{self, Component};
+use crate::plan::{self, Component, Image};
 use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
 use crate::version::{Minor, Version};
 
@@ -108,23 +108,21 @@ fn step_id(kind: Kind, version: &Version) -> (String, String) {
 }
 
 /// What `--dry-run` shows: the step as the transient unit it runs in.
+/// `sha256` is the image's (the dry run shows a placeholder when the plan
+/// has none; apply refuses such a plan before it runs anything).
 pub fn detached_command(
     kind: Kind,
     version: &Version,
-    sha256: Option<&str>,
+    sha256: &str,
     preflight: Preflight,
 ) -> String {
     let (id, label) = step_id(kind, version);
     upgrade::start_detached(&id, &label, &command(kind, version, sha256, preflight))
 }
 
-/// The step's script for the node.
-pub fn command(
-    kind: Kind,
-    version: &Version,
-    sha256: Option<&str>,
-    preflight: Preflight,
-) -> String {
+/// The step's script for the node: it checks the image against `sha256`
+/// before mounting it, always.
+pub fn command(kind: Kind, version: &Version, sha256: &str, preflight: Preflight) -> String {
     let image = format!(
         "{}/{}",
         upgrade::images_dir(Component::Kubernetes.name()),
@@ -140,7 +138,8 @@ pub fn command(
     })
 }
 
-/// Runs the step on `r` with the `version` image's kubeadm; on failure,
+/// Runs the step on `r` with `image`'s kubeadm, once the image on the
+/// node has the image's sha256; on failure,
 /// unstages the node if it was staged and says what state it is in.
 /// The step runs detached from the SSH session (see [`super::detached`]), so
 /// a dropped connection or a killed fleetctl never stops kubeadm halfway.
@@ -148,13 +147,13 @@ pub async fn run(
     r: &mut Remote,
     reconnect: Option<&Reconnect<'_>>,
     kind: Kind,
-    version: &Version,
-    sha256: Option<&str>,
+    image: &Image,
     preflight: Preflight,
     hub: &str,
 ) -> anyhow::Result<()> {
+    let version = image.version();
     let (id, label) = step_id(kind, version);
-    let script = command(kind, version, sha256, preflight);
+    let script = command(kind, version, image.sha256(), preflight);
     let out = detached::run(r, reconnect, &id, &label, &script, TIMEOUT).await?;
     if out.success() {
         return Ok(());

@@ -36,6 +36,7 @@ pub async fn checks(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
         Some(api.session()),
         facts.iter().map(|(n, f)| (n.as_str(), f)),
         apply.settings.hub_images.clone(),
+        &apply.inv.nodes,
     )
     .await;
     let found = checks::evaluate(

@@ -2,10 +2,13 @@
 //! where output goes and whether it is coloured; no other module prints.
 //!
 //! What goes to stderr (notes, warnings, progress, errors) passes through
-//! [`crate::redact::mask_secrets`] first. No write here can panic: a
+//! [`crate::redact::mask_secrets`] first, and everything, stdout too,
+//! through [`escape`]: remote text never reaches the terminal with a
+//! control sequence in it. No write here can panic: a
 //! terminal that hung up (SIGHUP; EIO or EPIPE on write) loses the text,
 //! and fleetctl goes on to a safe stop and gives the lock back.
 
+pub mod escape;
 mod progress;
 mod table;
 
@@ -43,8 +46,15 @@ impl Printer {
         self.verbose
     }
 
-    /// The command's result, on stdout. A closed pipe (`| head`) is not an error.
+    /// The command's result, on stdout, control characters escaped (our
+    /// own colours kept when colour is on). A closed pipe (`| head`) is not
+    /// an error.
     pub fn out(&self, text: &str) {
+        let text = if console::colors_enabled() {
+            escape::escape_controls_keeping_colours(text)
+        } else {
+            escape::escape_controls(text)
+        };
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         if !text.ends_with('\n') {
@@ -53,31 +63,40 @@ impl Printer {
         let _ = out.flush();
     }
 
+    /// A result as JSON on stdout (`--output json`), pretty-printed, the
+    /// characters a terminal acts on written as `\uXXXX` so that it stays
+    /// the same JSON.
+    pub fn out_json<T: serde::Serialize>(&self, value: &T) -> anyhow::Result<()> {
+        let json = serde_json::to_string_pretty(value)?;
+        self.out(&escape::escape_json(&json));
+        Ok(())
+    }
+
     /// Progress and notes, on stderr, so stdout stays clean for `--output json`.
     pub fn note(&self, text: &str) {
-        err_line(&mask_secrets(text));
+        raw_err_line(&clean(text));
     }
 
     pub fn warn(&self, text: &str) {
-        err_line(&format!(
+        raw_err_line(&format!(
             "{} {}",
             Style::new()
                 .yellow()
                 .bold()
                 .for_stderr()
                 .apply_to("warning:"),
-            mask_secrets(text)
+            clean(text)
         ));
     }
 
     /// Only with `-v`.
     pub fn debug(&self, text: &str) {
         if self.verbose > 0 {
-            err_line(
+            raw_err_line(
                 &Style::new()
                     .dim()
                     .for_stderr()
-                    .apply_to(mask_secrets(text))
+                    .apply_to(clean(text))
                     .to_string(),
             );
         }
@@ -95,24 +114,52 @@ pub fn alert(text: &str) {
             .bold()
             .for_stderr()
             .apply_to("warning:"),
-        mask_secrets(text)
+        clean(text)
     );
     if !progress::println_above_bar(&line) {
-        err_line(&line);
+        raw_err_line(&line);
     }
 }
 
-/// `text` and a newline on stderr, in one write; a failed write (the
-/// terminal hung up, stderr closed) is ignored, never a panic.
+/// `text` with its secrets masked and its control characters escaped: what
+/// may reach stderr or the journal of anything a remote party wrote.
+pub fn clean(text: &str) -> String {
+    escape::escape_controls(&mask_secrets(text)).into_owned()
+}
+
+/// fleetctl's last word when a command fails: `fleetctl: error:` and the
+/// whole error chain, [`clean`]ed (every error path ends here: a peer's
+/// pre-banner bytes or a node's stderr may be in the chain).
+pub fn error(chain: &str) {
+    raw_err_line(&format!(
+        "{} {}",
+        Style::new()
+            .red()
+            .bold()
+            .for_stderr()
+            .apply_to("fleetctl: error:"),
+        clean(chain)
+    ));
+}
+
+/// `text` and a newline on stderr, [`clean`]ed, in one write; a failed
+/// write (the terminal hung up, stderr closed) is ignored, never a panic.
 pub fn err_line(text: &str) {
+    raw_err_line(&clean(text));
+}
+
+/// As [`err_line`], for text this module already cleaned and styled.
+fn raw_err_line(text: &str) {
     let mut line = String::with_capacity(text.len() + 1);
     line.push_str(text);
     line.push('\n');
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// `text` on stderr as it is (a prompt, a record already ending in a newline), flushed; errors ignored.
+/// `text` on stderr without an added newline (a prompt, a record already
+/// ending in one), [`clean`]ed, flushed; errors ignored.
 pub fn err_text(text: &str) {
+    let text = clean(text);
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes());
     let _ = err.flush();

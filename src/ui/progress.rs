@@ -96,10 +96,11 @@ impl Progress {
     }
 
     /// A line that stays: a hop starting, a node finished, a warning.
-    /// Secrets masked; a terminal that hung up loses it without a panic
-    /// (indicatif ignores its own write errors).
+    /// [`super::clean`]ed (secrets masked, controls escaped); a terminal
+    /// that hung up loses it without a panic (indicatif ignores its own
+    /// write errors).
     pub fn line(&self, text: &str) {
-        let text = crate::redact::mask_secrets(text);
+        let text = super::clean(text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None if self.lines => super::err_line(&format!(
@@ -113,7 +114,7 @@ impl Progress {
     /// What is happening now; replaced by the next call.
     pub fn step(&self, text: &str) {
         match &self.bar {
-            Some(bar) => bar.set_message(crate::redact::mask_secrets(text).into_owned()),
+            Some(bar) => bar.set_message(super::clean(text)),
             None => self.line(text),
         }
     }

@@ -311,6 +311,7 @@ fn budgets_that_hold_a_drain_and_expiring_certificates_are_warned_about() {
         name: "postgres-0".into(),
         node: "w-1".into(),
         labels: [("app".to_string(), "postgres".to_string())].into(),
+        annotations: Default::default(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
     }];

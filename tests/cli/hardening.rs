@@ -2,11 +2,15 @@
 //! reach the laptop's shell, secrets stay out of what fleetctl prints and
 //! journals, a hung-up terminal costs output but never a panic, and
 //! `fleetctl reboot` looks at the fleet again under the lock and reports
-//! host keys accepted on the reconnect after a reboot.
+//! host keys accepted on the reconnect after a reboot. Issue 24: what an
+//! impostor at a node's address sends before its SSH banner reaches the
+//! terminal escaped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+
+use fleetsim::state::SnapshotDamage;
 
 use super::support::{self, Fleet, Run, describe, is_reboot};
 
@@ -204,5 +208,202 @@ fn reboot_masks_health_check_output_survives_a_dead_terminal_and_looks_again_und
             .iter()
             .any(|r| r["kind"] == "ssh-warning" && r["node"] == "w-1"),
         "{records:#?}"
+    );
+}
+
+/// What an impostor at a node's address says before any host key is
+/// checked: OSC 52 (set the clipboard to `echo pwned`), a screen clear, a
+/// lone carriage return and a C1 CSI (U+009B), then nothing: it closes.
+const IMPOSTOR_SAYS: &[u8] =
+    b"\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2Jimpostor\rwarning hidden \xc2\x9b2J\r\n";
+
+/// A TCP listener on a free loopback port answering every connection with
+/// [`IMPOSTOR_SAYS`]; its port.
+fn impostor_sshd() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = std::io::Write::write_all(&mut conn, IMPOSTOR_SAYS);
+        }
+    });
+    port
+}
+
+#[test]
+fn what_an_impostor_sends_before_its_banner_reaches_the_terminal_escaped() {
+    let port = impostor_sshd();
+    let text = format!(
+        "kubernetes_version: v1.34\n\
+         nodes:\n  - {{name: cp-1, address: 127.0.0.1, port: {port}, user: core, role: control-plane}}\n"
+    );
+    let (_dir, inventory) = offline_inventory(&text, "");
+    let runs = [&["status"][..], &["status", "-o", "json"]]
+        .map(|args| (args.to_vec(), support::run(&inventory, args)));
+
+    // apply needs a saved plan: made against a fleet, then w-1's address
+    // taken over by the impostor.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    set_inventory(&fleet, |text| {
+        let w1 = text
+            .lines()
+            .find(|l| l.contains("name: w-1"))
+            .expect("w-1 in the inventory")
+            .to_string();
+        text.replace(
+            &w1,
+            &format!("  - {{name: w-1, address: 127.0.0.1, port: {port}, role: worker}}"),
+        )
+    });
+    let apply = &["-v", "apply", "--yes"][..];
+    let runs = runs
+        .into_iter()
+        .chain([(apply.to_vec(), support::run(&fleet.inventory(), apply))]);
+    for (args, out) in runs {
+        assert_ne!(out.code, Some(0), "{args:?}: {}", out.stderr);
+        for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !text.contains(['\x1b', '\x07', '\u{9b}', '\r']),
+                "{args:?}: a control character reached {stream}: {text:?}"
+            );
+        }
+        let both = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            both.contains(
+                "\\033]52;c;ZWNobyBwd25lZA==\\007\\033[2Jimpostor\\015warning hidden \\302\\2332J"
+            ) || both.contains(
+                "\\u001b]52;c;ZWNobyBwd25lZA==\\u0007\\u001b[2Jimpostor\\rwarning hidden \\u009b2J"
+            ),
+            "{args:?}: the impostor's words are not shown escaped:\n{both}"
+        );
+    }
+    if fleet.dir().join(".fleetctl/journal").exists() {
+        let (_, raw) = journals(&fleet);
+        assert!(!raw.contains(['\x1b', '\x07', '\u{9b}']), "{raw}");
+    }
+}
+
+#[test]
+fn a_10_gib_snapshot_is_not_copied_past_the_ceiling() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    fleet
+        .faults(|f| f.damage_etcd_snapshot = Some(SnapshotDamage::Grow))
+        .unwrap();
+    let out = support::apply(&fleet, &["--yes"]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    support::assert_has(
+        &out.stderr,
+        &[
+            "the etcd snapshot before upgrade apply to v1.35 failed, and nothing of the hop's \
+             kubeadm step ran",
+            "the snapshot is 10737418240 bytes, more than the 8589934592 bytes fleetctl copies \
+             (--etcd-snapshot-max, FLEETCTL_ETCD_SNAPSHOT_MAX",
+            "nothing was copied",
+        ],
+    );
+    let events = fleet.events().unwrap();
+    assert!(
+        !events.iter().any(|e| matches!(
+            support::kubeadm_upgrade(e),
+            Some(support::KubeadmUpgrade::Apply(_))
+        )),
+        "{}",
+        describe(&events)
+    );
+    let backups = fleet.dir().join(".fleetctl/backups");
+    let kept: Vec<_> = fs::read_dir(&backups)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "nothing is copied: {kept:?}");
+    let left = fleet
+        .ssh_ok(
+            "cp-1",
+            "root",
+            "ls /var/lib/etcd/ | grep -c fleetctl-etcd || true",
+        )
+        .unwrap();
+    assert_eq!(left.trim(), "0", "the node's copy is removed");
+}
+
+/// A TCP listener at `ip` on a free port, counting the connections it gets.
+fn counting_listener(ip: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (addr, hits)
+}
+
+#[test]
+fn a_decoy_kube_apiserver_pod_is_refused_and_never_asked_for_metrics() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2"),
+    );
+    // At a fleet node's address: the decoy's listener is on the simulated network.
+    let w1_ip = fleet.cluster().unwrap().nodes["w-1"].address.clone();
+    let (decoy_at, hits) = counting_listener(&w1_ip);
+    let decoy = |namespace: &str, name: &str, node: &str| fleetsim::state::PodSpec {
+        namespace: namespace.into(),
+        name: name.into(),
+        node: node.into(),
+        labels: [("component".to_string(), "kube-apiserver".to_string())].into(),
+        annotations: [(
+            "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint".to_string(),
+            decoy_at.clone(),
+        )]
+        .into(),
+        owner: None,
+        phase: "Running".into(),
+    };
+    // Pods anyone with the right to create them could make: in a user
+    // namespace, and in kube-system on a worker and on the control plane.
+    fleet
+        .shared()
+        .update_cluster(|c| {
+            c.pods = vec![
+                decoy("team-a", "kube-apiserver-cp-1", "cp-1"),
+                decoy("kube-system", "kube-apiserver-decoy", "w-1"),
+                decoy("kube-system", "kube-apiserver-cp-1-decoy", "cp-1"),
+            ];
+            Ok(())
+        })
+        .unwrap();
+    let out = support::run(&fleet.inventory(), &["plan", "v1.35"]);
+    let both = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a request went to the decoy's address {decoy_at}:\n{both}"
+    );
+    support::assert_has(
+        &both,
+        &[
+            "pod kube-system/kube-apiserver-decoy: labelled component=kube-apiserver on w-1, which \
+             is not a control plane of the inventory: not asked for /metrics",
+            "pod kube-system/kube-apiserver-cp-1-decoy: labelled component=kube-apiserver, but not \
+             the kube-system mirror pod of cp-1's static pod",
+        ],
     );
 }

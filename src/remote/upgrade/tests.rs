@@ -143,7 +143,9 @@ fn kubeadm_arguments_always_skip_kube_proxy() {
 /// script runs for real without root or loop devices.
 struct FakeNode {
     dir: tempfile::TempDir,
-    sha256: Option<String>,
+    /// What the step checks the image against: the fake image's own sum
+    /// unless a test says otherwise.
+    sha256: String,
 }
 
 impl FakeNode {
@@ -194,7 +196,11 @@ impl FakeNode {
             ),
         );
         std::fs::write(root.join("image.raw"), "squashfs").unwrap();
-        FakeNode { dir, sha256: None }
+        use sha2::{Digest, Sha256};
+        FakeNode {
+            dir,
+            sha256: format!("{:x}", Sha256::digest(b"squashfs")),
+        }
     }
 
     fn path(&self, rel: &str) -> String {
@@ -211,7 +217,7 @@ impl FakeNode {
             args,
             run_dir: &run_dir,
             marker: &marker,
-            sha256: self.sha256.as_deref(),
+            sha256: &self.sha256,
         });
         let (code, _, err) = sh_env(&script, "", Some(&self.dir.path().join("bin")));
         (code, err)
@@ -283,10 +289,10 @@ fn an_image_that_is_not_what_the_hub_published_is_never_mounted() {
     use sha2::{Digest, Sha256};
     let good = format!("{:x}", Sha256::digest(b"squashfs"));
     let mut node = FakeNode::new("v1.35.3", 0);
-    node.sha256 = Some(good);
+    node.sha256 = good;
     assert_eq!(node.run("v1.35.3", &upgrade_node_args(&[])).0, Some(0));
     let mut node = FakeNode::new("v1.35.3", 0);
-    node.sha256 = Some("0".repeat(64));
+    node.sha256 = "0".repeat(64);
     let (code, err) = node.run("v1.35.3", &upgrade_node_args(&[]));
     assert_eq!(code, Some(kubeadm_exit::CHECKSUM as i32));
     assert!(
@@ -303,7 +309,7 @@ fn an_image_that_is_not_what_the_hub_published_is_never_mounted() {
 fn the_image_checked_is_the_image_mounted_even_if_the_file_is_swapped() {
     use sha2::{Digest, Sha256};
     let mut node = FakeNode::new("v1.35.3", 0);
-    node.sha256 = Some(format!("{:x}", Sha256::digest(b"squashfs")));
+    node.sha256 = format!("{:x}", Sha256::digest(b"squashfs"));
     // Whoever can write /opt/extensions swaps the file right after it
     // was hashed: a sha256sum that replaces the image once it is done.
     let swap = node.path("bin/sha256sum");

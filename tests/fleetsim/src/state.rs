@@ -139,6 +139,10 @@ pub struct PodSpec {
     pub node: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Its annotations: anyone who may create a pod may set any (a decoy's
+    /// kubeadm endpoint annotation, in tests/cli/hardening.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     /// `KIND/NAME` of its controller (`ReplicaSet/web-7d9f8b6c5d`,
     /// `StatefulSet/zk`, `Job/backup`); none: a bare pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,7 +367,9 @@ pub struct Faults {
     pub alerts: BTreeMap<String, String>,
     /// Every etcd snapshot saved from now on is damaged on the node's disk
     /// right after etcdctl wrote it (a failing disk): `truncate` cuts its
-    /// last 100 bytes, `flip` flips one bit in its first page.
+    /// last 100 bytes, `flip` flips one bit in its first page; `grow`
+    /// extends it (sparse) to 10 GiB, the size of the snapshot of an etcd
+    /// whose quota was raised past etcd's suggested 8 GiB, or a node lying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage_etcd_snapshot: Option<SnapshotDamage>,
 }
@@ -374,6 +380,7 @@ pub struct Faults {
 pub enum SnapshotDamage {
     Truncate,
     Flip,
+    Grow,
 }
 
 /// One mutating call, or a node's own action (boot, shutdown, kubelet start).

@@ -30,7 +30,7 @@
 //!   local endpoint (see `etcd_pod`: `127.0.0.1:2379` is this node's
 //!   address). Certificate flags must name files in the pod's mounts.
 //! - `damage_etcd_snapshot` (a failing disk) damages the saved file after
-//!   etcdctl wrote it.
+//!   etcdctl wrote it, or makes it a 10 GiB one (`grow`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -376,6 +376,15 @@ impl Container<'_> {
         let Some(damage) = self.damage else {
             return Ok(());
         };
+        if damage == SnapshotDamage::Grow {
+            // Sparse: 10 GiB that `stat` reports and `cat` would stream as
+            // zeros, without using the disk.
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(file)
+                .and_then(|f| f.set_len(10 << 30))
+                .with_context(|| format!("growing {}", file.display()));
+        }
         let mut bytes =
             std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
         match damage {
@@ -387,6 +396,7 @@ impl Container<'_> {
                     *b ^= 0x01;
                 }
             }
+            SnapshotDamage::Grow => {}
         }
         std::fs::write(file, &bytes).with_context(|| format!("writing {}", file.display()))
     }

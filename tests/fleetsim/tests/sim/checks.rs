@@ -23,6 +23,7 @@ fn the_checks_inputs_answer_as_a_real_cluster_would() {
         name: "postgres-0".into(),
         node: "w-1".into(),
         labels: [("app".to_string(), "postgres".to_string())].into(),
+        annotations: Default::default(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
     }];

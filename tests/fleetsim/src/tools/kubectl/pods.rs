@@ -253,6 +253,9 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
         if let Some(o) = &owner {
             metadata["ownerReferences"] = json!([o]);
         }
+        if !p.annotations.is_empty() {
+            metadata["annotations"] = json!(p.annotations);
+        }
         let json = json!({
             "apiVersion": "v1",
             "kind": "Pod",

@@ -1438,6 +1438,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 name: name.to_string(),
                 node: node.into(),
                 labels: [("app".to_string(), "zookeeper".to_string())].into(),
+                annotations: Default::default(),
                 owner: Some("StatefulSet/zk".into()),
                 phase: "Running".into(),
             })
@@ -1446,6 +1447,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 name: "backup-x".into(),
                 node: "w1".into(),
                 labels: Default::default(),
+                annotations: Default::default(),
                 owner: Some("Job/backup".into()),
                 phase: "Succeeded".into(),
             }))
