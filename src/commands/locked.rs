@@ -56,7 +56,7 @@ pub struct LockRequest {
 }
 
 /// The lock while apply (or reboot) holds it: refreshed in the background
-/// every [`lock::HEARTBEAT_EVERY`], and given back by [`HeldLock::release`]
+/// every [`heartbeat_every`], watched by [`run_locked`], and given back by [`HeldLock::release`]
 /// on every path (the caller runs its work under `catch_unwind` so that a
 /// panic releases it too).
 pub struct HeldLock {
@@ -237,7 +237,7 @@ async fn heartbeat(
     loop {
         tokio::select! {
             _ = quit.notified() => return,
-            _ = tokio::time::sleep(lock::HEARTBEAT_EVERY) => {}
+            _ = tokio::time::sleep(heartbeat_every()) => {}
         }
         let mut s = session.lock().await;
         let mut result = beat(&lock, &s.remote, &stop).await;
@@ -263,8 +263,8 @@ async fn heartbeat(
             }
             Err(_) => {}
         }
-        // apply also races the whole run against this (at once); any run
-        // stops at its next safe point.
+        // run_locked also races the whole run against this (at once); here
+        // any run stops at its next safe point, should it not be racing.
         if let Some(lapsing) = stop.lapsed_now() {
             stop.abort(lapsing.to_string());
         }
@@ -299,6 +299,58 @@ impl HeldLock {
                 humantime::format_duration(self.lock.ttl())
             ));
         }
+    }
+}
+
+/// How often the heartbeat refreshes the lock: [`lock::HEARTBEAT_EVERY`].
+/// Test builds only (`debug_assertions`, as `cargo test` builds the binary
+/// the cli tests drive) also read `FLEETCTL_TEST_HEARTBEAT` (a duration,
+/// `2s`) so that a test need not wait out real half-minutes; a release
+/// build never reads it.
+pub fn heartbeat_every() -> Duration {
+    #[cfg(debug_assertions)]
+    if let Some(every) = std::env::var("FLEETCTL_TEST_HEARTBEAT")
+        .ok()
+        .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        .filter(|d| !d.is_zero())
+    {
+        return every;
+    }
+    lock::HEARTBEAT_EVERY
+}
+
+/// How the work done under the lock ended: its result, and whether a
+/// second Ctrl-C abandoned it half-way (then the fleet is not read again
+/// for the report: the operator asked to stop now).
+pub struct Ran<T> {
+    pub result: anyhow::Result<T>,
+    pub at_once: bool,
+}
+
+/// Runs `work` (apply's hops, reboot's rolling reboots) under the lock:
+/// the one loop both commands share, so they cannot drift apart again.
+/// `work` ends early, at once and whatever it waits for (a node's boot,
+/// kubeadm, a drain, a soak), on a second Ctrl-C or when the lock's lease
+/// reaches its margin without a heartbeat ([`Stop::lapsing`]: the TTL after
+/// the last heartbeat that landed, less [`LAPSE_MARGIN`]); then nothing
+/// else starts and no other node is rebooted. The heartbeat itself runs
+/// from [`take_lock`] until [`HeldLock::release`].
+pub async fn run_locked<T>(
+    stop: &Stop,
+    second: &tokio::sync::Notify,
+    ledger: &Mutex<Ledger>,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> Ran<T> {
+    tokio::select! {
+        result = work => Ran { result, at_once: false },
+        _ = second.notified() => Ran {
+            result: Err(stopped_at_once(ledger)),
+            at_once: true,
+        },
+        lapsing = stop.lapsing() => Ran {
+            result: Err(anyhow::Error::new(lapsing)),
+            at_once: false,
+        },
     }
 }
 
@@ -450,6 +502,61 @@ mod tests {
         let quitting = Arc::new(AtomicBool::new(true));
         watch_heartbeat(tokio::spawn(async {}), stop.clone(), quitting).await;
         assert!(!stop.requested(), "released on purpose");
+    }
+
+    #[tokio::test]
+    async fn work_under_the_lock_stops_at_once_when_the_lease_reaches_its_margin() {
+        let stop = Stop::default();
+        let second = tokio::sync::Notify::new();
+        let ledger = Mutex::new(Ledger::default());
+        // Valid for 400 ms after the last heartbeat, less a 200 ms margin;
+        // no heartbeat lands. The work waits for ever (a node that hangs).
+        let t0 = Instant::now();
+        stop.hold_lease(
+            "fleetctl's lock",
+            Duration::from_millis(400),
+            Duration::from_millis(200),
+            t0,
+        );
+        let ran: Ran<()> = tokio::time::timeout(
+            Duration::from_secs(10),
+            run_locked(&stop, &second, &ledger, std::future::pending()),
+        )
+        .await
+        .expect("the lapsing lease ends the work");
+        assert!(t0.elapsed() >= Duration::from_millis(200));
+        assert!(!ran.at_once);
+        let e = ran.result.unwrap_err();
+        assert!(e.is::<crate::steps::context::LeaseLapsing>(), "{e:#}");
+        assert!(
+            e.to_string()
+                .starts_with("stopped at once: fleetctl's lock was last refreshed"),
+            "{e}"
+        );
+
+        // A second Ctrl-C ends it at once too, and says so.
+        let stop = Stop::default();
+        second.notify_one();
+        let ran: Ran<()> = run_locked(&stop, &second, &ledger, std::future::pending()).await;
+        assert!(ran.at_once);
+        assert!(ran.result.unwrap_err().is::<Interrupted>());
+
+        // Work that ends first is what counts.
+        let ran = run_locked(&stop, &second, &ledger, async { Ok(7) }).await;
+        assert_eq!(ran.result.unwrap(), 7);
+    }
+
+    #[test]
+    fn the_heartbeat_interval_is_the_constant_unless_a_test_build_is_told() {
+        // SAFETY (edition 2024 marks set_var unsafe): no other test of this
+        // binary reads or writes FLEETCTL_TEST_HEARTBEAT.
+        unsafe { std::env::remove_var("FLEETCTL_TEST_HEARTBEAT") };
+        assert_eq!(heartbeat_every(), lock::HEARTBEAT_EVERY);
+        unsafe { std::env::set_var("FLEETCTL_TEST_HEARTBEAT", "2s") };
+        assert_eq!(heartbeat_every(), Duration::from_secs(2));
+        unsafe { std::env::set_var("FLEETCTL_TEST_HEARTBEAT", "0s") };
+        assert_eq!(heartbeat_every(), lock::HEARTBEAT_EVERY);
+        unsafe { std::env::remove_var("FLEETCTL_TEST_HEARTBEAT") };
     }
 
     #[test]
