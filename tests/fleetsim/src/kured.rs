@@ -23,7 +23,18 @@
 //!   nanoseconds, `TTL` in nanoseconds) in the annotation; an entry holds
 //!   while `!(TTL > 0 && since(created) >= TTL)`; a value that does not
 //!   unmarshal makes `Acquire` fail; writes are Updates that retry on
-//!   Conflict.
+//!   Conflict. Expiry is judged with `time.Since(created)`, the clock of the
+//!   node the pod runs on: here the node's own clock, which the sim's nodes
+//!   share with the host (a test that wants the laptop's clock elsewhere
+//!   moves fleetctl's, `FLEETCTL_TEST_CLOCK_OFFSET`).
+//! - With `--concurrency` > 1 (`New` returns a `DaemonSetMultiLock`) the
+//!   annotation is `{"maxOwners":N,"locks":[entries]}`:
+//!   `canAcquireMultiple` appends this node's entry while the list is
+//!   shorter than the pod's own `--concurrency`, keeping every entry as it
+//!   is, expired or not; a full list frees the expired entries and has room
+//!   only if there was one. `Holding` looks for this node's unexpired
+//!   entry, `Release` removes this node's first entry ("Lock not held"
+//!   without one). A single-form value unmarshals into it as an empty list.
 //! - `cmd/kured/main.go` `rebootAsRequired`: at start, on a tick of
 //!   `delaytick(1m)`, a pod that holds the lock uncordons its node (unless
 //!   the lock says it was unschedulable before) and releases it; then on
@@ -89,6 +100,9 @@ pub struct KuredSpec {
     pub period: f64,
     /// `--lock-ttl` in seconds (0: no flag, entries never expire).
     pub lock_ttl: f64,
+    /// `--concurrency`: how many nodes may hold the lock at once; above 1
+    /// Kured uses the multi-owner form of its lock.
+    pub concurrency: u32,
 }
 
 impl Default for KuredSpec {
@@ -99,6 +113,7 @@ impl Default for KuredSpec {
             run: false,
             period: DEFAULT_PERIOD,
             lock_ttl: 0.0,
+            concurrency: 1,
         }
     }
 }
@@ -122,6 +137,9 @@ impl KuredSpec {
         if !(self.lock_ttl.is_finite() && self.lock_ttl >= 0.0) {
             bail!("`lock_ttl` must be seconds ≥ 0, not {}", self.lock_ttl);
         }
+        if self.concurrency == 0 {
+            bail!("`concurrency` must be at least 1");
+        }
         if self.version.is_empty() || self.version.contains(['/', ':', '@', ' ']) {
             bail!(
                 "`version` must be an image tag like 1.23.0, not {:?}",
@@ -140,6 +158,9 @@ impl KuredSpec {
         }
         if self.lock_ttl > 0.0 {
             extra.push(format!("--lock-ttl={}", go_duration(self.lock_ttl)));
+        }
+        if self.concurrency > 1 {
+            extra.push(format!("--concurrency={}", self.concurrency));
         }
         let env = vec![json!({
             "name": "KURED_NODE_ID",
@@ -184,10 +205,10 @@ impl KuredSpec {
                         "--reboot-sentinel=/sentinel/reboot-required",
                         "--reboot-command=/bin/systemctl reboot",
                         "--log-format=text",
-                        "--concurrency=1",
                     ]
                     .map(String::from),
                 );
+                args.push(format!("--concurrency={}", self.concurrency));
                 let labels = BTreeMap::from([
                     (
                         "app.kubernetes.io/instance".to_string(),
@@ -243,6 +264,8 @@ pub struct Settings {
     pub annotation: String,
     pub period: f64,
     pub lock_ttl: f64,
+    /// `--concurrency` (pflag's int; Kured's default 1).
+    pub concurrency: usize,
 }
 
 impl Settings {
@@ -266,6 +289,9 @@ impl Settings {
             annotation: flag("lock-annotation").unwrap_or_else(|| LOCK_ANNOTATION.into()),
             period: secs("period", DEFAULT_PERIOD),
             lock_ttl: secs("lock-ttl", 0.0),
+            concurrency: flag("concurrency")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(1),
         }
     }
 }
@@ -375,6 +401,56 @@ pub fn parse_rfc3339(s: &str) -> Option<f64> {
     Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
 }
 
+/// `multiLockAnnotationValue`, as `json.Unmarshal` fills it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MultiLock {
+    #[serde(rename = "maxOwners", default)]
+    pub max_owners: i64,
+    /// `null` when Go's slice is nil.
+    #[serde(default)]
+    pub locks: Option<Vec<LockValue>>,
+}
+
+impl MultiLock {
+    /// Kured's `json.Unmarshal` into the struct; its error when it fails.
+    pub fn parse(text: &str) -> Result<MultiLock, String> {
+        let m: MultiLock = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        for entry in m.locks.iter().flatten() {
+            if !entry.created.is_empty() && parse_rfc3339(&entry.created).is_none() {
+                return Err(format!("parsing time {:?} as RFC 3339", entry.created));
+            }
+        }
+        Ok(m)
+    }
+
+    /// `canAcquireMultiple`: the value with this node's entry added, or
+    /// `None` when every slot is held by an unexpired entry.
+    fn with_entry(&self, entry: LockValue, max_owners: usize, at: f64) -> Option<MultiLock> {
+        let locks = self.locks.clone().unwrap_or_default();
+        let mut next = MultiLock {
+            max_owners: max_owners as i64,
+            locks: None,
+        };
+        let kept: Vec<LockValue> = if self.locks.is_none() || locks.len() < max_owners {
+            locks
+        } else {
+            let live: Vec<LockValue> = locks.iter().filter(|l| !l.expired(at)).cloned().collect();
+            if live.len() == locks.len() {
+                return None;
+            }
+            live
+        };
+        let mut kept = kept;
+        kept.push(entry);
+        next.locks = Some(kept);
+        Some(next)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
 /// The Kured DaemonSet that holds the lock named by `settings`, if it is the
 /// one installed.
 fn lock_ds<'a>(c: &'a mut Cluster, s: &Settings) -> Option<&'a mut DaemonSet> {
@@ -392,6 +468,14 @@ fn holding(shared: &Shared, s: &Settings, me: &str) -> Result<Option<LockValue>>
     let Some(text) = ds.annotations.get(&s.annotation) else {
         return Ok(None);
     };
+    if s.concurrency > 1 {
+        return Ok(MultiLock::parse(text).ok().and_then(|m| {
+            m.locks
+                .into_iter()
+                .flatten()
+                .find(|v| v.node_id == me && !v.expired(now()))
+        }));
+    }
     Ok(LockValue::parse(text)
         .ok()
         .filter(|v| !v.expired(now()) && v.node_id == me))
@@ -409,13 +493,40 @@ enum Acquired {
 /// lock, which is what Kured's retry on Conflict amounts to.
 fn acquire(shared: &Shared, s: &Settings, me: &str, unschedulable: bool) -> Result<Acquired> {
     shared.update_cluster(|c| {
-        let next = c.next_resource_version();
+        let next_rv = c.next_resource_version();
         let Some(ds) = lock_ds(c, s) else {
             return Ok(Acquired::Failed(format!(
                 "timed out trying to get daemonset {} in namespace {}",
                 s.ds_name, s.ds_namespace
             )));
         };
+        if s.concurrency > 1 {
+            let current = match ds.annotations.get(&s.annotation) {
+                None => MultiLock::default(),
+                Some(text) => match MultiLock::parse(text) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        return Ok(Acquired::Failed(format!("error getting multi lock: {e}")));
+                    }
+                },
+            };
+            let entry = LockValue::new(me, unschedulable, now(), s.lock_ttl);
+            let Some(next) = current.with_entry(entry, s.concurrency, now()) else {
+                // Kured names no holder here (it joins the ids of an empty
+                // value); the sim's log names them for the reader.
+                let holders: Vec<String> = current
+                    .locks
+                    .iter()
+                    .flatten()
+                    .map(|l| l.node_id.clone())
+                    .collect();
+                return Ok(Acquired::HeldBy(holders.join(",")));
+            };
+            ds.annotations.insert(s.annotation.clone(), next.to_json());
+            ds.resource_version = next_rv;
+            c.resource_version = next_rv;
+            return Ok(Acquired::Yes);
+        }
         if let Some(text) = ds.annotations.get(&s.annotation) {
             let current = match LockValue::parse(text) {
                 Ok(v) => v,
@@ -431,8 +542,8 @@ fn acquire(shared: &Shared, s: &Settings, me: &str, unschedulable: bool) -> Resu
         }
         let value = LockValue::new(me, unschedulable, now(), s.lock_ttl);
         ds.annotations.insert(s.annotation.clone(), value.to_json());
-        ds.resource_version = next;
-        c.resource_version = next;
+        ds.resource_version = next_rv;
+        c.resource_version = next_rv;
         Ok(Acquired::Yes)
     })
 }
@@ -447,6 +558,22 @@ fn release(shared: &Shared, s: &Settings, me: &str) -> Result<Result<(), String>
         let Some(text) = ds.annotations.get(&s.annotation) else {
             return Ok(Err("lock not held".into()));
         };
+        if s.concurrency > 1 {
+            let mut m = match MultiLock::parse(text) {
+                Ok(m) => m,
+                Err(e) => return Ok(Err(e)),
+            };
+            let mut locks = m.locks.take().unwrap_or_default();
+            let Some(i) = locks.iter().position(|l| l.node_id == me) else {
+                return Ok(Err("Lock not held".into()));
+            };
+            locks.remove(i);
+            m.locks = Some(locks);
+            ds.annotations.insert(s.annotation.clone(), m.to_json());
+            ds.resource_version = next;
+            c.resource_version = next;
+            return Ok(Ok(()));
+        }
         match LockValue::parse(text) {
             Ok(v) if v.node_id == me => {}
             Ok(v) => return Ok(Err(format!("not lock holder: {}", v.node_id))),
@@ -719,6 +846,62 @@ mod tests {
             ("ops", "reboots-kured")
         );
         assert_eq!(s.period, 3600.0);
+    }
+
+    #[test]
+    fn the_multi_owner_lock_as_can_acquire_multiple_fills_it() {
+        let t0 = 1_764_601_445.0;
+        let entry = |node: &str, at: f64, ttl: f64| LockValue::new(node, false, at, ttl);
+        // Room: appended, whatever the others are.
+        let empty = MultiLock::parse(r#"{"maxOwners":2,"locks":null}"#).unwrap();
+        let one = empty.with_entry(entry("w-1", t0, 0.0), 2, t0).unwrap();
+        assert_eq!(one.max_owners, 2);
+        let two = one.with_entry(entry("w-2", t0, 0.0), 2, t0).unwrap();
+        assert_eq!(two.locks.as_ref().map(Vec::len), Some(2));
+        // Full of unexpired entries: no room.
+        assert_eq!(two.with_entry(entry("w-3", t0, 0.0), 2, t0 + 1e6), None);
+        // Full, one expired: it makes room.
+        let full = MultiLock {
+            max_owners: 2,
+            locks: Some(vec![entry("w-1", t0, 60.0), entry("w-2", t0, 0.0)]),
+        };
+        let next = full
+            .with_entry(entry("w-3", t0 + 61.0, 0.0), 2, t0 + 61.0)
+            .unwrap();
+        let ids: Vec<&str> = next
+            .locks
+            .iter()
+            .flatten()
+            .map(|l| l.node_id.as_str())
+            .collect();
+        assert_eq!(ids, ["w-2", "w-3"]);
+        // fleetctl's lock with every slot taken, heartbeat fresh: no room.
+        let fleetctl = r#"{"maxOwners":2,"locks":[{"nodeID":"fleetctl/me@lap","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":900000000000},{"nodeID":"fleetctl/me@lap","metadata":{"unschedulable":false},"created":"2026-11-29T19:30:12Z","TTL":900000000000}]}"#;
+        let held = MultiLock::parse(fleetctl).unwrap();
+        let created = parse_rfc3339("2026-11-29T19:30:12Z").unwrap();
+        assert_eq!(
+            held.with_entry(entry("w-1", created, 0.0), 2, created + 899.0),
+            None
+        );
+        assert!(
+            held.with_entry(entry("w-1", created, 0.0), 2, created + 900.0)
+                .is_some()
+        );
+        // A single-form value reads as an empty multi-owner one.
+        let single = MultiLock::parse(&LockValue::new("w-1", false, t0, 0.0).to_json()).unwrap();
+        assert_eq!(single.locks, None);
+        assert!(MultiLock::parse("not json").is_err());
+        assert_eq!(
+            Settings::of(
+                &KuredSpec {
+                    concurrency: 3,
+                    ..Default::default()
+                }
+                .daemonset()
+            )
+            .concurrency,
+            3
+        );
     }
 
     #[test]
