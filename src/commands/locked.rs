@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
@@ -16,6 +16,7 @@ use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::status;
 use crate::steps::journal::Journal;
+use crate::steps::lock::clock::ClockOffset;
 use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
 use crate::steps::runner::Remote;
 use crate::steps::{Interrupted, Ledger, Stop};
@@ -153,6 +154,24 @@ pub async fn take_lock(
         printer.warn(w);
     }
     let api = Remote::new(Arc::new(session), journal.clone());
+    // Kured judges the lock by the cluster's clock: write it in that time,
+    // and do not run at all when the clocks are too far apart.
+    let clock = lock::clock::measure(&api).await?;
+    clock
+        .within_bound(&first.name)
+        .map_err(anyhow::Error::new)?;
+    if clock.by >= Duration::from_secs(1) {
+        printer.debug(&format!(
+            "this machine's clock is {} {} {}'s: the lock is written in the cluster's time",
+            humantime::format_duration(Duration::from_secs(clock.by.as_secs())),
+            if clock.cluster_ahead {
+                "behind"
+            } else {
+                "ahead of"
+            },
+            first.name
+        ));
+    }
     let me = Identity::local();
     let ttl = lock_ttl(request.node_timeout, request.drain_timeout);
     let lock_opts = LockOptions {
@@ -165,7 +184,8 @@ pub async fn take_lock(
         local: LocalProcesses::here(&me.host),
     };
     let taken = Instant::now();
-    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, SystemTime::now()).await?);
+    let now = clock.cluster_time(lock::clock::laptop_now());
+    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, now).await?);
     stop.hold_lease(&held.describe(), held.ttl(), LAPSE_MARGIN, taken);
     if let Some(prev) = held.forced() {
         printer.warn(&format!("--force-unlock removed {prev}"));
@@ -185,6 +205,7 @@ pub async fn take_lock(
     let quitting = Arc::new(AtomicBool::new(false));
     let beating = tokio::spawn(heartbeat(
         held.clone(),
+        clock,
         session.clone(),
         quit.clone(),
         stop.clone(),
@@ -228,6 +249,7 @@ async fn watch_heartbeat(
 /// [`Stop::lapsing`] stops the run if none does before the lease's margin.
 async fn heartbeat(
     lock: Arc<Lock>,
+    clock: ClockOffset,
     session: Arc<tokio::sync::Mutex<LockSession>>,
     quit: Arc<tokio::sync::Notify>,
     stop: Stop,
@@ -240,7 +262,7 @@ async fn heartbeat(
             _ = tokio::time::sleep(heartbeat_every()) => {}
         }
         let mut s = session.lock().await;
-        let mut result = beat(&lock, &s.remote, &stop).await;
+        let mut result = beat(&lock, clock, &s.remote, &stop).await;
         if let Err(e) = &result
             && !e.chain().any(|c| c.is::<LockLost>())
         {
@@ -252,7 +274,7 @@ async fn heartbeat(
                 warned = true;
             }
             if s.failover().await.is_ok() {
-                result = beat(&lock, &s.remote, &stop).await;
+                result = beat(&lock, clock, &s.remote, &stop).await;
             }
         }
         match result {
@@ -271,10 +293,12 @@ async fn heartbeat(
     }
 }
 
-/// One heartbeat; the lease is renewed from when it was sent.
-async fn beat(lock: &Lock, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
+/// One heartbeat, in the cluster's time; the lease is renewed from when it
+/// was sent.
+async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
     let sent = Instant::now();
-    lock.heartbeat(remote, SystemTime::now()).await?;
+    lock.heartbeat(remote, clock.cluster_time(lock::clock::laptop_now()))
+        .await?;
     stop.renew_lease(sent);
     Ok(())
 }

@@ -1141,3 +1141,139 @@ fn in_ha_the_heartbeat_goes_through_another_control_plane_while_cp_1_reboots() {
 fn lock_beat() -> Duration {
     fleetctl::steps::lock::HEARTBEAT_EVERY
 }
+
+// ---------------------------------------------------------------------------
+// The lock in the cluster's time (issue 24, item 2)
+
+/// `fleetctl ARGS` with this machine's clock moved by `shift` (`-30m`) as
+/// fleetctl reads it: a test build's `FLEETCTL_TEST_CLOCK_OFFSET`.
+fn with_clock(fleet: &Fleet, shift: &str, args: &[&str]) -> std::process::Command {
+    let mut cmd = support::fleetctl(&fleet.inventory(), args);
+    cmd.env("FLEETCTL_TEST_CLOCK_OFFSET", shift);
+    cmd
+}
+
+#[test]
+fn a_laptop_clock_30_minutes_behind_the_fleet_is_refused_before_any_lock_is_written() {
+    // Kured runs and w-1 wants a reboot: a lock whose `created` was 30
+    // minutes old would be expired to Kured (23m TTL) the moment it is
+    // written.
+    let fleet = pair(|s| {
+        s.kured_with(|k| {
+            k.run = true;
+            k.period = 0.2;
+        })
+    });
+    plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+    let run = Run::of(
+        with_clock(&fleet, "-30m", &["apply", "--yes"])
+            .output()
+            .unwrap(),
+    )
+    .expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            "this machine's clock is 30m behind cp-1's (measured over SSH, to within",
+            "more than the 5m fleetctl accepts: Kured judges its reboot lock's TTL by the nodes' \
+             clocks, and the maintenance window and the journal go by this machine's. Nothing was \
+             changed. Set the clock that is wrong (`timedatectl`, NTP) and run again",
+        ],
+    );
+    let log = &events(&fleet)[start..];
+    assert!(
+        !log.iter().any(|e| support::is_lock(e)
+            || kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate"))),
+        "no lock was written:\n{}",
+        describe(log)
+    );
+    assert!(!log.iter().any(is_upgrade_action), "{}", describe(log));
+    let kured = fleet.cluster().unwrap().kured.unwrap();
+    assert!(
+        !kured.annotations.contains_key(KURED_LOCK),
+        "{:?}",
+        kured.annotations
+    );
+}
+
+#[test]
+fn a_laptop_clock_minutes_behind_writes_the_lock_in_the_clusters_time_and_multi_owner_kured_waits()
+{
+    // Kured with --concurrency=2 (the multi-owner lock), its loop ticking
+    // every 0.2 s; this machine's clock 4 minutes behind the fleet's.
+    let fleet = pair(|s| {
+        s.kured_with(|k| {
+            k.run = true;
+            k.period = 0.2;
+            k.concurrency = 2;
+        })
+    });
+    let patch = plan(&fleet, "v1.35");
+    let start = events(&fleet).len();
+    let mut running = Running::spawn_command(with_clock(&fleet, "-4m", &["apply", "--yes"]));
+    running.wait_for("holding Kured's reboot lock");
+    let at_touch = events(&fleet).len();
+    for n in PAIR {
+        fleet
+            .ssh_ok(n, "root", "touch /run/reboot-required")
+            .unwrap();
+    }
+    let run = running.finish().expect_code(0);
+    assert_has(&run.stderr, &["done: 2 nodes upgraded"]);
+    let log = &events(&fleet)[start..];
+
+    // Every value fleetctl wrote (the take and each heartbeat) is the
+    // multi-owner form with both slots taken, each `created` within
+    // seconds of the fleet's clock when the API server took it, never
+    // 4 minutes behind.
+    let set = format!("{KURED_LOCK}=");
+    let writes: Vec<(&Event, serde_json::Value)> = log
+        .iter()
+        .filter(|e| is_ok(e))
+        .filter_map(|e| {
+            let words = kubectl_words(e)?;
+            if words.len() != 4 || words[..2] != ["annotate", "daemonset"] {
+                return None;
+            }
+            let value = words[3].strip_prefix(&set)?;
+            Some((e, serde_json::from_str(value).unwrap()))
+        })
+        .collect();
+    assert!(!writes.is_empty(), "no lock written:\n{}", describe(log));
+    for (e, value) in &writes {
+        assert_eq!(value["maxOwners"], 2, "{value}");
+        let locks = value["locks"].as_array().unwrap();
+        assert_eq!(locks.len(), 2, "every slot taken: {value}");
+        for entry in locks {
+            let created = humantime::parse_rfc3339_weak(entry["created"].as_str().unwrap())
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            assert!(
+                (created - e.t).abs() < 10.0,
+                "created {created} is {:.0} s from the fleet's clock at the write ({}): {value}",
+                created - e.t,
+                e.t
+            );
+        }
+    }
+
+    // Kured's pods tried and never got a slot, never cordoned or rebooted.
+    for n in PAIR {
+        assert!(
+            log[at_touch - start..].iter().any(|e| e.node == n
+                && e.argv == ["(kured)", "acquire"]
+                && e.result.starts_with("held by fleetctl/")),
+            "Kured on {n} never tried its lock while fleetctl held it:\n{}",
+            describe(log)
+        );
+    }
+    let kured_acted: Vec<&Event> = log
+        .iter()
+        .filter(|e| is_kured(e) && !(e.argv[1] == "acquire" && e.result.starts_with("held by")))
+        .collect();
+    assert!(kured_acted.is_empty(), "Kured acted: {kured_acted:?}");
+    assert_on_target(&fleet, &PAIR, &patch);
+}

@@ -14,6 +14,12 @@
 //! fleetctl take its own lock, a configmap; it never falls back to it
 //! because Kured's lock could not be had.
 //!
+//! **In whose time.** Kured judges an entry's TTL by its node's clock, so
+//! `created` and every heartbeat are written in the cluster's time: the
+//! laptop's clock moved by the offset `clock.rs` measures, and apply
+//! refuses to run when the two clocks are more than 5 minutes apart. Every
+//! `now` this module takes is that cluster time.
+//!
 //! **Who holds it.** The lock records `fleetctl/<user>@<host>` (a `/`, which
 //! no node name has, so no Kured pod mistakes it for its own), the host,
 //! the pid, when the run started, and a heartbeat that [`Lock::heartbeat`]
@@ -44,6 +50,7 @@
 //! Kured's annotation lock, `configmap.rs` fleetctl's own. Each has its
 //! tests beside it, against the fake API server in `testkit.rs`.
 
+pub mod clock;
 mod configmap;
 mod discovery;
 mod holder;
