@@ -313,6 +313,7 @@ fn budgets_that_hold_a_drain_and_expiring_certificates_are_warned_about() {
         labels: [("app".to_string(), "postgres".to_string())].into(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
+        image: None,
     }];
     scenario.pdbs = vec![PdbSpec {
         namespace: "db".into(),

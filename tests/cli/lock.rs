@@ -1277,3 +1277,39 @@ fn a_laptop_clock_minutes_behind_writes_the_lock_in_the_clusters_time_and_multi_
     assert!(kured_acted.is_empty(), "Kured acted: {kured_acted:?}");
     assert_on_target(&fleet, &PAIR, &patch);
 }
+
+// ---------------------------------------------------------------------------
+// Which Kured counts (issue 24, item 3)
+
+#[test]
+fn a_decoy_pod_with_a_kured_image_in_a_user_namespace_does_not_block_apply() {
+    // No Kured; a user who may create Deployments in `dev` runs a pod whose
+    // image is called kured. It cannot reboot a node (no hostPID, not
+    // privileged).
+    let fleet = pair(|mut s| {
+        s.pods = vec![fleetsim::state::PodSpec {
+            namespace: "dev".into(),
+            name: "decoy-7c9d5b-x2kq4".into(),
+            node: "w-1".into(),
+            labels: Default::default(),
+            owner: Some("ReplicaSet/decoy-7c9d5b".into()),
+            phase: "Running".into(),
+            image: Some("evil.example/kured:1".into()),
+        }];
+        s
+    });
+    let patch = plan(&fleet, "v1.35");
+    let run = apply(&fleet, &["--yes"]).expect_code(0);
+    assert_has(
+        &run.stderr,
+        &[
+            "pod dev/decoy-7c9d5b-x2kq4 (owned by a ReplicaSet) runs Kured's program or image but \
+             cannot reboot a node (Kured needs hostPID and a privileged container): not taken for \
+             Kured",
+            "holding fleetctl's lock (configmap kube-system/fleetctl-lock)",
+            "done: 2 nodes upgraded",
+        ],
+    );
+    assert_configmap_lock_brackets_the_run(&fleet, &events(&fleet));
+    assert_on_target(&fleet, &PAIR, &patch);
+}

@@ -96,6 +96,8 @@ pub(crate) struct Container {
     /// `None`: set from a reference (`valueFrom`).
     pub(crate) env: Vec<(String, Option<String>)>,
     pub(crate) env_from: bool,
+    /// `securityContext.privileged`.
+    pub(crate) privileged: bool,
 }
 
 impl Container {
@@ -108,6 +110,7 @@ impl Container {
             args: strings(args),
             env: vec![("KURED_NODE_ID".into(), None)],
             env_from: false,
+            privileged: true,
         }
     }
 
@@ -122,6 +125,9 @@ impl Container {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ds {
+    /// `hostPID` of the pod template (set by [`Api::add_ds`] when a
+    /// container runs Kured, as its manifest does).
+    pub(crate) host_pid: bool,
     pub(crate) rv: u64,
     pub(crate) annotations: BTreeMap<String, String>,
     pub(crate) containers: Vec<Container>,
@@ -234,16 +240,30 @@ fn json_or_empty<T: serde::Serialize>(value: &T, empty: bool) -> String {
     }
 }
 
-/// One container line of a listing, as kubectl's jsonpath prints it: name,
-/// image, and `command[0]` (nothing when there is no command).
-fn container_line(c: &Container) -> String {
-    [
-        "container",
-        &c.name,
-        &c.image,
+/// One container of a listing, as kubectl's jsonpath prints it after
+/// `marker`: name, image, `command[0]` (nothing when there is no command)
+/// and `privileged`.
+fn container_fields(m: &str, c: &Container) -> String {
+    format!(
+        "{m}container{m}{}{m}{}{m}{}{m}{}",
+        c.name,
+        c.image,
         c.command.first().map_or("", String::as_str),
-    ]
-    .join("\t")
+        if c.privileged { "true" } else { "" }
+    )
+}
+
+/// The marker of a listing's template (`{range .items[*]}MARKER…`).
+fn listing_marker(args: &[String]) -> Option<String> {
+    if args.len() != 5
+        || args[..4] != ["get", "daemonsets", "--all-namespaces", "-o"]
+            && args[..4] != ["get", "pods", "--all-namespaces", "-o"]
+    {
+        return None;
+    }
+    let rest = args[4].strip_prefix("jsonpath={range .items[*]}")?;
+    let end = rest[2..].find("@@")? + 4;
+    Some(rest[..end].to_string())
 }
 
 /// One container's settings, as [`k::get_container_settings`] prints them:
@@ -298,6 +318,7 @@ impl Api {
         state.daemonsets.insert(
             (ns.into(), name.into()),
             Ds {
+                host_pid: containers.iter().any(|c| c.privileged),
                 rv,
                 annotations: BTreeMap::new(),
                 containers,
@@ -392,28 +413,46 @@ impl Api {
 
     fn serve(&self, args: &[String], stdin: Option<&str>) -> Output {
         let mut state = self.state();
-        if args == k::list_daemonsets().as_slice() {
+        if let Some(m) = listing_marker(args)
+            && args == k::list_daemonsets(&m).as_slice()
+        {
             let mut text = String::new();
             for ((ns, name), ds) in &state.daemonsets {
-                text.push_str(&format!("daemonset\t{ns}\t{name}\n"));
+                let pid = if ds.host_pid { "true" } else { "" };
+                text.push_str(&format!("{m}daemonset{m}{ns}{m}{name}{m}{pid}"));
                 for c in &ds.containers {
-                    text.push_str(&container_line(c));
-                    text.push('\n');
+                    text.push_str(&container_fields(&m, c));
                 }
             }
             return ok(text);
         }
-        if args == k::list_pods().as_slice() {
+        if let Some(m) = listing_marker(args)
+            && args == k::list_pods(&m).as_slice()
+        {
             let mut text = String::new();
             // Every DaemonSet runs a pod per node; one is enough here.
             let from_ds = state.daemonsets.iter().map(|((ns, name), ds)| {
-                (ns.clone(), format!("{name}-x7k2p"), ds.containers.clone())
+                let pid = if ds.host_pid { "true" } else { "" };
+                (
+                    ns.clone(),
+                    format!("{name}-x7k2p{m}{pid}{m}DaemonSet"),
+                    ds.containers.clone(),
+                )
             });
-            for (ns, name, containers) in from_ds.chain(state.pods.iter().cloned()) {
-                text.push_str(&format!("pod\t{ns}\t{name}\n"));
+            // A bare pod shares its node's PID namespace when it has a
+            // privileged container (as Kured's manifest pairs them).
+            let bare = state.pods.iter().map(|(ns, name, containers)| {
+                let pid = if containers.iter().any(|c| c.privileged) {
+                    "true"
+                } else {
+                    ""
+                };
+                (ns.clone(), format!("{name}{m}{pid}{m}"), containers.clone())
+            });
+            for (ns, name, containers) in from_ds.chain(bare) {
+                text.push_str(&format!("{m}pod{m}{ns}{m}{name}"));
                 for c in &containers {
-                    text.push_str(&container_line(c));
-                    text.push('\n');
+                    text.push_str(&container_fields(&m, c));
                 }
             }
             return ok(text);

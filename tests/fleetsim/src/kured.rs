@@ -9,7 +9,9 @@
 //! - `kured-ds.yaml`: DaemonSet `kube-system/kured`, container `kured`,
 //!   image `ghcr.io/kubereboot/kured:1.23.0`, `command: [/usr/bin/kured,
 //!   --reboot-sentinel=/sentinel/reboot-required]` (every other flag
-//!   commented out), env `KURED_NODE_ID` from `spec.nodeName`.
+//!   commented out), env `KURED_NODE_ID` from `spec.nodeName`, `hostPID:
+//!   true` and the container `privileged: true` (to run the reboot command
+//!   in PID 1's mount namespace through nsenter).
 //! - The chart (`templates/daemonset.yaml`, `_helpers.tpl`, `values.yaml`):
 //!   DaemonSet named `kured.fullname` (the release name if it contains
 //!   `kured`, else `RELEASE-kured`) in the release's namespace, `command:
@@ -780,10 +782,13 @@ impl Pod {
 
 /// The pod's container as the API shows it (one per node).
 pub fn container_json(ds: &DaemonSet) -> Value {
+    // kured-ds.yaml: `privileged: true # Give permission to nsenter
+    // /proc/1/ns/mnt`; the chart's `containerSecurityContext` too.
     let mut c = json!({
         "image": ds.image,
         "imagePullPolicy": "IfNotPresent",
         "name": "kured",
+        "securityContext": {"privileged": true},
     });
     if !ds.command.is_empty() {
         c["command"] = json!(ds.command);

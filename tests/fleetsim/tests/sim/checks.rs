@@ -25,6 +25,7 @@ fn the_checks_inputs_answer_as_a_real_cluster_would() {
         labels: [("app".to_string(), "postgres".to_string())].into(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
+        image: None,
     }];
     scenario.pdbs = vec![PdbSpec {
         namespace: "db".into(),

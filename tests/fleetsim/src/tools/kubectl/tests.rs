@@ -1409,6 +1409,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 labels: [("app".to_string(), "zookeeper".to_string())].into(),
                 owner: Some("StatefulSet/zk".into()),
                 phase: "Running".into(),
+                image: None,
             })
             .chain(std::iter::once(crate::state::PodSpec {
                 namespace: "default".into(),
@@ -1417,6 +1418,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 labels: Default::default(),
                 owner: Some("Job/backup".into()),
                 phase: "Succeeded".into(),
+                image: None,
             }))
             .collect();
         c.pdbs = vec![crate::state::PdbSpec {
