@@ -31,10 +31,8 @@ use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
 use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, etcd, hop};
 
-use super::locked::{
-    LockRequest, Ran, confirm, failure_report, fleet_now, open_journal, run_locked,
-    spawn_interrupt_handler, take_lock,
-};
+use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 

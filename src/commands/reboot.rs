@@ -22,10 +22,8 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 use crate::version::{Minor, Target};
 
-use super::locked::{
-    LockRequest, Ran, confirm, failure_report, fleet_now, open_journal, run_locked,
-    spawn_interrupt_handler, take_lock,
-};
+use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 
 pub async fn run(
     global: &Global,
