@@ -1104,9 +1104,16 @@ fn in_ha_the_heartbeat_goes_through_another_control_plane_while_cp_1_reboots() {
     fleet
         .faults(|f| f.hang_on_reboot = vec!["cp-1".into()])
         .unwrap();
-    let mut running = spawn_apply(&fleet, &["--yes", "--node-timeout", "5m"]);
+    // Heartbeats every 2 s (a test build's FLEETCTL_TEST_HEARTBEAT), so
+    // that several fall due while cp-1 is down without waiting minutes.
+    let mut cmd = support::fleetctl(
+        &fleet.inventory(),
+        &["apply", "--yes", "--node-timeout", "5m"],
+    );
+    cmd.env("FLEETCTL_TEST_HEARTBEAT", "2s");
+    let mut running = Running::spawn_command(cmd);
     running.wait_for("cp-1: rebooting");
-    std::thread::sleep(lock_beat() * 2 + Duration::from_secs(10));
+    std::thread::sleep(TEST_BEAT * 3 + Duration::from_secs(4));
     fleet.faults(|f| f.hang_on_reboot.clear()).unwrap();
     let run = running.finish().expect_code(0);
     assert_has(&run.stderr, &["done: 4 nodes upgraded"]);
@@ -1137,10 +1144,9 @@ fn in_ha_the_heartbeat_goes_through_another_control_plane_while_cp_1_reboots() {
     );
 }
 
-/// How often apply refreshes its lock.
-fn lock_beat() -> Duration {
-    fleetctl::steps::lock::HEARTBEAT_EVERY
-}
+/// How often apply refreshes its lock when a test sets
+/// `FLEETCTL_TEST_HEARTBEAT=2s`.
+const TEST_BEAT: Duration = Duration::from_secs(2);
 
 // ---------------------------------------------------------------------------
 // The lock in the cluster's time (issue 24, item 2)
