@@ -391,6 +391,8 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
                 .cloned(),
         );
     }
+    // The image is anyone's text (quoted: no control character reaches the
+    // terminal); namespaces and names are DNS names the API server checked.
     let mut ignored: Vec<String> = lookalikes
         .iter()
         .filter(|k| {
@@ -400,9 +402,9 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
         })
         .map(|k| {
             format!(
-                "daemonset {}/{} runs {} but its pods cannot reboot a node (Kured needs \
-                 hostPID and a privileged container): not taken for Kured. If it is your \
-                 Kured, name it with `kured: {}/{}` in the inventory",
+                "daemonset {}/{} runs image {:?} but its pods cannot reboot a node (Kured \
+                 needs hostPID and a privileged container): not taken for Kured. If it is \
+                 your Kured, name it with `kured: {}/{}` in the inventory",
                 k.namespace, k.name, k.image, k.namespace, k.name
             )
         })

@@ -579,9 +579,9 @@ async fn a_decoy_kured_pod_or_daemonset_that_cannot_reboot_a_node_blocks_nothing
     assert_eq!(
         lock.warnings(),
         [
-            "daemonset dev/fake-kured runs evil.example/kured:1 but its pods cannot reboot a node \
-             (Kured needs hostPID and a privileged container): not taken for Kured. If it is your \
-             Kured, name it with `kured: dev/fake-kured` in the inventory",
+            "daemonset dev/fake-kured runs image \"evil.example/kured:1\" but its pods cannot reboot \
+             a node (Kured needs hostPID and a privileged container): not taken for Kured. If it is \
+             your Kured, name it with `kured: dev/fake-kured` in the inventory",
             "pod dev/fake-kured-x7k2p (owned by a DaemonSet), dev/decoy runs Kured's program or \
              image but cannot reboot a node (Kured needs hostPID and a privileged container): not \
              taken for Kured",
