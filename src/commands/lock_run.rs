@@ -108,6 +108,21 @@ pub fn lock_ttl(node_timeout: Duration, drain_timeout: Duration) -> Duration {
     lock::DEFAULT_TTL.max(longest + 2 * LAPSE_MARGIN + Duration::from_secs(60))
 }
 
+/// Test builds only (`debug_assertions`): `FLEETCTL_TEST_LOCK_TTL` (a
+/// duration, `2m`) replaces [`lock_ttl`], so that a cli test can see a
+/// lease run out without waiting 23 minutes. A release build never reads it.
+fn test_ttl() -> Option<Duration> {
+    #[cfg(debug_assertions)]
+    if let Some(ttl) = std::env::var("FLEETCTL_TEST_LOCK_TTL")
+        .ok()
+        .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        .filter(|d| !d.is_zero())
+    {
+        return Some(ttl);
+    }
+    None
+}
+
 /// How long before the lock would lapse (its TTL after the last heartbeat
 /// that landed) apply stops, and the least lease a step must have left to
 /// start: room for two missed beats and a slow API server.
@@ -164,7 +179,7 @@ pub async fn take_lock(
         ));
     }
     let me = Identity::local();
-    let ttl = lock_ttl(request.node_timeout, request.drain_timeout);
+    let ttl = test_ttl().unwrap_or_else(|| lock_ttl(request.node_timeout, request.drain_timeout));
     let lock_opts = LockOptions {
         kured: request.kured.clone(),
         force_unlock: request.force_unlock,

@@ -1319,3 +1319,77 @@ fn a_decoy_pod_with_a_kured_image_in_a_user_namespace_does_not_block_apply() {
     assert_configmap_lock_brackets_the_run(&fleet, &events(&fleet));
     assert_on_target(&fleet, &PAIR, &patch);
 }
+
+// ---------------------------------------------------------------------------
+// reboot under the same lock harness as apply (issue 24, item 9)
+
+#[test]
+fn reboot_stops_at_once_when_its_lease_is_about_to_lapse() {
+    // cp-1 and two workers that want a reboot, Kured installed (its loop
+    // off): `fleetctl reboot` holds Kured's lock, with a TTL of 130 s (a
+    // test build's FLEETCTL_TEST_LOCK_TTL) refreshed every 2 s.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(2)
+            .kubernetes(FROM)
+            .kured(true),
+    );
+    for n in ["w-1", "w-2"] {
+        fleet
+            .ssh_ok(n, "root", "touch /run/reboot-required")
+            .unwrap();
+    }
+    let start = events(&fleet).len();
+    let mut cmd = support::fleetctl(
+        &fleet.inventory(),
+        &[
+            "reboot",
+            "--yes",
+            "--soak",
+            "10m",
+            "--drain-timeout",
+            "5s",
+            "--node-timeout",
+            "60s",
+        ],
+    );
+    cmd.env("FLEETCTL_TEST_LOCK_TTL", "130s")
+        .env("FLEETCTL_TEST_HEARTBEAT", "2s");
+    let mut running = Running::spawn_command(cmd);
+    // The first worker is back; the soak before the second begins. From
+    // now on no heartbeat lands (the API server refuses the lock's writes).
+    running.wait_for("soak (10m)");
+    let cut = std::time::Instant::now();
+    fleet.faults(|f| f.kured_lock_forbidden = true).unwrap();
+    let run = running.finish().expect_code(1);
+    // 130 s less the 60 s margin after the last heartbeat: not the 10
+    // minutes of the soak.
+    assert!(
+        cut.elapsed() < Duration::from_secs(180),
+        "reboot went on for {:?} after its heartbeats stopped",
+        cut.elapsed()
+    );
+    // The lease's own verdict, at once, as apply ends on it: not a stop
+    // "at a safe point" that the heartbeat asked for, as reboot used to.
+    assert_has(
+        &run.stderr,
+        &[
+            "fleetctl: error: stopped at once: Kured's reboot lock on daemonset kube-system/kured",
+            "lapses 2m 10s after its last heartbeat, so fleetctl no longer relies on it",
+        ],
+    );
+    assert!(
+        !run.stderr.contains("stopped at a safe point"),
+        "{}",
+        run.stderr
+    );
+    let log = &events(&fleet)[start..];
+    let rebooted = support::rebooted_nodes(log);
+    assert_eq!(
+        rebooted.len(),
+        1,
+        "one worker rebooted before the soak, the other never:\n{}",
+        describe(log)
+    );
+}
