@@ -31,10 +31,8 @@ use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
 use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, etcd, hop};
 
-use super::locked::{
-    LockRequest, confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler,
-    stopped_at_once, take_lock,
-};
+use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 
@@ -299,18 +297,11 @@ impl Run<'_> {
             fresh,
         );
         let ledger = apply.ledger.clone();
-        let mut twice = false;
         let lease = apply.stop.clone();
-        let result = tokio::select! {
-            r = hop::run(&mut apply) => r,
-            _ = second.notified() => {
-                twice = true;
-                Err(stopped_at_once(&ledger))
-            }
-            // The lock may lapse: whatever apply is waiting for, it stops
-            // now and starts nothing else (no other node is rebooted).
-            lapsing = lease.lapsing() => Err(anyhow::Error::new(lapsing)),
-        };
+        let Ran {
+            result,
+            at_once: twice,
+        } = run_locked(&lease, &second, &ledger, hop::run(&mut apply)).await;
         progress.finish();
         match result {
             Ok(()) => {

@@ -1,23 +1,19 @@
 //! What `apply` and `reboot` share around their work on the nodes: the
-//! journal, the lock (taken first, given back on every path), Ctrl-C, the
-//! confirmation, and the report after a failure.
+//! journal, Ctrl-C, the confirmation, and the report after a failure. The
+//! lock they work under, and the harness they run in, are `lock_run.rs`.
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 
 use crate::cli::Global;
 use crate::gather;
-use crate::inventory::{Inventory, Role};
-use crate::ssh;
+use crate::inventory::Inventory;
 use crate::status;
 use crate::steps::journal::Journal;
-use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
-use crate::steps::runner::Remote;
 use crate::steps::{Interrupted, Ledger, Stop};
 use crate::ui::Printer;
 use crate::usage;
@@ -28,278 +24,6 @@ pub fn open_journal(inv: &Inventory, printer: &Printer) -> anyhow::Result<Arc<Jo
     journal.echo_commands(printer.verbose() > 0);
     printer.note(&format!("journal: {}", journal.path().display()));
     Ok(journal)
-}
-
-impl LockRequest {
-    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs) -> LockRequest {
-        LockRequest {
-            kured: roll.kured.clone().or_else(|| inv.kured.clone()),
-            force_unlock: roll.force_unlock,
-            yes: roll.yes,
-            node_timeout: roll.node_timeout,
-            drain_timeout: roll.drain_timeout,
-        }
-    }
-}
-
-/// What the operator asked about the lock.
-pub struct LockRequest {
-    /// `--kured`, else the inventory's `kured:`; `None`: find Kured.
-    pub kured: Option<KuredRef>,
-    pub force_unlock: bool,
-    /// `--force-unlock --yes`: also a holder that may be alive.
-    pub yes: bool,
-    /// `--node-timeout` and `--drain-timeout`: the lock's TTL outlasts the
-    /// longest step apply starts (see [`lock_ttl`]).
-    pub node_timeout: Duration,
-    pub drain_timeout: Duration,
-}
-
-/// The lock while apply (or reboot) holds it: refreshed in the background
-/// every [`lock::HEARTBEAT_EVERY`], and given back by [`HeldLock::release`]
-/// on every path (the caller runs its work under `catch_unwind` so that a
-/// panic releases it too).
-pub struct HeldLock {
-    lock: Arc<Lock>,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
-    /// Watches the heartbeat task; ends when it does.
-    watching: tokio::task::JoinHandle<()>,
-    quit: Arc<tokio::sync::Notify>,
-    quitting: Arc<AtomicBool>,
-}
-
-/// The session the lock is kept through: a control-plane node's, any that
-/// answers. In HA the API stays up while one control plane reboots, so a
-/// heartbeat that fails through one is tried through the next.
-struct LockSession {
-    remote: Remote,
-    /// Every control-plane node, in inventory order, and which one `remote`
-    /// is connected to.
-    targets: Vec<ssh::Target>,
-    current: usize,
-    opts: ssh::Options,
-    journal: Arc<Journal>,
-}
-
-impl LockSession {
-    /// A new connection: to the current node first, then to each other
-    /// control plane in turn; the first that answers is used from now on.
-    async fn failover(&mut self) -> anyhow::Result<()> {
-        let mut quick = self.opts.clone();
-        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        let mut errors = Vec::new();
-        for k in 0..self.targets.len() {
-            let i = (self.current + k) % self.targets.len();
-            match ssh::connect(&self.targets[i], &quick).await {
-                Ok(session) => {
-                    self.remote = Remote::new(Arc::new(session), self.journal.clone());
-                    self.remote.report_warnings();
-                    self.current = i;
-                    return Ok(());
-                }
-                Err(e) => errors.push(format!("{e:#}")),
-            }
-        }
-        anyhow::bail!("no control-plane node answers: {}", errors.join("; "))
-    }
-}
-
-/// The lock's TTL: apply starts a step only if it ends within the lease
-/// (the TTL after the last heartbeat, less [`LAPSE_MARGIN`]), so the TTL
-/// must outlast the longest one (a node's reboot and wait, bounded by
-/// `--node-timeout`; a drain, `--drain-timeout` and a minute; a kubeadm
-/// step, 20 minutes) with room for a few missed heartbeats.
-pub fn lock_ttl(node_timeout: Duration, drain_timeout: Duration) -> Duration {
-    let longest = node_timeout
-        .max(drain_timeout + Duration::from_secs(60))
-        .max(crate::steps::KUBEADM_TIMEOUT);
-    lock::DEFAULT_TTL.max(longest + 2 * LAPSE_MARGIN + Duration::from_secs(60))
-}
-
-/// How long before the lock would lapse (its TTL after the last heartbeat
-/// that landed) apply stops, and the least lease a step must have left to
-/// start: room for two missed beats and a slow API server.
-pub const LAPSE_MARGIN: Duration = Duration::from_secs(60);
-
-/// Connects to the first control-plane node, takes the lock there and
-/// starts its heartbeat; a lost lock makes `stop` stop the run at its next
-/// safe point, and `stop` knows the lock's lease from then on.
-pub async fn take_lock(
-    inv: &Inventory,
-    global: &Global,
-    request: &LockRequest,
-    journal: &Arc<Journal>,
-    printer: &Printer,
-    stop: &Stop,
-) -> anyhow::Result<HeldLock> {
-    let first = inv.first_control_plane();
-    let targets: Vec<ssh::Target> = inv
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::ControlPlane)
-        .map(|n| ssh::resolve(inv, n))
-        .collect::<anyhow::Result<_>>()
-        .map_err(|e| usage!("{e:#}"))?;
-    let opts = super::ssh_options(inv, global);
-    let Some(target) = targets.first() else {
-        return Err(usage!(
-            "the inventory has no control-plane node to take the lock through"
-        ));
-    };
-    let session = ssh::connect(target, &opts)
-        .await
-        .with_context(|| format!("{}: connecting to take the lock", first.name))?;
-    for w in session.warnings() {
-        printer.warn(w);
-    }
-    let api = Remote::new(Arc::new(session), journal.clone());
-    let me = Identity::local();
-    let ttl = lock_ttl(request.node_timeout, request.drain_timeout);
-    let lock_opts = LockOptions {
-        kured: request.kured.clone(),
-        force_unlock: request.force_unlock,
-        force_yes: request.force_unlock && request.yes,
-        ttl,
-        // A holder that recorded no TTL of its own gets as long as ours.
-        dead_after: ttl,
-        local: LocalProcesses::here(&me.host),
-    };
-    let taken = Instant::now();
-    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, SystemTime::now()).await?);
-    stop.hold_lease(&held.describe(), held.ttl(), LAPSE_MARGIN, taken);
-    if let Some(prev) = held.forced() {
-        printer.warn(&format!("--force-unlock removed {prev}"));
-    }
-    for w in held.warnings() {
-        printer.warn(w);
-    }
-    printer.note(&format!("holding {}", held.describe()));
-    let session = Arc::new(tokio::sync::Mutex::new(LockSession {
-        remote: api,
-        targets,
-        current: 0,
-        opts,
-        journal: journal.clone(),
-    }));
-    let quit = Arc::new(tokio::sync::Notify::new());
-    let quitting = Arc::new(AtomicBool::new(false));
-    let beating = tokio::spawn(heartbeat(
-        held.clone(),
-        session.clone(),
-        quit.clone(),
-        stop.clone(),
-        printer.clone(),
-    ));
-    let watching = tokio::spawn(watch_heartbeat(beating, stop.clone(), quitting.clone()));
-    Ok(HeldLock {
-        lock: held,
-        session,
-        watching,
-        quit,
-        quitting,
-    })
-}
-
-/// The heartbeat task ending before apply let it go (a panic, a bug) stops
-/// the run at its next safe point: nothing keeps the lock alive any more,
-/// and the lease runs out on its own (see [`Stop::lapsing`]).
-async fn watch_heartbeat(
-    beating: tokio::task::JoinHandle<()>,
-    stop: Stop,
-    quitting: Arc<AtomicBool>,
-) {
-    let ended = beating.await;
-    if quitting.load(Ordering::SeqCst) {
-        return;
-    }
-    let how = match ended {
-        Ok(()) => "it ended".to_string(),
-        Err(e) if e.is_panic() => "it panicked (a bug in fleetctl)".to_string(),
-        Err(e) => format!("it was cancelled ({e})"),
-    };
-    stop.abort(format!(
-        "the lock's heartbeat stopped ({how}), so the lock would lapse while apply still acts"
-    ));
-}
-
-/// Refreshes the lock until told to quit. A lost lock stops the run. A
-/// heartbeat that fails otherwise (the node kubectl runs on is rebooting)
-/// is tried again at once through the next control plane that answers;
-/// [`Stop::lapsing`] stops the run if none does before the lease's margin.
-async fn heartbeat(
-    lock: Arc<Lock>,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
-    quit: Arc<tokio::sync::Notify>,
-    stop: Stop,
-    printer: Printer,
-) {
-    let mut warned = false;
-    loop {
-        tokio::select! {
-            _ = quit.notified() => return,
-            _ = tokio::time::sleep(lock::HEARTBEAT_EVERY) => {}
-        }
-        let mut s = session.lock().await;
-        let mut result = beat(&lock, &s.remote, &stop).await;
-        if let Err(e) = &result
-            && !e.chain().any(|c| c.is::<LockLost>())
-        {
-            if !warned {
-                printer.debug(&format!(
-                    "lock heartbeat through {} failed, trying the control planes in turn: {e:#}",
-                    s.remote.node()
-                ));
-                warned = true;
-            }
-            if s.failover().await.is_ok() {
-                result = beat(&lock, &s.remote, &stop).await;
-            }
-        }
-        match result {
-            Ok(()) => warned = false,
-            Err(e) if e.chain().any(|c| c.is::<LockLost>()) => {
-                stop.abort(format!("{e:#}"));
-                return;
-            }
-            Err(_) => {}
-        }
-        // apply also races the whole run against this (at once); any run
-        // stops at its next safe point.
-        if let Some(lapsing) = stop.lapsed_now() {
-            stop.abort(lapsing.to_string());
-        }
-    }
-}
-
-/// One heartbeat; the lease is renewed from when it was sent.
-async fn beat(lock: &Lock, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
-    let sent = Instant::now();
-    lock.heartbeat(remote, SystemTime::now()).await?;
-    stop.renew_lease(sent);
-    Ok(())
-}
-
-impl HeldLock {
-    /// Stops the heartbeat, then gives the lock back (through any control
-    /// plane that answers); a failure is a warning with what to do.
-    pub async fn release(self, printer: &Printer) {
-        self.quitting.store(true, Ordering::SeqCst);
-        self.quit.notify_one();
-        let _ = self.watching.await;
-        let mut s = self.session.lock().await;
-        let mut result = self.lock.release(&s.remote).await;
-        if result.is_err() && s.failover().await.is_ok() {
-            result = self.lock.release(&s.remote).await;
-        }
-        if let Err(e) = result {
-            printer.warn(&format!(
-                "could not release {}: {e:#}. It expires by itself after {} (Kured then goes on); \
-                 or remove it with `fleetctl apply --force-unlock` on the next run",
-                self.lock.describe(),
-                humantime::format_duration(self.lock.ttl())
-            ));
-        }
-    }
 }
 
 /// What the operator reads after a failure: where it stopped, what was
@@ -348,25 +72,6 @@ pub async fn fleet_now(inv: &Inventory, global: &Global) -> String {
         Ok(g) => status::render_table(&super::status::report(&g)),
         Err(e) => format!("(could not read it again: {e:#})"),
     }
-}
-
-/// A second Ctrl-C abandons the step in progress: say which node was left
-/// half-way, and that a rerun (not a fix) is what comes next.
-pub fn stopped_at_once(ledger: &Mutex<Ledger>) -> anyhow::Error {
-    let current = ledger.lock().ok().and_then(|l| l.current.clone());
-    let msg = match current {
-        Some((node, step)) => format!(
-            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
-             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
-             then run `fleetctl apply` again: it resumes from the fleet's real state"
-        ),
-        None => {
-            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
-                 `fleetctl apply` again: it resumes from the fleet's real state"
-                .to_string()
-        }
-    };
-    anyhow::Error::new(Interrupted(msg))
 }
 
 pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
@@ -427,44 +132,4 @@ pub fn spawn_interrupt_handler(
         }
     });
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_heartbeat_task_that_dies_stops_the_run_and_one_told_to_quit_does_not() {
-        let stop = Stop::default();
-        let quitting = Arc::new(AtomicBool::new(false));
-        let dies = tokio::spawn(async { panic!("a bug in the heartbeat") });
-        watch_heartbeat(dies, stop.clone(), quitting).await;
-        assert!(stop.requested());
-        assert_eq!(
-            stop.reason().unwrap(),
-            "the lock's heartbeat stopped (it panicked (a bug in fleetctl)), so the lock would \
-             lapse while apply still acts"
-        );
-
-        let stop = Stop::default();
-        let quitting = Arc::new(AtomicBool::new(true));
-        watch_heartbeat(tokio::spawn(async {}), stop.clone(), quitting).await;
-        assert!(!stop.requested(), "released on purpose");
-    }
-
-    #[test]
-    fn the_ttl_outlasts_the_longest_step_with_room_for_missed_heartbeats() {
-        let m = |n: u64| Duration::from_secs(n * 60);
-        // kubeadm's 20 minutes are the longest step with the defaults.
-        assert_eq!(lock_ttl(m(15), m(5)), m(23));
-        assert_eq!(lock_ttl(m(1), m(1)), m(23));
-        assert_eq!(lock_ttl(m(10), m(30)), m(34));
-        assert_eq!(lock_ttl(m(40), m(5)), m(43));
-        // What roll checks before a reboot fits in a fresh lease.
-        for (node, drain) in [(m(15), m(5)), (m(40), m(5)), (m(5), m(30))] {
-            let ttl = lock_ttl(node, drain);
-            assert!(node + LAPSE_MARGIN < ttl && drain + m(1) + LAPSE_MARGIN < ttl);
-            assert!(crate::steps::KUBEADM_TIMEOUT + LAPSE_MARGIN < ttl);
-        }
-    }
 }

@@ -22,10 +22,8 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 use crate::version::{Minor, Target};
 
-use super::locked::{
-    LockRequest, confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler,
-    stopped_at_once, take_lock,
-};
+use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 
 pub async fn run(
     global: &Global,
@@ -183,14 +181,12 @@ async fn rolling(
         no_plan(inv, state),
     );
     let ledger = apply.ledger.clone();
-    let mut twice = false;
-    let result = tokio::select! {
-        r = hop::rolls(&mut apply, batches) => r,
-        _ = second.notified() => {
-            twice = true;
-            Err(stopped_at_once(&ledger))
-        }
-    };
+    let lease = apply.stop.clone();
+    // As apply: a second Ctrl-C, or a lease about to lapse, ends it at once.
+    let Ran {
+        result,
+        at_once: twice,
+    } = run_locked(&lease, &second, &ledger, hop::rolls(&mut apply, batches)).await;
     progress.finish();
     match result {
         Ok(()) => {

@@ -43,31 +43,31 @@ pub(super) fn words(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// One line per DaemonSet, then one per container of its pod template:
+/// Every DaemonSet in every namespace, each field after `marker` (a random
+/// string drawn for this listing, `crate::steps::lock::Marker`, so that no
+/// field can forge a record):
 ///
 /// ```text
-/// daemonset<TAB>NAMESPACE<TAB>NAME
-/// container<TAB>NAME<TAB>IMAGE<TAB>PROGRAM
+/// MdaemonsetMNAMESPACEMNAMEMHOSTPID
+/// McontainerMNAMEMIMAGEMPROGRAMMPRIVILEGED   (per container)
 /// ```
 ///
 /// PROGRAM is the first word of the container's `command` (empty when it
-/// has none: the image's entrypoint runs). Enough to tell which container
-/// runs Kured, and nothing more: no arguments and no environment, which
-/// hold other programs' settings and secrets (notification URLs, tokens).
-/// Kured's own are read with [`get_container_settings`]. A missing field
-/// prints nothing (kubectl's `--allow-missing-template-keys`, on by
-/// default); `[0]` of an absent list selects nothing.
-const DAEMONSET_RECORD: &str = concat!(
-    r#"daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-    r#"{range .spec.template.spec.containers[*]}"#,
-    r#"container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}"#,
-    r#"{end}"#,
-);
-
-/// Every DaemonSet in every namespace, as [`DAEMONSET_RECORD`]s: where Kured
-/// runs, whatever namespace its manifest or Helm release put it in.
-pub fn list_daemonsets() -> Vec<String> {
-    let template = format!("jsonpath={{range .items[*]}}{DAEMONSET_RECORD}{{end}}");
+/// has none: the image's entrypoint runs); HOSTPID and PRIVILEGED are
+/// `true` or empty. Enough to tell which container runs Kured and whether
+/// it can reboot its node, and nothing more: no arguments and no
+/// environment, which hold other programs' settings and secrets
+/// (notification URLs, tokens). Kured's own are read with
+/// [`get_container_settings`]. A missing field prints nothing (kubectl's
+/// `--allow-missing-template-keys`, on by default); `[0]` of an absent
+/// list selects nothing.
+pub fn list_daemonsets(marker: &str) -> Vec<String> {
+    let m = marker;
+    let template = format!(
+        "jsonpath={{range .items[*]}}{m}daemonset{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
+         {m}{{.spec.template.spec.hostPID}}{{range .spec.template.spec.containers[*]}}{m}container\
+         {m}{{.name}}{m}{{.image}}{m}{{.command[0]}}{m}{{.securityContext.privileged}}{{end}}{{end}}"
+    );
     vec![
         "get".into(),
         "daemonsets".into(),
@@ -99,27 +99,31 @@ pub fn get_container_settings(namespace: &str, name: &str, index: usize) -> Vec<
 }
 
 /// Every pod in every namespace with its containers' images and programs,
-/// one line per pod, then one per container:
+/// as [`list_daemonsets`] prints DaemonSets (fields after `marker`), with
+/// the kind of the pod's first owner:
 ///
 /// ```text
-/// pod<TAB>NAMESPACE<TAB>NAME
-/// container<TAB>NAME<TAB>IMAGE<TAB>PROGRAM
+/// MpodMNAMESPACEMNAMEMHOSTPIDMOWNERKIND
+/// McontainerMNAMEMIMAGEMPROGRAMMPRIVILEGED   (per container)
 /// ```
 ///
 /// Asked only when no DaemonSet runs Kured, to tell "no Kured" from "Kured
 /// run some other way" before falling back to fleetctl's own lock; as for
 /// DaemonSets, no arguments or environment.
-pub fn list_pods() -> Vec<String> {
-    let template = concat!(
-        r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-        r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}{end}{end}"#,
+pub fn list_pods(marker: &str) -> Vec<String> {
+    let m = marker;
+    let template = format!(
+        "jsonpath={{range .items[*]}}{m}pod{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
+         {m}{{.spec.hostPID}}{m}{{.metadata.ownerReferences[0].kind}}{{range .spec.containers[*]}}\
+         {m}container{m}{{.name}}{m}{{.image}}{m}{{.command[0]}}{m}{{.securityContext.privileged}}\
+         {{end}}{{end}}"
     );
     vec![
         "get".into(),
         "pods".into(),
         "--all-namespaces".into(),
         "-o".into(),
-        template.into(),
+        template,
     ]
 }
 

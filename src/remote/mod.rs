@@ -12,6 +12,11 @@
 //! ([`kubectl`]: the lock, cordon and drain, readiness, static pods) and
 //! what it runs on the node being upgraded ([`upgrade`]).
 
+/// The node's clock, `SECONDS.NANOSECONDS` since the epoch (GNU `date`, as
+/// on Flatcar): the lock is written in the cluster's time
+/// (`crate::steps::lock::clock`). Read-only, no root needed.
+pub const CLOCK: &str = "date -u +%s.%N";
+
 /// Gathers one node's facts: OS and update_engine state, running and staged
 /// Kubernetes and containerd, their images and sysupdate configs, the reboot
 /// marker, boot id and uptime. Read-only. Parse with `crate::node::parse_facts`.

@@ -314,6 +314,7 @@ fn budgets_that_hold_a_drain_and_expiring_certificates_are_warned_about() {
         annotations: Default::default(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
+        image: None,
     }];
     scenario.pdbs = vec![PdbSpec {
         namespace: "db".into(),

@@ -180,7 +180,13 @@ pub struct Running {
 
 impl Running {
     pub fn spawn(inventory: &Path, args: &[&str]) -> Running {
-        let mut child = fleetctl(inventory, args)
+        Running::spawn_command(fleetctl(inventory, args))
+    }
+
+    /// [`Running::spawn`] of a command built by [`fleetctl`] and changed
+    /// (a test-only environment variable).
+    pub fn spawn_command(mut cmd: Command) -> Running {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

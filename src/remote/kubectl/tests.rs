@@ -105,11 +105,14 @@ fn plain_words_stay_bare_and_everything_else_is_quoted() {
     assert_eq!(&seen[2..], odd);
 }
 
+/// A listing's record marker (a random one in use).
+const M: &str = "@@m@@";
+
 #[test]
 fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
     for args in [
-        list_daemonsets(),
-        list_pods(),
+        list_daemonsets(M),
+        list_pods(M),
         get_container_settings("kured", "kured", 0),
         get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
         get_lock_configmap(LOCK_NAMESPACE, LOCK_CONFIGMAP),
@@ -123,16 +126,16 @@ fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
 #[test]
 fn the_reads_name_only_the_fields_the_lock_uses() {
     assert_eq!(
-        list_daemonsets(),
+        list_daemonsets(M),
         [
             "get",
             "daemonsets",
             "--all-namespaces",
             "-o",
             concat!(
-                r#"jsonpath={range .items[*]}daemonset{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-                r#"{range .spec.template.spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}"#,
-                r#"{.command[0]}{"\n"}{end}{end}"#,
+                "jsonpath={range .items[*]}@@m@@daemonset@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
+                "@@m@@{.spec.template.spec.hostPID}{range .spec.template.spec.containers[*]}@@m@@container",
+                "@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}{end}{end}",
             ),
         ]
     );
@@ -155,15 +158,17 @@ fn the_reads_name_only_the_fields_the_lock_uses() {
         ]
     );
     assert_eq!(
-        list_pods(),
+        list_pods(M),
         [
             "get",
             "pods",
             "--all-namespaces",
             "-o",
             concat!(
-                r#"jsonpath={range .items[*]}pod{"\t"}{.metadata.namespace}{"\t"}{.metadata.name}{"\n"}"#,
-                r#"{range .spec.containers[*]}container{"\t"}{.name}{"\t"}{.image}{"\t"}{.command[0]}{"\n"}{end}{end}"#,
+                "jsonpath={range .items[*]}@@m@@pod@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
+                "@@m@@{.spec.hostPID}@@m@@{.metadata.ownerReferences[0].kind}{range .spec.containers[*]}",
+                "@@m@@container@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}",
+                "{end}{end}",
             ),
         ]
     );

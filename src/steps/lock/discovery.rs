@@ -6,163 +6,21 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, anyhow, bail};
-use serde::Deserialize;
 
 use super::kured::{KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE};
+use super::listing::{
+    ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets, parse_pods, parse_settings,
+};
 use super::{Kubectl, LockOptions, failed};
 use crate::remote::kubectl as k;
 
-// ---------------------------------------------------------------------------
-// What kubectl shows of DaemonSets and pods
-
-/// A DaemonSet as [`k::list_daemonsets`] shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DaemonSetInfo {
-    pub namespace: String,
-    pub name: String,
-    pub containers: Vec<ContainerInfo>,
-}
-
-/// One container of a pod template (or a pod). The listings give only its
-/// name, image and program (`command`'s first word); `args`, `env` and
-/// `env_from` are read for Kured's container alone ([`parse_settings`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerInfo {
-    pub name: String,
-    pub image: String,
-    pub command: Vec<String>,
-    pub args: Vec<String>,
-    /// Env vars by name: `Some` literal value, `None` set from a reference
-    /// (`valueFrom`) fleetctl cannot read.
-    pub env: BTreeMap<String, Option<String>>,
-    /// It also takes env vars wholesale from a configmap or secret.
-    pub env_from: bool,
-}
-
-#[derive(Deserialize)]
-struct EnvJson {
-    name: String,
-    #[serde(default)]
-    value: Option<String>,
-}
-
-/// Parses [`k::list_daemonsets`]'s output (or one DaemonSet's).
-pub fn parse_daemonsets(text: &str) -> anyhow::Result<Vec<DaemonSetInfo>> {
-    Ok(parse_listing(text, "daemonset")?
-        .into_iter()
-        .map(|(namespace, name, containers)| DaemonSetInfo {
-            namespace,
-            name,
-            containers,
-        })
-        .collect())
-}
-
-/// The records of a listing: `KIND\tNAMESPACE\tNAME` lines, each followed
-/// by its `container` lines.
-fn parse_listing(
-    text: &str,
-    kind: &str,
-) -> anyhow::Result<Vec<(String, String, Vec<ContainerInfo>)>> {
-    let mut owners: Vec<(String, String, Vec<ContainerInfo>)> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let fields: Vec<&str> = line.split('\t').collect();
-        match fields[..] {
-            [""] => {}
-            [k, namespace, name] if k == kind => {
-                owners.push((namespace.into(), name.into(), Vec::new()));
-            }
-            ["container", ..] => {
-                let container = parse_container(&fields)
-                    .with_context(|| format!("line {} of kubectl's output", n + 1))?;
-                owners
-                    .last_mut()
-                    .ok_or_else(|| anyhow!("line {}: a container before any {kind}", n + 1))?
-                    .2
-                    .push(container);
-            }
-            _ => bail!("line {}: not a {kind} or container record: {line}", n + 1),
-        }
-    }
-    Ok(owners)
-}
-
-/// A pod as [`k::list_pods`] shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PodInfo {
-    namespace: String,
-    name: String,
-    containers: Vec<ContainerInfo>,
-}
-
-/// Parses [`k::list_pods`]'s output.
-fn parse_pods(text: &str) -> anyhow::Result<Vec<PodInfo>> {
-    Ok(parse_listing(text, "pod")?
-        .into_iter()
-        .map(|(namespace, name, containers)| PodInfo {
-            namespace,
-            name,
-            containers,
-        })
-        .collect())
-}
-
-/// `container NAME IMAGE PROGRAM`, tab-separated; PROGRAM empty when the
-/// container has no `command`. Anything more is not a listing this
-/// fleetctl asked for (it never asks for arguments or environment here).
-fn parse_container(fields: &[&str]) -> anyhow::Result<ContainerInfo> {
-    let [_, name, image, program] = fields else {
-        bail!(
-            "a container record has {} fields, not 4 (name, image, program)",
-            fields.len()
-        );
-    };
-    Ok(ContainerInfo {
-        name: name.to_string(),
-        image: image.to_string(),
-        command: if program.is_empty() {
-            Vec::new()
-        } else {
-            vec![program.to_string()]
-        },
-        ..ContainerInfo::default()
-    })
-}
-
-/// Parses [`k::get_container_settings`]'s output: `NAME COMMAND ARGS ENV
-/// ENVFROM`, tab-separated, the lists as JSON (empty when unset).
-pub fn parse_settings(text: &str) -> anyhow::Result<ContainerInfo> {
-    let fields: Vec<&str> = text.trim_end_matches('\n').split('\t').collect();
-    if fields.len() != 5 || text.trim_end_matches('\n').contains('\n') {
-        bail!("not one container's name, command, args, env and envFrom: {text:?}");
-    }
-    let list = |i: usize, what: &str| -> anyhow::Result<Vec<String>> {
-        let text = fields[i];
-        if text.is_empty() {
-            return Ok(Vec::new());
-        }
-        serde_json::from_str(text).with_context(|| {
-            format!(
-                "the container's {what} is not a JSON list: {text} \
-                 (kubectl older than 1.19 prints Go syntax here; fleetctl needs a newer kubectl)"
-            )
-        })
-    };
-    let env: Vec<EnvJson> = if fields[3].is_empty() {
-        Vec::new()
-    } else {
-        serde_json::from_str(fields[3])
-            .with_context(|| format!("the container's env is not a JSON list: {}", fields[3]))?
-    };
-    Ok(ContainerInfo {
-        name: fields[0].into(),
-        image: String::new(),
-        command: list(1, "command")?,
-        args: list(2, "args")?,
-        env: env.into_iter().map(|e| (e.name, e.value)).collect(),
-        env_from: !fields[4].is_empty() && fields[4] != "[]",
-    })
-}
+/// The most slots (`--concurrency`) of Kured's lock fleetctl fills. Each
+/// entry is about 350 bytes, and the API server refuses an object whose
+/// annotations exceed 256 KiB (`TotalAnnotationSizeLimitB` in
+/// k8s.io/apimachinery `pkg/api/validation/objectmeta.go`): 256 entries
+/// stay well under it. More is a typo, or a Kured told it may reboot every
+/// node at once.
+pub const MAX_CONCURRENCY: usize = 256;
 
 /// The image's last path component without tag or digest:
 /// `ghcr.io/kubereboot/kured:1.23.0` → `kured`.
@@ -187,6 +45,18 @@ fn runs_kured(c: &ContainerInfo) -> bool {
     program == Some("kured") || image_name(&c.image) == "kured"
 }
 
+/// A Kured that can reboot its node: it shares the node's PID namespace and
+/// is privileged, which Kured needs to run its reboot command in PID 1's
+/// mount namespace (`/usr/bin/nsenter -m/proc/1/ns/mnt --`,
+/// kubereboot/kured `pkg/checkers/checker.go`; `kured-ds.yaml` sets
+/// `hostPID: true` "to enter the host mount namespace via init" and
+/// `privileged: true` "to nsenter /proc/1/ns/mnt", and so does the Helm
+/// chart). Anything else named kured cannot reboot a node, and anyone can
+/// create it where they may create pods: it does not count as Kured.
+fn can_reboot(host_pid: bool, c: &ContainerInfo) -> bool {
+    host_pid && c.privileged && runs_kured(c)
+}
+
 // ---------------------------------------------------------------------------
 // Kured's settings
 
@@ -204,6 +74,8 @@ pub struct KuredInfo {
     pub argv: Vec<String>,
     pub env: BTreeMap<String, Option<String>>,
     pub env_from: bool,
+    /// Its pods can reboot their node ([`can_reboot`]).
+    pub can_reboot: bool,
 }
 
 impl KuredInfo {
@@ -247,6 +119,7 @@ impl KuredInfo {
             argv,
             env: c.env.clone(),
             env_from: c.env_from,
+            can_reboot: can_reboot(ds.host_pid, c),
         }
     }
 
@@ -338,11 +211,22 @@ impl KuredInfo {
                 self.image
             ));
         }
+        let concurrency = usize::try_from(concurrency.max(1)).unwrap_or(usize::MAX);
+        if concurrency > MAX_CONCURRENCY {
+            bail!(
+                "Kured's daemonset {}/{} sets --concurrency to {concurrency}: fleetctl holds Kured \
+                 off by taking every slot of its lock, and more than {MAX_CONCURRENCY} entries would \
+                 pass the API server's 256 KiB limit on an object's annotations. Lower Kured's \
+                 --concurrency",
+                self.namespace,
+                self.name
+            );
+        }
         Ok(KuredConfig {
             ds_namespace,
             ds_name,
             annotation,
-            concurrency: usize::try_from(concurrency.max(1)).unwrap_or(1),
+            concurrency,
             warnings,
         })
     }
@@ -465,8 +349,11 @@ fn flag_value(argv: &[String], name: &str) -> Option<String> {
 /// Where the lock must go.
 pub(super) enum Found {
     Kured(Box<FoundKured>),
-    /// No Kured DaemonSet or pod anywhere: fleetctl's own lock.
-    Nowhere,
+    /// No Kured DaemonSet or pod anywhere: fleetctl's own lock, with what
+    /// the operator should know (look-alikes that cannot reboot a node).
+    Nowhere {
+        warnings: Vec<String>,
+    },
 }
 
 pub(super) struct FoundKured {
@@ -482,13 +369,46 @@ pub(super) struct FoundKured {
 /// no Kured.
 pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Result<Found> {
     let label = "lock: find Kured (the containers of every DaemonSet)";
-    let out = api.kubectl(label, &k::list_daemonsets(), None).await?;
+    let marker = Marker::new()?;
+    let out = api
+        .kubectl(label, &k::list_daemonsets(marker.as_str()), None)
+        .await?;
     if !out.success() {
         return Err(failed(api, label, &out));
     }
-    let all = parse_daemonsets(&out.stdout)
+    let all = parse_daemonsets(&out.stdout, &marker)
         .with_context(|| format!("{}: reading the DaemonSets to find Kured", api.node()))?;
-    let mut kureds: Vec<KuredInfo> = all.iter().filter_map(KuredInfo::from_daemonset).collect();
+    let (mut kureds, lookalikes): (Vec<KuredInfo>, Vec<KuredInfo>) = all
+        .iter()
+        .filter_map(KuredInfo::from_daemonset)
+        .partition(|k| k.can_reboot);
+    // A named DaemonSet is the operator's word, whatever its pods may do.
+    if let Some(named) = &opts.kured {
+        kureds.extend(
+            lookalikes
+                .iter()
+                .filter(|k| k.namespace == named.namespace && k.name == named.name)
+                .cloned(),
+        );
+    }
+    // The image is anyone's text (quoted: no control character reaches the
+    // terminal); namespaces and names are DNS names the API server checked.
+    let mut ignored: Vec<String> = lookalikes
+        .iter()
+        .filter(|k| {
+            !kureds
+                .iter()
+                .any(|n| n.namespace == k.namespace && n.name == k.name)
+        })
+        .map(|k| {
+            format!(
+                "daemonset {}/{} runs image {:?} but its pods cannot reboot a node (Kured \
+                 needs hostPID and a privileged container): not taken for Kured. If it is \
+                 your Kured, name it with `kured: {}/{}` in the inventory",
+                k.namespace, k.name, k.image, k.namespace, k.name
+            )
+        })
+        .collect();
     // Only Kured's own container's flags and environment are read.
     for kured in &mut kureds {
         kured.read_settings(api).await?;
@@ -529,17 +449,17 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
         }
         None => match kureds.as_slice() {
             [] => {
-                refuse_kured_pods(api).await?;
-                return Ok(Found::Nowhere);
+                ignored.extend(refuse_kured_pods(api).await?);
+                return Ok(Found::Nowhere { warnings: ignored });
             }
             [one] => {
                 let how = format!("Kured runs as daemonset {}/{}", one.namespace, one.name);
                 (one.clone(), how)
             }
             several => bail!(
-                "{}: Kured runs as {} DaemonSets: {}. fleetctl will not guess which one's lock keeps \
-                 Kured away: name it with `--kured NAMESPACE/NAME` (or `kured: NAMESPACE/NAME` in the \
-                 inventory)",
+                "{}: Kured runs as {} DaemonSets that can each reboot nodes: {}. fleetctl will not \
+                 guess which one's lock keeps Kured away: name it with `kured: NAMESPACE/NAME` in the \
+                 inventory (or `--kured NAMESPACE/NAME`)",
                 api.node(),
                 several.len(),
                 several
@@ -563,6 +483,7 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
         )
     })?;
     let mut warnings = config.warnings.clone();
+    warnings.append(&mut ignored);
     // An operator-named Kured: any other Kured that locks elsewhere is not
     // held back by this lock.
     for other in &kureds {
@@ -594,28 +515,60 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
     })))
 }
 
-/// No DaemonSet runs Kured: fails if a pod does anyway (a Deployment, a
-/// static pod), since its lock's place is then unknown.
-async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<()> {
+/// No DaemonSet runs Kured: fails if a pod that can reboot its node runs
+/// it anyway (a Deployment, a static pod), since its lock's place is then
+/// unknown. Pods that merely look like Kured (an image called `kured` in a
+/// namespace where someone may create pods) cannot reboot a node and do
+/// not block apply: they are returned, described, as warnings.
+async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<Vec<String>> {
     let label = "lock: no Kured DaemonSet; look for Kured pods";
-    let out = api.kubectl(label, &k::list_pods(), None).await?;
+    let marker = Marker::new()?;
+    let out = api
+        .kubectl(label, &k::list_pods(marker.as_str()), None)
+        .await?;
     if !out.success() {
         return Err(failed(api, label, &out));
     }
-    let pods = parse_pods(&out.stdout)
+    let pods = parse_pods(&out.stdout, &marker)
         .with_context(|| format!("{}: reading the pods to find Kured", api.node()))?;
+    let name = |p: &super::listing::PodInfo| {
+        if p.owner.is_empty() {
+            format!("{}/{}", p.namespace, p.name)
+        } else {
+            format!("{}/{} (owned by a {})", p.namespace, p.name, p.owner)
+        }
+    };
     let kured: Vec<String> = pods
         .iter()
-        .filter(|p| p.containers.iter().any(runs_kured))
-        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .filter(|p| p.containers.iter().any(|c| can_reboot(p.host_pid, c)))
+        .map(name)
         .collect();
     if kured.is_empty() {
-        return Ok(());
+        let lookalikes: Vec<String> = pods
+            .iter()
+            .filter(|p| p.containers.iter().any(runs_kured))
+            .map(name)
+            .collect();
+        if lookalikes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shown = lookalikes.len().min(5);
+        return Ok(vec![format!(
+            "pod {}{} runs Kured's program or image but cannot reboot a node (Kured needs \
+             hostPID and a privileged container): not taken for Kured",
+            lookalikes[..shown].join(", "),
+            if lookalikes.len() > shown {
+                format!(" and {} more", lookalikes.len() - shown)
+            } else {
+                String::new()
+            }
+        )]);
     }
     bail!(
         "{}: Kured runs in pod {} but in no DaemonSet, so fleetctl cannot tell where it keeps its \
          reboot lock, and its own lock would not stop it. Name the DaemonSet Kured locks with \
-         `--kured NAMESPACE/NAME`, or stop that Kured while applying",
+         `kured: NAMESPACE/NAME` in the inventory (or `--kured NAMESPACE/NAME`), or stop that \
+         Kured while applying",
         api.node(),
         kured.join(", ")
     )

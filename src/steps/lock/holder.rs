@@ -100,19 +100,27 @@ impl Liveness {
     }
 }
 
-/// How this machine's processes are judged: a holder that ran here (same
-/// host name) is gone when its pid is not the process it recorded (none
-/// runs, or another one started since, or the machine rebooted).
+/// How this machine's processes are judged: a holder that ran here is gone
+/// when its pid is not the process it recorded (none runs, or another one
+/// started since). "Ran here" is the same host name *and* the same boot id
+/// (`/proc/sys/kernel/random/boot_id`, recorded as the first half of
+/// [`Holder::process`]): a host name alone is shared by two laptops called
+/// `laptop`, containers and VMs cloned from one image, and a pid on one of
+/// them says nothing about the other. A holder from an earlier boot of this
+/// machine is not judged here either: it is dead by its TTL like any other.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum LocalProcesses {
     /// Not judged (every holder may be alive).
     #[default]
     Unjudged,
-    /// `/proc` on the machine called `host`.
-    System { host: String },
-    /// For tests: on `host`, these pids run as these processes.
+    /// `/proc` on the machine called `host`, booted as `boot` (`None`: the
+    /// boot id could not be read, and no holder is judged).
+    System { host: String, boot: Option<String> },
+    /// For tests: on `host`, booted as `boot`, these pids run as these
+    /// processes.
     Fixed {
         host: String,
+        boot: String,
         running: std::collections::BTreeMap<u32, String>,
     },
 }
@@ -120,7 +128,10 @@ pub enum LocalProcesses {
 impl LocalProcesses {
     /// This machine, as `/proc` shows it.
     pub fn here(host: &str) -> LocalProcesses {
-        LocalProcesses::System { host: host.into() }
+        LocalProcesses::System {
+            host: host.into(),
+            boot: boot_id(),
+        }
     }
 
     fn running(&self, pid: u32) -> Option<String> {
@@ -131,12 +142,18 @@ impl LocalProcesses {
         }
     }
 
-    /// Sets `gone` on each fleetctl holder that recorded this machine, a pid
-    /// and which process it was, when that process no longer runs here.
+    /// Sets `gone` on each fleetctl holder that recorded this machine (its
+    /// host name and its boot id), a pid and which process it was, when
+    /// that process no longer runs here.
     pub(super) fn mark_gone(&self, state: &mut LockState) {
-        let host = match self {
+        let (host, boot) = match self {
             LocalProcesses::Unjudged => return,
-            LocalProcesses::System { host } | LocalProcesses::Fixed { host, .. } => host,
+            LocalProcesses::System {
+                host,
+                boot: Some(boot),
+            } => (host, boot),
+            LocalProcesses::System { boot: None, .. } => return,
+            LocalProcesses::Fixed { host, boot, .. } => (host, boot),
         };
         let LockState::Held(holders) = state else {
             return;
@@ -148,11 +165,23 @@ impl LocalProcesses {
             let Ok(pid) = pid.trim().parse::<u32>() else {
                 continue;
             };
-            if their_host == host && self.running(pid).as_deref() != Some(process.as_str()) {
+            let their_boot = process.split_once('/').map(|(b, _)| b);
+            if their_host == host
+                && their_boot == Some(boot.as_str())
+                && self.running(pid).as_deref() != Some(process.as_str())
+            {
                 h.gone = true;
             }
         }
     }
+}
+
+/// This boot of this machine: the kernel's random boot id, new at every
+/// boot (`/proc/sys/kernel/random/boot_id`, random(4)).
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = id.trim();
+    (!id.is_empty() && !id.contains('/')).then(|| id.to_string())
 }
 
 /// Which process `pid` is on this machine, `<boot id>/<start time>`: the
@@ -161,10 +190,10 @@ impl LocalProcesses {
 /// proc(5)). A pid is reused, a pid with its start time within one boot is
 /// not. `None` when no such process runs (or `/proc` cannot be read).
 pub fn process_identity(pid: u32) -> Option<String> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let boot = boot_id()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let start = stat_start_time(&stat)?;
-    Some(format!("{}/{start}", boot.trim()))
+    Some(format!("{boot}/{start}"))
 }
 
 /// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in

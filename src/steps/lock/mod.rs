@@ -5,14 +5,22 @@
 //! an annotation on a DaemonSet. So when Kured runs — in whatever namespace
 //! its manifest or Helm release put it — fleetctl holds *that* lock, in
 //! Kured's format with every slot taken, and Kured waits. fleetctl finds
-//! Kured by the names, images and programs of every DaemonSet's containers,
-//! then reads the flags and environment of Kured's container alone (no
-//! other program's settings or secrets); the operator can name
-//! it instead ([`LockOptions::kured`]). Several Kured DaemonSets, or Kured
-//! pods that no DaemonSet explains, stop apply: guessing would leave some
-//! Kured free to reboot nodes mid-upgrade. Only with no Kured anywhere does
+//! Kured by the names, images and programs of every DaemonSet's containers
+//! (`listing.rs`: records no field can forge), counting only one whose pods
+//! can reboot a node (hostPID, privileged), then reads the flags and
+//! environment of Kured's container alone (no other program's settings or
+//! secrets); the operator can name it instead ([`LockOptions::kured`]).
+//! Several Kured DaemonSets, or Kured pods that no DaemonSet explains, stop
+//! apply: guessing would leave some Kured free to reboot nodes mid-upgrade;
+//! look-alikes that cannot reboot a node are only warned about. Only with no Kured anywhere does
 //! fleetctl take its own lock, a configmap; it never falls back to it
 //! because Kured's lock could not be had.
+//!
+//! **In whose time.** Kured judges an entry's TTL by its node's clock, so
+//! `created` and every heartbeat are written in the cluster's time: the
+//! laptop's clock moved by the offset `clock.rs` measures, and apply
+//! refuses to run when the two clocks are more than 5 minutes apart. Every
+//! `now` this module takes is that cluster time.
 //!
 //! **Who holds it.** The lock records `fleetctl/<user>@<host>` (a `/`, which
 //! no node name has, so no Kured pod mistakes it for its own), the host,
@@ -40,14 +48,17 @@
 //!
 //! This file holds what both backends share (the seam, who we are, the
 //! options, and the dispatch); `holder.rs` judges holders and words the
-//! messages, `discovery.rs` finds Kured and reads its flags, `kured.rs` is
+//! messages, `clock.rs` measures the cluster's time, `listing.rs` reads
+//! kubectl's listings, `discovery.rs` finds Kured and reads its flags, `kured.rs` is
 //! Kured's annotation lock, `configmap.rs` fleetctl's own. Each has its
 //! tests beside it, against the fake API server in `testkit.rs`.
 
+pub mod clock;
 mod configmap;
 mod discovery;
 mod holder;
 mod kured;
+mod listing;
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -57,7 +68,7 @@ use crate::remote::kubectl as k;
 use crate::ssh::Output;
 
 pub use configmap::{LockConfigMap, parse_lock_configmap};
-pub use discovery::{ContainerInfo, DaemonSetInfo, KuredConfig, KuredInfo, parse_daemonsets};
+pub use discovery::{KuredConfig, KuredInfo, MAX_CONCURRENCY};
 pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };
@@ -65,6 +76,7 @@ use holder::{Mine, Verdict, describe_holder, failed, human, judge, parse_time, r
 pub use kured::{
     KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, kured_lock_state, kured_lock_value,
 };
+pub use listing::{ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets};
 
 /// How long a lock fleetctl holds stays valid without a heartbeat. Kured
 /// takes an entry back once its TTL ran out, so this must outlast the
@@ -269,7 +281,11 @@ pub async fn acquire<K: Kubectl>(
 ) -> anyhow::Result<Lock> {
     let lock = match discovery::find(api, opts).await? {
         discovery::Found::Kured(found) => kured::acquire(api, opts, me, now, *found).await?,
-        discovery::Found::Nowhere => configmap::acquire(api, opts, me, now).await?,
+        discovery::Found::Nowhere { warnings } => {
+            let mut lock = configmap::acquire(api, opts, me, now).await?;
+            lock.warnings.extend(warnings);
+            lock
+        }
     };
     api.note(
         "lock-acquired",

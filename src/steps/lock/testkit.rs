@@ -8,11 +8,14 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use serde_json::json;
-
 use super::{Holder, Identity, Kubectl, LockHeld, LockOptions};
 use crate::remote::kubectl as k;
 use crate::ssh::Output;
+
+mod printed;
+use printed::{
+    annotate, conflict, container_fields, delete_raw, listing_marker, not_found, settings_line,
+};
 
 pub(crate) const NOW: &str = "2026-11-29T19:30:12Z";
 
@@ -96,6 +99,8 @@ pub(crate) struct Container {
     /// `None`: set from a reference (`valueFrom`).
     pub(crate) env: Vec<(String, Option<String>)>,
     pub(crate) env_from: bool,
+    /// `securityContext.privileged`.
+    pub(crate) privileged: bool,
 }
 
 impl Container {
@@ -108,6 +113,7 @@ impl Container {
             args: strings(args),
             env: vec![("KURED_NODE_ID".into(), None)],
             env_from: false,
+            privileged: true,
         }
     }
 
@@ -122,6 +128,9 @@ impl Container {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ds {
+    /// `hostPID` of the pod template (set by [`Api::add_ds`] when a
+    /// container runs Kured, as its manifest does).
+    pub(crate) host_pid: bool,
     pub(crate) rv: u64,
     pub(crate) annotations: BTreeMap<String, String>,
     pub(crate) containers: Vec<Container>,
@@ -226,64 +235,6 @@ pub(crate) fn fail(stderr: impl Into<String>) -> Output {
     }
 }
 
-fn json_or_empty<T: serde::Serialize>(value: &T, empty: bool) -> String {
-    if empty {
-        String::new()
-    } else {
-        serde_json::to_string(value).unwrap()
-    }
-}
-
-/// One container line of a listing, as kubectl's jsonpath prints it: name,
-/// image, and `command[0]` (nothing when there is no command).
-fn container_line(c: &Container) -> String {
-    [
-        "container",
-        &c.name,
-        &c.image,
-        c.command.first().map_or("", String::as_str),
-    ]
-    .join("\t")
-}
-
-/// One container's settings, as [`k::get_container_settings`] prints them:
-/// lists as JSON, absent ones as nothing.
-fn settings_line(c: &Container) -> String {
-    let env: Vec<serde_json::Value> = c
-        .env
-        .iter()
-        .map(|(name, value)| match value {
-            Some(v) => json!({"name": name, "value": v}),
-            None => json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}),
-        })
-        .collect();
-    let env_from = if c.env_from {
-        r#"[{"secretRef":{"name":"kured-secrets"}}]"#.to_string()
-    } else {
-        String::new()
-    };
-    [
-        c.name.clone(),
-        json_or_empty(&c.command, c.command.is_empty()),
-        json_or_empty(&c.args, c.args.is_empty()),
-        json_or_empty(&env, env.is_empty()),
-        env_from,
-    ]
-    .join("\t")
-}
-
-fn not_found(kind: &str, name: &str) -> Output {
-    fail(format!(
-        r#"Error from server (NotFound): {kind} "{name}" not found"#
-    ))
-}
-
-fn conflict(kind: &str, name: &str) -> Output {
-    fail(format!(
-        r#"Error from server (Conflict): Operation cannot be fulfilled on {kind} "{name}": the object has been modified; please apply your changes to the latest version and try again"#
-    ))
-}
-
 impl Api {
     /// Kured in kube-system as its manifest installs it.
     pub(crate) fn with_kured(args: &[&str]) -> Api {
@@ -298,6 +249,7 @@ impl Api {
         state.daemonsets.insert(
             (ns.into(), name.into()),
             Ds {
+                host_pid: containers.iter().any(|c| c.privileged),
                 rv,
                 annotations: BTreeMap::new(),
                 containers,
@@ -392,28 +344,46 @@ impl Api {
 
     fn serve(&self, args: &[String], stdin: Option<&str>) -> Output {
         let mut state = self.state();
-        if args == k::list_daemonsets().as_slice() {
+        if let Some(m) = listing_marker(args)
+            && args == k::list_daemonsets(&m).as_slice()
+        {
             let mut text = String::new();
             for ((ns, name), ds) in &state.daemonsets {
-                text.push_str(&format!("daemonset\t{ns}\t{name}\n"));
+                let pid = if ds.host_pid { "true" } else { "" };
+                text.push_str(&format!("{m}daemonset{m}{ns}{m}{name}{m}{pid}"));
                 for c in &ds.containers {
-                    text.push_str(&container_line(c));
-                    text.push('\n');
+                    text.push_str(&container_fields(&m, c));
                 }
             }
             return ok(text);
         }
-        if args == k::list_pods().as_slice() {
+        if let Some(m) = listing_marker(args)
+            && args == k::list_pods(&m).as_slice()
+        {
             let mut text = String::new();
             // Every DaemonSet runs a pod per node; one is enough here.
             let from_ds = state.daemonsets.iter().map(|((ns, name), ds)| {
-                (ns.clone(), format!("{name}-x7k2p"), ds.containers.clone())
+                let pid = if ds.host_pid { "true" } else { "" };
+                (
+                    ns.clone(),
+                    format!("{name}-x7k2p{m}{pid}{m}DaemonSet"),
+                    ds.containers.clone(),
+                )
             });
-            for (ns, name, containers) in from_ds.chain(state.pods.iter().cloned()) {
-                text.push_str(&format!("pod\t{ns}\t{name}\n"));
+            // A bare pod shares its node's PID namespace when it has a
+            // privileged container (as Kured's manifest pairs them).
+            let bare = state.pods.iter().map(|(ns, name, containers)| {
+                let pid = if containers.iter().any(|c| c.privileged) {
+                    "true"
+                } else {
+                    ""
+                };
+                (ns.clone(), format!("{name}{m}{pid}{m}"), containers.clone())
+            });
+            for (ns, name, containers) in from_ds.chain(bare) {
+                text.push_str(&format!("{m}pod{m}{ns}{m}{name}"));
                 for c in &containers {
-                    text.push_str(&container_line(c));
-                    text.push('\n');
+                    text.push_str(&container_fields(&m, c));
                 }
             }
             return ok(text);
@@ -526,80 +496,6 @@ impl Api {
             _ => panic!("unexpected kubectl call {args:?}"),
         }
     }
-}
-
-/// `kubectl delete --raw /api/v1/namespaces/NS/configmaps/NAME -f -`: the
-/// API server checks the body's preconditions first (apiserver
-/// registry/rest `BeforeDelete`, in its wording).
-fn delete_raw(state: &mut State, path: &str, body: &str) -> Output {
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let ["api", "v1", "namespaces", ns, "configmaps", name] = parts[..] else {
-        panic!("unexpected path {path}")
-    };
-    let body: serde_json::Value = serde_json::from_str(body).unwrap();
-    let key = (ns.to_string(), name.to_string());
-    let Some(cm) = state.configmaps.get(&key) else {
-        return not_found("configmaps", name);
-    };
-    let pre = &body["preconditions"];
-    if let Some(uid) = pre["uid"].as_str()
-        && uid != cm.uid
-    {
-        return fail(format!(
-            r#"Error from server (Conflict): Operation cannot be fulfilled on ConfigMap "{name}": the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated"#,
-            cm.uid
-        ));
-    }
-    if let Some(rv) = pre["resourceVersion"].as_str()
-        && rv != cm.rv.to_string()
-    {
-        return fail(format!(
-            r#"Error from server (Conflict): Operation cannot be fulfilled on ConfigMap "{name}": the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified"#,
-            cm.rv
-        ));
-    }
-    let uid = cm.uid.clone();
-    state.configmaps.remove(&key);
-    ok(json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-        "details": {"name": name, "kind": "configmaps", "uid": uid},
-    })
-    .to_string())
-}
-
-/// `kubectl annotate daemonset NAME (KEY=VALUE|KEY-) --resource-version=RV [--overwrite]`:
-/// kubectl refuses to replace a value without `--overwrite`; the API server
-/// refuses a stale resourceVersion.
-fn annotate(state: &mut State, key: &(String, String), rest: &[String]) -> Output {
-    let rv = state.bump();
-    let Some(ds) = state.daemonsets.get_mut(key) else {
-        return not_found("daemonsets.apps", &key.1);
-    };
-    let change = &rest[0];
-    let want_rv = rest
-        .iter()
-        .find_map(|a| a.strip_prefix("--resource-version="))
-        .expect("the lock always names a resource version");
-    let overwrite = rest.iter().any(|a| a == "--overwrite");
-    if let Some(k) = change.strip_suffix('-') {
-        if want_rv != ds.rv.to_string() {
-            return conflict("daemonsets.apps", &key.1);
-        }
-        ds.annotations.remove(k);
-    } else {
-        let (k, v) = change.split_once('=').unwrap();
-        if let Some(current) = ds.annotations.get(k).filter(|c| *c != v && !overwrite) {
-            return fail(format!(
-                "error: --overwrite is false but found the following declared annotation(s): '{k}' already has a value ({current})"
-            ));
-        }
-        if want_rv != ds.rv.to_string() {
-            return conflict("daemonsets.apps", &key.1);
-        }
-        ds.annotations.insert(k.into(), v.into());
-    }
-    ds.rv = rv;
-    ok(format!("daemonset.apps/{} annotated\n", key.1))
 }
 
 impl Kubectl for Api {

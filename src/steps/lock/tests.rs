@@ -148,6 +148,7 @@ fn a_holder_on_this_machine_whose_process_is_gone_is_dead_at_once() {
     };
     let running = |pid: u32, process: &str| LocalProcesses::Fixed {
         host: "laptop".into(),
+        boot: "b00t".into(),
         running: [(pid, process.to_string())].into_iter().collect(),
     };
     let judged = |local: LocalProcesses, holder: &Holder| {
@@ -169,10 +170,25 @@ fn a_holder_on_this_machine_whose_process_is_gone_is_dead_at_once() {
         judged(running(4242, "b00t/9999999"), &fresh),
         Liveness::Exited
     );
-    assert_eq!(
-        judged(running(4242, "other-boot/4242000"), &fresh),
-        Liveness::Exited
-    );
+    // Recorded on another boot: this machine rebooted since, or another
+    // machine with the same host name (a cloned VM, a second laptop called
+    // `laptop`) holds it. Its pid says nothing here: judged by its TTL.
+    let other_boot = Holder {
+        process: Some("other-boot/4242000".into()),
+        ..fresh.clone()
+    };
+    assert!(matches!(
+        judged(running(1, "b00t/1"), &other_boot),
+        Liveness::Alive { .. }
+    ));
+    let no_boot = Holder {
+        process: Some("4242000".into()),
+        ..fresh.clone()
+    };
+    assert!(matches!(
+        judged(running(1, "b00t/1"), &no_boot),
+        Liveness::Alive { .. }
+    ));
     // Another machine's holder, or one that recorded no process: not judged.
     let elsewhere = Holder {
         host: Some("ops-1".into()),

@@ -9,7 +9,9 @@
 //! - `kured-ds.yaml`: DaemonSet `kube-system/kured`, container `kured`,
 //!   image `ghcr.io/kubereboot/kured:1.23.0`, `command: [/usr/bin/kured,
 //!   --reboot-sentinel=/sentinel/reboot-required]` (every other flag
-//!   commented out), env `KURED_NODE_ID` from `spec.nodeName`.
+//!   commented out), env `KURED_NODE_ID` from `spec.nodeName`, `hostPID:
+//!   true` and the container `privileged: true` (to run the reboot command
+//!   in PID 1's mount namespace through nsenter).
 //! - The chart (`templates/daemonset.yaml`, `_helpers.tpl`, `values.yaml`):
 //!   DaemonSet named `kured.fullname` (the release name if it contains
 //!   `kured`, else `RELEASE-kured`) in the release's namespace, `command:
@@ -23,7 +25,18 @@
 //!   nanoseconds, `TTL` in nanoseconds) in the annotation; an entry holds
 //!   while `!(TTL > 0 && since(created) >= TTL)`; a value that does not
 //!   unmarshal makes `Acquire` fail; writes are Updates that retry on
-//!   Conflict.
+//!   Conflict. Expiry is judged with `time.Since(created)`, the clock of the
+//!   node the pod runs on: here the node's own clock, which the sim's nodes
+//!   share with the host (a test that wants the laptop's clock elsewhere
+//!   moves fleetctl's, `FLEETCTL_TEST_CLOCK_OFFSET`).
+//! - With `--concurrency` > 1 (`New` returns a `DaemonSetMultiLock`) the
+//!   annotation is `{"maxOwners":N,"locks":[entries]}`:
+//!   `canAcquireMultiple` appends this node's entry while the list is
+//!   shorter than the pod's own `--concurrency`, keeping every entry as it
+//!   is, expired or not; a full list frees the expired entries and has room
+//!   only if there was one. `Holding` looks for this node's unexpired
+//!   entry, `Release` removes this node's first entry ("Lock not held"
+//!   without one). A single-form value unmarshals into it as an empty list.
 //! - `cmd/kured/main.go` `rebootAsRequired`: at start, on a tick of
 //!   `delaytick(1m)`, a pod that holds the lock uncordons its node (unless
 //!   the lock says it was unschedulable before) and releases it; then on
@@ -31,6 +44,9 @@
 //!   node's `unschedulable`, take the lock (held by another: wait for the
 //!   next tick), cordon and drain (no timeout by default: a PDB holds it
 //!   there), and run the reboot command.
+//!
+//! This file holds the DaemonSet and the pod's loop; `kured/daemonset_lock.rs`
+//! the lock itself.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,8 +57,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::provision::SYSUPDATE_DIR;
-use crate::state::{Cluster, DaemonSet, Event, Shared, now};
-use crate::tools::util::{go_duration, parse_go_duration};
+use crate::state::{DaemonSet, Event, Shared, now};
+use crate::tools::util::go_duration;
+
+mod daemonset_lock;
+use daemonset_lock::{Acquired, acquire, holding, release, set_unschedulable};
+pub use daemonset_lock::{LockValue, MultiLock, NodeMeta, Settings, parse_rfc3339, rfc3339_nano};
 
 /// Kured's default `--lock-annotation`.
 pub const LOCK_ANNOTATION: &str = "weave.works/kured-node-lock";
@@ -89,6 +109,9 @@ pub struct KuredSpec {
     pub period: f64,
     /// `--lock-ttl` in seconds (0: no flag, entries never expire).
     pub lock_ttl: f64,
+    /// `--concurrency`: how many nodes may hold the lock at once; above 1
+    /// Kured uses the multi-owner form of its lock.
+    pub concurrency: u32,
 }
 
 impl Default for KuredSpec {
@@ -99,6 +122,7 @@ impl Default for KuredSpec {
             run: false,
             period: DEFAULT_PERIOD,
             lock_ttl: 0.0,
+            concurrency: 1,
         }
     }
 }
@@ -122,6 +146,9 @@ impl KuredSpec {
         if !(self.lock_ttl.is_finite() && self.lock_ttl >= 0.0) {
             bail!("`lock_ttl` must be seconds ≥ 0, not {}", self.lock_ttl);
         }
+        if self.concurrency == 0 {
+            bail!("`concurrency` must be at least 1");
+        }
         if self.version.is_empty() || self.version.contains(['/', ':', '@', ' ']) {
             bail!(
                 "`version` must be an image tag like 1.23.0, not {:?}",
@@ -140,6 +167,9 @@ impl KuredSpec {
         }
         if self.lock_ttl > 0.0 {
             extra.push(format!("--lock-ttl={}", go_duration(self.lock_ttl)));
+        }
+        if self.concurrency > 1 {
+            extra.push(format!("--concurrency={}", self.concurrency));
         }
         let env = vec![json!({
             "name": "KURED_NODE_ID",
@@ -184,10 +214,10 @@ impl KuredSpec {
                         "--reboot-sentinel=/sentinel/reboot-required",
                         "--reboot-command=/bin/systemctl reboot",
                         "--log-format=text",
-                        "--concurrency=1",
                     ]
                     .map(String::from),
                 );
+                args.push(format!("--concurrency={}", self.concurrency));
                 let labels = BTreeMap::from([
                     (
                         "app.kubernetes.io/instance".to_string(),
@@ -231,244 +261,6 @@ fn dns_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
-}
-
-// ---------------------------------------------------------------- the lock
-
-/// Kured's settings, read from its container's flags as Kured parses them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
-    pub ds_namespace: String,
-    pub ds_name: String,
-    pub annotation: String,
-    pub period: f64,
-    pub lock_ttl: f64,
-}
-
-impl Settings {
-    pub fn of(ds: &DaemonSet) -> Settings {
-        let argv: Vec<&String> = ds.command.iter().chain(&ds.args).collect();
-        let flag = |name: &str| {
-            let prefix = format!("--{name}=");
-            argv.iter()
-                .rev()
-                .find_map(|a| a.strip_prefix(&prefix))
-                .map(str::to_string)
-        };
-        let secs = |name: &str, default: f64| {
-            flag(name)
-                .and_then(|v| parse_go_duration(&v))
-                .unwrap_or(default)
-        };
-        Settings {
-            ds_namespace: flag("ds-namespace").unwrap_or_else(|| "kube-system".into()),
-            ds_name: flag("ds-name").unwrap_or_else(|| "kured".into()),
-            annotation: flag("lock-annotation").unwrap_or_else(|| LOCK_ANNOTATION.into()),
-            period: secs("period", DEFAULT_PERIOD),
-            lock_ttl: secs("lock-ttl", 0.0),
-        }
-    }
-}
-
-/// `LockAnnotationValue`, as Go's `json.Unmarshal` fills it: unknown keys
-/// ignored, missing ones zero.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LockValue {
-    #[serde(rename = "nodeID", default)]
-    pub node_id: String,
-    #[serde(default)]
-    pub metadata: NodeMeta,
-    /// RFC 3339; empty: Go's zero time.
-    #[serde(default)]
-    pub created: String,
-    /// Nanoseconds.
-    #[serde(rename = "TTL", default)]
-    pub ttl: i64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NodeMeta {
-    #[serde(default)]
-    pub unschedulable: bool,
-}
-
-impl LockValue {
-    /// Kured's `json.Unmarshal` into the struct; its error text when it fails.
-    pub fn parse(text: &str) -> Result<LockValue, String> {
-        let v: LockValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if !v.created.is_empty() && parse_rfc3339(&v.created).is_none() {
-            return Err(format!("parsing time {:?} as RFC 3339", v.created));
-        }
-        Ok(v)
-    }
-
-    /// `ttlExpired(created, TTL)`.
-    pub fn expired(&self, at: f64) -> bool {
-        let created = parse_rfc3339(&self.created).unwrap_or(f64::NEG_INFINITY);
-        self.ttl > 0 && at - created >= self.ttl as f64 / 1e9
-    }
-
-    /// What a Kured pod writes: `json.Marshal` of the struct, `created` as
-    /// Go prints a UTC `time.Time` (RFC 3339, nanoseconds without trailing zeros).
-    pub fn new(node: &str, unschedulable: bool, at: f64, ttl: f64) -> LockValue {
-        LockValue {
-            node_id: node.to_string(),
-            metadata: NodeMeta { unschedulable },
-            created: rfc3339_nano(at),
-            ttl: (ttl * 1e9).round() as i64,
-        }
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
-/// `2026-12-01T15:04:05.123456789Z`, trailing zeros of the fraction dropped.
-pub fn rfc3339_nano(ts: f64) -> String {
-    let c = crate::tools::civil(ts);
-    let nanos = ((ts - ts.floor()) * 1e9).round().min(999_999_999.0) as u64;
-    let frac = if nanos == 0 {
-        String::new()
-    } else {
-        format!(".{nanos:09}").trim_end_matches('0').to_string()
-    };
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{frac}Z",
-        c.year, c.month, c.day, c.hour, c.minute, c.second
-    )
-}
-
-/// Seconds since the epoch of an RFC 3339 time (`Z` or `±HH:MM`).
-pub fn parse_rfc3339(s: &str) -> Option<f64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &s[19..];
-    let mut frac = 0.0;
-    if let Some(r) = rest.strip_prefix('.') {
-        let n = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
-        frac = format!("0.{}", &r[..n]).parse().ok()?;
-        rest = &r[n..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 => {
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (o.get(1..3)?.parse::<i64>().ok()? * 3600
-                + o.get(4..6)?.parse::<i64>().ok()? * 60)
-        }
-        _ => return None,
-    };
-    // Howard Hinnant's days-from-civil.
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + mi * 60 + sec - offset) as f64 + frac)
-}
-
-/// The Kured DaemonSet that holds the lock named by `settings`, if it is the
-/// one installed.
-fn lock_ds<'a>(c: &'a mut Cluster, s: &Settings) -> Option<&'a mut DaemonSet> {
-    c.kured
-        .as_mut()
-        .filter(|k| k.namespace == s.ds_namespace && k.name == s.ds_name)
-}
-
-/// `Holding()`: this node's unexpired entry, if the lock is ours.
-fn holding(shared: &Shared, s: &Settings, me: &str) -> Result<Option<LockValue>> {
-    let mut c = shared.cluster()?;
-    let Some(ds) = lock_ds(&mut c, s) else {
-        return Ok(None);
-    };
-    let Some(text) = ds.annotations.get(&s.annotation) else {
-        return Ok(None);
-    };
-    Ok(LockValue::parse(text)
-        .ok()
-        .filter(|v| !v.expired(now()) && v.node_id == me))
-}
-
-/// What `Acquire` came to.
-#[derive(Debug, PartialEq)]
-enum Acquired {
-    Yes,
-    HeldBy(String),
-    Failed(String),
-}
-
-/// `Acquire(nodeMeta)`: a read and an Update in one step under the state
-/// lock, which is what Kured's retry on Conflict amounts to.
-fn acquire(shared: &Shared, s: &Settings, me: &str, unschedulable: bool) -> Result<Acquired> {
-    shared.update_cluster(|c| {
-        let next = c.next_resource_version();
-        let Some(ds) = lock_ds(c, s) else {
-            return Ok(Acquired::Failed(format!(
-                "timed out trying to get daemonset {} in namespace {}",
-                s.ds_name, s.ds_namespace
-            )));
-        };
-        if let Some(text) = ds.annotations.get(&s.annotation) {
-            let current = match LockValue::parse(text) {
-                Ok(v) => v,
-                Err(e) => return Ok(Acquired::Failed(e)),
-            };
-            if !current.expired(now()) {
-                return Ok(if current.node_id == me {
-                    Acquired::Yes
-                } else {
-                    Acquired::HeldBy(current.node_id)
-                });
-            }
-        }
-        let value = LockValue::new(me, unschedulable, now(), s.lock_ttl);
-        ds.annotations.insert(s.annotation.clone(), value.to_json());
-        ds.resource_version = next;
-        c.resource_version = next;
-        Ok(Acquired::Yes)
-    })
-}
-
-/// `Release()`: only our own entry.
-fn release(shared: &Shared, s: &Settings, me: &str) -> Result<Result<(), String>> {
-    shared.update_cluster(|c| {
-        let next = c.next_resource_version();
-        let Some(ds) = lock_ds(c, s) else {
-            return Ok(Err("daemonset gone".into()));
-        };
-        let Some(text) = ds.annotations.get(&s.annotation) else {
-            return Ok(Err("lock not held".into()));
-        };
-        match LockValue::parse(text) {
-            Ok(v) if v.node_id == me => {}
-            Ok(v) => return Ok(Err(format!("not lock holder: {}", v.node_id))),
-            Err(e) => return Ok(Err(e)),
-        }
-        ds.annotations.remove(&s.annotation);
-        ds.resource_version = next;
-        c.resource_version = next;
-        Ok(Ok(()))
-    })
-}
-
-fn set_unschedulable(shared: &Shared, me: &str, on: bool) -> Result<()> {
-    shared.update_cluster(|c| {
-        if let Some(n) = c.nodes.get_mut(me)
-            && n.unschedulable != on
-        {
-            n.unschedulable = on;
-            c.resource_version += 1;
-        }
-        Ok(())
-    })
 }
 
 // ---------------------------------------------------------------- the pod
@@ -653,10 +445,13 @@ impl Pod {
 
 /// The pod's container as the API shows it (one per node).
 pub fn container_json(ds: &DaemonSet) -> Value {
+    // kured-ds.yaml: `privileged: true # Give permission to nsenter
+    // /proc/1/ns/mnt`; the chart's `containerSecurityContext` too.
     let mut c = json!({
         "image": ds.image,
         "imagePullPolicy": "IfNotPresent",
         "name": "kured",
+        "securityContext": {"privileged": true},
     });
     if !ds.command.is_empty() {
         c["command"] = json!(ds.command);
@@ -671,78 +466,4 @@ pub fn container_json(ds: &DaemonSet) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_manifest_and_the_chart() {
-        let m = KuredSpec::default().daemonset();
-        assert_eq!(
-            (m.namespace.as_str(), m.name.as_str()),
-            ("kube-system", "kured")
-        );
-        assert_eq!(
-            m.command,
-            [
-                "/usr/bin/kured",
-                "--reboot-sentinel=/sentinel/reboot-required"
-            ]
-        );
-        assert!(m.args.is_empty());
-        assert_eq!(m.image, "ghcr.io/kubereboot/kured:1.23.0");
-        let h = KuredSpec {
-            helm: Some("kured/kured".into()),
-            period: 0.5,
-            ..Default::default()
-        }
-        .daemonset();
-        assert_eq!((h.namespace.as_str(), h.name.as_str()), ("kured", "kured"));
-        assert_eq!(h.command, ["/usr/bin/kured"]);
-        assert_eq!(
-            &h.args[..3],
-            [
-                "--ds-name=kured",
-                "--ds-namespace=kured",
-                "--metrics-port=8080"
-            ]
-        );
-        assert!(h.args.contains(&"--period=500ms".to_string()));
-        let other = KuredSpec {
-            helm: Some("ops/reboots".into()),
-            ..Default::default()
-        }
-        .daemonset();
-        assert_eq!(other.name, "reboots-kured");
-        let s = Settings::of(&other);
-        assert_eq!(
-            (s.ds_namespace.as_str(), s.ds_name.as_str()),
-            ("ops", "reboots-kured")
-        );
-        assert_eq!(s.period, 3600.0);
-    }
-
-    #[test]
-    fn lock_values_as_kured_reads_and_writes_them() {
-        let v = LockValue::new("w-1", false, 1_764_601_445.5, 0.0);
-        assert_eq!(
-            v.to_json(),
-            r#"{"nodeID":"w-1","metadata":{"unschedulable":false},"created":"2025-12-01T15:04:05.5Z","TTL":0}"#
-        );
-        assert!(!v.expired(2e9), "TTL 0 never expires");
-        let fleetctl = r#"{"nodeID":"fleetctl/me@lap","metadata":{"unschedulable":false,"fleetctl":{"host":"lap","pid":1,"started":"x"}},"created":"2026-11-29T19:30:12Z","TTL":900000000000}"#;
-        let v = LockValue::parse(fleetctl).unwrap();
-        let created = parse_rfc3339("2026-11-29T19:30:12Z").unwrap();
-        assert!(!v.expired(created + 899.0));
-        assert!(v.expired(created + 900.0));
-        assert!(LockValue::parse("").is_err());
-        let multi = LockValue::parse(r#"{"maxOwners":2,"locks":[]}"#).unwrap();
-        assert_eq!(
-            multi.node_id, "",
-            "a multi-owner value reads as nobody's, forever"
-        );
-        assert_eq!(
-            parse_rfc3339("1970-01-02T00:00:01+01:00"),
-            Some(86_401.0 - 3600.0)
-        );
-    }
-}
+mod tests;

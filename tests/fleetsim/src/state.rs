@@ -150,6 +150,11 @@ pub struct PodSpec {
     /// `Running` (default), `Succeeded`, `Failed` or `Pending`.
     #[serde(default = "running")]
     pub phase: String,
+    /// Its one container's image; unset: `registry.example/app:1`. (A pod
+    /// named after Kured's image, say, that cannot reboot its node: no
+    /// hostPID, not privileged, as a user's own pod.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 fn running() -> String {

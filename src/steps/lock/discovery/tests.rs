@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::steps::lock::testkit::*;
-use crate::steps::lock::{LockOptions, acquire, kured_lock_value};
+use crate::steps::lock::{KuredRef, LockOptions, acquire, kured_lock_value};
 
 const TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
@@ -30,90 +30,14 @@ fn info(argv: &[&str], env: &[(&str, &str)], image: &str) -> KuredInfo {
             .map(|(k, v)| (k.to_string(), Some(v.to_string())))
             .collect(),
         env_from: false,
+        can_reboot: true,
     }
 }
 
 const IMAGE: &str = "ghcr.io/kubereboot/kured:1.23.0";
 
 // ---------------------------------------------------------------------------
-// What kubectl shows, and which containers run Kured
-
-/// `kubectl get daemonsets -A -o jsonpath=…` on a cluster with Kured from
-/// its Helm chart (release `kured` in namespace `kured`), Cilium, and
-/// nothing unusual: names, images and programs only.
-const LISTING: &str = concat!(
-    "daemonset\tkube-system\tcilium\n",
-    "container\tcilium-agent\tquay.io/cilium/cilium:v1.18.1@sha256:0b4f\tcilium-agent\n",
-    "daemonset\tkured\tkured\n",
-    "container\tkured\tghcr.io/kubereboot/kured:1.23.0\t/usr/bin/kured\n",
-    "daemonset\tmonitoring\tnode-exporter\n",
-    "container\tnode-exporter\tquay.io/prometheus/node-exporter:v1.9.1\t\n",
-);
-
-/// `kubectl -n kured get daemonset kured -o jsonpath=…containers[0]…`:
-/// Kured's own container, lists as JSON as kubectl ≥ 1.19 prints them.
-const SETTINGS: &str = concat!(
-    "kured\t[\"/usr/bin/kured\"]\t[\"--ds-name=kured\",\"--ds-namespace=kured\",\"--metrics-port=8080\",\"--notify-url=slack://T0/B0/secret\"]\t",
-    "[{\"name\":\"KURED_NODE_ID\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"KURED_CONCURRENCY\",\"value\":\"2\"}]\t",
-    "[{\"secretRef\":{\"name\":\"kured-notify\"}}]",
-);
-
-#[test]
-fn parses_the_daemonset_listing_and_kureds_settings() {
-    let sets = parse_daemonsets(LISTING).unwrap();
-    let names: Vec<String> = sets
-        .iter()
-        .map(|d| format!("{}/{}", d.namespace, d.name))
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "kube-system/cilium",
-            "kured/kured",
-            "monitoring/node-exporter"
-        ]
-    );
-    let kured = &sets[1].containers[0];
-    assert_eq!(kured.image, IMAGE);
-    assert_eq!(kured.command, ["/usr/bin/kured"]);
-    assert!(kured.args.is_empty() && kured.env.is_empty(), "not listed");
-    let exporter = &sets[2].containers[0];
-    assert!(exporter.command.is_empty() && exporter.env.is_empty() && !exporter.env_from);
-    assert!(parse_daemonsets("").unwrap().is_empty());
-
-    let settings = parse_settings(SETTINGS).unwrap();
-    assert_eq!(settings.name, "kured");
-    assert_eq!(settings.command, ["/usr/bin/kured"]);
-    assert_eq!(settings.args[1], "--ds-namespace=kured");
-    assert_eq!(
-        settings.env["KURED_NODE_ID"], None,
-        "valueFrom has no literal"
-    );
-    assert_eq!(settings.env["KURED_CONCURRENCY"].as_deref(), Some("2"));
-    assert!(settings.env_from);
-    let bare = parse_settings("kured\t\t\t\t").unwrap();
-    assert!(bare.command.is_empty() && bare.args.is_empty() && !bare.env_from);
-}
-
-#[test]
-fn output_fleetctl_does_not_understand_is_an_error_not_a_guess() {
-    let err = parse_daemonsets("container\tkured\tkured\t\n").unwrap_err();
-    assert_eq!(err.to_string(), "line 1: a container before any daemonset");
-    // The old, wide listing (every container's args and env) is refused.
-    let wide = "daemonset\tkured\tkured\ncontainer\tkured\tkured\t[\"/usr/bin/kured\"]\t[]\t\t\n";
-    let err = format!("{:#}", parse_daemonsets(wide).unwrap_err());
-    assert!(err.contains("has 7 fields, not 4"), "{err}");
-    // What kubectl older than 1.19 prints for a list.
-    let old = "kured\t[/usr/bin/kured]\t\t\t";
-    let err = format!("{:#}", parse_settings(old).unwrap_err());
-    assert!(err.contains("fleetctl needs a newer kubectl"), "{err}");
-    let err = parse_daemonsets("NAME\tREADY\n").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "line 1: not a daemonset or container record: NAME\tREADY"
-    );
-    assert!(parse_settings("kured\t\t\t\t\nkured\t\t\t\t").is_err());
-}
+// Which containers run Kured
 
 #[test]
 fn kured_is_recognised_by_its_command_or_its_image() {
@@ -396,10 +320,11 @@ async fn several_kured_daemonsets_are_refused_unless_one_is_named() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cp-1: Kured runs as 2 DaemonSets: kube-system/kured (lock on kube-system/kured (annotation \
-         example.com/lock)), kured/kured (lock on kured/kured (annotation weave.works/kured-node-lock)). \
-         fleetctl will not guess which one's lock keeps Kured away: name it with `--kured NAMESPACE/NAME` \
-         (or `kured: NAMESPACE/NAME` in the inventory)"
+        "cp-1: Kured runs as 2 DaemonSets that can each reboot nodes: kube-system/kured (lock on \
+         kube-system/kured (annotation example.com/lock)), kured/kured (lock on kured/kured \
+         (annotation weave.works/kured-node-lock)). fleetctl will not guess which one's lock keeps \
+         Kured away: name it with `kured: NAMESPACE/NAME` in the inventory (or `--kured \
+         NAMESPACE/NAME`)"
     );
     assert_eq!(
         api.verbs(),
@@ -492,7 +417,8 @@ async fn kured_pods_without_a_daemonset_are_refused_rather_than_ignored() {
         err.to_string(),
         "cp-1: Kured runs in pod reboots/kured-5d8c7b-q2x9z but in no DaemonSet, so fleetctl cannot \
          tell where it keeps its reboot lock, and its own lock would not stop it. Name the DaemonSet \
-         Kured locks with `--kured NAMESPACE/NAME`, or stop that Kured while applying"
+         Kured locks with `kured: NAMESPACE/NAME` in the inventory (or `--kured NAMESPACE/NAME`), or \
+         stop that Kured while applying"
     );
     assert_eq!(api.verbs(), ["get daemonsets", "get pods"]);
     assert!(api.state().configmaps.is_empty());
@@ -563,11 +489,16 @@ async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
 #[tokio::test]
 async fn the_fake_api_prints_listings_the_parser_reads() {
     let api = helm_kured();
+    let marker = Marker::new().unwrap();
     let out = api
-        .kubectl("", &crate::remote::kubectl::list_daemonsets(), None)
+        .kubectl(
+            "",
+            &crate::remote::kubectl::list_daemonsets(marker.as_str()),
+            None,
+        )
         .await
         .unwrap();
-    let sets = parse_daemonsets(&out.stdout).unwrap();
+    let sets = parse_daemonsets(&out.stdout, &marker).unwrap();
     assert_eq!(sets.len(), 2);
     let mut kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
     assert_eq!(kured.argv, ["/usr/bin/kured"], "the listing has no args");
@@ -608,4 +539,113 @@ async fn only_kureds_own_container_is_read_beyond_names_and_images() {
         ["-n", "kured", "get", "daemonset", "kured", "-o"]
     );
     assert!(templates[2].starts_with("jsonpath={.metadata.resourceVersion}"));
+}
+
+// ---------------------------------------------------------------------------
+// What counts as Kured (issue 24, item 3)
+
+#[tokio::test]
+async fn a_decoy_kured_pod_or_daemonset_that_cannot_reboot_a_node_blocks_nothing() {
+    // A user who may create pods in `dev` only: a bare pod and a DaemonSet
+    // running a `kured` image, neither with hostPID nor privileged (what
+    // Pod Security's baseline level forbids them anyway).
+    let api = Api::default();
+    api.state().pods.push((
+        "dev".into(),
+        "decoy".into(),
+        vec![Container::other("app", "evil.example/kured:1")],
+    ));
+    api.add_ds(
+        "dev",
+        "fake-kured",
+        vec![Container::other("kured", "evil.example/kured:1")],
+    );
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(
+        lock.describe()
+            .starts_with("fleetctl's lock (configmap kube-system/fleetctl-lock)"),
+        "{}",
+        lock.describe()
+    );
+    assert!(
+        api.state()
+            .annotation("dev", "fake-kured", KURED_ANNOTATION)
+            .is_none(),
+        "the fake DaemonSet's annotation is not the lock"
+    );
+    // The operator is told what was passed over, and how to name a real one.
+    assert_eq!(
+        lock.warnings(),
+        [
+            "daemonset dev/fake-kured runs image \"evil.example/kured:1\" but its pods cannot reboot \
+             a node (Kured needs hostPID and a privileged container): not taken for Kured. If it is \
+             your Kured, name it with `kured: dev/fake-kured` in the inventory",
+            "pod dev/fake-kured-x7k2p (owned by a DaemonSet), dev/decoy runs Kured's program or \
+             image but cannot reboot a node (Kured needs hostPID and a privileged container): not \
+             taken for Kured",
+        ]
+    );
+
+    // Beside the real Kured, the fake DaemonSet is not a second Kured.
+    let api = helm_kured();
+    api.add_ds(
+        "dev",
+        "fake-kured",
+        vec![Container::other("kured", "evil.example/kured:1")],
+    );
+    let lock = acquire(&api, &LockOptions::default(), &me(), at(NOW))
+        .await
+        .unwrap();
+    assert!(
+        lock.describe()
+            .ends_with("Kured runs as daemonset kured/kured"),
+        "{}",
+        lock.describe()
+    );
+    assert_eq!(lock.warnings().len(), 1, "{:?}", lock.warnings());
+
+    // Named in the inventory, a DaemonSet is Kured whatever its pods may do.
+    let api = Api::default();
+    api.add_ds(
+        "dev",
+        "fake-kured",
+        vec![Container::other("kured", "evil.example/kured:1")],
+    );
+    let named = LockOptions {
+        kured: Some(KuredRef {
+            namespace: "dev".into(),
+            name: "fake-kured".into(),
+        }),
+        ..LockOptions::default()
+    };
+    // (Taken for Kured: its default flags put the lock on kube-system/kured.)
+    let err = acquire(&api, &named, &me(), at(NOW)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cp-1: Kured (daemonset dev/fake-kured) keeps its reboot lock on daemonset kube-system/kured"),
+        "{err}"
+    );
+}
+
+#[test]
+fn concurrency_is_bounded_before_it_sizes_the_lock() {
+    let at_bound = info(&["/usr/bin/kured", "--concurrency=256"], &[], IMAGE);
+    assert_eq!(at_bound.config().unwrap().concurrency, MAX_CONCURRENCY);
+    for huge in ["257", "4294967296", "9223372036854775807"] {
+        let k = info(
+            &["/usr/bin/kured", &format!("--concurrency={huge}")],
+            &[],
+            IMAGE,
+        );
+        let err = k.config().unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "Kured's daemonset kured/kured sets --concurrency to {huge}: fleetctl holds Kured off \
+                 by taking every slot of its lock, and more than 256 entries"
+            )),
+            "{err}"
+        );
+    }
 }

@@ -360,6 +360,7 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
         force_unlock,
         local: LocalProcesses::Fixed {
             host: "laptop".into(),
+            boot: "b00t".into(),
             running: [(999, "b00t/5678".to_string())].into_iter().collect(),
         },
         ..LockOptions::default()
@@ -380,6 +381,31 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
             .unwrap()
             .contains("fleetctl/alice@laptop (pid 999 on laptop)")
     );
+
+    // The same record, but this machine booted as another boot id: the
+    // holder ran on another machine with this host name (or before a
+    // reboot), so its pid says nothing here and --force-unlock alone does
+    // not take the shortcut.
+    let api = Api::with_kured(&[]);
+    api.state()
+        .annotate("kube-system", "kured", KURED_ANNOTATION, &orphan);
+    let twin = LockOptions {
+        force_unlock: true,
+        local: LocalProcesses::Fixed {
+            host: "laptop".into(),
+            boot: "another-b00t".into(),
+            running: Default::default(),
+        },
+        ..LockOptions::default()
+    };
+    let err = acquire(&api, &twin, &me(), at(NOW)).await.unwrap_err();
+    assert!(held(&err).refused_force, "{err}");
+    assert!(
+        err.to_string()
+            .contains("That apply is alive as far as fleetctl can tell"),
+        "{err}"
+    );
+    assert!(api.calls_of("annotate daemonset").is_empty());
 
     // A live one: heartbeat 12 s ago.
     let api = Api::with_kured(&[]);

@@ -26,6 +26,7 @@ fn the_checks_inputs_answer_as_a_real_cluster_would() {
         annotations: Default::default(),
         owner: Some("StatefulSet/postgres".into()),
         phase: "Running".into(),
+        image: None,
     }];
     scenario.pdbs = vec![PdbSpec {
         namespace: "db".into(),

@@ -261,7 +261,7 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
             "kind": "Pod",
             "metadata": metadata,
             "spec": {
-                "containers": [{"image": "registry.example/app:1", "imagePullPolicy": "IfNotPresent", "name": "app"}],
+                "containers": [{"image": p.image.as_deref().unwrap_or("registry.example/app:1"), "imagePullPolicy": "IfNotPresent", "name": "app"}],
                 "nodeName": p.node,
                 "restartPolicy": if owner.as_ref().is_some_and(|o| o["kind"] == "Job") { "Never" } else { "Always" },
                 "schedulerName": "default-scheduler",
@@ -349,13 +349,19 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
             let owner = json!({"apiVersion": "apps/v1", "blockOwnerDeletion": true, "controller": true, "kind": "DaemonSet", "name": ds.name, "uid": ds.uid()});
             let container = ds.container(c);
             let labels = json!({"controller-revision-hash": hex_of(&ds.name, 10), "pod-template-generation": "1"});
+            // The pod template's hostPID, as the DaemonSet has it.
+            let extra = if ds.is_kured() {
+                json!({"hostPID": true})
+            } else {
+                json!({})
+            };
             add(
                 &ds.namespace,
                 format!("{}-{}", ds.name, sfx(&ds.name)),
                 owner,
                 labels,
                 container,
-                json!({}),
+                extra,
             );
         }
         let rs = |name: &str| json!({"apiVersion": "apps/v1", "blockOwnerDeletion": true, "controller": true, "kind": "ReplicaSet", "name": name, "uid": uid_of(&format!("replicaset/{name}"))});

@@ -1441,6 +1441,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 annotations: Default::default(),
                 owner: Some("StatefulSet/zk".into()),
                 phase: "Running".into(),
+                image: None,
             })
             .chain(std::iter::once(crate::state::PodSpec {
                 namespace: "default".into(),
@@ -1450,6 +1451,7 @@ fn pdbs_carry_the_disruption_controllers_status_and_block_drains() {
                 annotations: Default::default(),
                 owner: Some("Job/backup".into()),
                 phase: "Succeeded".into(),
+                image: None,
             }))
             .collect();
         c.pdbs = vec![crate::state::PdbSpec {

@@ -1,0 +1,306 @@
+//! The cluster's time, as the lock must be written in it.
+//!
+//! Kured judges a lock entry with its own node's clock: an entry expires
+//! once `time.Since(created) >= TTL` (kubereboot/kured
+//! `pkg/daemonsetlock/daemonsetlock.go`, `ttlExpired`, called by `Acquire`,
+//! `Holding` and, for `--concurrency` > 1, `canAcquireMultiple`). `created`
+//! written from a laptop whose clock is 25 minutes slow is 25 minutes old
+//! the moment Kured reads it: with a 23-minute TTL Kured takes the lock at
+//! once and may reboot a node mid-upgrade. So fleetctl measures how far the
+//! laptop's clock is from the cluster's and writes `created` (and judges
+//! other holders' heartbeats) in the cluster's time.
+//!
+//! **How it is measured.** fleetctl reads the clock of the control-plane
+//! node it keeps the lock through (`date -u +%s.%N`, [`crate::remote::CLOCK`])
+//! over the SSH session it already has, noting the laptop's clock before and
+//! after. That node runs the API server, whose clock stamps the objects, and
+//! its clock is what kubeadm's nodes keep in step with each other (NTP).
+//! It is preferred over an API response's `Date` header: kubectl prints
+//! headers only at `-v=8` in a log format that is not an interface, the
+//! header has whole seconds, and a proxy or load balancer in front of the
+//! API server may write its own. The remote read happened somewhere between
+//! the two laptop readings, so the offset is known to within that round
+//! trip; fleetctl takes its upper end, so that `created` is never earlier
+//! than the cluster's time: Kured may see the lock a round trip fresher
+//! than it is, never older.
+//!
+//! **The bound.** Beyond [`MAX_CLOCK_OFFSET`] (5 minutes, the clock skew
+//! Kerberos tolerates by default: `clockskew` in krb5.conf(5)) one of the
+//! clocks is wrong,
+//! and more than the lock depends on it: the maintenance window and the
+//! journal are judged and stamped in the laptop's time. fleetctl refuses to
+//! run and says which clock is ahead by how much.
+//!
+//! Test builds (`debug_assertions`) also read `FLEETCTL_TEST_CLOCK_OFFSET`
+//! (`-30m`, `+2m`): the laptop's clock as [`laptop_now`] reads it is moved by
+//! that much, so a cli test can put the laptop behind the fleet. A release
+//! build never reads it.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+
+use super::holder::human;
+use crate::steps::runner::Remote;
+
+/// Reads `remote`'s clock and how far it is from the laptop's.
+pub async fn measure(remote: &Remote) -> anyhow::Result<ClockOffset> {
+    let label = "lock: read the control plane's clock (Kured judges the lock's TTL by it)";
+    let sent = laptop_now();
+    let out = remote.check(label, crate::remote::CLOCK).await?;
+    let received = laptop_now();
+    let theirs = parse_remote_clock(&out.stdout)
+        .with_context(|| format!("{}: reading its clock", remote.node()))?;
+    Ok(ClockOffset::measured(sent, theirs, received))
+}
+
+/// Beyond this, the laptop's and the cluster's clocks disagree too much to
+/// run: see the module documentation.
+pub const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(5 * 60);
+
+/// This machine's wall clock (moved by `FLEETCTL_TEST_CLOCK_OFFSET` in test
+/// builds only).
+pub fn laptop_now() -> SystemTime {
+    let now = SystemTime::now();
+    #[cfg(debug_assertions)]
+    if let Some(shift) = std::env::var("FLEETCTL_TEST_CLOCK_OFFSET")
+        .ok()
+        .and_then(|v| parse_signed(&v))
+    {
+        return shift.apply(now);
+    }
+    now
+}
+
+/// How far the cluster's clock is from the laptop's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockOffset {
+    /// The cluster's clock is ahead of the laptop's (or level).
+    pub cluster_ahead: bool,
+    pub by: Duration,
+    /// How precisely it is known: the round trip of the measurement.
+    pub within: Duration,
+}
+
+impl ClockOffset {
+    /// No offset: for tests, and for the laptop's own time.
+    pub const NONE: ClockOffset = ClockOffset {
+        cluster_ahead: true,
+        by: Duration::ZERO,
+        within: Duration::ZERO,
+    };
+
+    /// From a reading of the cluster's clock (`remote`) taken between the
+    /// laptop's `sent` and `received`: the upper end of the possible offset
+    /// (`remote - sent`), so that laptop time moved by it is never behind
+    /// the cluster's.
+    pub fn measured(sent: SystemTime, remote: SystemTime, received: SystemTime) -> ClockOffset {
+        let within = received.duration_since(sent).unwrap_or(Duration::ZERO);
+        match remote.duration_since(sent) {
+            Ok(by) => ClockOffset {
+                cluster_ahead: true,
+                by,
+                within,
+            },
+            Err(e) => ClockOffset {
+                cluster_ahead: false,
+                by: e.duration(),
+                within,
+            },
+        }
+    }
+
+    /// The cluster's time when the laptop's clock reads `laptop`.
+    pub fn cluster_time(&self, laptop: SystemTime) -> SystemTime {
+        if self.cluster_ahead {
+            laptop.checked_add(self.by).unwrap_or(laptop)
+        } else {
+            laptop.checked_sub(self.by).unwrap_or(laptop)
+        }
+    }
+
+    /// `Err` when the clocks are further apart than [`MAX_CLOCK_OFFSET`].
+    pub fn within_bound(&self, node: &str) -> Result<(), ClockTooFar> {
+        if self.by <= MAX_CLOCK_OFFSET {
+            return Ok(());
+        }
+        Err(ClockTooFar {
+            node: node.to_string(),
+            offset: *self,
+        })
+    }
+}
+
+/// The laptop's clock and the cluster's disagree by more than
+/// [`MAX_CLOCK_OFFSET`]: fleetctl does not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockTooFar {
+    pub node: String,
+    pub offset: ClockOffset,
+}
+
+impl fmt::Display for ClockTooFar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = if self.offset.cluster_ahead {
+            "behind"
+        } else {
+            "ahead of"
+        };
+        write!(
+            f,
+            "this machine's clock is {} {side} {}'s (measured over SSH, to within {}), more \
+             than the {} fleetctl accepts: Kured judges its reboot lock's TTL by the nodes' \
+             clocks, and the maintenance window and the journal go by this machine's. Nothing \
+             was changed. Set the clock that is wrong (`timedatectl`, NTP) and run again",
+            human(self.offset.by),
+            self.node,
+            millis(self.offset.within),
+            human(MAX_CLOCK_OFFSET),
+        )
+    }
+}
+
+impl std::error::Error for ClockTooFar {}
+
+fn millis(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        human(d)
+    }
+}
+
+/// Parses `date -u +%s.%N`'s output: seconds since the epoch, a dot, nine
+/// digits of nanoseconds (a `date` without `%N` prints `N` or nothing
+/// there: whole seconds are used then).
+pub fn parse_remote_clock(text: &str) -> anyhow::Result<SystemTime> {
+    let line = text.trim();
+    if line.len() > 40 || line.lines().count() != 1 {
+        bail!("not one `date +%s.%N` reading: {line:?}");
+    }
+    let (secs, frac) = line.split_once('.').unwrap_or((line, ""));
+    let secs: u64 = secs
+        .parse()
+        .with_context(|| format!("not seconds since the epoch: {line:?}"))?;
+    let nanos = if !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{frac:0<9}").parse::<u32>().unwrap_or(0)
+    } else {
+        0
+    };
+    Ok(UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
+/// A signed duration: `-30m`, `+2m`, `90s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shift {
+    back: bool,
+    by: Duration,
+}
+
+impl Shift {
+    fn apply(self, t: SystemTime) -> SystemTime {
+        let moved = if self.back {
+            t.checked_sub(self.by)
+        } else {
+            t.checked_add(self.by)
+        };
+        moved.unwrap_or(t)
+    }
+}
+
+fn parse_signed(text: &str) -> Option<Shift> {
+    let text = text.trim();
+    let (back, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let by = humantime::parse_duration(rest.trim()).ok()?;
+    Some(Shift { back, by })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64, millis: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis)
+    }
+
+    #[test]
+    fn the_remote_reading_is_parsed_to_the_nanosecond_and_nothing_else_is_accepted() {
+        assert_eq!(
+            parse_remote_clock("1796000000.123456789\n").unwrap(),
+            UNIX_EPOCH + Duration::new(1_796_000_000, 123_456_789)
+        );
+        assert_eq!(
+            parse_remote_clock("1796000000.N\n").unwrap(),
+            UNIX_EPOCH + Duration::from_secs(1_796_000_000)
+        );
+        assert_eq!(
+            parse_remote_clock("1796000000.5").unwrap(),
+            UNIX_EPOCH + Duration::new(1_796_000_000, 500_000_000)
+        );
+        for bad in ["", "yesterday", "17960.1\n17961.2", "-5.0", &"9".repeat(50)] {
+            assert!(parse_remote_clock(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_laptop_behind_the_cluster_writes_the_clusters_time_never_earlier() {
+        // Sent at 100.000, the node read 1900.050 (30 minutes ahead), the
+        // answer came back at 100.100.
+        let offset = ClockOffset::measured(at(100, 0), at(1900, 50), at(100, 100));
+        assert!(offset.cluster_ahead);
+        assert_eq!(offset.by, Duration::from_millis(1_800_050));
+        assert_eq!(offset.within, Duration::from_millis(100));
+        // The laptop's 100.100 (when the answer came) is at least the
+        // cluster's 1900.050 + 0: never earlier than the cluster's time.
+        assert_eq!(offset.cluster_time(at(100, 100)), at(1900, 150));
+        assert!(offset.cluster_time(at(100, 100)) >= at(1900, 50));
+
+        let behind = ClockOffset::measured(at(1000, 0), at(700, 0), at(1000, 20));
+        assert!(!behind.cluster_ahead);
+        assert_eq!(behind.by, Duration::from_secs(300));
+        assert_eq!(behind.cluster_time(at(1000, 0)), at(700, 0));
+    }
+
+    #[test]
+    fn beyond_five_minutes_apart_nothing_runs_and_the_message_says_which_clock() {
+        let fine = ClockOffset::measured(at(100, 0), at(399, 0), at(100, 40));
+        assert!(fine.within_bound("cp-1").is_ok());
+        let far = ClockOffset::measured(at(100, 0), at(1900, 0), at(100, 40));
+        assert_eq!(
+            far.within_bound("cp-1").unwrap_err().to_string(),
+            "this machine's clock is 30m behind cp-1's (measured over SSH, to within 40ms), more \
+             than the 5m fleetctl accepts: Kured judges its reboot lock's TTL by the nodes' \
+             clocks, and the maintenance window and the journal go by this machine's. Nothing \
+             was changed. Set the clock that is wrong (`timedatectl`, NTP) and run again"
+        );
+        let ahead = ClockOffset::measured(at(1900, 0), at(100, 0), at(1900, 40));
+        assert!(
+            ahead
+                .within_bound("cp-1")
+                .unwrap_err()
+                .to_string()
+                .starts_with("this machine's clock is 30m ahead of cp-1's")
+        );
+    }
+
+    #[test]
+    fn the_test_only_shift_is_signed() {
+        assert_eq!(
+            parse_signed("-30m"),
+            Some(Shift {
+                back: true,
+                by: Duration::from_secs(1800)
+            })
+        );
+        assert_eq!(
+            parse_signed("+2m").map(|s| s.apply(at(0, 0))),
+            Some(at(120, 0))
+        );
+        assert_eq!(parse_signed("90s").map(|s| s.back), Some(false));
+        assert_eq!(parse_signed("soon"), None);
+    }
+}
