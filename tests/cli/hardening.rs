@@ -376,6 +376,7 @@ fn a_decoy_kube_apiserver_pod_is_refused_and_never_asked_for_metrics() {
         .into(),
         owner: None,
         phase: "Running".into(),
+        image: None,
     };
     // Pods anyone with the right to create them could make: in a user
     // namespace, and in kube-system on a worker and on the control plane.

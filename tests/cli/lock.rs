@@ -1298,6 +1298,7 @@ fn a_decoy_pod_with_a_kured_image_in_a_user_namespace_does_not_block_apply() {
             name: "decoy-7c9d5b-x2kq4".into(),
             node: "w-1".into(),
             labels: Default::default(),
+            annotations: Default::default(),
             owner: Some("ReplicaSet/decoy-7c9d5b".into()),
             phase: "Running".into(),
             image: Some("evil.example/kured:1".into()),
