@@ -74,6 +74,14 @@ pub fn endpoint_of(text: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether the flags file's `KUBELET_KUBEADM_ARGS` holds no flag (`""`,
+/// blanks, or no such line), as kubeadm's `ReadKubeletDynamicEnvFile` finds.
+pub fn has_no_flags(text: &str) -> bool {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("KUBELET_KUBEADM_ARGS="))
+        .all(|v| v.trim().trim_matches('"').trim().is_empty())
+}
+
 /// The value of `flag` in the flags file's `KUBELET_KUBEADM_ARGS`.
 pub fn flag_value(text: &str, flag: &str) -> Option<String> {
     let at = find_flag(text, flag)?;

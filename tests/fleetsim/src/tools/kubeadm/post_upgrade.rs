@@ -26,6 +26,17 @@
 //! and `[kubelet-start] Writing kubelet environment file with flags to file
 //! "/var/lib/kubelet/kubeadm-flags.env"`.
 //!
+//! v1.35.0 alone fails when the file holds no flag at all
+//! (`KUBELET_KUBEADM_ARGS=""`, what a node kubeadm v1.35 set up or already
+//! cleaned has): `ReadKubeletDynamicEnvFile`
+//! (cmd/kubeadm/app/phases/kubelet/flags.go) took an empty list for an
+//! error, `error execution phase post-upgrade: error reading kubelet env
+//! file: no flags found in file "/var/lib/kubelet/kubeadm-flags.env"`
+//! (kubernetes/kubeadm#3279, which #133778's removal of the pause flag
+//! brought to light; fixed by kubernetes/kubernetes#136127, cherry-picked
+//! to release-1.35 as #136131 for the next patch). fleetctl's plan warns
+//! when a hop would use v1.35.0 (docs/upgrade-path.md).
+//!
 //! Not found in the stored sources: the body of `RemoveKubeletArgsFromFile`
 //! itself (cmd/kubeadm/app/phases/upgrade/postupgrade.go at v1.35+). Its
 //! test (`TestRemoveKubeletArgsFromFile`) shows the file rewritten as
@@ -59,6 +70,12 @@ pub fn unwanted_flags(kubeadm: KubeVersion) -> &'static [&'static str] {
     }
 }
 
+/// kubeadm v1.35.0's post-upgrade refuses a flags file without flags
+/// (kubernetes/kubeadm#3279; the module's documentation).
+fn fails_on_no_flags(kubeadm: KubeVersion) -> bool {
+    (kubeadm.major, kubeadm.minor, kubeadm.patch) == (1, 35, 0)
+}
+
 /// Runs the phase; `Err` is the message kubeadm fails with.
 pub fn run(env: &mut Env, kubeadm: KubeVersion) -> Result<(), String> {
     if kubeadm.minor < REWRITES_SINCE_MINOR {
@@ -75,6 +92,12 @@ pub fn run(env: &mut Env, kubeadm: KubeVersion) -> Result<(), String> {
             ));
         }
     };
+    if fails_on_no_flags(kubeadm) && kubelet_files::has_no_flags(&text) {
+        return Err(format!(
+            "error execution phase post-upgrade: error reading kubelet env file: no flags found in file \"{}\"",
+            kubelet_files::FLAGS_FILE
+        ));
+    }
     let backup_dir = format!("{TMP_DIR}/kubeadm-kubelet-env{}", temp_suffix());
     complain!(
         env,
@@ -191,6 +214,39 @@ mod tests {
                 assert!(saved.is_empty(), "{kubeadm}: {saved:?}");
                 assert!(!r.stdout.contains("kubelet env file"), "{kubeadm}");
             }
+        }
+    }
+
+    #[test]
+    fn kubeadm_v1_35_0_alone_fails_on_a_flags_file_without_flags() {
+        let empty = initial_flags(&Version::parse("v1.35.2").unwrap());
+        assert_eq!(empty, "KUBELET_KUBEADM_ARGS=\"\"\n");
+        for (kubeadm, fails) in [("v1.35.0", true), ("v1.35.1", false), ("v1.36.0", false)] {
+            let fleet = Fleet::new();
+            let cp = fleet.node("cp1", Role::ControlPlane, "v1.35.0");
+            let w1 = fleet.node("w1", Role::Worker, "v1.35.0");
+            cp.update_cluster(|c| c.version = "v1.35.0".into());
+            w1.write(FLAGS_FILE, &empty);
+            let r = w1.run_image(
+                kubeadm,
+                "kubeadm",
+                &["upgrade", "node", "--skip-phases", "addon/kube-proxy"],
+            );
+            if fails {
+                assert_ne!(r.code, 0, "{kubeadm}: {}", r.stdout);
+                assert!(
+                    r.stderr.contains(
+                        "error execution phase post-upgrade: error reading kubelet env file: \
+                         no flags found in file \"/var/lib/kubelet/kubeadm-flags.env\""
+                    ),
+                    "{kubeadm}: {}",
+                    r.stderr
+                );
+                assert!(backups(&w1).is_empty(), "{kubeadm}: nothing backed up");
+            } else {
+                assert_eq!(r.code, 0, "{kubeadm}: {}", r.stderr);
+            }
+            assert_eq!(w1.read(FLAGS_FILE), empty, "{kubeadm}");
         }
     }
 
