@@ -473,6 +473,4 @@ mod upgrade_apply;
 mod upgrade_node;
 mod upgrade_plan;
 
-use static_pods::{
-    StaticPods, no_kubelet_error, record_static_pods, rolled_back_error, upgrade_static_pods,
-};
+use static_pods::{StaticPods, record_static_pods, upgrade_static_pods};

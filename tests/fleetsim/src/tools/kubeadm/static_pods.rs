@@ -22,6 +22,22 @@ pub(super) enum StaticPods {
     GateRefused(&'static str),
 }
 
+impl StaticPods {
+    /// The error kubeadm fails its control-plane phase with, when the pods
+    /// did not move; `None` when they did or the phase was skipped.
+    pub(super) fn failure(&self, node: &str) -> Option<String> {
+        match self {
+            StaticPods::Upgraded | StaticPods::Skipped => None,
+            StaticPods::ApiGone => Some(
+                "error execution phase control-plane: couldn't upgrade control plane: the API server went away"
+                    .to_string(),
+            ),
+            StaticPods::NoKubelet => Some(no_kubelet_error(node)),
+            StaticPods::GateRefused(component) => Some(rolled_back_error(node, component)),
+        }
+    }
+}
+
 /// The control-plane phase's change to `node`'s static pods. Real kubeadm
 /// writes the new manifests and waits (5 minutes) for the kubelet to restart
 /// each component; with no kubelet running it times out and rolls back. The
@@ -61,14 +77,14 @@ pub(super) fn upgrade_static_pods(
     })
 }
 
-pub(super) fn no_kubelet_error(node: &str) -> String {
+fn no_kubelet_error(node: &str) -> String {
     rolled_back_error(node, "kube-apiserver")
 }
 
 /// kubeadm's words when a component's new static pod did not come up in
 /// time and `rollbackOldManifests` (cmd/kubeadm/app/phases/upgrade/staticpods.go)
 /// moved every backed-up manifest back.
-pub(super) fn rolled_back_error(node: &str, component: &str) -> String {
+fn rolled_back_error(node: &str, component: &str) -> String {
     format!(
         "error execution phase control-plane: couldn't complete the upgrade for the control plane components on this \
          node: [upgrade/apply] FATAL: couldn't upgrade control plane. kubeadm has tried to recover everything into the \

@@ -152,17 +152,11 @@ fn run_apply(
         return Ok(code);
     }
     let pods = upgrade_static_pods(env, node, &target.to_string(), !cli.skips("control-plane"))?;
-    match pods {
-        StaticPods::ApiGone => {
-            let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
-            return Ok(fail(env, args, msg));
-        }
-        StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
-        StaticPods::GateRefused(component) => {
-            return Ok(fail(env, args, &rolled_back_error(node, component)));
-        }
-        StaticPods::Upgraded => record_static_pods(env, node, &target.to_string()),
-        StaticPods::Skipped => {}
+    if let Some(msg) = pods.failure(node) {
+        return Ok(fail(env, args, &msg));
+    }
+    if let StaticPods::Upgraded = pods {
+        record_static_pods(env, node, &target.to_string());
     }
     let skips_proxy = cli.skips("addon/kube-proxy");
     let applied = env.shared().update_cluster(|c| {

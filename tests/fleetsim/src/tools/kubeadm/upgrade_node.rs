@@ -155,23 +155,16 @@ fn upgrade_control_plane_node(
             "[upgrade/control-plane] Upgrading the control plane instance to version \"{target}\"..."
         );
     }
-    match upgrade_static_pods(env, node, &target.to_string(), upgrade_cp)? {
-        StaticPods::ApiGone => {
-            let msg = "error execution phase control-plane: couldn't upgrade control plane: the API server went away";
-            return Ok(fail(env, args, msg));
-        }
-        StaticPods::NoKubelet => return Ok(fail(env, args, &no_kubelet_error(node))),
-        StaticPods::GateRefused(component) => {
-            return Ok(fail(env, args, &rolled_back_error(node, component)));
-        }
-        StaticPods::Upgraded => {
-            record_static_pods(env, node, &target.to_string());
-            say!(
-                env,
-                "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
-            );
-        }
-        StaticPods::Skipped => {}
+    let pods = upgrade_static_pods(env, node, &target.to_string(), upgrade_cp)?;
+    if let Some(msg) = pods.failure(node) {
+        return Ok(fail(env, args, &msg));
+    }
+    if let StaticPods::Upgraded = pods {
+        record_static_pods(env, node, &target.to_string());
+        say!(
+            env,
+            "[upgrade/control-plane] The control plane instance for this node was successfully upgraded!"
+        );
     }
     let outcome = env.shared().update_cluster(|c| {
         let last = c
