@@ -8,12 +8,10 @@ use std::fs;
 use fleetsim::state::Event;
 
 use super::support::{
-    self, Fleet, Run, Scenario, describe, is_boot, is_ok, is_reboot, out_of_service, schedulability,
+    self, Fleet, Scenario, describe, is_boot, is_ok, is_reboot, out_of_service, schedulability,
 };
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 /// One control plane and `workers` workers at v1.34.2.
 fn fleet_of(workers: usize) -> Scenario {

@@ -12,19 +12,11 @@ use fleetctl::checks::{CheckName, Verdict};
 use fleetctl::plan::Plan;
 use fleetsim::state::{DeprecatedApi, Event, PdbSpec, PodSpec};
 
-use super::support::{self, Fleet, Run, Scenario};
+use super::support::{self, Fleet};
 
-/// One control plane and one worker at v1.34.2.
-fn pair() -> Scenario {
-    support::scenario()
-        .control_planes(1)
-        .workers(1)
-        .kubernetes("v1.34.2")
-}
+use super::support::pair;
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 fn backups(fleet: &Fleet) -> PathBuf {
     fleet.dir().join(".fleetctl/backups")

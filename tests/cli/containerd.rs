@@ -6,11 +6,9 @@ use std::fs;
 
 use fleetctl::plan::Plan;
 
-use super::support::{self, Fleet, Run};
+use super::support::{self, Fleet};
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 /// Sets the inventory's `containerd_version`.
 fn pin_containerd(fleet: &Fleet, minor: &str) {

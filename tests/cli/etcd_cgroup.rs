@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use fleetsim::state::{Event, SnapshotDamage};
 use sha2::{Digest, Sha256};
 
-use super::support::{self, Fleet, Run, Scenario};
+use super::support::{self, Fleet, Scenario};
 
 /// One control plane and one worker at v1.34.2, whose etcd runs the image
 /// kubeadm v1.34.0 and v1.34.1 deployed: 3.6.4-0, no etcdutl, and an
@@ -23,9 +23,7 @@ fn on_etcd_3_6_4() -> Scenario {
     s
 }
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 fn backups(fleet: &Fleet) -> Vec<PathBuf> {
     let dir = fleet.dir().join(".fleetctl/backups");

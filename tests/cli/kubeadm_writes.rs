@@ -8,11 +8,9 @@ use std::fs;
 
 use fleetsim::state::Event;
 
-use super::support::{self, Fleet, Run};
+use super::support::{self};
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 /// The kubeadm upgrade events of `node`, as typed.
 fn kubeadm_calls<'a>(events: &'a [Event], node: &str) -> Vec<&'a Event> {

@@ -5,13 +5,9 @@
 use fleetsim::state::{Event, now};
 use jiff::Timestamp;
 
-use super::support::{
-    self, Fleet, Run, Running, Scenario, assert_has, describe, is_lock, schedulability,
-};
+use super::support::{self, Running, Scenario, assert_has, describe, is_lock, schedulability};
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 /// One control plane and two workers at v1.34.2.
 fn small() -> Scenario {

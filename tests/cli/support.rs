@@ -150,6 +150,19 @@ pub fn run(inventory: &Path, args: &[&str]) -> Run {
     )
 }
 
+/// fleetctl with `args` against `fleet`'s inventory.
+pub fn run_on(fleet: &Fleet, args: &[&str]) -> Run {
+    run(&fleet.inventory(), args)
+}
+
+/// One control plane and one worker at v1.34.2.
+pub fn pair() -> Scenario {
+    scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.34.2")
+}
+
 /// `fleetctl apply ARGS`, timed, so the test's output says what each run
 /// cost.
 pub fn apply(fleet: &Fleet, args: &[&str]) -> Run {

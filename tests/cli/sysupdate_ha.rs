@@ -8,7 +8,7 @@
 use fleetsim::state::DeprecatedApi;
 use serde_json::Value;
 
-use super::support::{self, Fleet, Run, Scenario, assert_has};
+use super::support::{self, Fleet, Scenario, assert_has};
 
 /// `ls -1` of the node's kubernetes images.
 fn images(fleet: &Fleet, node: &str) -> Vec<String> {
@@ -28,9 +28,7 @@ fn readlink(fleet: &Fleet, node: &str) -> String {
         .to_string()
 }
 
-fn run(fleet: &Fleet, args: &[&str]) -> Run {
-    support::run(&fleet.inventory(), args)
-}
+use super::support::run_on as run;
 
 /// `fleetctl status --output json`, the node called `name`.
 fn status_of(fleet: &Fleet, name: &str) -> (Value, Value) {
