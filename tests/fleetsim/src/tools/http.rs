@@ -176,9 +176,9 @@ mod tests {
 
     #[test]
     fn a_closed_port_is_a_connect_failure() {
-        let port = super::super::testutil::closed_port();
+        let closed = super::super::testutil::closed_port();
         let r = get(
-            &format!("http://127.0.0.1:{port}/x"),
+            &format!("http://127.0.0.1:{}/x", closed.port),
             Duration::from_secs(2),
         );
         assert_eq!(

@@ -396,10 +396,44 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A loopback port nothing listens on (bound, then released).
-pub fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A loopback port nothing listens on, held for as long as the value
+/// lives: a TCP socket bound to it but never listening, so a connection is
+/// refused and no other test's listener can take the port meanwhile. (A
+/// port bound, then released, was taken by a test running beside it, which
+/// accepted and reset the connection: CI saw "Connection reset by peer".)
+pub struct ClosedPort {
+    fd: libc::c_int,
+    pub port: u16,
+}
+
+impl Drop for ClosedPort {
+    fn drop(&mut self) {
+        // SAFETY: `fd` is the socket this value opened and alone owns.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+pub fn closed_port() -> ClosedPort {
+    // SAFETY: plain socket calls on a socket this function owns; every
+    // result is checked.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let bound = libc::bind(fd, (&raw const addr).cast(), len);
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut got_len = len;
+        let named = libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+        assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+        ClosedPort {
+            fd,
+            port: u16::from_be(got.sin_port),
+        }
+    }
 }
 
 /// Lists the file names in a node directory, sorted.

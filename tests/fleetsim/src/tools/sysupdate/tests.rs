@@ -311,10 +311,11 @@ fn uint64_max_instances_keeps_every_image_and_leftover_temporaries_go() {
 fn an_unreachable_hub_fails_and_changes_nothing() {
     let node = Node::worker("w1", "v1.37.1");
     installed(&node, &["v1.37.1"], "v1.37.1");
+    let closed = closed_port();
     node.write(
         "/etc/sysupdate.kubernetes.d/kubernetes.conf",
         &conf(
-            &format!("http://127.0.0.1:{}/", closed_port()),
+            &format!("http://127.0.0.1:{}/", closed.port),
             "kubernetes-v1.37.@v-%a.raw",
             3,
         ),
