@@ -19,8 +19,8 @@ mod certs;
 mod cgroup;
 mod configmaps;
 mod etcd;
+mod feature_gates;
 mod flags;
-mod gates;
 mod hop;
 mod hub;
 mod kubelet_config;
@@ -46,13 +46,13 @@ pub use etcd::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
+pub use feature_gates::{
+    GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,
+    removed_by,
+};
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
-};
-pub use gates::{
-    GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,
-    removed_by,
 };
 pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use hub::{HubImage, check_hub, image_name};

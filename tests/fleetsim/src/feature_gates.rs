@@ -2,7 +2,7 @@
 //! components know them: a binary of that minor or later refuses to start
 //! when told to set one. fleetsim does not depend on fleetctl, so this is a
 //! small table of its own, with the same facts as fleetctl's
-//! (`src/checks/gates/table.rs`), each read from the gate's page in
+//! (`src/checks/feature_gates/table.rs`), each read from the gate's page in
 //! kubernetes/website
 //! (`content/en/docs/reference/command-line-tools-reference/feature-gates/<Gate>.md`:
 //! `removed: true`, last stage's `toVersion` the minor before).
