@@ -259,6 +259,14 @@ fn three_control_planes_are_one_etcd_cluster_that_outlives_one_of_them() {
     fleet.power_cycle("cp-3").unwrap();
     fleet.wait_down("cp-3").unwrap();
     wait_until("cp-3's member stops", || !listening(&address));
+    // And its kube-apiserver: until the endpoint's balancer has noticed
+    // (it polls, as a real one health-checks), it may still hand kubectl's
+    // connection to cp-3's instance, which is then cut mid-exec ("error:
+    // unexpected EOF", seen once in CI). The balancer drops the instance in
+    // the same round that closes its own address.
+    wait_until("cp-3's API server stops", || {
+        std::net::TcpStream::connect((address.as_str(), 6443)).is_err()
+    });
     let saved = save(&k, "cp-1", "ha.db");
     assert!(saved.status.success(), "{}", stderr(&saved));
     // 3.6.5's etcdctl names the storage version after saving.
