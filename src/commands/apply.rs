@@ -29,7 +29,8 @@ use crate::plan::{self, Action, Component, Plan, Warning, is_sha256};
 use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
-use crate::steps::{Apply, Interrupted, Settings, Stop, dry_run, etcd, hop};
+use crate::steps::script::{self, Shape};
+use crate::steps::{Apply, Interrupted, Settings, Stop, etcd, execute, render};
 
 use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
 use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
@@ -45,16 +46,13 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     let saved = load(&plan_path)?;
     refuse_insecure_hub(&inv.hub, args.allow_insecure_hub)?;
     if args.roll.dry_run {
-        let (fresh, _, _) = recheck(&inv, global, printer, &saved, args).await?;
+        let (fresh, _, hub_images) = recheck(&inv, global, printer, &saved, args).await?;
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
-            printer.out(&dry_run::render(
-                &fresh,
-                &inv,
-                args.roll.max_unavailable,
-                !args.skip_etcd_snapshot,
-            ));
+            let settings = settings(&inv, global, args, &fresh, hub_images, None)?;
+            let tasks = script::of_plan(&fresh, &inv, shape(&settings));
+            printer.out(&render::render(&tasks, &fresh, &inv, &settings));
             super::plan::refuse_blocked(&fresh)?;
         }
         return Ok(ExitCode::SUCCESS);
@@ -259,27 +257,15 @@ impl Run<'_> {
                 );
             }
         }
-        let targets = ssh::resolve_all(self.inv)
-            .map_err(|e| usage!("{e:#}"))?
-            .into_iter()
-            .map(|t| (t.node.clone(), t))
-            .collect();
-        let pace = super::pacing(self.inv, &self.args.roll)?;
-        let settings = Settings {
-            node_timeout: self.args.roll.node_timeout,
-            drain_timeout: self.args.roll.drain_timeout,
-            ssh: super::ssh_options(self.inv, self.global),
-            targets,
-            parallel: self.global.parallel.into(),
-            max_unavailable: self.args.roll.max_unavailable,
-            ignored_checks: fresh.ignored_checks.clone(),
+        let settings = settings(
+            self.inv,
+            self.global,
+            self.args,
+            &fresh,
             hub_images,
-            etcd_backups: (!self.args.skip_etcd_snapshot)
-                .then(|| etcd::backups_dir(&self.inv.state_dir())),
-            etcd_snapshot_max: self.args.etcd_snapshot_max,
             checks_judged,
-            pace,
-        };
+        )?;
+        let tasks = script::of_plan(&fresh, self.inv, shape(&settings));
         let total = fresh.steps().count();
         // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
         let progress = Progress::new(
@@ -301,7 +287,7 @@ impl Run<'_> {
         let Ran {
             result,
             at_once: twice,
-        } = run_locked(&lease, &second, &ledger, hop::run(&mut apply)).await;
+        } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
         progress.finish();
         match result {
             Ok(()) => {
@@ -328,6 +314,45 @@ impl Run<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+/// What the run works with beyond the plan, for the run and its dry run alike.
+fn settings(
+    inv: &Inventory,
+    global: &Global,
+    args: &ApplyArgs,
+    fresh: &Plan,
+    hub_images: Option<Vec<HubImage>>,
+    checks_judged: Option<Instant>,
+) -> anyhow::Result<Settings> {
+    let targets = ssh::resolve_all(inv)
+        .map_err(|e| usage!("{e:#}"))?
+        .into_iter()
+        .map(|t| (t.node.clone(), t))
+        .collect();
+    Ok(Settings {
+        node_timeout: args.roll.node_timeout,
+        drain_timeout: args.roll.drain_timeout,
+        ssh: super::ssh_options(inv, global),
+        targets,
+        parallel: global.parallel.into(),
+        max_unavailable: args.roll.max_unavailable,
+        ignored_checks: fresh.ignored_checks.clone(),
+        hub_images,
+        etcd_backups: (!args.skip_etcd_snapshot).then(|| etcd::backups_dir(&inv.state_dir())),
+        etcd_snapshot_max: args.etcd_snapshot_max,
+        checks_judged,
+        pace: super::pacing(inv, &args.roll)?,
+    })
+}
+
+/// What shapes the script beyond the plan.
+fn shape(settings: &Settings) -> Shape {
+    Shape {
+        max_unavailable: settings.max_unavailable,
+        soak: !settings.pace.soak.is_zero(),
+        etcd_snapshot: settings.etcd_backups.is_some(),
     }
 }
 

@@ -17,7 +17,7 @@ use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
 use crate::ssh;
 use crate::steps::runner::Remote;
-use crate::steps::{Apply, Settings, Stop, dry_run, hop};
+use crate::steps::{Apply, Settings, Stop, execute, render, script};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 use crate::version::{Minor, Target};
@@ -31,20 +31,27 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let (chosen, order) = {
+    let (chosen, order, state) = {
         // What to ask the operator about; looked at again under the lock.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
         let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
         let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
         let order = batches(&inv, &chosen, args.roll.max_unavailable);
-        (chosen, order)
+        (chosen, order, state)
     };
     if chosen.is_empty() {
         printer.note("nothing to reboot: no node has a staged update or /run/reboot-required");
         return Ok(ExitCode::SUCCESS);
     }
     if args.roll.dry_run {
-        printer.out(&dry_run::render_reboots(&order, &inv));
+        let settings = settings(&inv, global, args)?;
+        let tasks = script::of_reboots(&order);
+        printer.out(&render::render(
+            &tasks,
+            &no_plan(&inv, &state),
+            &inv,
+            &settings,
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&describe(&chosen, &order));
@@ -147,30 +154,12 @@ async fn rolling(
             remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
         }
     }
-    let targets = ssh::resolve_all(inv)
-        .map_err(|e| usage!("{e:#}"))?
-        .into_iter()
-        .map(|t| (t.node.clone(), t))
-        .collect();
-    let pace = super::pacing(inv, &args.roll)?;
-    let settings = Settings {
-        node_timeout: args.roll.node_timeout,
-        drain_timeout: args.roll.drain_timeout,
-        ssh: super::ssh_options(inv, global),
-        targets,
-        parallel: global.parallel.into(),
-        max_unavailable: args.roll.max_unavailable,
-        ignored_checks: Vec::new(),
-        hub_images: None,
-        etcd_backups: None,
-        etcd_snapshot_max: 0,
-        checks_judged: None,
-        pace,
-    };
+    let settings = settings(inv, global, args)?;
     let progress = Progress::new(
         printer.interactive && printer.verbose() == 0,
         chosen.len() as u64,
     );
+    let tasks = script::of_reboots(batches);
     let mut apply = Apply::new(
         inv,
         settings,
@@ -186,7 +175,7 @@ async fn rolling(
     let Ran {
         result,
         at_once: twice,
-    } = run_locked(&lease, &second, &ledger, hop::rolls(&mut apply, batches)).await;
+    } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
     progress.finish();
     match result {
         Ok(()) => {
@@ -261,6 +250,30 @@ fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
 }
 
 /// apply's bookkeeping wants a plan; a reboot has no hop and saves nothing.
+/// What a rolling reboot works with, for the run and its dry run alike:
+/// no hop, so no checks, hub or etcd snapshot.
+fn settings(inv: &Inventory, global: &Global, args: &RebootArgs) -> anyhow::Result<Settings> {
+    let targets = ssh::resolve_all(inv)
+        .map_err(|e| usage!("{e:#}"))?
+        .into_iter()
+        .map(|t| (t.node.clone(), t))
+        .collect();
+    Ok(Settings {
+        node_timeout: args.roll.node_timeout,
+        drain_timeout: args.roll.drain_timeout,
+        ssh: super::ssh_options(inv, global),
+        targets,
+        parallel: global.parallel.into(),
+        max_unavailable: args.roll.max_unavailable,
+        ignored_checks: Vec::new(),
+        hub_images: None,
+        etcd_backups: None,
+        etcd_snapshot_max: 0,
+        checks_judged: None,
+        pace: super::pacing(inv, &args.roll)?,
+    })
+}
+
 fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
     let minor = state
         .cluster

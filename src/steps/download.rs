@@ -199,21 +199,6 @@ fn newest_of(listing: &str, minor: Minor) -> Option<Version> {
         .max()
 }
 
-/// What `--dry-run` shows for a download.
-pub fn commands(hub: &str, minor: Minor) -> Vec<String> {
-    let definition = definition(minor, hub).map_or_else(
-        |e| format!("(cannot render: {e:#})"),
-        |d| d.len().to_string(),
-    );
-    vec![
-        format!(
-            "# stdin: the pinned {minor} transfer without CurrentSymlink=, InstancesMax={KEEP_ALL} \
-             ({definition} bytes)"
-        ),
-        upgrade::download(Component::Kubernetes.name()),
-    ]
-}
-
 /// The hop's image, for the steps that check one already on the nodes.
 pub(super) fn hop_image(hop: &Hop) -> anyhow::Result<Image> {
     let what = hop
@@ -273,11 +258,6 @@ mod tests {
              Path=https://hub.example/ext/kubernetes/\nMatchPattern=kubernetes-v1.35.@v-%a.raw\n\n\
              [Target]\nInstancesMax=18446744073709551615\nType=regular-file\n\
              Path=/opt/extensions/kubernetes\n"
-        );
-        let shown = commands("https://hub.example/ext", Minor::new(1, 35));
-        assert!(
-            shown[0].contains("InstancesMax=18446744073709551615"),
-            "{shown:?}"
         );
     }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use super::context::Apply;
 use super::runner::Remote;
 use crate::node::{self, ClusterFacts};
-use crate::remote::{self, kubectl};
+use crate::remote;
 
 /// Before every drain (so before every reboot): every node reachable and
 /// Ready, nothing cordoned but the batch about to go down, the API healthy,
@@ -172,29 +172,4 @@ pub async fn cluster(api: &Remote) -> anyhow::Result<ClusterFacts> {
         .run_root("cluster facts", remote::CLUSTER_SCRIPT, None)
         .await?;
     node::parse_cluster(&out.stdout)
-}
-
-/// What `--dry-run` shows for the gates before a drain.
-pub fn commands(api_node: &str, checks: &[crate::inventory::HealthCheck]) -> Vec<(String, String)> {
-    let mut lines = vec![
-        (
-            "*".to_string(),
-            "# gates, all at once: `true` on every node; /readyz; every node Ready, no other cordoned; health checks"
-                .to_string(),
-        ),
-        (
-            api_node.to_string(),
-            format!(
-                "(gates script, both at once) {} & {}",
-                kubectl::readyz(),
-                kubectl::kubectl(&["get", "nodes", "-o", "json"])
-            ),
-        ),
-    ];
-    lines.extend(
-        checks
-            .iter()
-            .map(|c| (api_node.to_string(), c.command.clone())),
-    );
-    lines
 }

@@ -8,7 +8,7 @@ use anyhow::bail;
 use futures_util::future::join_all;
 
 use super::context::{Apply, settled_facts};
-use super::hop::hop_version;
+use super::script::hop_version;
 use crate::node::NodeFacts;
 use crate::plan::Hop;
 use crate::version::Minor;

@@ -1,8 +1,10 @@
 //! The layer of apply that acts on the cluster.
 //!
-//! [`hop::run`] is a hop as the list of its phases, in kubeadm's order; each
-//! kind of step has one home with what it runs, what `--dry-run` prints for
-//! it and how it is undone when it fails: [`download`] (the next minor's
+//! [`script`] is the one description of a run: the list of its tasks, a
+//! hop's phases in kubeadm's order with the waits, holds and last looks
+//! between them. [`execute`] runs it and [`render`] prints it for
+//! `--dry-run`, so the two cannot part. Each kind of step has one home with
+//! what it runs and how it is undone when it fails: [`download`] (the next minor's
 //! image, not staged), [`kubeadm`] (the downloaded image's kubeadm, before
 //! any reboot; undo: unstage), [`stage`] (pin the sysupdate config, point
 //! the symlink), [`roll`] (gates, drain, reboot, wait, uncordon; undo:
@@ -15,18 +17,19 @@
 pub mod context;
 mod detached;
 mod download;
-pub mod dry_run;
 pub mod etcd;
+pub mod execute;
 mod gates;
 pub mod hold;
-pub mod hop;
 pub mod journal;
 mod kubeadm;
 mod last_look;
 pub mod lock;
 mod preflight;
+pub mod render;
 mod roll;
 pub mod runner;
+pub mod script;
 mod stage;
 mod verify;
 

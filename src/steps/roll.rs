@@ -385,6 +385,11 @@ pub fn blocked_pods(stderr: &str) -> Vec<String> {
     pods
 }
 
+/// The kubectl drain of `node`, bounded by `--drain-timeout`.
+pub fn drain_command(node: &str, timeout: Duration) -> String {
+    kubectl::drain(node, &format!("--timeout={}s", timeout.as_secs().max(1)))
+}
+
 /// Cordons and drains `node` through the API node. A drain that fails is
 /// undone (uncordon: nothing was rebooted) and reported with the pods that
 /// blocked it.
@@ -392,14 +397,13 @@ pub fn blocked_pods(stderr: &str) -> Vec<String> {
 /// dropped connection does not leave it half done; its output (stdout and
 /// stderr together) comes back as the output's stdout.
 async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainFailed> {
-    let secs = format!("--timeout={}s", timeout.as_secs().max(1));
     let mut api = api.clone();
     let mut out = detached::run(
         &mut api,
         None,
         &format!("drain-{node}"),
         &format!("cordon and drain {node}"),
-        &kubectl::drain(node, &secs),
+        &drain_command(node, timeout),
         timeout + DRAIN_GRACE,
     )
     .await
@@ -476,48 +480,6 @@ async fn send_reboot(r: &Remote) -> anyhow::Result<()> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// What `--dry-run` shows for rolling `node`.
-pub fn commands(
-    api_node: &str,
-    node: &str,
-    control_plane: bool,
-    version: &str,
-) -> Vec<(String, String)> {
-    let mut lines = vec![
-        (
-            api_node.to_string(),
-            crate::remote::upgrade::start_detached(
-                &format!("drain-{node}"),
-                &format!("cordon and drain {node}"),
-                &kubectl::drain(node, "--timeout=<drain-timeout>"),
-            ),
-        ),
-        (node.to_string(), upgrade::before_reboot()),
-        (node.to_string(), upgrade::REBOOT.to_string()),
-        (
-            node.to_string(),
-            format!(
-                "(reconnect until the boot id changes, then until kubelet.service is active at {version}) {}",
-                upgrade::KUBELET_STATE
-            ),
-        ),
-    ];
-    if control_plane {
-        lines.push((
-            api_node.to_string(),
-            format!(
-                "(until Running at {version}) {}",
-                kubectl::get_static_pods(node)
-            ),
-        ));
-    }
-    lines.push((
-        api_node.to_string(),
-        format!("(until Ready) {}", kubectl::ready_then_uncordon(node)),
-    ));
-    lines
 }
 
 #[cfg(test)]

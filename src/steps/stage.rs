@@ -57,14 +57,12 @@ pub async fn stage(
                 Some(v) => v.clone(),
                 None => kubeadm::resolve_image(r, minor).await?,
             };
-            (
-                format!("stage kubernetes {version}"),
-                upgrade::stage_image(component.name(), &version.to_string()),
-            )
+            let label = format!("stage kubernetes {version}");
+            (label, command(component, minor, Some(&version)))
         }
         Component::Containerd => (
             format!("stage {component} {minor}"),
-            upgrade::sysupdate_stage(component.name()),
+            command(component, minor, None),
         ),
     };
     let out = r.run_root(&label, &cmd, None).await?;
@@ -108,8 +106,9 @@ pub fn unstage_refusal(node: &str, k8s: &node::Extension, hub: &str) -> Option<S
     ))
 }
 
-/// What `--dry-run` shows for staging.
-pub fn stage_command(component: Component, minor: Minor, expect: Option<&Version>) -> String {
+/// The command that stages `component`: for kubernetes, pointing the
+/// symlink at `expect`'s image (`<newest …>` until it is resolved on the node).
+pub fn command(component: Component, minor: Minor, expect: Option<&Version>) -> String {
     match component {
         Component::Kubernetes => upgrade::stage_image(
             component.name(),

@@ -1,16 +1,12 @@
-//! A hop, as the list of its phases in kubeadm's order (see
-//! [`crate::plan::PhaseKind`]): download the image on every node that needs
-//! it; the first control plane's `kubeadm upgrade apply`; every other
-//! control plane's `upgrade node`; the control planes' reboots, one at a
-//! time; the workers' `upgrade node` and staging, in parallel; the workers'
-//! reboots, one at a time; the hop's verification; old images removed.
+//! Running the script ([`super::script`]): each task in turn, a safe point
+//! between any two (Ctrl-C, a lease about to lapse), each journaled as it
+//! starts. What a task needs from the whole run is here: marking a node in
+//! progress in the saved plan before fleetctl changes it, and recording
+//! its new state after its last step of the hop, so a rerun after a failure
+//! is not refused as stale while a change made by someone else still is.
 //!
 //! A phase whose steps may run in parallel runs them across nodes, bounded
-//! by `--parallel`, each node keeping its own order; every other phase runs
-//! one step at a time. Every node is marked "in progress" in the saved plan
-//! before fleetctl changes it, and re-fingerprinted after its last step of
-//! the hop, so a rerun after a failure is not refused as stale while a change
-//! made by someone else still is.
+//! by `--parallel`, each node keeping its own order.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,88 +20,117 @@ use super::context::{Apply, settled_facts};
 use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
+use super::script::{At, Task, hop_version, last_steps};
 use super::{POLL, download, etcd, gates, hold, last_look, preflight, roll, stage, verify};
 use crate::node::NodeFacts;
-use crate::plan::{Action, Hop, HopKind, Image, Phase, PhaseKind, Step};
-use crate::version::{Minor, Version};
+use crate::plan::{Action, Hop, Image, Phase, PhaseKind, Step};
+use crate::version::Version;
 
-pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
-    let hops = apply.plan.hops.clone();
-    for (i, hop) in hops.iter().enumerate() {
-        let what = match hop.kind {
-            HopKind::Upgrade => "upgrade to",
-            HopKind::Finish => "finish",
-            HopKind::Converge => "converge on",
-        };
-        let version = hop_version(hop);
-        apply
-            .progress
-            .line(&format!("hop {}/{}: {what} {version}", i + 1, hops.len()));
-        if let Some(window) = &apply.settings.pace.window {
-            // A hop starts only if its first node could still be done.
-            let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
-            hold::in_window(window, &format!("hop {}/{}", i + 1, hops.len()), needed)?;
-        }
-        apply.journal_event("hop-start", None, &format!("{what} {version}"));
-        let just_judged = i == 0
-            && apply
-                .settings
-                .checks_judged
-                .is_some_and(|t| t.elapsed() < preflight::FRESH);
-        if !just_judged {
-            preflight::checks(apply, hop).await?;
-        }
-        verify_present_images(apply, hop).await?;
-        let last = last_steps(hop);
-        let mut verified = false;
-        for (p, phase) in hop.phases.iter().enumerate() {
-            apply.check_stop(None)?;
-            if phase.kind == PhaseKind::Cleanup {
-                verify::verify(apply, hop).await?;
-                verified = true;
+/// Runs the tasks in order: a safe point between any two, each journaled
+/// as it starts with the title the dry run shows for it.
+pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
+    let total = tasks.len();
+    for (i, task) in tasks.iter().enumerate() {
+        apply.check_stop(None)?;
+        let title = task.title(&apply.plan);
+        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
+        one(apply, task).await?;
+    }
+    Ok(())
+}
+
+async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
+    match task {
+        Task::HopStart { hop: h } => {
+            let title = task.title(&apply.plan);
+            let what = title.split_once(": ").map_or("", |(_, w)| w).to_string();
+            apply.progress.line(&title);
+            if let Some(window) = &apply.settings.pace.window {
+                // A hop starts only if its first node could still be done.
+                let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
+                let of = format!("hop {}/{}", h + 1, apply.plan.hops.len());
+                hold::in_window(window, &of, needed)?;
             }
-            apply.progress.line(&format!("  {}", phase.kind.title()));
-            if phase.kind.parallel() {
-                parallel(apply, hop, p, phase, &last).await?;
-            } else if phase.kind == PhaseKind::WorkerReboots {
-                for batch in worker_batches(apply, phase) {
-                    apply.check_stop(None)?;
-                    last_look::before_reboot(apply, hop, &batch).await?;
-                    let names = batch.join(", ");
-                    apply.begin(&names, "drain, reboot, wait, uncordon");
-                    roll::roll(apply, &batch, hop.minor, hop.version.as_ref()).await?;
-                    for node in &batch {
-                        apply.progress.advance();
-                        finish_node(apply, node, None).await?;
-                    }
-                }
-            } else {
-                for (i, step) in phase.steps.iter().enumerate() {
-                    let first_of_node = i == 0 || phase.steps[i - 1].node != step.node;
-                    if phase.kind == PhaseKind::ControlPlaneReboots && first_of_node {
-                        // Before its pin and stage: a refused control plane
-                        // is left unstaged, not armed for a power cut.
-                        apply.check_stop(None)?;
-                        last_look::before_reboot(apply, hop, std::slice::from_ref(&step.node))
-                            .await?;
-                    }
-                    let finishes = is_last(&last, &step.node, (p, i));
-                    one_step(apply, hop, step, finishes).await?;
-                }
+            apply.journal_event("hop-start", None, &what);
+        }
+        Task::Checks { hop: h } => {
+            let just_judged = *h == 0
+                && apply
+                    .settings
+                    .checks_judged
+                    .is_some_and(|t| t.elapsed() < preflight::FRESH);
+            if !just_judged {
+                let hop = apply.plan.hops[*h].clone();
+                preflight::checks(apply, &hop).await?;
             }
         }
-        if !verified {
-            verify::verify(apply, hop).await?;
+        Task::PresentImages { hop: h, nodes } => {
+            let hop = apply.plan.hops[*h].clone();
+            verify_present_images(apply, &hop, nodes).await?;
         }
-        apply.progress.line(&format!(
-            "hop {}/{} done: every node runs {version}",
-            i + 1,
-            hops.len()
-        ));
-        if !apply.settings.pace.soak.is_zero() && apply.back_at.is_some() {
-            let what = format!("after hop {}/{}", i + 1, hops.len());
-            hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
-            gates::healthy(apply, &what).await?;
+        Task::Phase { hop: h, phase: p } => {
+            let title = apply.plan.hops[*h].phases[*p].kind.title();
+            apply.progress.line(&format!("  {title}"));
+        }
+        Task::ControlPlanesReady { node } => {
+            apply.begin(node, "wait until every control plane is Ready");
+            let api = apply.api()?;
+            wait_control_planes_ready(apply, &api).await?;
+        }
+        Task::EtcdSnapshot { node, minor } => {
+            let Some(dir) = apply.settings.etcd_backups.clone() else {
+                bail!("internal error: an etcd snapshot task without a backups directory");
+            };
+            apply.begin(node, "etcd snapshot before upgrade apply");
+            etcd::snapshot(apply, node, *minor, &dir).await?;
+        }
+        Task::Step {
+            hop: h,
+            phase: p,
+            step: s,
+            finishes,
+        } => {
+            let hop = apply.plan.hops[*h].clone();
+            let step = hop.phases[*p].steps[*s].clone();
+            one_step(apply, &hop, &step, *finishes).await?;
+        }
+        Task::Parallel { hop: h, phase: p } => {
+            let hop = apply.plan.hops[*h].clone();
+            let last = last_steps(&hop);
+            parallel(apply, &hop, *p, &hop.phases[*p], &last).await?;
+        }
+        Task::LastLook { hop: h, nodes } => {
+            let hop = apply.plan.hops[*h].clone();
+            last_look::before_reboot(apply, &hop, nodes).await?;
+        }
+        Task::Roll {
+            nodes,
+            minor,
+            expect,
+            finishes,
+        } => {
+            let names = nodes.join(", ");
+            apply.begin(&names, "drain, reboot, wait, uncordon");
+            roll::roll(apply, nodes, *minor, expect.as_ref()).await?;
+            for node in nodes {
+                apply.progress.advance();
+                if finishes.contains(node) {
+                    finish_node(apply, node, None).await?;
+                }
+            }
+        }
+        Task::Verify { hop: h } => {
+            let hop = apply.plan.hops[*h].clone();
+            verify::verify(apply, &hop).await?;
+        }
+        Task::HopDone { .. } => apply.progress.line(&task.title(&apply.plan)),
+        Task::Soak { hop: h } => {
+            let what = format!("after hop {}/{}", h + 1, apply.plan.hops.len());
+            // Nothing came back from a reboot in this run: nothing to watch.
+            if apply.back_at.is_some() {
+                hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
+                gates::healthy(apply, &what).await?;
+            }
         }
     }
     Ok(())
@@ -113,14 +138,14 @@ pub async fn run(apply: &mut Apply<'_>) -> anyhow::Result<()> {
 
 /// The hop's image on the nodes that already had it (a download checks its
 /// own): all at once, before anything of the hop runs from it anywhere.
-async fn verify_present_images(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
-    let present = download::present_images(hop);
-    if present.is_empty() {
-        return Ok(());
-    }
+async fn verify_present_images(
+    apply: &Apply<'_>,
+    hop: &Hop,
+    present: &[String],
+) -> anyhow::Result<()> {
     let image = &download::hop_image(hop)?;
-    let checks = present.into_iter().map(|node| async move {
-        let r = apply.remote(&node)?;
+    let checks = present.iter().map(|node| async move {
+        let r = apply.remote(node)?;
         download::verify(&r, image, "already downloaded").await
     });
     let failures: Vec<String> = join_all(checks)
@@ -132,30 +157,6 @@ async fn verify_present_images(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<(
         return Ok(());
     }
     bail!("{}", failures.join("\n"))
-}
-
-pub(super) fn hop_version(hop: &Hop) -> String {
-    hop.version
-        .as_ref()
-        .map_or_else(|| hop.minor.to_string(), Version::to_string)
-}
-
-/// Where a step is in its hop: (phase, step) indexes.
-type At = (usize, usize);
-
-/// Each node's last step of the hop before the clean-up: after it, the
-/// node is done and its new state becomes the plan's baseline.
-fn last_steps(hop: &Hop) -> BTreeMap<String, At> {
-    let mut last = BTreeMap::new();
-    for (p, phase) in hop.phases.iter().enumerate() {
-        if phase.kind == PhaseKind::Cleanup {
-            continue;
-        }
-        for (i, step) in phase.steps.iter().enumerate() {
-            last.insert(step.node.clone(), (p, i));
-        }
-    }
-    last
 }
 
 fn is_last(last: &BTreeMap<String, At>, node: &str, at: At) -> bool {
@@ -187,16 +188,10 @@ async fn one_step(
     apply.progress.step(&format!("{node}: {text}"));
     match &step.action {
         Action::Roll => {
-            roll::roll(apply, &[node.to_string()], hop.minor, hop.version.as_ref()).await?;
+            // The script makes every roll a task of its own (Task::Roll).
+            bail!("{node}: internal error: a roll reached the one-step runner");
         }
         Action::UpgradeApply { minor, version } => {
-            let api = apply.api()?;
-            wait_control_planes_ready(apply, &api).await?;
-            if let Some(dir) = apply.settings.etcd_backups.clone() {
-                apply.begin(node, "etcd snapshot before upgrade apply");
-                etcd::snapshot(apply, node, *minor, &dir).await?;
-                apply.begin(node, &text);
-            }
             apply.mark(node)?;
             let mut job = Job::of(apply, node, hop)?;
             let v = match version {
@@ -207,16 +202,6 @@ async fn one_step(
             apply.set_remote(node, job.remote);
             result?;
             apply.record_cluster_version(v)?;
-        }
-        Action::UpgradeNode { .. } if apply.role(node) == crate::inventory::Role::ControlPlane => {
-            // Its kubeadm restarts this node's API server: not while
-            // another control plane is still coming up.
-            let api = apply.api()?;
-            wait_control_planes_ready(apply, &api).await?;
-            let mut job = Job::of(apply, node, hop)?;
-            let result = job.run(&step.action).await;
-            apply.set_remote(node, job.remote);
-            result?;
         }
         other => {
             if changes_fingerprint(other) {
@@ -233,53 +218,6 @@ async fn one_step(
         finish_node(apply, node, None).await?;
     }
     Ok(())
-}
-
-/// A rolling reboot without the rest of a hop (`fleetctl reboot`): each
-/// batch (one control plane, or workers of one zone and minor) drained,
-/// rebooted onto what it has staged, waited for and uncordoned, then the next.
-pub async fn rolls(apply: &mut Apply<'_>, batches: &[(Vec<String>, Minor)]) -> anyhow::Result<()> {
-    for (batch, minor) in batches {
-        apply.check_stop(None)?;
-        let names = batch.join(", ");
-        apply.begin(&names, "drain, reboot, wait, uncordon");
-        roll::roll(apply, batch, *minor, None).await?;
-        for node in batch {
-            apply.progress.advance();
-            finish_node(apply, node, None).await?;
-        }
-    }
-    Ok(())
-}
-
-/// The workers' rolls in batches of `--max-unavailable`, each within one
-/// zone (see [`crate::plan::batches`]).
-pub fn worker_batches(apply: &Apply<'_>, phase: &Phase) -> Vec<Vec<String>> {
-    batches_of(apply.inv, phase, apply.settings.max_unavailable)
-}
-
-pub fn batches_of(
-    inv: &crate::inventory::Inventory,
-    phase: &Phase,
-    max: crate::plan::MaxUnavailable,
-) -> Vec<Vec<String>> {
-    let workers = inv
-        .nodes
-        .iter()
-        .filter(|n| n.role == crate::inventory::Role::Worker)
-        .count();
-    let nodes: Vec<(&str, Option<&str>)> = phase
-        .steps
-        .iter()
-        .map(|s| {
-            let zone = inv.node(&s.node).and_then(|n| n.zone.as_deref());
-            (s.node.as_str(), zone)
-        })
-        .collect();
-    crate::plan::batches(&nodes, max.of(workers))
-        .into_iter()
-        .map(|b| b.into_iter().map(String::from).collect())
-        .collect()
 }
 
 /// A node is through with the hop: record its state if fleetctl changed it
