@@ -182,3 +182,42 @@ pub(crate) fn text(c: &Cluster, instance: &str) -> String {
     let _ = writeln!(out, "process_start_time_seconds {started:.2}");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::DeprecatedApi;
+
+    fn flowschemas(served_by: &[&str]) -> DeprecatedApi {
+        DeprecatedApi {
+            group: "flowcontrol.apiserver.k8s.io".into(),
+            version: "v1beta3".into(),
+            resource: "flowschemas".into(),
+            subresource: String::new(),
+            removed_release: "1.32".into(),
+            served_by: served_by.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn each_instance_names_only_the_deprecated_apis_it_served_in_family_order() {
+        let mut c = Cluster::default();
+        assert!(!text(&c, "cp-1").contains("apiserver_requested_deprecated_apis"));
+        c.deprecated_apis = vec![flowschemas(&["cp-2"])];
+        assert!(!text(&c, "cp-1").contains("apiserver_requested_deprecated_apis"));
+        let page = text(&c, "cp-2");
+        assert!(page.contains(
+            "# HELP apiserver_requested_deprecated_apis [STABLE] Gauge of deprecated APIs that have been requested, broken out by API group, version, resource, subresource, and removed_release.\n\
+             # TYPE apiserver_requested_deprecated_apis gauge\n\
+             apiserver_requested_deprecated_apis{group=\"flowcontrol.apiserver.k8s.io\",removed_release=\"1.32\",resource=\"flowschemas\",subresource=\"\",version=\"v1beta3\"} 1\n"
+        ), "{page}");
+        let names: Vec<&str> = page
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "families in name order");
+    }
+}
