@@ -115,7 +115,7 @@ pub struct Cluster {
     /// The etcd image tag a control plane's static pod runs, where it is
     /// not the one kubeadm's `SupportedEtcdVersion` names for its
     /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm
-    /// upgrade deploys a newer one); see `tools/kubectl/etcd.rs`.
+    /// upgrade deploys a newer one); see `etcd_pod/tag.rs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub etcd_images: BTreeMap<String, String>,
 }
