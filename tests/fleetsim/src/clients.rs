@@ -7,7 +7,7 @@
 //! [`NODE_DIR`] the same way it gets the fleetsim binary: a real-OS node's
 //! root is a Debian root, not the host's `/usr`, so a path on the host
 //! would not do. The sysext image's `kubectl` picks the one whose minor is
-//! closest to its own (`tools/kubectl/passthrough.rs`): kubectl supports one
+//! closest to its own (`tools/kubectl.rs`): kubectl supports one
 //! minor of skew against the API server, and none newer than 1.33 exists
 //! here, so v1.34 to v1.37 nodes run kubectl 1.33.
 

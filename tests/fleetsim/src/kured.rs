@@ -391,7 +391,7 @@ impl Pod {
         // Kured drains without a timeout by default: a budget that blocks
         // an eviction keeps it here, lock held, until the budget allows it.
         let mut told = false;
-        while !crate::tools::evictions_refused(
+        while !crate::api::objects::budgets::evictions_refused(
             &self.shared.cluster()?,
             &self.shared.faults()?,
             &self.me,

@@ -509,7 +509,7 @@ fn link_tools(disk: &Disk, binary: &Path) -> Result<()> {
 }
 
 /// The real kubectl binaries the fleet gathered, linked into the node at
-/// `clients::NODE_DIR` (none under `kubectl: emulated`).
+/// `clients::NODE_DIR`.
 fn link_clients(disk: &Disk, fleet: &FleetDir) -> Result<()> {
     for (_, src) in crate::clients::listed(&fleet.clients()) {
         let Some(name) = src.file_name() else {

@@ -103,8 +103,6 @@ impl Kubelet {
             input: &mut input,
             out: &mut out,
             err: &mut err,
-            kubeconfig_env: None,
-            home: None,
             utf8: false,
             tool_version: version,
             unit: Some(UNIT.into()),

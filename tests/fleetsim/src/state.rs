@@ -74,15 +74,6 @@ pub struct Cluster {
     /// API server and etcd). 0 when unset, so unit tests stay fast.
     #[serde(default)]
     pub api_latency: f64,
-    /// Seconds a kubectl process costs before its first request (a Go
-    /// binary of ~50 MB loading and initialising).
-    #[serde(default)]
-    pub kubectl_start: f64,
-    /// A node's `kubectl` is the real one (`tools/kubectl/passthrough.rs`);
-    /// false only under the scenario's `kubectl: emulated` and in the
-    /// emulation's own unit tests.
-    #[serde(default)]
-    pub real_kubectl: bool,
     /// Seconds `kubeadm upgrade apply|node` works (writing manifests,
     /// waiting for the kubelet) before it is done. 0 when unset.
     #[serde(default)]
@@ -124,7 +115,7 @@ pub struct Cluster {
     /// The etcd image tag a control plane's static pod runs, where it is
     /// not the one kubeadm's `SupportedEtcdVersion` names for its
     /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm
-    /// upgrade deploys a newer one); see `tools/kubectl/etcd.rs`.
+    /// upgrade deploys a newer one); see `etcd_pod/tag.rs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub etcd_images: BTreeMap<String, String>,
 }

@@ -237,9 +237,7 @@ struct Setup {
 
 fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     copy_binary(fleet)?;
-    if scenario.kubectl == crate::scenario::KubectlKind::Real {
-        crate::clients::gather(&fleet.clients())?;
-    }
+    crate::clients::gather(&fleet.clients())?;
     crate::etcd_pod::copy_image(fleet)?;
     if scenario.os_layer == Os::Systemd {
         crate::realos::rootfs::ensure(fleet)?;

@@ -58,7 +58,7 @@ pub fn evict(
     let ignores_budgets = matches!(phase, "Succeeded" | "Failed" | "Pending");
     if !ignores_budgets {
         let api = snap.pods.iter().find(|p| p.namespace == ns && p.name == name);
-        let budgets: Vec<_> = crate::tools::kubectl::pdb::budgets(&snap.cluster, &snap.faults, &snap.pods)
+        let budgets: Vec<_> = super::objects::budgets::budgets(&snap.cluster, &snap.faults, &snap.pods)
             .into_iter()
             .filter(|b| {
                 let empty = b.spec.match_labels.is_empty() && b.spec.match_expressions.is_empty();

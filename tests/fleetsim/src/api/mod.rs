@@ -12,12 +12,14 @@
 //!   while any instance is up and hands each connection to one of them.
 //!   admin.conf and every kubelet.conf point at it, as kubeadm points them
 //!   at `controlPlaneEndpoint`.
-//! - One state: `cluster.json`/`faults.json` through `store.rs`, the
-//!   same the emulated kubectl reads and writes.
+//! - One state: `cluster.json`/`faults.json`, rendered as API objects by
+//!   `objects` and served through `store.rs`; the node tools (kubeadm, the
+//!   kubelet, Kured) write the same state.
 //!
 //! The modules: `pki` (certificates, kubeconfigs), `identity` (the user of
 //! a client certificate), `auth` (Node, RBAC, NodeRestriction), `server`
-//! (TLS, HTTP, routing), `discovery`, `store` (objects, selectors),
+//! (TLS, HTTP, routing), `discovery`, `objects` (the object model),
+//! `store` (listing, selectors), `metrics`,
 //! `write` (updates, patches, deletes), `evict` (the eviction subresource), `patch`, `watch`,
 //! `status` (the apiserver's error bodies).
 
@@ -26,6 +28,8 @@ pub mod discovery;
 pub mod evict;
 pub mod exec;
 pub mod identity;
+pub mod metrics;
+pub mod objects;
 pub mod patch;
 pub mod pki;
 pub mod proto;

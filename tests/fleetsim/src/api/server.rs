@@ -304,7 +304,7 @@ pub fn route(ctx: &Ctx, inst: &Instance, user: &User, call: &Call) -> Reply {
             }
             return match ctx.shared.cluster() {
                 // Each instance counts only the requests it served.
-                Ok(c) => Reply::Text(200, crate::tools::kubectl::metrics::text(&c, &inst.name)),
+                Ok(c) => Reply::Text(200, super::metrics::text(&c, &inst.name)),
                 Err(e) => status::internal(&format!("{e:#}")).into(),
             };
         }

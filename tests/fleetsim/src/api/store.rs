@@ -1,7 +1,6 @@
 //! The objects the API serves, read from the one cluster state
-//! (`cluster.json`, `faults.json`) through the same renderers the emulated
-//! kubectl prints (`tools/kubectl`: nodes, pods, DaemonSets, ConfigMaps,
-//! PodDisruptionBudgets), so both show one cluster. What only the API does
+//! (`cluster.json`, `faults.json`) through the renderers of `objects`
+//! (nodes, pods, DaemonSets, ConfigMaps, PodDisruptionBudgets). What only the API does
 //! lives here, in the supervisor's memory: pods deleted or evicted through
 //! it (see [`Removed`]).
 //!
@@ -18,9 +17,9 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
+use super::objects::{self, budgets, configmaps, daemonsets, nodes, pods};
 use super::status::{self, Failure, Gr};
 use crate::state::{Cluster, Faults, Role};
-use crate::tools::kubectl::{nodes, objects, pdb, pods};
 use crate::tools::util::{rfc3339, uid_of};
 
 /// One served resource.
@@ -253,19 +252,19 @@ impl Snapshot {
                 .map(|(i, (name, n))| nodes::node_json(c, name, n, i, self.now))
                 .collect(),
             "pods" => self.pods.iter().map(|p| p.json.clone()).collect(),
-            "configmaps" => objects::configmaps_in(c, None)
+            "configmaps" => configmaps::configmaps_in(c, None)
                 .iter()
-                .map(objects::cm_json)
+                .map(configmaps::cm_json)
                 .collect(),
-            "daemonsets" => objects::daemonsets(c, None)
+            "daemonsets" => daemonsets::daemonsets(c, None)
                 .iter()
-                .map(|l| objects::ds_json(c, l))
+                .map(|l| daemonsets::ds_json(c, l))
                 .collect(),
             "poddisruptionbudgets" => {
                 let created = objects::cluster_created(c, self.now);
-                pdb::budgets(c, &self.faults, &self.pods)
+                budgets::budgets(c, &self.faults, &self.pods)
                     .iter()
-                    .map(|b| pdb::json(b, created, c.resource_version))
+                    .map(|b| budgets::json(b, created, c.resource_version))
                     .collect()
             }
             "namespaces" => self.namespaces(),

@@ -38,6 +38,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
+use super::command_line::{Words, json_output, local_endpoints, split};
+use super::tag::{has_etcdutl, is_3_6};
 use super::{CLIENT_PORT, DATA_DIR, PKI_DIR, binary};
 use crate::state::SnapshotDamage;
 use crate::tools::util::hex_of;
@@ -69,99 +71,6 @@ pub struct Container<'a> {
     /// The node's address, where its member listens.
     pub address: &'a str,
     pub damage: Option<SnapshotDamage>,
-}
-
-/// `3.6.4-0` → (3, 6, 4, 0); `None` for anything else.
-pub fn etcd_tag(tag: &str) -> Option<(u64, u64, u64, u64)> {
-    let (version, build) = tag.split_once('-')?;
-    let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
-    let t = (
-        parts.next()??,
-        parts.next()??,
-        parts.next()??,
-        build.parse().ok()?,
-    );
-    parts.next().is_none().then_some(t)
-}
-
-fn is_36(tag: &str) -> bool {
-    etcd_tag(tag).is_some_and(|(major, minor, ..)| (major, minor) >= (3, 6))
-}
-
-/// etcd's official image (3.6.5 and later): etcdutl.
-fn has_etcdutl(tag: &str) -> bool {
-    etcd_tag(tag).is_some_and(|(major, minor, patch, _)| (major, minor, patch) >= (3, 6, 5))
-}
-
-/// etcdctl's global flags that take a value.
-const VALUE_FLAGS: &[&str] = &[
-    "endpoints",
-    "cacert",
-    "cert",
-    "key",
-    "write-out",
-    "w",
-    "dial-timeout",
-    "command-timeout",
-    "keepalive-time",
-    "keepalive-timeout",
-    "user",
-    "password",
-    "discovery-srv",
-    "discovery-srv-name",
-];
-
-/// An etcdctl command line: its flags (name, value) and its other words.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Words {
-    flags: Vec<(String, Option<String>)>,
-    rest: Vec<String>,
-}
-
-fn split(argv: &[String]) -> Words {
-    let mut w = Words::default();
-    let mut it = argv.iter();
-    while let Some(a) = it.next() {
-        let Some(body) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {
-            w.rest.push(a.clone());
-            continue;
-        };
-        match body.split_once('=') {
-            Some((n, v)) => w.flags.push((n.to_string(), Some(v.to_string()))),
-            None if VALUE_FLAGS.contains(&body) => {
-                w.flags.push((body.to_string(), it.next().cloned()))
-            }
-            None => w.flags.push((body.to_string(), None)),
-        }
-    }
-    w
-}
-
-/// The endpoint list with the local member's address in place of the pod's
-/// own loopback.
-fn local_endpoints(value: &str, address: &str) -> String {
-    value
-        .split(',')
-        .map(|e| {
-            let (scheme, host) = match e.split_once("://") {
-                Some((s, h)) => (Some(s), h),
-                None => (None, e),
-            };
-            let host = match host {
-                h if h == format!("127.0.0.1:{CLIENT_PORT}")
-                    || h == format!("localhost:{CLIENT_PORT}") =>
-                {
-                    format!("{address}:{CLIENT_PORT}")
-                }
-                h => h.to_string(),
-            };
-            match scheme {
-                Some(s) => format!("{s}://{host}"),
-                None => host,
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 impl Container<'_> {
@@ -222,7 +131,7 @@ impl Container<'_> {
         let w = split(args);
         let rest: Vec<&str> = w.rest.iter().map(String::as_str).collect();
         match rest.as_slice() {
-            ["snapshot", "status", ..] if is_36(self.tag) => {
+            ["snapshot", "status", ..] if is_3_6(self.tag) => {
                 let _ = writeln!(out, "{}", snapshot_help(self.tag));
                 Ok(Outcome::Exited(0))
             }
@@ -248,7 +157,7 @@ impl Container<'_> {
                 })?;
                 if code == 0 {
                     self.damage_file(&file)?;
-                    if is_36(self.tag) {
+                    if is_3_6(self.tag) {
                         let _ = writeln!(out, "Server version 3.6.0");
                     }
                 }
@@ -365,7 +274,7 @@ impl Container<'_> {
             let _ = out.write_all(text.as_bytes());
             return Ok(Outcome::Exited(code));
         };
-        let version = if is_36(self.tag) { "3.6.0" } else { "" };
+        let version = if is_3_6(self.tag) { "3.6.0" } else { "" };
         doc.insert("version".into(), version.into());
         let _ = writeln!(out, "{}", serde_json::Value::Object(doc));
         Ok(Outcome::Exited(0))
@@ -402,12 +311,6 @@ impl Container<'_> {
     }
 }
 
-fn json_output(flags: &[(String, Option<String>)]) -> bool {
-    flags
-        .iter()
-        .any(|(n, v)| (n == "w" || n == "write-out") && v.as_deref() == Some("json"))
-}
-
 fn unsupported(argv: &[String], err: &mut dyn Write) -> Outcome {
     let _ = writeln!(
         err,
@@ -422,7 +325,7 @@ fn unsupported(argv: &[String], err: &mut dyn Write) -> Outcome {
 /// (pkg/cobrautl/help.go: NAME, USAGE, API VERSION, Examples, COMMANDS,
 /// OPTIONS, GLOBAL OPTIONS, tab-indented), abridged to its first options.
 fn snapshot_help(tag: &str) -> String {
-    let api = etcd_tag(tag).map_or("3.6".to_string(), |(a, b, ..)| format!("{a}.{b}"));
+    let api = super::tag::parse(tag).map_or("3.6".to_string(), |(a, b, ..)| format!("{a}.{b}"));
     format!(
         "NAME:\n\tsnapshot - Manages etcd node snapshots\n\n\
          USAGE:\n\tetcdctl snapshot <subcommand> [flags]\n\n\
@@ -515,24 +418,6 @@ mod tests {
             String::from_utf8(out).unwrap(),
             String::from_utf8(err).unwrap(),
         )
-    }
-
-    #[test]
-    fn the_local_endpoint_is_this_nodes_member() {
-        assert_eq!(
-            local_endpoints("https://127.0.0.1:2379", "127.1.2.10"),
-            "https://127.1.2.10:2379"
-        );
-        assert_eq!(
-            local_endpoints("localhost:2379,https://127.1.2.11:2379", "127.1.2.10"),
-            "127.1.2.10:2379,https://127.1.2.11:2379"
-        );
-        let w = split(&words(
-            "--endpoints x --cacert=/a snapshot save /var/lib/etcd/s.db -w json",
-        ));
-        assert_eq!(w.rest, words("snapshot save /var/lib/etcd/s.db"));
-        assert_eq!(w.flags[0], ("endpoints".into(), Some("x".into())));
-        assert_eq!(w.flags[2], ("w".into(), Some("json".into())));
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //!   node's disk at `/var/lib/etcd` (kubeadm's hostPath).
 //! - `container`: what runs when the API server execs into the pod: which
 //!   binaries each image has, and the real etcdctl against this node's
-//!   member for everything it can do.
+//!   member for everything it can do; `command_line`, etcdctl's words as
+//!   it reads them.
+//! - `tag`: which image each control plane's etcd runs (kubeadm's choice
+//!   per version) and what each image has.
 //!
 //! The image's binaries are the host's, copied once into `DIR/bin/` and
 //! hard-linked into every node at [`IMAGE_DIR`], off the PATH: a Flatcar
@@ -36,8 +39,10 @@ use crate::layout::FleetDir;
 use crate::provision::Disk;
 
 pub mod certs;
+mod command_line;
 pub mod container;
 pub mod member;
+pub mod tag;
 
 /// kubeadm's `etcd.local.dataDir` default, a hostPath of the pod.
 pub const DATA_DIR: &str = "/var/lib/etcd";

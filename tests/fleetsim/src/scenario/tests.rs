@@ -193,3 +193,28 @@ fn refuses_what_would_misbehave() {
         );
     }
 }
+
+#[test]
+fn the_emulated_kubectl_is_refused_by_name_and_the_real_one_read() {
+    let nodes = "nodes:\n  - {name: cp-1, role: control-plane}\n";
+    let real =
+        Scenario::from_yaml(&format!("kubernetes: v1.34.2\nkubectl: real\n{nodes}")).unwrap();
+    assert_eq!(real.kubectl, KubectlKind::Real);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.yaml");
+    std::fs::write(
+        &path,
+        format!("kubernetes: v1.34.2\nkubectl: emulated\n{nodes}"),
+    )
+    .unwrap();
+    let err = format!("{:#}", Scenario::load(&path).unwrap_err());
+    assert!(
+        err.contains(&format!("in scenario {}", path.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("`kubectl: emulated`: fleetsim's emulated kubectl was removed"),
+        "{err}"
+    );
+    assert!(err.contains("line 2"), "where: {err}");
+}

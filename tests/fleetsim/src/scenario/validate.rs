@@ -23,7 +23,7 @@ impl Scenario {
         self.cluster_version()?;
         self.validate_control_plane_args()?;
         if let Some(tag) = &self.etcd {
-            if crate::tools::etcd_tag(tag).is_none() {
+            if crate::etcd_pod::tag::parse(tag).is_none() {
                 bail!("scenario `etcd`: `{tag}` is not an etcd image tag like 3.6.4-0");
             }
             if !self.external_etcd.is_empty() {
@@ -135,7 +135,6 @@ impl Scenario {
             ("kubelet_delay", self.kubelet_delay),
             ("api_delay", self.api_delay),
             ("api_latency", self.api_latency),
-            ("kubectl_start", self.kubectl_start),
             ("kubeadm_duration", self.kubeadm_duration),
         ] {
             if !v.is_finite() || v < 0.0 {

@@ -32,8 +32,6 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
         kubelet_delay: scenario.kubelet_delay,
         api_delay: scenario.api_delay,
         api_latency: scenario.api_latency,
-        kubectl_start: scenario.kubectl_start,
-        real_kubectl: scenario.kubectl == crate::scenario::KubectlKind::Real,
         kubeadm_duration: scenario.kubeadm_duration,
         nodes,
         kube_proxy: false,

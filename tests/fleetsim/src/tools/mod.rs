@@ -1,7 +1,8 @@
 //! The node's emulated tools: one multi-call binary answers as
 //! `systemd-sysupdate`, `systemctl`, `journalctl`, `update_engine_client`,
-//! `kubelet`, `kubeadm`, `kubectl`, `systemd-sysext` and `systemd-run`,
-//! chosen by argv[0].
+//! `kubelet`, `kubeadm`, `systemd-sysext` and `systemd-run`, chosen by
+//! argv[0]. As `kubectl` it runs the real kubectl (`kubectl.rs`) and only
+//! records its mutating calls.
 //!
 //! fleetctl runs unmodified commands over SSH, so every tool here prints what
 //! the real one prints (stdout vs stderr, exit codes, error wording) for the
@@ -25,7 +26,7 @@ mod containerd;
 mod http;
 mod journalctl;
 mod kubeadm;
-pub(crate) mod kubectl;
+mod kubectl;
 pub(crate) mod kubelet;
 mod sysext;
 mod systemctl;
@@ -77,8 +78,6 @@ pub fn int_or_percent(v: &serde_json::Value) -> Option<(i64, bool)> {
         _ => None,
     }
 }
-
-pub(crate) use kubectl::{etcd_tag, etcd_upgraded_by_kubeadm, evictions_refused};
 
 /// The unit manager `systemd-run` leaves behind (main.rs runs it by argv[0]).
 pub use systemd_run::{MANAGER as UNIT_MANAGER, manage as unit_manager};
@@ -152,8 +151,6 @@ pub fn dispatch(name: &str, args: &[String]) -> Option<i32> {
         input: &mut input,
         out: &mut out,
         err: &mut err,
-        kubeconfig_env: std::env::var("KUBECONFIG").ok(),
-        home: std::env::var("HOME").ok(),
         utf8: locale_is_utf8(),
         tool_version: std::env::var(crate::image::TOOL_VERSION_ENV)
             .ok()
@@ -214,10 +211,6 @@ pub(crate) struct Env<'a> {
     pub input: &'a mut dyn BufRead,
     pub out: &'a mut dyn Write,
     pub err: &'a mut dyn Write,
-    /// `$KUBECONFIG` as the tool saw it.
-    pub kubeconfig_env: Option<String>,
-    /// `$HOME`, for `~/.kube/config`.
-    pub home: Option<String>,
     /// Whether systemd-style glyphs may be drawn in UTF-8.
     pub utf8: bool,
     /// The version of the kubelet/kubeadm/kubectl binary being run: set by

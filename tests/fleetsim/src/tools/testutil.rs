@@ -274,8 +274,6 @@ impl Node {
                 input: &mut input,
                 out: &mut out,
                 err: &mut err,
-                kubeconfig_env: None,
-                home: None,
                 utf8: false,
                 tool_version: version.map(str::to_string),
                 unit: unit.map(str::to_string),

@@ -68,5 +68,4 @@ pub fn small(workers: usize) -> Scenario {
         .workers(workers)
         .kubernetes("v1.34.2")
         .api_latency(0.01)
-        .kubectl_start(0.01)
 }

@@ -20,8 +20,7 @@ fn fleet(seconds: f64) -> Fleet {
             .control_planes(1)
             .with_node("cp-1", |n| n.running = Some("v1.34.2".into()))
             .kubeadm_duration(seconds)
-            .api_latency(0.01)
-            .kubectl_start(0.01),
+            .api_latency(0.01),
     )
 }
 

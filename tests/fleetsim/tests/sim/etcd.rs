@@ -99,8 +99,7 @@ fn kubectl_exec_streams_a_real_etcd_snapshot_into_the_node() {
             .control_planes(1)
             .workers(1)
             .kubernetes("v1.33.2")
-            .api_latency(0.01)
-            .kubectl_start(0.01),
+            .api_latency(0.01),
     );
     let Some(k) = kubectl(&fleet, 33, "admin") else {
         return;
@@ -230,8 +229,7 @@ fn three_control_planes_are_one_etcd_cluster_that_outlives_one_of_them() {
             .control_planes(3)
             .workers(0)
             .kubernetes("v1.34.2")
-            .api_latency(0.01)
-            .kubectl_start(0.01),
+            .api_latency(0.01),
     );
     let Some(k) = kubectl(&fleet, 33, "admin") else {
         return;

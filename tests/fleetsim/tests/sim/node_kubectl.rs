@@ -2,8 +2,6 @@
 //! the minor closest to the node's sysext image, against the sim's API
 //! server, with the sim adding only the event log entry of a mutating call.
 
-use fleetsim::scenario::KubectlKind;
-
 use crate::common::{run, small, start};
 
 /// `kubectl` as root on `node`, with admin.conf; (exit code, stdout, stderr).
@@ -99,16 +97,4 @@ fn a_frozen_node_refuses_cordon_with_the_webhooks_message() {
         "{err}"
     );
     assert!(!fleet.cluster().unwrap().nodes["w-1"].unschedulable);
-}
-
-#[test]
-fn the_emulation_answers_only_behind_its_switch() {
-    let fleet = start(small(0).kubectl(KubectlKind::Emulated));
-    let out = run(&fleet, "cp-1", "root", "kubectl version --client");
-    // The emulation names the image's version; the real one its own build.
-    assert!(out.contains("Client Version: v1.34.2"), "{out}");
-    let listed = fleet
-        .ssh("cp-1", "root", "ls /usr/lib/fleetsim/clients")
-        .unwrap();
-    assert!(!listed.status.success(), "no real kubectl is linked in");
 }

@@ -71,7 +71,7 @@ pub(super) fn upgrade_static_pods(
             return Ok(StaticPods::ApiGone);
         };
         n.control_plane_version = Some(to.to_string());
-        crate::tools::etcd_upgraded_by_kubeadm(c, node, to);
+        crate::etcd_pod::tag::upgraded_by_kubeadm(c, node, to);
         c.resource_version += 1;
         Ok(StaticPods::Upgraded)
     })

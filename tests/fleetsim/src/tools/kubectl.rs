@@ -12,18 +12,16 @@
 //! its PATCH and prints `error: unable to cordon node …`
 //! (kubectl/pkg/cmd/drain/drain.go, RunCordonOrUncordon), so such a line
 //! makes the record a failure too.
-//!
-//! The emulation (this module's parent) stays for the scenario switch
-//! `kubectl: emulated` and its own unit tests; CI never uses it.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use super::NAME;
 use crate::clients;
 use crate::tools::Env;
+
+const NAME: &str = "kubectl";
 
 /// How much of kubectl's stderr the event record may quote from.
 const KEEP: usize = 64 * 1024;

@@ -189,100 +189,17 @@ pub(crate) fn json(b: &Budget, created: f64, resource_version: u64) -> Value {
     })
 }
 
-/// The `kubectl get pdb` table cell of an IntOrString (`N/A` when unset).
-pub(super) fn cell(v: &Option<Value>) -> String {
-    match v {
-        None => "N/A".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// `get pdb [NAME] [-n NS|-A] [-o json|name|jsonpath=…]`, or its table.
-pub(super) fn get(
-    env: &mut super::Env,
-    args: &[String],
-    cli: &super::Cli,
-    name: Option<&str>,
-) -> anyhow::Result<super::Res> {
-    use crate::tools::say;
-    if cli.output() == Some("yaml") {
-        return Ok(super::Res::unsupported(env, args));
-    }
-    let c = match super::connect(env, cli)? {
-        Ok(c) => c,
-        Err(msg) => return Ok(super::Res::fail(env, &msg)),
-    };
-    let now = crate::state::now();
-    let faults = env.shared().faults()?;
-    let pods = super::pods::all_pods(&c, now);
-    let all = cli.all_namespaces();
-    let ns = cli.namespace().to_string();
-    let selected: Vec<Budget> = budgets(&c, &faults, &pods)
-        .into_iter()
-        .filter(|b| (all || b.spec.namespace == ns) && name.is_none_or(|n| n == b.spec.name))
-        .collect();
-    if let Some(want) = name
-        && selected.is_empty()
-    {
-        if cli.switch("ignore-not-found") {
-            return Ok(super::Res::ok());
-        }
-        let msg = format!(
-            "Error from server (NotFound): poddisruptionbudgets.policy \"{want}\" not found"
-        );
-        return Ok(super::Res::fail(env, &msg));
-    }
-    let created = super::objects::cluster_created(&c, now);
-    let items: Vec<Value> = selected
-        .iter()
-        .map(|b| json(b, created, c.resource_version))
-        .collect();
-    let doc = super::objects::get_doc(name.is_some(), items);
-    if let Some(res) = super::objects::print_doc(env, cli, &doc)? {
-        return Ok(res);
-    }
-    if cli.output() == Some("name") {
-        for b in &selected {
-            say!(env, "poddisruptionbudget.policy/{}", b.spec.name);
-        }
-        return Ok(super::Res::ok());
-    }
-    if selected.is_empty() {
-        return Ok(super::objects::no_resources(env, cli));
-    }
-    let mut header = Vec::new();
-    if all {
-        header.push("NAMESPACE".to_string());
-    }
-    header.extend(
-        [
-            "NAME",
-            "MIN AVAILABLE",
-            "MAX UNAVAILABLE",
-            "ALLOWED DISRUPTIONS",
-            "AGE",
-        ]
-        .map(String::from),
-    );
-    let mut rows = vec![header];
-    for b in &selected {
-        let mut row = Vec::new();
-        if all {
-            row.push(b.spec.namespace.clone());
-        }
-        row.extend([
-            b.spec.name.clone(),
-            cell(&b.spec.min_available),
-            cell(&b.spec.max_unavailable),
-            b.allowed.to_string(),
-            crate::tools::util::human_age(now - created),
-        ]);
-        rows.push(row);
-    }
-    let _ = std::io::Write::write_all(
-        &mut *env.out,
-        crate::tools::util::table(&rows, 3).as_bytes(),
-    );
-    Ok(super::Res::ok())
+/// The pods on `node` whose eviction a PodDisruptionBudget refuses now
+/// (`namespace/name`), as a drain of it would meet them: for Kured's drain.
+pub(crate) fn evictions_refused(c: &Cluster, faults: &Faults, node: &str) -> Vec<String> {
+    let pods = super::pods::all_pods(c, crate::state::now());
+    let budgets = budgets(c, faults, &pods);
+    pods.iter()
+        .filter(|p| {
+            p.node == node
+                && !matches!(p.owner_kind.as_deref(), Some("Node" | "DaemonSet"))
+                && budgets.iter().any(|b| b.covers(p) && b.allowed == 0)
+        })
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect()
 }

@@ -8,21 +8,16 @@
 //! API keeps a mirror pod across a reboot with stale status until the
 //! kubelet updates it; here absent means not running, nothing more.)
 //!
-//! `get pod NAME…` answers as kubectl does: one name, the object; several,
-//! a `List` of those found; each missing one an `Error from server
-//! (NotFound)` line on stderr and exit 1, the found ones still printed.
+//! Beside them, the pods DaemonSets and ReplicaSets placed
+//! ([`workload_pods`]).
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::{Cli, Env, Res, connect};
+use super::KUBE_SYSTEM;
 use crate::state::{Cluster, Role};
-use crate::tools::util::{hex_of, human_age, pod_suffix, rfc3339, table, uid_of};
-use crate::tools::{complain, say};
-
-const KUBE_SYSTEM: &str = "kube-system";
+use crate::tools::util::{hex_of, pod_suffix, rfc3339, uid_of};
 const COMPONENTS: [&str; 4] = [
     "etcd",
     "kube-apiserver",
@@ -62,7 +57,10 @@ fn running(c: &Cluster, now: f64) -> Vec<StaticPod> {
                 continue;
             }
             let image = if component == "etcd" {
-                format!("registry.k8s.io/etcd:{}", super::etcd::running_tag(c, node))
+                format!(
+                    "registry.k8s.io/etcd:{}",
+                    crate::etcd_pod::tag::running(c, node)
+                )
             } else {
                 format!("registry.k8s.io/{component}:{version}")
             };
@@ -208,15 +206,11 @@ pub(crate) struct ApiPod {
     pub namespace: String,
     pub name: String,
     pub node: String,
-    pub phase: String,
     pub ready: bool,
-    pub started: f64,
     pub labels: BTreeMap<String, String>,
     /// The controller's kind (`DaemonSet`, `ReplicaSet`, `Node` for a
     /// mirror pod…); `None` for a bare pod.
     pub owner_kind: Option<String>,
-    /// It has an emptyDir volume (drain needs `--delete-emptydir-data`).
-    pub emptydir: bool,
     pub json: Value,
 }
 
@@ -227,8 +221,8 @@ pub(crate) struct ApiPod {
 /// evicted.
 fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
     let mut pods = Vec::new();
-    let created = super::objects::cluster_created(c, now);
-    let daemonsets = super::objects::daemonsets(c, None);
+    let created = super::cluster_created(c, now);
+    let daemonsets = super::daemonsets::daemonsets(c, None);
     let by_name: BTreeMap<&str, &crate::state::ClusterNode> =
         c.nodes.iter().map(|(k, v)| (k.as_str(), v)).collect();
     for p in &c.pods {
@@ -277,16 +271,13 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
             namespace: p.namespace.clone(),
             name: p.name.clone(),
             node: p.node.clone(),
-            phase: p.phase.clone(),
             ready,
-            started: created,
             labels: p.labels.clone(),
             owner_kind: p
                 .owner
                 .as_ref()
                 .and_then(|o| o.split_once('/'))
                 .map(|(k, _)| k.to_string()),
-            emptydir: false,
             json,
         });
     }
@@ -299,9 +290,6 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                        labels: Value,
                        container: Value,
                        extra: Value| {
-            let emptydir = extra["volumes"]
-                .as_array()
-                .is_some_and(|v| v.iter().any(|v| v.get("emptyDir").is_some()));
             let mut spec = json!({
                 "containers": [container],
                 "nodeName": node,
@@ -336,12 +324,9 @@ fn workload_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
                 namespace: ns.to_string(),
                 name,
                 node: node.clone(),
-                phase: "Running".into(),
                 ready,
-                started: created,
                 labels: serde_json::from_value(labels).unwrap_or_default(),
                 owner_kind: owner["kind"].as_str().map(str::to_string),
-                emptydir,
                 json,
             });
         };
@@ -400,149 +385,11 @@ pub(crate) fn all_pods(c: &Cluster, now: f64) -> Vec<ApiPod> {
             ]),
             name: p.name,
             node: p.node,
-            phase: "Running".into(),
             ready: true,
-            started: p.started,
             owner_kind: Some("Node".into()),
-            emptydir: false,
         })
         .collect();
     pods.extend(workload_pods(c, now));
     pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     pods
-}
-
-/// `--field-selector` as the API server's pod field selectors: `,`-joined
-/// `spec.nodeName=X` and `status.phase=Y` (and `metadata.namespace`,
-/// `metadata.name`), `=`, `==` or `!=`. `None` for anything else.
-fn field_filter(selector: &str) -> Option<Vec<(String, bool, String)>> {
-    selector
-        .split(',')
-        .map(|term| {
-            let (field, negate, value) = if let Some((f, v)) = term.split_once("!=") {
-                (f, true, v)
-            } else if let Some((f, v)) = term.split_once("==") {
-                (f, false, v)
-            } else {
-                let (f, v) = term.split_once('=')?;
-                (f, false, v)
-            };
-            let known = [
-                "spec.nodeName",
-                "status.phase",
-                "metadata.namespace",
-                "metadata.name",
-            ];
-            known
-                .contains(&field.trim())
-                .then(|| (field.trim().to_string(), negate, value.trim().to_string()))
-        })
-        .collect()
-}
-
-fn selected_by(p: &ApiPod, terms: &[(String, bool, String)]) -> bool {
-    terms.iter().all(|(field, negate, value)| {
-        let actual = match field.as_str() {
-            "spec.nodeName" => p.node.as_str(),
-            "status.phase" => p.phase.as_str(),
-            "metadata.namespace" => p.namespace.as_str(),
-            _ => p.name.as_str(),
-        };
-        (actual == value) != *negate
-    })
-}
-
-/// `get pod[s] [NAME…]` in the namespace of `cli` (or all of them).
-pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, names: &[String]) -> Result<Res> {
-    let jsonpath = cli.jsonpath().is_some();
-    if !jsonpath && !matches!(cli.output(), None | Some("json") | Some("name")) {
-        return Ok(Res::unsupported(env, args));
-    }
-    let terms = match cli.flag("field-selector") {
-        None => Vec::new(),
-        Some(sel) => match field_filter(sel) {
-            Some(t) if names.is_empty() => t,
-            _ => return Ok(Res::unsupported(env, args)),
-        },
-    };
-    let c = match connect(env, cli)? {
-        Ok(c) => c,
-        Err(msg) => return Ok(Res::fail(env, &msg)),
-    };
-    let now = crate::state::now();
-    let all = cli.all_namespaces();
-    let ns = cli.namespace().to_string();
-    let pods: Vec<ApiPod> = all_pods(&c, now)
-        .into_iter()
-        .filter(|p| (all || p.namespace == ns) && selected_by(p, &terms))
-        .collect();
-    let (found, missing): (Vec<&ApiPod>, Vec<&String>) = if names.is_empty() {
-        (pods.iter().collect(), Vec::new())
-    } else {
-        let mut found = Vec::new();
-        let mut missing = Vec::new();
-        for n in names {
-            match pods.iter().find(|p| &p.name == n) {
-                Some(p) => found.push(p),
-                None => missing.push(n),
-            }
-        }
-        (found, missing)
-    };
-    let single = names.len() == 1;
-    let items: Vec<Value> = found.iter().map(|p| p.json.clone()).collect();
-    let doc = match (single, items.len()) {
-        (true, 1) => items.into_iter().next().unwrap_or_default(),
-        _ => super::objects::list_doc(items),
-    };
-    let printed = if single && found.is_empty() {
-        None
-    } else {
-        super::objects::print_doc(env, cli, &doc)?
-    };
-    match cli.output() {
-        _ if printed.is_some() || (single && found.is_empty() && cli.output().is_some()) => {}
-        Some(_) => {
-            for p in &found {
-                say!(env, "pod/{}", p.name);
-            }
-        }
-        None if found.is_empty() && names.is_empty() => {
-            let _ = super::objects::no_resources(env, cli);
-        }
-        None if !found.is_empty() => {
-            let mut header = Vec::new();
-            if all {
-                header.push("NAMESPACE".to_string());
-            }
-            header.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE"].map(String::from));
-            let mut rows = vec![header];
-            for p in &found {
-                let mut row = Vec::new();
-                if all {
-                    row.push(p.namespace.clone());
-                }
-                row.extend([
-                    p.name.clone(),
-                    if p.ready { "1/1" } else { "0/1" }.into(),
-                    p.phase.clone(),
-                    "0".into(),
-                    human_age(now - p.started),
-                ]);
-                rows.push(row);
-            }
-            let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
-        }
-        None => {}
-    }
-    if missing.is_empty() {
-        return Ok(Res::ok());
-    }
-    for n in &missing {
-        complain!(env, "Error from server (NotFound): pods \"{n}\" not found");
-    }
-    Ok(Res {
-        code: 1,
-        record: None,
-    })
 }

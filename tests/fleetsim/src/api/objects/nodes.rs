@@ -1,25 +1,14 @@
-//! Nodes as the API server shows them — the real Node object shape (labels,
+//! Nodes as the API server shows them: the real Node object shape (labels,
 //! taints, `spec.unschedulable` omitted when false, the Ready condition with
-//! the kubelet's reasons, `status.nodeInfo`) — and the node verbs: get,
-//! cordon, uncordon and `wait --for=condition=Ready`.
+//! the kubelet's reasons, `status.nodeInfo`).
 
-use std::time::{Duration, Instant};
-
-use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::{Cli, Env, Kind, Res, connect, resource};
 use crate::state::{Cluster, ClusterNode, Role};
-use crate::tools::say;
-use crate::tools::util::{hex_of, human_age, parse_go_duration, rfc3339, table, uid_of};
-
-/// kubectl wait's default `--timeout`.
-const WAIT_DEFAULT: f64 = 30.0;
-/// How often `wait` looks at the cluster again.
-const WAIT_POLL: Duration = Duration::from_millis(100);
+use crate::tools::util::{hex_of, rfc3339, uid_of};
 
 /// The Ready condition as the node controller would report it now.
-pub(super) enum Readiness {
+pub(crate) enum Readiness {
     Ready { since: f64 },
     NotReady { since: f64 },
     Unknown,
@@ -27,7 +16,7 @@ pub(super) enum Readiness {
 
 /// A node whose kubelet does not run posts no status: the node controller
 /// reports it Unknown, whether the node is down or its kubelet failed.
-pub(super) fn readiness(c: &Cluster, n: &ClusterNode, now: f64) -> Readiness {
+pub(crate) fn readiness(c: &Cluster, n: &ClusterNode, now: f64) -> Readiness {
     match n.kubelet_running() {
         None => Readiness::Unknown,
         Some(k) if now >= k.started_at + c.kubelet_delay => Readiness::Ready {
@@ -227,170 +216,4 @@ fn addresses(name: &str, n: &ClusterNode) -> Value {
     }
     list.push(json!({"address": name, "type": "Hostname"}));
     Value::Array(list)
-}
-
-fn table_row(c: &Cluster, name: &str, n: &ClusterNode, now: f64) -> Vec<String> {
-    let mut status = match readiness(c, n, now) {
-        Readiness::Ready { .. } => "Ready".to_string(),
-        _ => "NotReady".to_string(),
-    };
-    if n.unschedulable {
-        status.push_str(",SchedulingDisabled");
-    }
-    let role = if n.role == Role::ControlPlane {
-        "control-plane"
-    } else {
-        "<none>"
-    };
-    vec![
-        name.to_string(),
-        status,
-        role.to_string(),
-        human_age(now - n.booted_at),
-        n.kubelet_version.clone(),
-    ]
-}
-
-pub(super) fn not_found(kind: &str, name: &str) -> String {
-    format!("Error from server (NotFound): {kind} \"{name}\" not found")
-}
-
-pub(super) fn get(env: &mut Env, args: &[String], cli: &Cli, name: Option<&str>) -> Result<Res> {
-    if cli.output() == Some("yaml") {
-        return Ok(Res::unsupported(env, args));
-    }
-    let c = match connect(env, cli)? {
-        Ok(c) => c,
-        Err(msg) => return Ok(Res::fail(env, &msg)),
-    };
-    let now = crate::state::now();
-    let selected: Vec<(usize, &String, &ClusterNode)> = c
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, (n, _))| name.is_none_or(|want| want == n.as_str()))
-        .map(|(i, (n, node))| (i, n, node))
-        .collect();
-    if let Some(want) = name
-        && selected.is_empty()
-    {
-        return Ok(Res::fail(env, &not_found("nodes", want)));
-    }
-    match cli.output() {
-        Some("json") => {
-            let items: Vec<Value> = selected
-                .iter()
-                .map(|(i, n, node)| node_json(&c, n, node, *i, now))
-                .collect();
-            let doc = super::objects::get_doc(name.is_some(), items);
-            say!(env, "{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Some("name") => {
-            for (_, n, _) in &selected {
-                say!(env, "node/{n}");
-            }
-        }
-        _ => {
-            let mut rows = vec![
-                ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
-                    .map(String::from)
-                    .to_vec(),
-            ];
-            rows.extend(
-                selected
-                    .iter()
-                    .map(|(_, n, node)| table_row(&c, n, node, now)),
-            );
-            let _ = std::io::Write::write_all(&mut *env.out, table(&rows, 3).as_bytes());
-        }
-    }
-    Ok(Res::ok())
-}
-
-/// Sets or clears `spec.unschedulable`; Ok(false) when it already was so.
-pub(super) fn set_unschedulable(env: &Env, name: &str, value: bool) -> Result<Option<bool>> {
-    env.shared().update_cluster(|c| {
-        let changed = match c.nodes.get_mut(name) {
-            None => return Ok(None),
-            Some(n) if n.unschedulable == value => false,
-            Some(n) => {
-                n.unschedulable = value;
-                true
-            }
-        };
-        if changed {
-            c.resource_version += 1;
-        }
-        Ok(Some(changed))
-    })
-}
-
-pub(super) fn cordon(env: &mut Env, args: &[String], cli: &Cli, on: bool) -> Result<Res> {
-    let [_, name] = cli.words.as_slice() else {
-        return Ok(Res::unsupported(env, args));
-    };
-    match connect(env, cli)? {
-        // The GET of the Node, then its PATCH.
-        Ok(c) => super::round_trip(&c),
-        Err(msg) => return Ok(Res::fail(env, &msg)),
-    }
-    let verb = if on { "cordoned" } else { "uncordoned" };
-    match set_unschedulable(env, name, on)? {
-        None => Ok(Res::fail(env, &not_found("nodes", name))),
-        Some(true) => {
-            say!(env, "node/{name} {verb}");
-            Ok(Res::ok())
-        }
-        Some(false) => {
-            say!(env, "node/{name} already {verb}");
-            Ok(Res::ok())
-        }
-    }
-}
-
-/// `wait --for=condition=Ready node/NAME [--timeout=…]`, polling the cluster.
-pub(super) fn wait(env: &mut Env, args: &[String], cli: &Cli) -> Result<Res> {
-    let wants_ready = cli.flag("for").is_some_and(|f| {
-        let f = f.to_ascii_lowercase();
-        f == "condition=ready" || f == "condition=ready=true"
-    });
-    let Some((Kind::Node, Some(name))) = resource(&cli.words[1..]) else {
-        return Ok(Res::unsupported(env, args));
-    };
-    if !wants_ready {
-        return Ok(Res::unsupported(env, args));
-    }
-    let timeout = match cli.flag("timeout") {
-        None => WAIT_DEFAULT,
-        Some(t) => match parse_go_duration(t) {
-            Some(secs) if secs < 0.0 => 7.0 * 86400.0,
-            Some(secs) => secs,
-            None => {
-                let msg = format!(
-                    "error: invalid argument \"{t}\" for \"--timeout\" flag: time: invalid duration \"{t}\""
-                );
-                return Ok(Res::fail(env, &msg));
-            }
-        },
-    };
-    if let Err(msg) = connect(env, cli)? {
-        return Ok(Res::fail(env, &msg));
-    }
-    let started = Instant::now();
-    loop {
-        let c = env.shared().cluster()?;
-        let Some(node) = c.nodes.get(name) else {
-            return Ok(Res::fail(env, &not_found("nodes", name)));
-        };
-        if let Readiness::Ready { .. } = readiness(&c, node, crate::state::now()) {
-            say!(env, "node/{name} condition met");
-            return Ok(Res::ok());
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        if elapsed >= timeout {
-            let msg = format!("error: timed out waiting for the condition on nodes/{name}");
-            return Ok(Res::fail(env, &msg));
-        }
-        std::thread::sleep(WAIT_POLL.min(Duration::from_secs_f64(timeout - elapsed)));
-    }
 }
