@@ -408,13 +408,8 @@ fn compare_shapes(doc: &Value, real: &Value, at: &str, problems: &mut Vec<String
 
 #[test]
 fn json_output_matches_docs_status_md() {
-    let fleet = start_settled(
-        support::scenario()
-            .control_planes(1)
-            .workers(1)
-            .kubernetes("v1.34.2")
-            .with_node("w-1", |n| n.staged = Some("v1.34.3".into())),
-    );
+    // The doc's node is a worker with a patch staged: the mixed fleet's w-1.
+    let fleet = MIXED.get();
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
     let real = support::status_report(&run);
     let doc = documented_json();
