@@ -17,6 +17,7 @@ mod kubeadm_writes;
 mod lock;
 mod pacing;
 mod plan;
+mod snapshots;
 mod status;
 mod support;
 mod sysupdate_ha;
