@@ -39,7 +39,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # `bash tests/run.sh quick`: the inner loop while developing (README,
 # "The quick loop"): the unit tests of both crates and a handful of fleet
 # tests that walk status, plan, a dry run, a whole apply and a check's
-# block, on real-OS nodes. No audit and no full suite: CI runs those.
+# block, on real-OS nodes, and the whole-output snapshots of the first
+# three (tests/cli/snapshots.rs: they borrow the same shared fleets, so
+# they boot nothing more). No audit and no full suite: CI runs those.
 if [ "${1:-}" = quick ]; then
     echo "==> cargo build (the tests drive the real binaries)"
     cargo build --workspace --bins
@@ -52,7 +54,8 @@ if [ "${1:-}" = quick ]; then
         plan::v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches \
         apply::dry_run_prints_every_command_in_order_and_changes_nothing \
         apply::v1_34_to_v1_37_on_one_control_plane_and_two_workers \
-        feature_gates::a_kubelet_gate_the_target_removed_in_the_kubelet_config_configmap_blocks_plan
+        feature_gates::a_kubelet_gate_the_target_removed_in_the_kubelet_config_configmap_blocks_plan \
+        snapshots::
     exit 0
 fi
 # Known advisories against Cargo.lock, from a database snapshot that ships

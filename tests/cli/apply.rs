@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use fleetctl::version::{Minor, Version};
 
 use super::support::{
-    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, apply, deletes_lock_configmap, is_boot,
-    is_ok, is_reboot, kubeadm_upgrade, kubectl_words, m, newest_on_hub, pinned_pattern,
-    schedulability, skips_kube_proxy, v,
+    self, Cluster, Event, Fleet, KubeadmUpgrade, Run, Seat, SharedFleet, apply,
+    deletes_lock_configmap, is_boot, is_ok, is_reboot, kubeadm_upgrade, kubectl_words, m,
+    newest_on_hub, pinned_pattern, schedulability, skips_kube_proxy, v,
 };
 
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -33,13 +33,13 @@ fn hops(fleet: &Fleet, from: &str, to: &str) -> Vec<Version> {
     out
 }
 
-fn fleetctl(fleet: &Fleet, args: &[&str]) -> Run {
+fn fleetctl(fleet: &impl Seat, args: &[&str]) -> Run {
     support::run(&fleet.inventory(), args)
 }
 
 /// These tests check the one-minor-per-reboot order; tests/cli/jump.rs
 /// checks the default, `--workers jump`.
-fn plan(fleet: &Fleet, target: &str) -> Run {
+fn plan(fleet: &impl Seat, target: &str) -> Run {
     fleetctl(fleet, &["plan", target, "--workers", "every-hop"]).expect_code(0)
 }
 
@@ -531,6 +531,12 @@ fn small_scenario(kubernetes: &str) -> support::Scenario {
         .with_node("w-2", |n| n.user = Some("core".into()))
 }
 
+/// [`small_scenario`] at v1.34.2, shared by the tests of an apply that
+/// must not run and changes nothing (no plan, `--dry-run`: neither takes
+/// the lock).
+pub(crate) static SMALL_V1_34_2: SharedFleet =
+    SharedFleet::new("apply: 1 + 2 at v1.34.2", || small_scenario("v1.34.2"));
+
 fn small_fleet(kubernetes: &str) -> Fleet {
     support::start(small_scenario(kubernetes))
 }
@@ -682,7 +688,7 @@ fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() 
 
 #[test]
 fn without_a_saved_plan_apply_says_to_run_plan_first() {
-    let fleet = small_fleet("v1.34.2");
+    let fleet = SMALL_V1_34_2.get();
     let before = snapshot(&fleet, &SMALL);
     let run = apply(&fleet, &["--yes"]).expect_code(2);
     assert!(
@@ -783,7 +789,7 @@ fn expected_dry_run(hops: &[Version]) -> Vec<String> {
 
 #[test]
 fn dry_run_prints_every_command_in_order_and_changes_nothing() {
-    let fleet = small_fleet("v1.34.2");
+    let fleet = SMALL_V1_34_2.get();
     let hops = hops(&fleet, "v1.34", "v1.36");
     plan(&fleet, "v1.36");
     let before = snapshot(&fleet, &SMALL);

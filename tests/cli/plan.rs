@@ -14,7 +14,7 @@ use fleetctl::node::Pin;
 use fleetctl::plan::{Action, Component, Hop, HopKind, Plan, Warning};
 use fleetctl::version::{Minor, Target, Version};
 
-use super::support::{self, Fleet, Run, Scenario, m, newest_on_hub, v};
+use super::support::{self, Fleet, Run, Scenario, Seat, SharedFleet, m, newest_on_hub, v};
 
 const NODES: [&str; 3] = ["cp-1", "w-1", "w-2"];
 const CONFIG: &str = "/etc/sysupdate.kubernetes.d/kubernetes.conf";
@@ -33,7 +33,11 @@ fn scenario_at(cluster: &str) -> Scenario {
         })
 }
 
-fn plan(fleet: &Fleet, args: &[&str]) -> Run {
+/// [`scenario_at`] v1.34.2, shared by the tests that only plan on it.
+pub(crate) static AT_V1_34_2: SharedFleet =
+    SharedFleet::new("plan: 1 + 2 at v1.34.2", || scenario_at("v1.34.2"));
+
+fn plan(fleet: &impl Seat, args: &[&str]) -> Run {
     let mut all = vec!["plan"];
     all.extend_from_slice(args);
     support::run(&fleet.inventory(), &all)
@@ -43,14 +47,14 @@ fn plan(fleet: &Fleet, args: &[&str]) -> Run {
 /// The plan as JSON, less the warning every simulated fleet earns: its hub
 /// is plain HTTP (asserted here, once, so the tests below can compare the
 /// other warnings exactly).
-fn plan_json(fleet: &Fleet, args: &[&str]) -> Plan {
+fn plan_json(fleet: &impl Seat, args: &[&str]) -> Plan {
     let mut all = args.to_vec();
     all.extend_from_slice(&["--output", "json"]);
     let run = plan(fleet, &all).expect_code(0);
     let mut plan: Plan = serde_json::from_str(&run.stdout)
         .unwrap_or_else(|e| panic!("--output json is not a plan: {e}\n{}", run.stdout));
     let insecure = Warning::InsecureHub {
-        hub: fleet.hub_url().to_string(),
+        hub: fleet.fleet().hub_url().to_string(),
     };
     assert_eq!(
         plan.warnings.iter().filter(|w| **w == insecure).count(),
@@ -77,7 +81,7 @@ fn text_warnings(stdout: &str) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn default_plan_path(fleet: &Fleet) -> PathBuf {
+fn default_plan_path(fleet: &impl Seat) -> PathBuf {
     fleet.dir().join(".fleetctl/plan.yaml")
 }
 
@@ -210,7 +214,7 @@ fn assert_untouched(fleet: &Fleet, before: &Untouched) {
 
 #[test]
 fn v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches() {
-    let fleet = support::start(scenario_at("v1.34.2"));
+    let fleet = AT_V1_34_2.get();
     let before = untouched(&fleet);
     let patches: Vec<Version> = ["v1.35", "v1.36", "v1.37"]
         .iter()
@@ -278,7 +282,7 @@ fn v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches() {
 
 #[test]
 fn the_saved_plan_is_yaml_beside_the_inventory_with_every_boot_id() {
-    let fleet = support::start(scenario_at("v1.34.2"));
+    let fleet = AT_V1_34_2.get();
     let path = default_plan_path(&fleet);
     assert!(!path.exists());
 
@@ -501,7 +505,7 @@ fn a_down_hub_leaves_patches_unresolved_with_a_warning() {
 
 #[test]
 fn an_exact_target_older_than_the_hubs_newest_patch_warns() {
-    let fleet = support::start(scenario_at("v1.34.2"));
+    let fleet = AT_V1_34_2.get();
 
     let text = plan(&fleet, &["v1.37.1"]).expect_code(0);
     for line in [

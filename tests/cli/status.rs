@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{self, Fleet, Scenario};
+use crate::support::{self, Fleet, Scenario, SharedFleet};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -127,23 +127,23 @@ fn take_down(fleet: &Fleet, node: &str) {
 /// an answer from cp-1 proves sudo worked. w-1 has a patch staged but not
 /// booted, w-2's config floats, w-3 has a Flatcar update staged, w-4 is a
 /// `core` worker, w-5 is plain.
-fn mixed_fleet() -> Fleet {
-    start_settled(
-        support::scenario()
-            .control_planes(1)
-            .workers(5)
-            .kubernetes("v1.34.2")
-            .with_node("cp-1", |n| n.user = Some("core".into()))
-            .with_node("w-1", |n| n.staged = Some("v1.34.3".into()))
-            .with_node("w-2", |n| n.pin = fleetsim::Pin::Floating)
-            .with_node("w-3", |n| n.os_update = Some("4081.3.0".into()))
-            .with_node("w-4", |n| n.user = Some("core".into())),
-    )
+pub(crate) static MIXED: SharedFleet = SharedFleet::new("status: a mixed 1 + 5", mixed_scenario);
+
+fn mixed_scenario() -> Scenario {
+    support::scenario()
+        .control_planes(1)
+        .workers(5)
+        .kubernetes("v1.34.2")
+        .with_node("cp-1", |n| n.user = Some("core".into()))
+        .with_node("w-1", |n| n.staged = Some("v1.34.3".into()))
+        .with_node("w-2", |n| n.pin = fleetsim::Pin::Floating)
+        .with_node("w-3", |n| n.os_update = Some("4081.3.0".into()))
+        .with_node("w-4", |n| n.user = Some("core".into()))
 }
 
 #[test]
 fn six_node_fleet_table() {
-    let fleet = mixed_fleet();
+    let fleet = MIXED.get();
     let run = support::run(&fleet.inventory(), &["status"]).expect_code(0);
     let out = &run.stdout;
 
@@ -228,7 +228,7 @@ fn six_node_fleet_table() {
 
 #[test]
 fn six_node_fleet_json() {
-    let fleet = mixed_fleet();
+    let fleet = MIXED.get();
     let run = support::run(&fleet.inventory(), &["status", "--output", "json"]).expect_code(0);
     let r = support::status_report(&run);
 
@@ -408,13 +408,8 @@ fn compare_shapes(doc: &Value, real: &Value, at: &str, problems: &mut Vec<String
 
 #[test]
 fn json_output_matches_docs_status_md() {
-    let fleet = start_settled(
-        support::scenario()
-            .control_planes(1)
-            .workers(1)
-            .kubernetes("v1.34.2")
-            .with_node("w-1", |n| n.staged = Some("v1.34.3".into())),
-    );
+    // The doc's node is a worker with a patch staged: the mixed fleet's w-1.
+    let fleet = MIXED.get();
     let run = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
     let real = support::status_report(&run);
     let doc = documented_json();

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,200 @@ pub fn start(scenario: Scenario) -> Fleet {
     fleet
 }
 
+// ---------------------------------------------------------------------------
+// Shared fleets: the tests that only read one
+
+/// A fleet booted at most once per test process and lent to every test that
+/// only reads it: `status`, `plan`, `apply --dry-run`, refusals that change
+/// nothing on the nodes or the API server. Declared as a static beside its
+/// tests (`static FLEET: SharedFleet = SharedFleet::new("name", scenario)`);
+/// the first test to ask boots it, the others wait for that boot and then
+/// run beside one another.
+///
+/// What a test may do with it: run fleetctl against its own
+/// [`ReadOnly::inventory`] and read the fleet (`cluster`, `events`,
+/// `boot`, `ssh_ok` of commands that change nothing). Whatever writes — a
+/// lock, a file on a node, a cordon, a fault, a reboot — needs a fleet of
+/// its own (`start`): the other tests compare the event log, the API
+/// server's state and the nodes' files before and after their own runs.
+///
+/// A static is never dropped, so the fleets are stopped (and their
+/// directories removed) by an `atexit` hook when the test process ends; a
+/// process killed outright takes its fleets with it anyway (the supervisor
+/// tears down once its parent is gone, `fleetsim::supervisor`).
+pub struct SharedFleet {
+    name: &'static str,
+    scenario: fn() -> Scenario,
+    /// Serialises the first boot; a boot that panicked is tried again by the
+    /// next test.
+    booting: Mutex<()>,
+    fleet: RwLock<Option<Fleet>>,
+    /// The inventory `fleetsim up` wrote; every test gets a copy.
+    inventory: OnceLock<String>,
+}
+
+/// The shared fleets this process booted, for the exit hook.
+static BOOTED: Mutex<Vec<&'static SharedFleet>> = Mutex::new(Vec::new());
+
+impl SharedFleet {
+    pub const fn new(name: &'static str, scenario: fn() -> Scenario) -> SharedFleet {
+        SharedFleet {
+            name,
+            scenario,
+            booting: Mutex::new(()),
+            fleet: RwLock::new(None),
+            inventory: OnceLock::new(),
+        }
+    }
+
+    /// This test's read-only seat on the fleet, booting it first if no test
+    /// has yet (with [`start`]: every node Ready, the API server up).
+    pub fn get(&'static self) -> ReadOnly {
+        {
+            let _booting = self.booting.lock().unwrap_or_else(|e| e.into_inner());
+            if self.inventory.get().is_none() {
+                let fleet = start((self.scenario)());
+                // The fleet's own inventory goes out of the way, so that a
+                // test which reached it through `Deref` (`Fleet::inventory`)
+                // fails loudly instead of sharing a state directory.
+                let original = fleet.inventory();
+                let text = std::fs::read_to_string(&original).expect("reading the inventory");
+                std::fs::rename(&original, fleet.dir().join("inventory.shared.yaml"))
+                    .expect("moving the shared fleet's inventory aside");
+                *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Some(fleet);
+                let _ = self.inventory.set(text);
+                let mut booted = BOOTED.lock().unwrap_or_else(|e| e.into_inner());
+                if booted.is_empty() {
+                    // SAFETY: registering a plain `extern "C"` function.
+                    let registered = unsafe { libc::atexit(stop_shared_fleets) };
+                    assert_eq!(registered, 0, "atexit");
+                }
+                booted.push(self);
+            }
+        }
+        let fleet = self.fleet.read().unwrap_or_else(|e| e.into_inner());
+        let shared = fleet.as_ref().expect("a booted shared fleet");
+        let dir = tempfile::Builder::new()
+            .prefix("reader-")
+            .tempdir_in(shared.dir())
+            .expect("a directory for the test");
+        let inventory = dir.path().join("inventory.yaml");
+        std::fs::write(&inventory, self.inventory.get().expect("booted"))
+            .expect("writing the test's inventory");
+        ReadOnly {
+            name: self.name,
+            fleet,
+            dir: Some(dir),
+            inventory,
+        }
+    }
+}
+
+/// Stops every shared fleet, all at once (each stop waits for its
+/// supervisor's teardown), when the test process exits.
+extern "C" fn stop_shared_fleets() {
+    let _ = std::panic::catch_unwind(|| {
+        let booted: Vec<&'static SharedFleet> =
+            std::mem::take(&mut *BOOTED.lock().unwrap_or_else(|e| e.into_inner()));
+        thread::scope(|s| {
+            for shared in booted {
+                let fleet = shared
+                    .fleet
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                s.spawn(move || drop(fleet));
+            }
+        });
+    });
+}
+
+/// One test's seat on a [`SharedFleet`]: the fleet (through `Deref`), and an
+/// inventory of the test's own in a directory of its own, so its plan file,
+/// `.fleetctl/` state and HOME (`fleetctl` puts HOME beside the inventory)
+/// are nobody else's. On a failure it prints the fleet's supervisor log and
+/// keeps the directory.
+pub struct ReadOnly {
+    name: &'static str,
+    fleet: RwLockReadGuard<'static, Option<Fleet>>,
+    dir: Option<tempfile::TempDir>,
+    inventory: PathBuf,
+}
+
+impl ReadOnly {
+    /// This test's copy of the fleet's inventory.
+    pub fn inventory(&self) -> PathBuf {
+        self.inventory.clone()
+    }
+
+    /// This test's directory: its inventory, `.fleetctl/` and HOME.
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("the test's directory").path()
+    }
+}
+
+impl std::ops::Deref for ReadOnly {
+    type Target = Fleet;
+
+    fn deref(&self) -> &Fleet {
+        self.fleet.as_ref().expect("a booted shared fleet")
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            let dir = self.dir.take().map(|d| d.keep());
+            eprintln!(
+                "--- the shared fleet `{}` (this test's directory: {:?}); its supervisor log:\n{}",
+                self.name,
+                dir,
+                self.log()
+            );
+        }
+    }
+}
+
+/// What a test runs fleetctl against: a fleet of its own, or its seat on a
+/// [`SharedFleet`]. Helpers that serve both take `&impl Seat`, so a seat's
+/// own inventory and directory are the ones they use.
+pub trait Seat {
+    /// The inventory fleetctl is run with.
+    fn inventory(&self) -> PathBuf;
+    /// The directory of that inventory: its `.fleetctl/`, and HOME.
+    fn dir(&self) -> &Path;
+    /// The fleet itself.
+    fn fleet(&self) -> &Fleet;
+}
+
+impl Seat for Fleet {
+    fn inventory(&self) -> PathBuf {
+        Fleet::inventory(self)
+    }
+
+    fn dir(&self) -> &Path {
+        Fleet::dir(self)
+    }
+
+    fn fleet(&self) -> &Fleet {
+        self
+    }
+}
+
+impl Seat for ReadOnly {
+    fn inventory(&self) -> PathBuf {
+        ReadOnly::inventory(self)
+    }
+
+    fn dir(&self) -> &Path {
+        ReadOnly::dir(self)
+    }
+
+    fn fleet(&self) -> &Fleet {
+        self
+    }
+}
+
 /// `fleetctl -i <fleet inventory> --no-color ARGS`, with HOME pointing at an
 /// empty directory so the operator's own ~/.ssh/config cannot leak in, and no
 /// ssh-agent.
@@ -151,7 +345,7 @@ pub fn run(inventory: &Path, args: &[&str]) -> Run {
 }
 
 /// fleetctl with `args` against `fleet`'s inventory.
-pub fn run_on(fleet: &Fleet, args: &[&str]) -> Run {
+pub fn run_on(fleet: &impl Seat, args: &[&str]) -> Run {
     run(&fleet.inventory(), args)
 }
 
@@ -165,7 +359,7 @@ pub fn pair() -> Scenario {
 
 /// `fleetctl apply ARGS`, timed, so the test's output says what each run
 /// cost.
-pub fn apply(fleet: &Fleet, args: &[&str]) -> Run {
+pub fn apply(fleet: &impl Seat, args: &[&str]) -> Run {
     let mut all = vec!["apply"];
     all.extend_from_slice(args);
     let started = Instant::now();
