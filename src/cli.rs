@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::version::Target;
+use crate::version::TargetVersion;
 
 /// Exit codes, also listed in `--help` and the README.
 pub const AFTER_HELP: &str = "\
@@ -116,7 +116,7 @@ pub enum PlanFormat {
 pub struct PlanArgs {
     /// Target: a minor series (v1.37, 1.37) or an exact version (v1.37.2)
     /// [default: the inventory's kubernetes_version]
-    pub target: Option<Target>,
+    pub target: Option<TargetVersion>,
 
     /// Where to save the plan [default: .fleetctl/plan.yaml beside the inventory]
     #[arg(long, value_name = "PATH")]

@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 use crate::checks::{self, HubImage, NodeKubeletFiles};
 use crate::inventory::{Inventory, Node, Role};
 use crate::node::{self, ClusterFacts, NodeFacts};
+use crate::plan;
 use crate::remote;
 use crate::ssh::{self, Session};
 use crate::ui::Progress;
@@ -222,7 +223,7 @@ fn stderr_note(stderr: &str) -> String {
     }
 }
 
-/// What the checks before a hop read (`crate::checks::Inputs`): from the
+/// What the checks before a hop read (`crate::plan::Inputs`): from the
 /// first control plane, the checks script, then, only when some budget
 /// allows no disruption, the running pods of those budgets' namespaces;
 /// from the nodes' facts, their kubelet flag files and architectures.
@@ -235,7 +236,7 @@ pub async fn check_inputs<'a>(
     facts: impl IntoIterator<Item = (&'a str, &'a NodeFacts)>,
     hub_images: Option<Vec<HubImage>>,
     control_planes: &[crate::inventory::Node],
-) -> checks::Inputs {
+) -> plan::Inputs {
     let mut kubelet_files = Vec::new();
     let mut arches = Vec::new();
     let mut cgroups = Vec::new();
@@ -255,7 +256,7 @@ pub async fn check_inputs<'a>(
             arches.push((node.to_string(), arch.clone()));
         }
     }
-    let mut inputs = checks::Inputs {
+    let mut inputs = plan::Inputs {
         deprecated_apis: Err("no control-plane node answered".into()),
         budgets: Err("no control-plane node answered".into()),
         pods: Ok(Vec::new()),

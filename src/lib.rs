@@ -11,6 +11,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod gather;
+pub mod hub;
 pub mod inventory;
 pub mod limits;
 pub mod local_fs;

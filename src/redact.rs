@@ -523,7 +523,7 @@ mod tests {
         }
     }
 
-    mod properties {
+    mod redact_properties {
         use super::*;
         use proptest::prelude::*;
 

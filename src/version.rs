@@ -102,37 +102,37 @@ impl FromStr for Version {
 
 /// What the operator asks for: a minor series, or one exact version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum TargetVersion {
     Minor(Minor),
     Exact(Version),
 }
 
-impl Target {
+impl TargetVersion {
     pub fn minor(&self) -> Minor {
         match self {
-            Target::Minor(m) => *m,
-            Target::Exact(v) => v.minor(),
+            TargetVersion::Minor(m) => *m,
+            TargetVersion::Exact(v) => v.minor(),
         }
     }
 }
 
-impl fmt::Display for Target {
+impl fmt::Display for TargetVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Minor(m) => m.fmt(f),
-            Target::Exact(v) => v.fmt(f),
+            TargetVersion::Minor(m) => m.fmt(f),
+            TargetVersion::Exact(v) => v.fmt(f),
         }
     }
 }
 
-impl FromStr for Target {
+impl FromStr for TargetVersion {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
         let dots = s.matches('.').count();
         match dots {
-            1 => Ok(Target::Minor(s.parse()?)),
-            2 => Ok(Target::Exact(s.parse()?)),
+            1 => Ok(TargetVersion::Minor(s.parse()?)),
+            2 => Ok(TargetVersion::Exact(s.parse()?)),
             _ => bail!("`{s}` is not a Kubernetes version: expected v1.37 or v1.37.2"),
         }
     }
@@ -156,7 +156,7 @@ macro_rules! string_serde {
 }
 string_serde!(Minor);
 string_serde!(Version);
-string_serde!(Target);
+string_serde!(TargetVersion);
 
 #[cfg(test)]
 mod tests {
@@ -174,14 +174,14 @@ mod tests {
     #[test]
     fn target_distinguishes_series_from_exact() {
         assert_eq!(
-            "v1.37".parse::<Target>().unwrap(),
-            Target::Minor(Minor::new(1, 37))
+            "v1.37".parse::<TargetVersion>().unwrap(),
+            TargetVersion::Minor(Minor::new(1, 37))
         );
         assert_eq!(
-            "1.37.2".parse::<Target>().unwrap(),
-            Target::Exact(Version::new(1, 37, 2))
+            "1.37.2".parse::<TargetVersion>().unwrap(),
+            TargetVersion::Exact(Version::new(1, 37, 2))
         );
-        assert!("v1".parse::<Target>().is_err());
+        assert!("v1".parse::<TargetVersion>().is_err());
         assert_eq!(Version::new(1, 37, 2).to_string(), "v1.37.2");
         assert_eq!(Minor::new(1, 37).next().to_string(), "v1.38");
     }

@@ -32,7 +32,7 @@ use anyhow::{Context as _, Result};
 use serde_json::Value;
 
 use super::metrics::{DeprecatedApi, judge};
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 /// One kube-apiserver instance: the control plane it runs on and where it

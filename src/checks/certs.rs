@@ -16,7 +16,7 @@
 
 use anyhow::{Result, bail};
 
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 
 /// Expiring within this many days warns.
 const WARN_DAYS: u64 = 30;

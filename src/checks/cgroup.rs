@@ -44,7 +44,7 @@
 use serde::Deserialize;
 
 use super::kubelet_config::KubeletView;
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 /// The first kubelet minor that refuses cgroup v1 by default.

@@ -27,14 +27,14 @@
 //! releases) to the other value fails too (`cannot set feature gate X to
 //! false, feature is locked to true`); that is not checked here yet.
 
-mod table;
+mod gate_table;
 
 use super::configmaps::{ClusterConfiguration, ControlPlaneComponent};
 use super::kubelet_config::KubeletView;
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
-pub use table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
+pub use gate_table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
 
 /// The control-plane components that take `--feature-gates`, in the order
 /// kubeadm upgrades them.

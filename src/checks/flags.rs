@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 /// The file kubeadm writes at init/join and edits during `upgrade`.

@@ -7,8 +7,8 @@
 use super::cgroup::NodeCgroup;
 use super::configmaps::{KUBELET_CONFIGMAP, KubeletConfigDoc};
 use super::flags::{KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles};
-use super::model::{Check, CheckName, Verdict};
 use super::prediction::{Predicted, all_flags, lost_remedy, lost_settings, predict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::{Minor, Version};
 
 /// kubeadm v1.35.0's post-upgrade fails on `KUBELET_KUBEADM_ARGS=""`

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 const METRIC: &str = "apiserver_requested_deprecated_apis";

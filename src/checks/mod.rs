@@ -18,16 +18,15 @@ mod apiservers;
 mod certs;
 mod cgroup;
 mod configmaps;
-mod etcd;
+mod etcd_health;
 mod feature_gates;
 mod flags;
-mod hop;
-mod hub;
+mod hub_images;
 mod kubelet_config;
 mod metrics;
-mod model;
 mod pdb;
 mod prediction;
+mod verdicts;
 
 pub use apiservers::{
     ApiServerInstance, ControlPlane, InstanceMetrics, check_removed_apis_across,
@@ -42,7 +41,7 @@ pub use configmaps::{
     ClusterConfigs, ClusterConfiguration, ControlPlaneComponent, KUBELET_CONFIGMAP,
     KubeletConfigDoc, parse_kubeadm_configmap, parse_kubelet_configmap,
 };
-pub use etcd::{
+pub use etcd_health::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
@@ -54,12 +53,11 @@ pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
 };
-pub use hop::{Inputs, blocking, drained, evaluate, evaluate_all};
-pub use hub::{HubImage, check_hub, image_name};
+pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
-pub use model::{Check, CheckName, Verdict, apply_ignores};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
 };
 pub use prediction::{INSTANCE_CONFIG, Predicted, predict};
+pub use verdicts::{Check, CheckName, Verdict, apply_ignores};

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use super::model::{Check, CheckName, Verdict};
+use super::verdicts::{Check, CheckName, Verdict};
 
 /// A `matchExpressions` operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -32,7 +32,7 @@ use crate::steps::runner::Remote;
 use crate::steps::script::{self, Shape};
 use crate::steps::{Apply, Interrupted, Settings, Stop, etcd, execute, render};
 
-use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
 use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 use crate::ui::{Printer, Progress};
 use crate::usage;
@@ -284,7 +284,7 @@ impl Run<'_> {
         );
         let ledger = apply.ledger.clone();
         let lease = apply.stop.clone();
-        let Ran {
+        let LockedRun {
             result,
             at_once: twice,
         } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;

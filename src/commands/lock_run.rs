@@ -352,7 +352,7 @@ pub fn heartbeat_every() -> Duration {
 /// How the work done under the lock ended: its result, and whether a
 /// second Ctrl-C abandoned it half-way (then the fleet is not read again
 /// for the report: the operator asked to stop now).
-pub struct Ran<T> {
+pub struct LockedRun<T> {
     pub result: anyhow::Result<T>,
     pub at_once: bool,
 }
@@ -370,14 +370,14 @@ pub async fn run_locked<T>(
     second: &tokio::sync::Notify,
     ledger: &Mutex<Ledger>,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> Ran<T> {
+) -> LockedRun<T> {
     tokio::select! {
-        result = work => Ran { result, at_once: false },
-        _ = second.notified() => Ran {
+        result = work => LockedRun { result, at_once: false },
+        _ = second.notified() => LockedRun {
             result: Err(stopped_at_once(ledger)),
             at_once: true,
         },
-        lapsing = stop.lapsing() => Ran {
+        lapsing = stop.lapsing() => LockedRun {
             result: Err(anyhow::Error::new(lapsing)),
             at_once: false,
         },
@@ -440,7 +440,7 @@ mod tests {
             Duration::from_millis(200),
             t0,
         );
-        let ran: Ran<()> = tokio::time::timeout(
+        let ran: LockedRun<()> = tokio::time::timeout(
             Duration::from_secs(10),
             run_locked(&stop, &second, &ledger, std::future::pending()),
         )
@@ -459,7 +459,7 @@ mod tests {
         // A second Ctrl-C ends it at once too, and says so.
         let stop = Stop::default();
         second.notify_one();
-        let ran: Ran<()> = run_locked(&stop, &second, &ledger, std::future::pending()).await;
+        let ran: LockedRun<()> = run_locked(&stop, &second, &ledger, std::future::pending()).await;
         assert!(ran.at_once);
         assert!(ran.result.unwrap_err().is::<Interrupted>());
 

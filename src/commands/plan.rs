@@ -16,14 +16,14 @@ use crate::inventory::Inventory;
 use crate::plan::{self, FleetState, HubVersions, Plan, WorkerStrategy};
 use crate::remote;
 use crate::ui::Printer;
-use crate::version::Target;
+use crate::version::TargetVersion;
 
 pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
     let target = args
         .target
         .clone()
-        .unwrap_or(Target::Minor(inv.kubernetes_version));
+        .unwrap_or(TargetVersion::Minor(inv.kubernetes_version));
     let gathered = super::gather_fleet(&inv, global, printer).await?;
     let (plan, _) = compute(
         &inv,
@@ -56,7 +56,7 @@ pub fn refuse_blocked(plan: &Plan) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     let mut names = Vec::new();
     for hop in &plan.hops {
-        for check in checks::blocking(&hop.checks) {
+        for check in plan::blocking(&hop.checks) {
             lines.push(format!(
                 "hop to {}: {}: {}",
                 hop.minor, check.name, check.summary
@@ -93,7 +93,7 @@ fn display(path: &Path) -> String {
 pub async fn compute(
     inv: &Inventory,
     gathered: &Gathered,
-    target: &Target,
+    target: &TargetVersion,
     ignored: &[CheckName],
     workers: WorkerStrategy,
 ) -> anyhow::Result<(Plan, Option<Vec<HubImage>>)> {
@@ -104,7 +104,7 @@ pub async fn compute(
     plan.ignored_checks = ignored.to_vec();
     if !plan.hops.is_empty() {
         let inputs = check_inputs(gathered, images.clone()).await;
-        let all = checks::evaluate_all(&inputs, &plan.hops, plan.target, ignored);
+        let all = plan::evaluate_all(&inputs, &plan.hops, plan.target, ignored);
         for (hop, found) in plan.hops.iter_mut().zip(all) {
             hop.checks = found;
             hop.skip_system_verification =
@@ -115,7 +115,7 @@ pub async fn compute(
 }
 
 /// What the checks read, through the node that answered for the cluster.
-pub async fn check_inputs(gathered: &Gathered, images: Option<Vec<HubImage>>) -> checks::Inputs {
+pub async fn check_inputs(gathered: &Gathered, images: Option<Vec<HubImage>>) -> plan::Inputs {
     let session = gathered.cluster.as_ref().ok().and_then(|(name, _)| {
         gathered
             .nodes

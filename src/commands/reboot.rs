@@ -20,9 +20,9 @@ use crate::steps::runner::Remote;
 use crate::steps::{Apply, Settings, Stop, execute, render, script};
 use crate::ui::{Printer, Progress};
 use crate::usage;
-use crate::version::{Minor, Target};
+use crate::version::{Minor, TargetVersion};
 
-use super::lock_run::{LockRequest, Ran, run_locked, take_lock};
+use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
 use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
 
 pub async fn run(
@@ -172,7 +172,7 @@ async fn rolling(
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
     // As apply: a second Ctrl-C, or a lease about to lapse, ends it at once.
-    let Ran {
+    let LockedRun {
         result,
         at_once: twice,
     } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
@@ -281,7 +281,7 @@ fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
         .as_ref()
         .map_or(inv.kubernetes_version, |v| v.minor());
     Plan {
-        requested: Target::Minor(minor),
+        requested: TargetVersion::Minor(minor),
         target: minor,
         cluster_from: state.cluster.version.clone(),
         hub: inv.hub.clone(),

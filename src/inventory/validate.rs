@@ -461,7 +461,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod proptests {
+mod validate_proptests {
     use super::*;
     use proptest::prelude::*;
 

@@ -2,12 +2,12 @@
 //! and the soak between nodes. Pure decisions; `steps::hold` does the
 //! waiting.
 
-pub mod alerts;
+pub mod alert_gate;
 pub mod window;
 
 use std::time::Duration;
 
-pub use alerts::{Alert, Filter};
+pub use alert_gate::{Alert, Filter};
 pub use window::{Fit, Window};
 
 /// What holds the next node back, from `--soak`, `--window` (or the

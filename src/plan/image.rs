@@ -7,8 +7,8 @@
 
 use crate::version::Version;
 
-use super::hub::is_sha256;
 use super::model::Hop;
+use crate::hub::is_sha256;
 
 /// A kubernetes image and the one sha256 it must have (64 hexadecimal
 /// characters, what `sha256sum -c --strict` accepts).

@@ -6,38 +6,39 @@
 //! every pin, stage, reboot and kubeadm call matters. This module turns
 //! gathered facts into that order (`planner`, pure), renders the pinned
 //! sysupdate configs the nodes receive (`config`), reads the hub's list of
-//! published images (`hub`), fingerprints the fleet so `apply` can refuse a
+//! published images (`crate::hub`), fingerprints the fleet so `apply` can refuse a
 //! stale plan (`fingerprint`), saves and loads the plan (`file`, the only I/O
 //! here) and prints it for a human (`show`). docs/upgrade-path.md explains the
 //! rules.
 
 mod batches;
-mod checks;
-mod config;
 mod diff;
 mod file;
 mod fingerprint;
-mod hub;
+mod hop_checks;
 mod image;
+mod level;
 mod model;
 mod planner;
 mod reboot;
+mod rules;
 mod show;
 mod state;
+mod sysupdate;
 mod workers;
 
 #[cfg(test)]
-mod proptests;
+mod planner_proptests;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;
 
+pub use crate::hub::{HubVersions, is_sha256, parse_sha256sums, sha256sums_url};
 pub use batches::{MaxUnavailable, batches};
-pub use config::{render_config, render_download_config};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};
-pub use hub::{HubVersions, is_sha256, parse_sha256sums, sha256sums_url};
+pub use hop_checks::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use image::Image;
 pub use model::{
     Action, Component, Hop, HopKind, KUBEADM_SKIP_PHASES, Phase, PhaseKind, Plan, PlannedNode,
@@ -47,4 +48,5 @@ pub use planner::{images_to_remove, plan, plan_with};
 pub use reboot::{Reboot, RebootRefusal, reboots};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};
+pub use sysupdate::{render_config, render_download_config};
 pub use workers::{WorkerPlan, WorkerStop, WorkerStrategy};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checks::{Check, CheckName};
 use crate::inventory::Role;
-use crate::version::{Minor, Target, Version};
+use crate::version::{Minor, TargetVersion, Version};
 
 use super::fingerprint::Fingerprint;
 use super::workers::WorkerPlan;
@@ -19,11 +19,7 @@ mod warning;
 pub use refusal::Refusal;
 pub use warning::{StrayConfig, Warning};
 
-/// kubeadm's `--skip-phases` value on every upgrade call: a cluster built
-/// before `proxy.disabled` keeps `proxy: {}` in its kubeadm-config, and
-/// without the flag kubeadm redeploys kube-proxy beside Cilium. Since v1.32
-/// `upgrade node` has addon phases too, so it needs the flag as well.
-pub const KUBEADM_SKIP_PHASES: &str = "addon/kube-proxy";
+pub use crate::remote::upgrade::KUBEADM_SKIP_PHASES;
 
 /// A sysext-delivered component whose sysupdate config fleetctl pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -76,7 +72,7 @@ impl fmt::Display for Component {
 #[serde(rename_all = "kebab-case")]
 pub struct Plan {
     /// What the operator asked for (`v1.37` or `v1.37.2`).
-    pub requested: Target,
+    pub requested: TargetVersion,
     /// The minor series the plan ends on.
     pub target: Minor,
     /// The cluster's version when planned (kubeadm-config, or the first

@@ -10,54 +10,22 @@
 use std::collections::BTreeMap;
 
 use crate::inventory::Role;
-use crate::version::{Minor, Target, Version};
+use crate::version::{Minor, TargetVersion, Version};
 
-use super::checks;
-use super::config::render_config;
 use super::fingerprint::Fingerprint;
-use super::hub::HubVersions;
 use super::model::{
     Action, Component, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode, Refusal, Step, Warning,
 };
+use super::rules;
 use super::state::{FleetNode, FleetState};
+use super::sysupdate::render_config;
 use super::workers::{self, Behind, Stops, WorkerPlan, WorkerStrategy};
+use crate::hub::HubVersions;
 use node_work::{node_work, uncordon_only};
 
 mod node_work;
 
-/// A version as far as the plan can know it: the minor always, the patch
-/// only when the hub's list was readable (or the facts said so).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Level {
-    pub minor: Minor,
-    pub version: Option<Version>,
-}
-
-impl Level {
-    pub fn exact(v: &Version) -> Level {
-        Level {
-            minor: v.minor(),
-            version: Some(v.clone()),
-        }
-    }
-
-    /// A node at `self` needs nothing more to be at `want`: same minor, and
-    /// at least the wanted patch when both are known.
-    fn reaches(&self, want: &Level) -> bool {
-        self.minor == want.minor
-            && match (&self.version, &want.version) {
-                (_, None) => true,
-                (Some(have), Some(wanted)) => have >= wanted,
-                (None, Some(_)) => false,
-            }
-    }
-
-    /// Same minor, known to be a newer patch: staged but not yet booted.
-    fn newer_patch_than(&self, other: &Level) -> bool {
-        self.minor == other.minor
-            && matches!((&self.version, &other.version), (Some(a), Some(b)) if a > b)
-    }
-}
+use super::level::Level;
 
 /// One sysext component of one node, as the plan predicts it.
 #[derive(Debug, Clone)]
@@ -156,7 +124,11 @@ struct Ctx<'a> {
 }
 
 /// The plan with every node taking every hop (`--workers every-hop`).
-pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Plan, Refusal> {
+pub fn plan(
+    state: &FleetState,
+    target: &TargetVersion,
+    hub: &HubVersions,
+) -> Result<Plan, Refusal> {
     plan_with(state, target, hub, WorkerStrategy::EveryHop)
 }
 
@@ -165,7 +137,7 @@ pub fn plan(state: &FleetState, target: &Target, hub: &HubVersions) -> Result<Pl
 /// also counts the reboots `--workers every-hop` would take.
 pub fn plan_with(
     state: &FleetState,
-    target: &Target,
+    target: &TargetVersion,
     hub: &HubVersions,
     workers: WorkerStrategy,
 ) -> Result<Plan, Refusal> {
@@ -181,17 +153,17 @@ pub fn plan_with(
 
 fn build(
     state: &FleetState,
-    target: &Target,
+    target: &TargetVersion,
     hub: &HubVersions,
     strategy: WorkerStrategy,
 ) -> Result<Plan, Refusal> {
     let first = state.first_control_plane().ok_or(Refusal::NoControlPlane)?;
     let mut warnings = Vec::new();
-    let cluster = checks::cluster_level(state, first, &mut warnings)?;
-    checks::direction(&cluster, target)?;
-    checks::hub_url(&state.hub)?;
-    let wants = checks::wants(&cluster, target, hub, &mut warnings)?;
-    checks::skew(state, first, &cluster, target.minor())?;
+    let cluster = rules::cluster_level(state, first, &mut warnings)?;
+    rules::direction(&cluster, target)?;
+    rules::hub_url(&state.hub)?;
+    let wants = rules::wants(&cluster, target, hub, &mut warnings)?;
+    rules::skew(state, first, &cluster, target.minor())?;
 
     let minors: Vec<Minor> = wants.keys().copied().collect();
     let (stops, why) = workers::stops(state, &minors, strategy);
@@ -213,11 +185,11 @@ fn build(
             .and_then(|v| hub.digest(v))
             .map(String::from);
     }
-    checks::current_published(&hops, &cluster, &wants, hub)?;
-    checks::kubeadm_floor(&hops)?;
+    rules::current_published(&hops, &cluster, &wants, hub)?;
+    rules::kubeadm_floor(&hops)?;
 
-    warnings.extend(checks::fleet_warnings(state, first, &cluster, hub, &hops));
-    warnings.extend(checks::hub_warnings(&state.hub, hub, &hops));
+    warnings.extend(rules::fleet_warnings(state, first, &cluster, hub, &hops));
+    warnings.extend(rules::hub_warnings(&state.hub, hub, &hops));
     if let (Some(kubelets), Some(cluster_now)) = (
         wants.get(&target.minor()).and_then(|w| w.version.clone()),
         final_cluster.version,

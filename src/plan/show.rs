@@ -103,7 +103,7 @@ fn header(out: &mut String, plan: &Plan, p: &Paint) {
         .map(|v| v.to_string())
         .unwrap_or_else(|| "?".to_string());
     let asked = match &plan.requested {
-        crate::version::Target::Exact(v) if plan.final_version() != Some(v) => {
+        crate::version::TargetVersion::Exact(v) if plan.final_version() != Some(v) => {
             format!(" (asked for {v})")
         }
         _ => String::new(),

@@ -8,10 +8,10 @@ use crate::inventory::Role;
 use crate::node::{ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, SysupdateConfig};
 use crate::version::{Minor, Version};
 
-use super::config::render_config;
-use super::hub::HubVersions;
 use super::model::{Action, Component, Plan, Step};
 use super::state::{FleetNode, FleetState};
+use super::sysupdate::render_config;
+use crate::hub::HubVersions;
 
 pub const HUB: &str = "https://extensions.flatcar.org/extensions";
 

@@ -2,12 +2,12 @@
 //! exact steps (or refusal) expected.
 
 use crate::node::Pin;
-use crate::version::{Target, Version};
+use crate::version::{TargetVersion, Version};
 
 use super::testkit::*;
 use super::*;
 
-fn target(s: &str) -> Target {
+fn target(s: &str) -> TargetVersion {
     s.parse().unwrap()
 }
 

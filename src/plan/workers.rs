@@ -31,7 +31,7 @@ use crate::checks::{KUBEADM_FLAGS_ENV, REMOVED_KUBELET_FLAGS, kubelet_flags};
 use crate::inventory::Role;
 use crate::version::Minor;
 
-use super::checks::KUBELET_MAX_BEHIND;
+use super::rules::KUBELET_MAX_BEHIND;
 use super::state::FleetState;
 
 /// How workers take a plan of several hops.

@@ -7,6 +7,12 @@
 use super::word;
 use crate::ssh::quote;
 
+/// kubeadm's `--skip-phases` value on every upgrade call: a cluster built
+/// before `proxy.disabled` keeps `proxy: {}` in its kubeadm-config, and
+/// without the flag kubeadm redeploys kube-proxy beside Cilium. Since v1.32
+/// `upgrade node` has addon phases too, so it needs the flag as well.
+pub const KUBEADM_SKIP_PHASES: &str = "addon/kube-proxy";
+
 /// Where systemd-sysupdate lives on Flatcar (not on PATH).
 pub const SYSUPDATE: &str = "/usr/lib/systemd/systemd-sysupdate";
 
@@ -281,7 +287,7 @@ pub fn upgrade_apply_args(version: &str, ignored: &[&str]) -> Vec<String> {
         "apply",
         version,
         "--skip-phases",
-        crate::plan::KUBEADM_SKIP_PHASES,
+        KUBEADM_SKIP_PHASES,
         "--yes",
     ]
     .map(String::from)
@@ -292,14 +298,9 @@ pub fn upgrade_apply_args(version: &str, ignored: &[&str]) -> Vec<String> {
 
 /// `kubeadm upgrade node --skip-phases addon/kube-proxy`, likewise.
 pub fn upgrade_node_args(ignored: &[&str]) -> Vec<String> {
-    let mut args = [
-        "upgrade",
-        "node",
-        "--skip-phases",
-        crate::plan::KUBEADM_SKIP_PHASES,
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut args = ["upgrade", "node", "--skip-phases", KUBEADM_SKIP_PHASES]
+        .map(String::from)
+        .to_vec();
     args.extend(ignore_preflight(ignored));
     args
 }

@@ -14,7 +14,7 @@
 
 mod auth;
 pub mod config;
-mod error;
+mod failure;
 pub mod handshake;
 mod keyfile;
 pub mod known_hosts;
@@ -34,7 +34,7 @@ use crate::inventory::{HostKeyChecking, Inventory};
 
 pub use auth::KeyCache;
 pub use config::{resolve, resolve_all};
-pub use error::{
+pub use failure::{
     CommandTimedOut, Disconnected, HostKeyRejected, Rejection, SudoPasswordRequired,
     is_disconnected,
 };

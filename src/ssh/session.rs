@@ -12,7 +12,7 @@ use anyhow::{Context, anyhow};
 use russh::ChannelMsg;
 use russh::client::Handle;
 
-use super::error::{CommandTimedOut, Disconnected, SudoPasswordRequired};
+use super::failure::{CommandTimedOut, Disconnected, SudoPasswordRequired};
 use super::known_hosts::Unreadable;
 use super::proxy::ProxyProcess;
 use super::{Output, shell};

@@ -109,7 +109,7 @@ async fn alerts_clear(apply: &Apply<'_>, gate: &AlertGate, names: &str) -> anyho
             .run("alert gate", &remote::alerts::query(&gate.query_url), None)
             .await?;
         let holding = if out.success() {
-            pacing::alerts::parse(&out.stdout)
+            pacing::alert_gate::parse(&out.stdout)
                 .map(|alerts| gate.filter.blocking(&alerts))
                 .map_err(|e| format!("{e:#}"))
         } else {

@@ -9,9 +9,9 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use super::context::{Apply, settled_facts};
-use crate::checks::{self, Verdict};
+use crate::checks::Verdict;
 use crate::gather;
-use crate::plan::Hop;
+use crate::plan::{self, Hop};
 
 /// Checks judged this recently (apply's re-check, with `--yes`) are not
 /// read again for the first hop: nothing has run in between.
@@ -39,7 +39,7 @@ pub async fn checks(apply: &Apply<'_>, hop: &Hop) -> anyhow::Result<()> {
         &apply.inv.nodes,
     )
     .await;
-    let found = checks::evaluate(
+    let found = plan::evaluate(
         &inputs,
         hop,
         apply.plan.target,

@@ -511,7 +511,7 @@ fn load_of_a_missing_file_is_a_usage_error() {
     );
 }
 
-mod properties {
+mod load_properties {
     use proptest::prelude::*;
 
     use super::*;

@@ -673,7 +673,7 @@ fn node_without_conditions_or_version_is_not_ready_and_unversioned() {
     );
 }
 
-mod properties {
+mod parse_properties {
     use proptest::prelude::*;
 
     use super::*;

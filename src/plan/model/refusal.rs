@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::version::{Minor, Target, Version};
+use crate::version::{Minor, TargetVersion, Version};
 
 use super::KUBEADM_SKIP_PHASES;
 
@@ -21,7 +21,7 @@ pub enum Refusal {
     },
     Downgrade {
         cluster: String,
-        target: Target,
+        target: TargetVersion,
     },
     /// More hops than anyone plans on purpose.
     TooFar {

@@ -1,12 +1,12 @@
 //! Example tests of `--workers jump`: the fleets issue 17 names, with the
 //! exact steps each worker takes and the reboots counted.
 
-use crate::version::Target;
+use crate::version::TargetVersion;
 
 use super::super::testkit::*;
 use super::super::*;
 
-fn target(s: &str) -> Target {
+fn target(s: &str) -> TargetVersion {
     s.parse().unwrap()
 }
 

@@ -13,7 +13,7 @@ use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
 use russh::{Preferred, SshId};
 
 use crate::inventory::HostKeyChecking;
-use crate::ssh::error::{HostKeyRejected, Rejection};
+use crate::ssh::failure::{HostKeyRejected, Rejection};
 use crate::ssh::known_hosts::{self, HostKeyStatus, HostsFile, Unreadable};
 use crate::ssh::proxy::{self};
 use crate::ssh::{Options, Target, auth, handshake};

@@ -388,6 +388,6 @@ impl Lock {
 }
 
 #[cfg(test)]
-mod testkit;
+mod lock_testkit;
 #[cfg(test)]
 mod tests;

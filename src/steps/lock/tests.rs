@@ -2,7 +2,7 @@
 //! or dead, the messages an operator reads, and what acquire does when the
 //! API itself fails.
 
-use super::testkit::*;
+use super::lock_testkit::*;
 use super::*;
 
 #[test]

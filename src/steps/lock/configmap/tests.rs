@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::steps::lock::testkit::*;
+use crate::steps::lock::lock_testkit::*;
 use crate::steps::lock::{LockLost, LockOptions, acquire};
 
 #[test]

@@ -2,7 +2,7 @@
 //! fake API server.
 
 use super::*;
-use crate::steps::lock::testkit::*;
+use crate::steps::lock::lock_testkit::*;
 use crate::steps::lock::{KuredRef, LockOptions, acquire, kured_lock_value};
 
 const TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);

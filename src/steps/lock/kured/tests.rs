@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::steps::lock::testkit::*;
+use crate::steps::lock::lock_testkit::*;
 use crate::steps::lock::{Identity, LocalProcesses, LockLost, LockOptions, acquire};
 
 // ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 use crate::inventory::Role;
 use crate::node::Pin;
-use crate::version::{Minor, Target, Version};
+use crate::version::{Minor, TargetVersion, Version};
 
 use super::testkit::*;
 use super::*;
@@ -133,9 +133,9 @@ impl FleetGen {
         self.newest[(minor - HUB_MINORS.start()) as usize]
     }
 
-    fn target(&self) -> Target {
+    fn target(&self) -> TargetVersion {
         let t = (self.cluster_minor + self.target_offset).min(*HUB_MINORS.end());
-        Target::Minor(Minor::new(1, t))
+        TargetVersion::Minor(Minor::new(1, t))
     }
 
     /// A consistent fleet nobody has started upgrading: every node on some
@@ -444,7 +444,7 @@ fn check_not_too_old(
 fn check_execution(
     state: &FleetState,
     plan: &Plan,
-    target: &Target,
+    target: &TargetVersion,
     plan_hub: &HubVersions,
     hub: &HubVersions,
 ) -> Result<(), TestCaseError> {
@@ -671,7 +671,7 @@ proptest! {
     fn a_target_below_the_cluster_is_always_refused(g in fleet_gen(), back in 1u64..5) {
         let state = g.state();
         let c = state.cluster.version.as_ref().unwrap().minor();
-        let target = Target::Minor(Minor::new(1, c.minor.saturating_sub(back)));
+        let target = TargetVersion::Minor(Minor::new(1, c.minor.saturating_sub(back)));
         let refused = matches!(plan(&state, &target, &g.hub()), Err(Refusal::Downgrade { .. }));
         prop_assert!(refused);
     }

@@ -1,6 +1,8 @@
 //! Which kubernetes images the extension hub publishes, read from its
 //! `SHA256SUMS`. sysupdate always stages the newest patch of the pinned
-//! minor, so this list is how the plan knows which patch each hop brings.
+//! minor, so this list is how the plan knows which patch each hop brings;
+//! the hub check reads the same lines with every architecture kept. One
+//! parser ([`kubernetes_images`]) for both, below `checks` and `plan`.
 
 use std::collections::BTreeMap;
 
@@ -138,17 +140,48 @@ pub fn parse_sha256sums(text: &str) -> Vec<Version> {
 
 /// One `SHA256SUMS` line of a released x86-64 kubernetes image: its version and sum.
 fn image_line(line: &str) -> Option<(Version, &str)> {
+    let image = sums_line(line)?;
+    (image.arch == ARCH && is_sha256(image.hash)).then_some((image.version, image.hash))
+}
+
+/// A released kubernetes image a `SHA256SUMS` line names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SumsLine<'a> {
+    pub version: Version,
+    /// systemd's architecture name: `x86-64` or `arm64`.
+    pub arch: &'static str,
+    /// Hexadecimal; its length is the reader's to check.
+    pub hash: &'a str,
+}
+
+/// Every released kubernetes image in a `SHA256SUMS` file, in file order,
+/// every architecture sysext-bakery builds (`<hex>  kubernetes-v1.37.2-arm64.raw`,
+/// or `<hex> *name` in binary mode). Pre-releases, other components and
+/// lines that are not checksums are skipped: a pinned sysupdate config
+/// never picks them.
+pub fn kubernetes_images(text: &str) -> impl Iterator<Item = SumsLine<'_>> {
+    text.lines().filter_map(sums_line)
+}
+
+fn sums_line(line: &str) -> Option<SumsLine<'_>> {
     let mut fields = line.split_whitespace();
     let (Some(hash), Some(name), None) = (fields.next(), fields.next(), fields.next()) else {
         return None;
     };
+    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
     let name = name.strip_prefix('*').unwrap_or(name);
-    let version = name
-        .strip_prefix("kubernetes-v")?
-        .strip_suffix(&format!("-{ARCH}.raw"))?;
-    let parsed: Version = version.parse().ok()?;
-    (parsed.0.pre.is_empty() && parsed.0.build.is_empty() && is_sha256(hash))
-        .then_some((parsed, hash))
+    let rest = name.strip_prefix("kubernetes-v")?.strip_suffix(".raw")?;
+    let (version, arch) = ["x86-64", "arm64"]
+        .iter()
+        .find_map(|a| Some((rest.strip_suffix(a)?.strip_suffix('-')?, *a)))?;
+    let version: Version = version.parse().ok()?;
+    (version.0.pre.is_empty() && version.0.build.is_empty()).then_some(SumsLine {
+        version,
+        arch,
+        hash,
+    })
 }
 
 #[cfg(test)]
@@ -231,6 +264,33 @@ not a checksum line
         assert_eq!(
             sha256sums_url("https://h.example/ext/"),
             "https://h.example/ext/kubernetes/SHA256SUMS"
+        );
+    }
+
+    #[test]
+    fn one_parser_keeps_every_architecture_and_any_hex_for_the_hub_check() {
+        let lines: Vec<(String, &str, usize)> = kubernetes_images(SUMS)
+            .chain(kubernetes_images(
+                "abc  kubernetes-v1.35.4-arm64.raw\nxyz  kubernetes-v1.35.5-arm64.raw",
+            ))
+            .map(|l| (l.version.to_string(), l.arch, l.hash.len()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                ("v1.35.1".to_string(), "x86-64", 64),
+                ("v1.35.3".to_string(), "x86-64", 64),
+                ("v1.35.3".to_string(), "arm64", 64),
+                ("v1.36.0".to_string(), "x86-64", 64),
+                ("v1.34.10".to_string(), "x86-64", 64),
+                ("v1.35.1".to_string(), "x86-64", 64),
+                ("v1.35.4".to_string(), "arm64", 3),
+            ]
+        );
+        // The plan takes only full x86-64 sums of those.
+        assert_eq!(
+            parse_sha256sums("abc  kubernetes-v1.35.4-x86-64.raw"),
+            Vec::<Version>::new()
         );
     }
 }

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 
 use crate::inventory::Role;
 use crate::node::{Extension, Pin};
-use crate::version::{Minor, Target};
+use crate::version::{Minor, TargetVersion};
 
-use super::config::render_config;
-use super::hub::HubVersions;
+use super::level::Level;
 use super::model::{Action, Component, Hop, Refusal, StrayConfig, Warning};
-use super::planner::Level;
 use super::state::{FleetNode, FleetState};
+use super::sysupdate::render_config;
+use crate::hub::HubVersions;
 
 /// How many minors a kubelet may trail kube-apiserver (skew policy, since v1.28).
 pub(super) const KUBELET_MAX_BEHIND: u64 = 3;
@@ -58,7 +58,7 @@ pub(super) fn gap(from: Minor, to: Minor) -> i64 {
 }
 
 /// No downgrade, no change of major.
-pub(super) fn direction(cluster: &Level, target: &Target) -> Result<(), Refusal> {
+pub(super) fn direction(cluster: &Level, target: &TargetVersion) -> Result<(), Refusal> {
     let to = target.minor();
     if to.major != cluster.minor.major {
         return Err(Refusal::MajorChange {
@@ -72,7 +72,7 @@ pub(super) fn direction(cluster: &Level, target: &Target) -> Result<(), Refusal>
         .map(|v| v.to_string())
         .unwrap_or_else(|| cluster.minor.to_string());
     let older_exact = match (target, &cluster.version) {
-        (Target::Exact(v), Some(c)) => v < c,
+        (TargetVersion::Exact(v), Some(c)) => v < c,
         _ => false,
     };
     if to < cluster.minor || older_exact {
@@ -106,7 +106,7 @@ pub(super) fn hub_url(hub: &str) -> Result<(), Refusal> {
 /// readable); an exact target must be one of its patches.
 pub(super) fn wants(
     cluster: &Level,
-    target: &Target,
+    target: &TargetVersion,
     hub: &HubVersions,
     warnings: &mut Vec<Warning>,
 ) -> Result<BTreeMap<Minor, Level>, Refusal> {
@@ -133,7 +133,7 @@ pub(super) fn wants(
         }
         minor = minor.next();
     }
-    if let (Target::Exact(requested), true) = (target, hub.is_resolved()) {
+    if let (TargetVersion::Exact(requested), true) = (target, hub.is_resolved()) {
         if !hub.contains(requested) {
             return Err(Refusal::NotOnHub {
                 requested: requested.clone(),

@@ -4,17 +4,17 @@
 //! A source that could not be read is a `warn` naming the failure, never a
 //! silent `pass`: the operator decides whether to go on without it.
 
-use super::apiservers::{InstanceMetrics, check_removed_apis_across};
-use super::certs::{CertExpiration, check_certificates};
-use super::cgroup::{NodeCgroup, check_cgroup_hop};
-use super::configmaps::ClusterConfigs;
-use super::feature_gates::{GateSources, check_feature_gates};
-use super::flags::{NodeKubeletFiles, check_kubelet_flags};
-use super::hub::{HubImage, check_hub};
-use super::kubelet_config::{KubeletView, check_kubelet_config, views};
-use super::model::{Check, CheckName, Verdict, apply_ignores};
-use super::pdb::{Budget, Pod, check_drains};
-use crate::plan::{Action, Hop, PhaseKind};
+use super::model::{Action, Hop, PhaseKind};
+use crate::checks::ClusterConfigs;
+use crate::checks::{Budget, Pod, check_drains};
+use crate::checks::{CertExpiration, check_certificates};
+use crate::checks::{Check, CheckName, Verdict, apply_ignores};
+use crate::checks::{GateSources, check_feature_gates};
+use crate::checks::{HubImage, check_hub};
+use crate::checks::{InstanceMetrics, check_removed_apis_across};
+use crate::checks::{KubeletView, check_kubelet_config, views};
+use crate::checks::{NodeCgroup, check_cgroup_hop};
+use crate::checks::{NodeKubeletFiles, check_kubelet_flags};
 use crate::version::Minor;
 
 /// What the checks read before a hop; each source as far as it could be read
@@ -198,8 +198,10 @@ pub fn evaluate_all(
                 .find(|f| f.node == view.node)
             {
                 match p.flags_env {
-                    Some(env) => f.files.insert(super::KUBEADM_FLAGS_ENV.to_string(), env),
-                    None => f.files.remove(super::KUBEADM_FLAGS_ENV),
+                    Some(env) => f
+                        .files
+                        .insert(crate::checks::KUBEADM_FLAGS_ENV.to_string(), env),
+                    None => f.files.remove(crate::checks::KUBEADM_FLAGS_ENV),
                 };
             }
         }

@@ -2,9 +2,10 @@
 //! fleet. sysext-bakery publishes one image per version and architecture,
 //! `kubernetes-v1.35.2-x86-64.raw` and `kubernetes-v1.35.2-arm64.raw`
 //! (systemd's architecture names, the `%a` of the sysupdate
-//! `MatchPattern`), listed in the hub's `SHA256SUMS`. `crate::plan`'s
+//! `MatchPattern`), listed in the hub's `SHA256SUMS`. `crate::hub`'s
 //! `HubVersions` keeps the x86-64 ones only, so this reads the list again
-//! with the architecture kept.
+//! (with the same parser, `crate::hub::kubernetes_images`) with the
+//! architecture kept.
 //!
 //! An architecture that lacks the hop's exact patch blocks rather than
 //! warns: its nodes' sysupdate would stage another patch (or nothing), and
@@ -12,8 +13,8 @@
 
 use std::collections::BTreeSet;
 
-use super::model::{Check, CheckName, Verdict};
-use crate::plan::HubVersions;
+use super::verdicts::{Check, CheckName, Verdict};
+use crate::hub::{HubVersions, kubernetes_images};
 use crate::version::{Minor, Version};
 
 /// One published kubernetes image.
@@ -29,13 +30,18 @@ impl HubImage {
     /// architecture kept; pre-releases are skipped (sysupdate's pinned
     /// configs never pick them either).
     pub fn parse_sha256sums(text: &str) -> Vec<HubImage> {
-        let mut images: Vec<HubImage> = text.lines().filter_map(sums_line).collect();
+        let mut images: Vec<HubImage> = kubernetes_images(text)
+            .map(|line| HubImage {
+                version: line.version,
+                arch: line.arch.to_string(),
+            })
+            .collect();
         images.sort();
         images.dedup();
         images
     }
 
-    /// The x86-64 images `crate::plan` already read; `None` when it could not.
+    /// The x86-64 images the plan already read; `None` when it could not.
     pub fn from_hub_versions(hub: &HubVersions) -> Option<Vec<HubImage>> {
         match hub {
             HubVersions::Resolved { versions, .. } => Some(
@@ -147,26 +153,6 @@ pub fn check_hub(
                 .into(),
         ),
     }
-}
-
-fn sums_line(line: &str) -> Option<HubImage> {
-    let mut fields = line.split_whitespace();
-    let (Some(hash), Some(name), None) = (fields.next(), fields.next(), fields.next()) else {
-        return None;
-    };
-    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let name = name.strip_prefix('*').unwrap_or(name);
-    let rest = name.strip_prefix("kubernetes-v")?.strip_suffix(".raw")?;
-    let (version, arch) = ["x86-64", "arm64"]
-        .iter()
-        .find_map(|a| Some((rest.strip_suffix(a)?.strip_suffix('-')?, *a)))?;
-    let version: Version = version.parse().ok()?;
-    (version.0.pre.is_empty() && version.0.build.is_empty()).then(|| HubImage {
-        version,
-        arch: arch.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,785 @@
+//! The crate's layering, enforced: every `src/**/*.rs` is read (plain std, no
+//! parser crate), each `crate::…`, `super::…` and `self::…` path is resolved
+//! to the module it names, and the test fails naming the file and the edge
+//! when a module imports one on its own layer or above, when sibling modules
+//! import each other in a circle, or when two modules or two public types
+//! share a name. docs/architecture.md draws the same table.
+//!
+//! A comment, a string or a char literal never counts: the scanner skips
+//! them, so a script embedded as a raw string cannot fake an edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Bottom to top. A module may import only modules on a lower line. The
+/// order is the one the code has: `remote` (the command text) sits under
+/// `node`, whose parsers read its section markers, and over `ssh`, whose
+/// `quote` it uses; `cli` (the clap types) sits under `commands`, which take
+/// them.
+const LAYERS: &[&[&str]] = &[
+    &["version", "limits", "error", "redact", "local_fs"],
+    &["ui", "pacing"],
+    &["inventory", "hub"],
+    &["ssh"],
+    &["remote"],
+    &["node"],
+    &["checks"],
+    &["plan"],
+    &["gather", "status"],
+    &["steps"],
+    &["cli"],
+    &["commands"],
+];
+
+/// Edges still wrong today, each written out so the list can only shrink:
+/// a test fails on any edge not listed here, and on a listed one that is
+/// gone. (from module, to module) as the failure messages print them.
+const KNOWN_UPWARD: &[(&str, &str)] = &[
+    // The scripts' round-trip tests parse what the scripts print with the
+    // parsers above them; they belong beside those parsers.
+    ("remote", "node"),
+    ("remote", "checks"),
+];
+
+/// Sibling circles still present, as (parent, one module of the circle).
+const KNOWN_CIRCLES: &[(&str, &str)] = &[
+    // The same two test-only edges as in KNOWN_UPWARD, seen as circles.
+    ("crate", "remote"),
+    // workers reads the kubelet-flag rules; rules reads the model, which
+    // holds a WorkerPlan.
+    ("plan", "workers"),
+    ("checks", "cgroup"),
+    // In the step layer being rewritten (hop/last_look, kubeadm/stage).
+    ("steps", "hop"),
+    ("steps", "kubeadm"),
+    ("steps::lock", "discovery"),
+];
+
+/// Test-only helper modules: tests of a module may use a kit that is built
+/// from that module, which is no circle in the code that ships.
+const TEST_KITS: &[&str] = &["testkit", "lock_testkit"];
+
+/// Every file under `commands/` is named after its subcommand, as uv's are
+/// (`fleetctl plan` is `commands::plan`), so those names may repeat the
+/// module the subcommand is about.
+const SUBCOMMAND_FILES: &str = "commands";
+
+/// A module path inside the crate: `["plan", "planner", "node_work"]`.
+type ModPath = Vec<String>;
+
+struct SourceFile {
+    rel: String,
+    module: ModPath,
+    text: String,
+}
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&top))
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn load_sources() -> Vec<SourceFile> {
+    let root = src_dir();
+    let mut paths = Vec::new();
+    rust_files(&root, &mut paths);
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let rel = path
+                .strip_prefix(&root)
+                .expect("found under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            // The binary reaches the library as `fleetctl::`, never `crate::`.
+            if rel == "main.rs" {
+                return None;
+            }
+            let mut module: ModPath = rel
+                .trim_end_matches(".rs")
+                .split('/')
+                .map(str::to_owned)
+                .collect();
+            if module.last().is_some_and(|m| m == "mod" || m == "lib") {
+                module.pop();
+            }
+            let text = fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            Some(SourceFile { rel, module, text })
+        })
+        .collect()
+}
+
+/// The code with comments and the contents of string and char literals
+/// blanked out (newlines kept, so line numbers still hold).
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let blank = |out: &mut String, s: &[u8]| {
+        for &c in s {
+            out.push(if c == b'\n' { '\n' } else { ' ' });
+        }
+    };
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            let end = text[i..].find('\n').map_or(b.len(), |n| i + n);
+            blank(&mut out, &b[i..end]);
+            i = end;
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let mut depth = 0;
+            let start = i;
+            while i < b.len() {
+                if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            blank(&mut out, &b[start..i]);
+        } else if (c == b'r' || (c == b'b' && b.get(i + 1) == Some(&b'r')))
+            && !is_ident_byte(i.checked_sub(1).map(|p| b[p]))
+            && raw_string_hashes(b, if c == b'b' { i + 2 } else { i + 1 }).is_some()
+        {
+            let open = if c == b'b' { i + 2 } else { i + 1 };
+            let hashes = raw_string_hashes(b, open).expect("checked");
+            let body = open + hashes + 1;
+            let mut close = String::from("\"");
+            close.push_str(&"#".repeat(hashes));
+            let end = text[body..]
+                .find(&close)
+                .map_or(b.len(), |n| body + n + close.len());
+            out.push('"');
+            blank(&mut out, &b[i + 1..end]);
+            i = end;
+        } else if c == b'"' {
+            let start = i;
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+            out.push('"');
+            blank(&mut out, &b[start + 1..i]);
+        } else if c == b'\'' {
+            // A char literal ('x', '\n', '\u{7f}', '{') or a lifetime ('a).
+            let end = if b.get(i + 1) == Some(&b'\\') {
+                text[i + 2..].find('\'').map(|n| i + 2 + n + 1)
+            } else {
+                let ch_len = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + ch_len) == Some(&b'\'')).then_some(i + 2 + ch_len)
+            };
+            match end {
+                Some(end) => {
+                    out.push('\'');
+                    blank(&mut out, &b[i + 1..end]);
+                    i = end;
+                }
+                None => {
+                    out.push('\'');
+                    i += 1;
+                }
+            }
+        } else {
+            let ch = text[i..].chars().next().expect("in bounds");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+fn raw_string_hashes(b: &[u8], at: usize) -> Option<usize> {
+    let mut n = 0;
+    while b.get(at + n) == Some(&b'#') {
+        n += 1;
+    }
+    (b.get(at + n) == Some(&b'"')).then_some(n)
+}
+
+fn is_ident_byte(c: Option<u8>) -> bool {
+    c.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Colons,
+    Open,
+    Close,
+    Comma,
+    Star,
+    Other(char),
+}
+
+/// Tokens with their line numbers.
+fn tokens(code: &str) -> Vec<(Tok, usize)> {
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut chars = code.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            c if c.is_whitespace() => {}
+            c if c.is_alphanumeric() || c == '_' => {
+                let mut end = i + c.len_utf8();
+                while let Some(&(j, d)) = chars.peek() {
+                    if d.is_alphanumeric() || d == '_' {
+                        end = j + d.len_utf8();
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let word = &code[i..end];
+                // r#ident
+                out.push((Tok::Ident(word.to_owned()), line));
+            }
+            ':' if chars.peek().is_some_and(|&(_, d)| d == ':') => {
+                chars.next();
+                out.push((Tok::Colons, line));
+            }
+            '{' => out.push((Tok::Open, line)),
+            '}' => out.push((Tok::Close, line)),
+            ',' => out.push((Tok::Comma, line)),
+            '*' => out.push((Tok::Star, line)),
+            c => out.push((Tok::Other(c), line)),
+        }
+    }
+    out
+}
+
+/// One path a file names: where it starts resolving and its segments.
+#[derive(Debug)]
+struct Mention {
+    line: usize,
+    /// The module `self` means at that point (the file's module plus any
+    /// inline `mod x {` it sits in).
+    here: ModPath,
+    segments: Vec<String>,
+}
+
+/// Every `crate::…`, `super::…` and `self::…` path in the file, `use` trees
+/// expanded (`crate::{a, b::{c, d}}` is three paths).
+fn mentions(file: &SourceFile) -> (Vec<Mention>, Vec<String>) {
+    let code = code_only(&file.text);
+    let toks = tokens(&code);
+    let mut found = Vec::new();
+    let mut inline_mods = Vec::new();
+    // (name, brace depth at which it closes)
+    let mut stack: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i].0 {
+            Tok::Open => depth += 1,
+            Tok::Close => {
+                depth = depth.saturating_sub(1);
+                if stack.last().is_some_and(|(_, d)| *d == depth) {
+                    stack.pop();
+                }
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) =
+                    (toks.get(i + 1), toks.get(i + 2))
+                {
+                    inline_mods.push(name.clone());
+                    stack.push((name.clone(), depth));
+                }
+            }
+            Tok::Ident(w) if w == "crate" || w == "super" || w == "self" => {
+                let preceded_by_colons = i > 0 && toks[i - 1].0 == Tok::Colons;
+                if !preceded_by_colons && toks.get(i + 1).is_some_and(|t| t.0 == Tok::Colons) {
+                    let mut here = file.module.clone();
+                    here.extend(stack.iter().map(|(n, _)| n.clone()));
+                    let line = toks[i].1;
+                    let mut paths = Vec::new();
+                    let next = use_tree(&toks, i, Vec::new(), &mut paths);
+                    for segments in paths {
+                        found.push(Mention {
+                            line,
+                            here: here.clone(),
+                            segments,
+                        });
+                    }
+                    i = next.max(i + 1);
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (found, inline_mods)
+}
+
+/// Reads a path or use tree starting at `i`; pushes every full path (the
+/// prefix plus its segments) and returns the index after it.
+fn use_tree(
+    toks: &[(Tok, usize)],
+    mut i: usize,
+    prefix: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    let mut path = prefix;
+    loop {
+        match toks.get(i).map(|t| &t.0) {
+            Some(Tok::Ident(w)) => {
+                path.push(w.clone());
+                i += 1;
+                if toks.get(i).is_some_and(|t| t.0 == Tok::Colons) {
+                    i += 1;
+                    continue;
+                }
+                out.push(path);
+                return i;
+            }
+            Some(Tok::Open) => {
+                i += 1;
+                loop {
+                    match toks.get(i).map(|t| &t.0) {
+                        Some(Tok::Close) => return i + 1,
+                        Some(Tok::Comma) => i += 1,
+                        None => return i,
+                        _ => {
+                            let before = i;
+                            i = use_tree(toks, i, path.clone(), out);
+                            if i == before {
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Some(Tok::Star) => {
+                out.push(path);
+                return i + 1;
+            }
+            _ => {
+                out.push(path);
+                return i;
+            }
+        }
+    }
+}
+
+struct Crate {
+    files: Vec<SourceFile>,
+    /// Every module, inline ones included.
+    modules: BTreeSet<ModPath>,
+    /// Module → name it re-exports → the path it re-exports it from.
+    reexports: BTreeMap<ModPath, BTreeMap<String, ModPath>>,
+    mentions: Vec<(usize, Mention)>,
+}
+
+fn read_crate() -> Crate {
+    let files = load_sources();
+    let mut modules = BTreeSet::new();
+    let mut all_mentions = Vec::new();
+    for (f, file) in files.iter().enumerate() {
+        for n in 0..=file.module.len() {
+            modules.insert(file.module[..n].to_vec());
+        }
+        let (ms, inl) = mentions(file);
+        for name in inl {
+            let mut m = file.module.clone();
+            m.push(name);
+            modules.insert(m);
+        }
+        all_mentions.extend(ms.into_iter().map(|m| (f, m)));
+    }
+    let mut reexports: BTreeMap<ModPath, BTreeMap<String, ModPath>> = BTreeMap::new();
+    for file in &files {
+        let code = code_only(&file.text);
+        let toks = tokens(&code);
+        for i in 0..toks.len() {
+            let is_pub_use = toks[i].0 == Tok::Ident("pub".into())
+                && toks
+                    .get(i + 1)
+                    .is_some_and(|t| t.0 == Tok::Ident("use".into()));
+            if !is_pub_use {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(&toks, i + 2, Vec::new(), &mut paths);
+            for p in paths {
+                let Some(name) = p.last().cloned() else {
+                    continue;
+                };
+                let absolute = match p.first().map(String::as_str) {
+                    Some("crate" | "super" | "self") => resolve_prefix(&file.module, &p),
+                    // A child module named directly (`pub use model::Plan`).
+                    _ => {
+                        let mut a = file.module.clone();
+                        a.extend(p[..p.len() - 1].iter().cloned());
+                        Some(a)
+                    }
+                };
+                if let Some(from) = absolute {
+                    reexports
+                        .entry(file.module.clone())
+                        .or_default()
+                        .insert(name, from);
+                }
+            }
+        }
+    }
+    Crate {
+        files,
+        modules,
+        reexports,
+        mentions: all_mentions,
+    }
+}
+
+/// The absolute segments of `path` (which starts with crate/super/self) as
+/// seen from `here`, the last segment dropped when it is the item itself.
+fn resolve_prefix(here: &ModPath, path: &[String]) -> Option<ModPath> {
+    let mut abs = absolute(here, path)?;
+    abs.pop();
+    Some(abs)
+}
+
+fn absolute(here: &ModPath, path: &[String]) -> Option<ModPath> {
+    let mut cur = here.clone();
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") => {
+            cur.clear();
+            rest = &rest[1..];
+        }
+        Some("self") => rest = &rest[1..],
+        Some("super") => {
+            while rest.first().is_some_and(|s| s == "super") {
+                cur.pop()?;
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    cur.extend(rest.iter().cloned());
+    Some(cur)
+}
+
+impl Crate {
+    /// The module an absolute path lands in: its longest module prefix, then
+    /// through that module's re-exports to where the item really lives.
+    fn target(&self, abs: &[String]) -> ModPath {
+        let mut seen = 0;
+        let mut path: ModPath = abs.to_vec();
+        loop {
+            let mut n = path.len();
+            while n > 0 && !self.modules.contains(&path[..n].to_vec()) {
+                n -= 1;
+            }
+            let module = path[..n].to_vec();
+            let Some(next) = path.get(n) else {
+                return module;
+            };
+            match self.reexports.get(&module).and_then(|r| r.get(next)) {
+                Some(from) if seen < 8 && from != &module => {
+                    let mut p = from.clone();
+                    p.extend(path[n..].iter().cloned());
+                    path = p;
+                    seen += 1;
+                }
+                _ => return module,
+            }
+        }
+    }
+
+    /// (file, line, from module, to module) for every path naming another module.
+    fn edges(&self) -> Vec<(&str, usize, ModPath, ModPath)> {
+        let mut out = Vec::new();
+        for (f, m) in &self.mentions {
+            let Some(abs) = absolute(&m.here, &m.segments) else {
+                continue;
+            };
+            let to = self.target(&abs);
+            out.push((
+                self.files[*f].rel.as_str(),
+                m.line,
+                self.files[*f].module.clone(),
+                to,
+            ));
+        }
+        out
+    }
+}
+
+fn show(m: &ModPath) -> String {
+    if m.is_empty() {
+        "crate".into()
+    } else {
+        m.join("::")
+    }
+}
+
+#[test]
+fn every_top_level_module_is_in_the_layer_table() {
+    let krate = read_crate();
+    let tops: BTreeSet<_> = krate
+        .modules
+        .iter()
+        .filter(|m| m.len() == 1)
+        .map(|m| m[0].clone())
+        .collect();
+    let missing: Vec<_> = tops.iter().filter(|t| layer_of(t).is_none()).collect();
+    assert!(
+        missing.is_empty(),
+        "modules missing from LAYERS in tests/layers.rs: {missing:?}"
+    );
+}
+
+#[test]
+fn no_module_imports_its_own_layer_or_above() {
+    let krate = read_crate();
+    let mut bad = BTreeSet::new();
+    let mut known_seen = BTreeSet::new();
+    for (file, line, from, to) in krate.edges() {
+        let (Some(f), Some(t)) = (from.first(), to.first()) else {
+            continue;
+        };
+        if f == t {
+            continue;
+        }
+        let (Some(lf), Some(lt)) = (layer_of(f), layer_of(t)) else {
+            continue;
+        };
+        if lt >= lf {
+            if KNOWN_UPWARD.contains(&(f.as_str(), t.as_str())) {
+                known_seen.insert((f.clone(), t.clone()));
+                continue;
+            }
+            bad.insert(format!(
+                "src/{file}:{line}: {f} (layer {lf}) imports {} (layer {lt})",
+                show(&to)
+            ));
+        }
+    }
+    for (f, t) in KNOWN_UPWARD {
+        if !known_seen.contains(&(f.to_string(), t.to_string())) {
+            bad.insert(format!("{f} -> {t} is gone: take it out of KNOWN_UPWARD"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "forbidden import edges:\n{}",
+        bad.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn sibling_modules_import_each_other_in_no_circle() {
+    let krate = read_crate();
+    // parent → (child → children it imports), with one example site per edge.
+    let mut graph: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    for (file, line, from, to) in krate.edges() {
+        let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+        // Into a child or an ancestor: not a sibling edge.
+        if common >= from.len() || common >= to.len() {
+            continue;
+        }
+        if TEST_KITS.contains(&to[common].as_str()) {
+            continue;
+        }
+        graph
+            .entry(from[..common].to_vec())
+            .or_default()
+            .entry(from[common].clone())
+            .or_default()
+            .entry(to[common].clone())
+            .or_insert_with(|| format!("src/{file}:{line}"));
+    }
+    let mut bad = Vec::new();
+    let mut known_seen = BTreeSet::new();
+    for (parent, g) in &graph {
+        for cycle in cycles(g) {
+            if let Some(k) = KNOWN_CIRCLES
+                .iter()
+                .find(|(p, m)| *p == show(parent) && cycle.iter().any(|c| c == m))
+            {
+                known_seen.insert(*k);
+                continue;
+            }
+            let steps: Vec<String> = cycle
+                .windows(2)
+                .map(|w| format!("{} -> {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
+                .collect();
+            bad.push(format!("in {}: {}", show(parent), steps.join(", ")));
+        }
+    }
+    for k in KNOWN_CIRCLES {
+        if !known_seen.contains(k) {
+            bad.push(format!(
+                "the circle through {}::{} is gone: take it out of KNOWN_CIRCLES",
+                k.0, k.1
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "import circles:\n{}", bad.join("\n"));
+}
+
+/// One cycle per strongly connected group, as a closed walk (first == last).
+fn cycles(g: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in g.keys() {
+        if reported.contains(start) {
+            continue;
+        }
+        // Depth-first search for a path back to `start`.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut visited = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            let Some(next) = g.get(&node) else { continue };
+            if next.contains_key(start) {
+                let mut cycle = path.clone();
+                cycle.push(start.clone());
+                reported.extend(cycle.iter().cloned());
+                out.push(cycle);
+                break;
+            }
+            for n in next.keys() {
+                if visited.insert(n.clone()) {
+                    let mut p = path.clone();
+                    p.push(n.clone());
+                    stack.push((n.clone(), p));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_modules_share_a_name() {
+    let krate = read_crate();
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in krate.modules.iter().filter(|m| !m.is_empty()) {
+        let name = m.last().expect("not empty").clone();
+        // Every file keeps its unit tests in a module called `tests`.
+        let subcommand = m.len() == 2 && m[0] == SUBCOMMAND_FILES;
+        if name != "tests" && !subcommand {
+            by_name.entry(name).or_default().push(show(m));
+        }
+    }
+    let dup: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(n, v)| format!("{n}: {}", v.join(", ")))
+        .collect();
+    assert!(
+        dup.is_empty(),
+        "module names used twice:\n{}",
+        dup.join("\n")
+    );
+}
+
+#[test]
+fn no_two_public_types_share_a_name() {
+    let krate = read_crate();
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &krate.files {
+        let code = code_only(&file.text);
+        let toks = tokens(&code);
+        for (i, w) in toks.windows(3).enumerate() {
+            let (Tok::Ident(p), Tok::Ident(kind), Tok::Ident(name)) = (&w[0].0, &w[1].0, &w[2].0)
+            else {
+                continue;
+            };
+            if p == "pub" && matches!(kind.as_str(), "struct" | "enum" | "trait" | "type") {
+                by_name
+                    .entry(name.clone())
+                    .or_default()
+                    .push(format!("src/{}:{}", file.rel, toks[i].1));
+            }
+        }
+    }
+    let dup: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(n, v)| format!("{n}: {}", v.join(", ")))
+        .collect();
+    assert!(
+        dup.is_empty(),
+        "public types named twice:\n{}",
+        dup.join("\n")
+    );
+}
+
+/// The scanner itself: a use tree expands, and literals and comments hide.
+#[test]
+fn the_scanner_reads_use_trees_and_skips_literals() {
+    let file = SourceFile {
+        rel: "a/b.rs".into(),
+        module: vec!["a".into(), "b".into()],
+        text: "use crate::{x::{Y, z::W}, v};\n// crate::no::one\nlet s = \"crate::nor::this\";\nlet r = r#\"super::nope {\"#;\nlet c = '{';\nmod tests { use super::Q; }\nfn f() { super::c::go() }\n".into(),
+    };
+    let (ms, inline) = mentions(&file);
+    let got: Vec<(Vec<String>, Vec<String>)> =
+        ms.into_iter().map(|m| (m.here, m.segments)).collect();
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got,
+        vec![
+            (s(&["a", "b"]), s(&["crate", "x", "Y"])),
+            (s(&["a", "b"]), s(&["crate", "x", "z", "W"])),
+            (s(&["a", "b"]), s(&["crate", "v"])),
+            (s(&["a", "b", "tests"]), s(&["super", "Q"])),
+            (s(&["a", "b"]), s(&["super", "c", "go"])),
+        ]
+    );
+    assert_eq!(inline, vec!["tests".to_string()]);
+}
+
+/// `cargo test --test layers -- --ignored --nocapture` prints the module
+/// graph as it is, to redraw the table in docs/architecture.md.
+#[test]
+#[ignore]
+fn print_the_top_level_graph() {
+    let krate = read_crate();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, _, from, to) in krate.edges() {
+        if let (Some(f), Some(t)) = (from.first(), to.first())
+            && f != t
+        {
+            let site = if file.ends_with("tests.rs") || file.contains("/tests/") {
+                "(test)"
+            } else {
+                ""
+            };
+            g.entry(f.clone()).or_default().insert(format!("{t}{site}"));
+        }
+    }
+    for (f, ts) in g {
+        println!("{f} -> {}", ts.into_iter().collect::<Vec<_>>().join(" "));
+    }
+}
