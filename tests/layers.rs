@@ -50,8 +50,7 @@ const KNOWN_CIRCLES: &[(&str, &str)] = &[
     // holds a WorkerPlan.
     ("plan", "workers"),
     ("checks", "cgroup"),
-    // In the step layer being rewritten (hop/last_look, kubeadm/stage).
-    ("steps", "hop"),
+    // kubeadm's undo unstages; staging resolves the image kubeadm ran.
     ("steps", "kubeadm"),
     ("steps::lock", "discovery"),
 ];
@@ -496,7 +495,7 @@ impl Crate {
         let mut path: ModPath = abs.to_vec();
         loop {
             let mut n = path.len();
-            while n > 0 && !self.modules.contains(&path[..n].to_vec()) {
+            while n > 0 && !self.modules.contains(&path[..n]) {
                 n -= 1;
             }
             let module = path[..n].to_vec();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use fleetctl::node::Pin;
 use fleetctl::plan::{Action, Component, Hop, HopKind, Plan, Warning};
-use fleetctl::version::{Minor, Target, Version};
+use fleetctl::version::{Minor, TargetVersion as Target, Version};
 
 use super::support::{self, Fleet, Run, Scenario, Seat, SharedFleet, m, newest_on_hub, v};
 

@@ -51,7 +51,7 @@ pub fn node_timeout(os: Os, emulated: &'static str) -> &'static str {
 }
 
 fn base() -> Scenario {
-    Scenario::new().api_latency(0.01).kubectl_start(0.01)
+    Scenario::new().api_latency(0.01)
 }
 
 /// The OS layer of the suite's fleets: `FLEETSIM_OS_LAYER=emulated` boots

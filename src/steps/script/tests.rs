@@ -121,7 +121,7 @@ fn plan() -> Plan {
     };
     let inv = inventory();
     Plan {
-        requested: crate::version::Target::Minor(minor),
+        requested: crate::version::TargetVersion::Minor(minor),
         target: minor,
         cluster_from: Some("v1.34.2".parse().unwrap()),
         hub: inv.hub.clone(),
