@@ -22,6 +22,7 @@ mod image;
 mod model;
 mod planner;
 mod reboot;
+mod rollback;
 mod show;
 mod state;
 mod workers;
@@ -45,6 +46,7 @@ pub use model::{
 };
 pub use planner::{images_to_remove, plan, plan_with};
 pub use reboot::{Reboot, RebootRefusal, reboots};
+pub use rollback::{KUBELET_SKEW, Rollback, rollbacks};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};
 pub use workers::{WorkerPlan, WorkerStop, WorkerStrategy};
