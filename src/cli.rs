@@ -79,6 +79,9 @@ pub enum Command {
     /// Reboot the nodes that need it (or those named), one control plane at a
     /// time and workers in batches, with apply's gates and lock
     Reboot(RebootArgs),
+    /// Take nodes back to the kubernetes image they kept (the previous
+    /// minor, or an older patch), one at a time, with apply's gates and lock
+    Rollback(RollbackArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -184,6 +187,16 @@ pub struct RebootArgs {
     /// The nodes to reboot [default: every node with a reboot pending: a
     /// staged Flatcar update or sysext patch, or /run/reboot-required]
     #[arg(value_name = "NODE")]
+    pub nodes: Vec<String>,
+
+    #[command(flatten)]
+    pub roll: RollArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The nodes to take back to their previous kubernetes image
+    #[arg(value_name = "NODE", required = true)]
     pub nodes: Vec<String>,
 
     #[command(flatten)]

@@ -62,6 +62,8 @@ pub struct NodeStatus {
     /// The kubernetes version the node runs when its image is gone from
     /// `/opt/extensions/kubernetes/` (deleted while merged); `None` otherwise.
     pub running_image_gone: Option<Version>,
+    /// The kept image `fleetctl rollback` would take it back to.
+    pub rollback_to: Option<Version>,
     pub facts: Option<NodeFacts>,
 }
 
@@ -146,6 +148,7 @@ pub fn build(
                     reboot_pending: !f.reboot_reasons().is_empty(),
                     reboot_reasons: f.reboot_reasons(),
                     running_image_gone: crate::node::running_image_gone(&f.kubernetes).cloned(),
+                    rollback_to: crate::node::rollback_image(&f.kubernetes).cloned(),
                     facts: Some(f.clone()),
                 },
                 Err(e) => NodeStatus {
@@ -160,6 +163,7 @@ pub fn build(
                     reboot_pending: false,
                     reboot_reasons: Vec::new(),
                     running_image_gone: None,
+                    rollback_to: None,
                     facts: None,
                 },
             }
@@ -378,6 +382,7 @@ pub fn render_table(r: &StatusReport) -> String {
         "STATE",
         "KUBERNETES (running → staged)",
         "PIN",
+        "ROLLBACK TO",
         "FLATCAR",
         "REBOOT",
     ]);
@@ -407,6 +412,9 @@ pub fn render_table(r: &StatusReport) -> String {
             state_cell(s),
             k,
             pin_cell(&s.pin),
+            s.rollback_to
+                .as_ref()
+                .map_or_else(|| "-".to_string(), Version::to_string),
             os,
             reboot,
         ]);

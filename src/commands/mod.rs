@@ -5,6 +5,7 @@ mod lock_run;
 mod locked;
 mod plan;
 mod reboot;
+mod rollback;
 mod status;
 
 use std::io::Write;
@@ -26,6 +27,7 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(&cli.global, &args, printer).await,
         Command::Apply(args) => apply::run(&cli.global, &args, printer).await,
         Command::Reboot(args) => reboot::run(&cli.global, &args, printer).await,
+        Command::Rollback(args) => rollback::run(&cli.global, &args, printer).await,
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fleetctl", &mut out);
@@ -152,6 +154,35 @@ pub fn refuse_outside_window(
     }
 }
 
+/// What taking nodes down without an upgrade hop works with (`reboot`,
+/// `rollback`), for the run and its dry run alike: no checks, hub or etcd
+/// snapshot.
+fn roll_settings(
+    inv: &Inventory,
+    global: &Global,
+    roll: &crate::cli::RollArgs,
+) -> anyhow::Result<crate::steps::Settings> {
+    let targets = ssh::resolve_all(inv)
+        .map_err(|e| crate::usage!("{e:#}"))?
+        .into_iter()
+        .map(|t| (t.node.clone(), t))
+        .collect();
+    Ok(crate::steps::Settings {
+        node_timeout: roll.node_timeout,
+        drain_timeout: roll.drain_timeout,
+        ssh: ssh_options(inv, global),
+        targets,
+        parallel: global.parallel.into(),
+        max_unavailable: roll.max_unavailable,
+        ignored_checks: Vec::new(),
+        hub_images: None,
+        etcd_backups: None,
+        etcd_snapshot_max: 0,
+        checks_judged: None,
+        pace: pacing(inv, roll)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,7 +225,15 @@ mod tests {
         }
         // Not vacuous: the root page lists every command.
         assert!(referenced >= 6, "{referenced} references");
-        for command in ["status", "plan", "apply", "reboot", "completions", "man"] {
+        for command in [
+            "status",
+            "plan",
+            "apply",
+            "reboot",
+            "rollback",
+            "completions",
+            "man",
+        ] {
             assert!(
                 names.contains(&format!("fleetctl-{command}.1").as_str()),
                 "{names:?}"

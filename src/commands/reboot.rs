@@ -15,9 +15,9 @@ use futures_util::FutureExt;
 use crate::cli::{Global, RebootArgs};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
-use crate::ssh;
+
 use crate::steps::runner::Remote;
-use crate::steps::{Apply, Settings, Stop, execute, render, script};
+use crate::steps::{Apply, Stop, execute, render, script};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 use crate::version::{Minor, TargetVersion};
@@ -44,7 +44,7 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     if args.roll.dry_run {
-        let settings = settings(&inv, global, args)?;
+        let settings = super::roll_settings(&inv, global, &args.roll)?;
         let tasks = script::of_reboots(&order);
         printer.out(&render::render(
             &tasks,
@@ -154,7 +154,7 @@ async fn rolling(
             remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
         }
     }
-    let settings = settings(inv, global, args)?;
+    let settings = super::roll_settings(inv, global, &args.roll)?;
     let progress = Progress::new(
         printer.interactive && printer.verbose() == 0,
         chosen.len() as u64,
@@ -250,30 +250,6 @@ fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
 }
 
 /// apply's bookkeeping wants a plan; a reboot has no hop and saves nothing.
-/// What a rolling reboot works with, for the run and its dry run alike:
-/// no hop, so no checks, hub or etcd snapshot.
-fn settings(inv: &Inventory, global: &Global, args: &RebootArgs) -> anyhow::Result<Settings> {
-    let targets = ssh::resolve_all(inv)
-        .map_err(|e| usage!("{e:#}"))?
-        .into_iter()
-        .map(|t| (t.node.clone(), t))
-        .collect();
-    Ok(Settings {
-        node_timeout: args.roll.node_timeout,
-        drain_timeout: args.roll.drain_timeout,
-        ssh: super::ssh_options(inv, global),
-        targets,
-        parallel: global.parallel.into(),
-        max_unavailable: args.roll.max_unavailable,
-        ignored_checks: Vec::new(),
-        hub_images: None,
-        etcd_backups: None,
-        etcd_snapshot_max: 0,
-        checks_judged: None,
-        pace: super::pacing(inv, &args.roll)?,
-    })
-}
-
 fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
     let minor = state
         .cluster

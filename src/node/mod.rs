@@ -111,6 +111,14 @@ pub fn running_image_gone(ext: &Extension) -> Option<&Version> {
     (!ext.images.contains(running)).then_some(running)
 }
 
+/// The image `ext` would go back to (`fleetctl rollback`): the newest kept
+/// image older than the one it runs, i.e. the previous minor after a hop
+/// (the clean-up keeps it), or an older patch of its minor.
+pub fn rollback_image(ext: &Extension) -> Option<&Version> {
+    let running = ext.running.as_ref()?;
+    ext.images.iter().filter(|v| *v < running).max()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsFacts {
     /// `VERSION` from `/etc/os-release`.

@@ -108,10 +108,11 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
             minor,
             expect,
             finishes,
+            rollback,
         } => {
             let names = nodes.join(", ");
             apply.begin(&names, "drain, reboot, wait, uncordon");
-            roll::roll(apply, nodes, *minor, expect.as_ref()).await?;
+            roll::roll(apply, nodes, *minor, expect.as_ref(), *rollback).await?;
             for node in nodes {
                 apply.progress.advance();
                 if finishes.contains(node) {

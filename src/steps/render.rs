@@ -142,8 +142,9 @@ impl Ctx<'_> {
                 nodes,
                 minor,
                 expect,
+                rollback,
                 ..
-            } => self.roll(out, nodes, *minor, expect.as_ref()),
+            } => self.roll(out, nodes, *minor, expect.as_ref(), *rollback),
             Task::Verify { hop } => out.line(
                 api,
                 &format!(
@@ -230,7 +231,14 @@ impl Ctx<'_> {
 
     /// A roll: the holds, the gates, then each node's drain, reboot, waits
     /// and uncordon (`steps::roll`).
-    fn roll(&self, out: &mut Out, nodes: &[String], minor: Minor, expect: Option<&Version>) {
+    fn roll(
+        &self,
+        out: &mut Out,
+        nodes: &[String],
+        minor: Minor,
+        expect: Option<&Version>,
+        rollback: bool,
+    ) {
         let api = self.api;
         let pace = &self.settings.pace;
         if !pace.soak.is_zero() {
@@ -302,10 +310,15 @@ impl Ctx<'_> {
                 .node(node)
                 .is_some_and(|x| x.role == Role::ControlPlane)
             {
+                // A rollback leaves them at the cluster's version.
+                let pods = match (&self.plan.cluster_from, rollback) {
+                    (Some(cluster), true) => cluster.to_string(),
+                    _ => version.clone(),
+                };
                 out.line(
                     api,
                     &format!(
-                        "(until Running at {version}) {}",
+                        "(until Running at {pods}) {}",
                         kubectl::get_static_pods(node)
                     ),
                 );

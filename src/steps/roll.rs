@@ -50,6 +50,7 @@ pub async fn roll(
     batch: &[String],
     minor: Minor,
     expect: Option<&Version>,
+    rollback: bool,
 ) -> anyhow::Result<()> {
     apply.check_stop(None)?;
     let names = batch.join(", ");
@@ -158,9 +159,11 @@ pub async fn roll(
             // node rebooting: then its own new session does.
             api: (node != api_node).then(|| api.clone()),
             control_plane: (apply.role(&node) == Role::ControlPlane).then(|| {
+                // A rollback leaves the static pods where kubeadm put
+                // them, at the cluster's version, ahead of the kubelet.
                 cluster_version
                     .clone()
-                    .filter(|v: &Version| v.minor() == minor)
+                    .filter(|v: &Version| rollback || v.minor() == minor)
             }),
             minor,
         };

@@ -58,6 +58,9 @@ pub enum Task {
         expect: Option<Version>,
         /// Whose last step of the hop this is.
         finishes: Vec<String>,
+        /// Back to an older kubelet (`fleetctl rollback`): a control plane's
+        /// static pods stay at the cluster's version, ahead of it.
+        rollback: bool,
     },
     /// The hop's end state: every kubelet at its version, kubeadm-config at
     /// its minor, no kube-proxy.
@@ -114,6 +117,7 @@ pub fn of_plan(plan: &Plan, inv: &Inventory, shape: Shape) -> Vec<Task> {
                         minor: hop.minor,
                         expect: hop.version.clone(),
                         finishes: batch,
+                        rollback: false,
                     });
                 }
                 continue;
@@ -138,6 +142,7 @@ pub fn of_plan(plan: &Plan, inv: &Inventory, shape: Shape) -> Vec<Task> {
                             minor: hop.minor,
                             expect: hop.version.clone(),
                             finishes: if finishes { vec![node.clone()] } else { vec![] },
+                            rollback: false,
                         });
                         continue;
                     }
@@ -183,8 +188,39 @@ pub fn of_reboots(batches: &[(Vec<String>, Minor)]) -> Vec<Task> {
             minor: *minor,
             expect: None,
             finishes: nodes.clone(),
+            rollback: false,
         })
         .collect()
+}
+
+/// `fleetctl rollback`: each hop of `plan` takes one node back (see
+/// [`crate::plan::rollbacks`]): its pinned config, its symlink, its roll;
+/// one node at a time.
+pub fn of_rollbacks(plan: &Plan) -> Vec<Task> {
+    let mut tasks = Vec::new();
+    for (h, hop) in plan.hops.iter().enumerate() {
+        for (p, phase) in hop.phases.iter().enumerate() {
+            for (i, step) in phase.steps.iter().enumerate() {
+                if step.action == Action::Roll {
+                    tasks.push(Task::Roll {
+                        nodes: vec![step.node.clone()],
+                        minor: hop.minor,
+                        expect: hop.version.clone(),
+                        finishes: vec![step.node.clone()],
+                        rollback: true,
+                    });
+                } else {
+                    tasks.push(Task::Step {
+                        hop: h,
+                        phase: p,
+                        step: i,
+                        finishes: false,
+                    });
+                }
+            }
+        }
+    }
+    tasks
 }
 
 impl Task {
@@ -240,6 +276,19 @@ impl Task {
             Task::LastLook { nodes, .. } => format!(
                 "{}: last look at what the new kubelet will read",
                 nodes.join(", ")
+            ),
+            Task::Roll {
+                nodes,
+                rollback: true,
+                expect,
+                minor,
+                ..
+            } => format!(
+                "{}: drain, reboot back into {}, wait, uncordon",
+                nodes.join(", "),
+                expect
+                    .as_ref()
+                    .map_or_else(|| minor.to_string(), Version::to_string)
             ),
             Task::Roll { nodes, .. } => {
                 format!("{}: drain, reboot, wait, uncordon", nodes.join(", "))

@@ -18,6 +18,7 @@ mod lock;
 mod one_path;
 mod pacing;
 mod plan;
+mod rollback;
 mod snapshots;
 mod status;
 mod support;

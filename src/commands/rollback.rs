@@ -1,0 +1,226 @@
+//! `fleetctl rollback NODE…`: each named node back to the kubernetes image
+//! it kept (`crate::plan::rollbacks` decides which, or refuses), one node at
+//! a time, control planes first: its sysupdate config pinned to that
+//! image's minor, its symlink pointed at it, then drained, rebooted, waited
+//! for and uncordoned, with apply's gates, lock, journal, Ctrl-C and report.
+//! A refusal of any node touches nothing.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use crate::cli::{Global, RollbackArgs};
+use crate::inventory::{Inventory, Role};
+use crate::plan::{
+    self, Action, Component, Fingerprint, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode,
+    Rollback, Step,
+};
+use crate::steps::runner::Remote;
+use crate::steps::{Apply, Stop, execute, render, script};
+use crate::ui::{Printer, Progress};
+use crate::usage;
+use crate::version::TargetVersion;
+
+use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
+use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
+
+pub async fn run(
+    global: &Global,
+    args: &RollbackArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let inv = super::load_inventory(global)?;
+    let (chosen, state) = {
+        // What to ask the operator about; decided again under the lock.
+        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let state = super::plan::fleet_state(&inv, &gathered, "rolling back")?;
+        (decide(&state, &args.nodes)?, state)
+    };
+    let settings = super::roll_settings(&inv, global, &args.roll)?;
+    if args.roll.dry_run {
+        let plan = rollback_plan(&inv, &state, &chosen);
+        let tasks = script::of_rollbacks(&plan);
+        printer.out(&render::render(&tasks, &plan, &inv, &settings));
+        return Ok(ExitCode::SUCCESS);
+    }
+    printer.out(&describe(&chosen));
+    confirm(
+        args.roll.yes,
+        "Roll these nodes back? Each is drained and rebooted, one at a time.",
+    )?;
+
+    super::refuse_outside_window(&super::pacing(&inv, &args.roll)?, &args.roll)?;
+    let stop = Stop::default();
+    let second = Arc::new(tokio::sync::Notify::new());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
+    let journal = open_journal(&inv, printer)?;
+    let request = LockRequest::new(&inv, &args.roll);
+    let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
+
+    let outcome = AssertUnwindSafe(async {
+        // As apply does: the fleet again, now that nobody else may reboot
+        // a node until the lock is given back; the operator said yes to
+        // exactly these images.
+        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let state = super::plan::fleet_state(&inv, &gathered, "rolling back")?;
+        let fresh = decide(&state, &args.nodes)?;
+        if fresh != chosen {
+            anyhow::bail!(
+                "the fleet changed between the confirmation and taking the lock: {}. Nothing was \
+                 rolled back; run `fleetctl rollback` again to see and confirm what it does now",
+                describe(&fresh).trim_end().replace('\n', "; ")
+            );
+        }
+        let plan = rollback_plan(&inv, &state, &fresh);
+        let mut remotes = BTreeMap::new();
+        for r in &gathered.nodes {
+            if let Some(s) = &r.session {
+                remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
+            }
+        }
+        let tasks = script::of_rollbacks(&plan);
+        for r in &fresh {
+            journal.event(
+                "rollback",
+                Some(&r.node),
+                &format!("from {} back to {}", r.from, r.to),
+            );
+        }
+        let progress = Progress::new(
+            printer.interactive && printer.verbose() == 0,
+            fresh.len() as u64,
+        );
+        let mut apply = Apply::new(&inv, settings, remotes, &progress, stop, None, plan);
+        let ledger = apply.ledger.clone();
+        let lease = apply.stop.clone();
+        let LockedRun {
+            result,
+            at_once: twice,
+        } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
+        progress.finish();
+        match result {
+            Ok(()) => {
+                printer.note(&format!(
+                    "done: {} rolled back; journal {}",
+                    fresh
+                        .iter()
+                        .map(|r| format!("{} to {}", r.node, r.to))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    journal.path().display()
+                ));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
+                let mut report = failure_report(&ledger, &e, journal.path(), "fleetctl rollback");
+                if !twice {
+                    report.insert_str(
+                        0,
+                        &format!("the fleet now:\n{}\n", fleet_now(&inv, global).await),
+                    );
+                }
+                printer.note(&report);
+                Err(e)
+            }
+        }
+    })
+    .catch_unwind()
+    .await;
+    held.release(printer).await;
+    if let Err(e) = journal.check() {
+        printer.warn(&format!("the journal is incomplete: {e:#}"));
+    }
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The rollbacks, control planes first; a refusal is exit 2 with every reason.
+fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Rollback>> {
+    let mut chosen = plan::rollbacks(state, names).map_err(|problems| {
+        usage!(
+            "not rolling back:\n  - {}\nNothing was changed",
+            problems.join("\n  - ")
+        )
+    })?;
+    // Stable: inventory order within each role.
+    chosen.sort_by_key(|r| r.role != Role::ControlPlane);
+    Ok(chosen)
+}
+
+/// The rollbacks as steps the script runs: one hop per node, its pin, its
+/// stage and its roll. Nothing of it is saved: a rollback has no plan file.
+fn rollback_plan(inv: &Inventory, state: &plan::FleetState, chosen: &[Rollback]) -> Plan {
+    let hops = chosen
+        .iter()
+        .map(|r| {
+            let kind = match r.role {
+                Role::ControlPlane => PhaseKind::ControlPlaneReboots,
+                Role::Worker => PhaseKind::WorkerReboots,
+            };
+            let steps = vec![
+                Step::new(&r.node, r.pin.clone()),
+                Step::new(
+                    &r.node,
+                    Action::Stage {
+                        component: Component::Kubernetes,
+                        minor: r.to.minor(),
+                        expect: Some(r.to.clone()),
+                    },
+                ),
+                Step::new(&r.node, Action::Roll),
+            ];
+            Hop {
+                kind: HopKind::Converge,
+                minor: r.to.minor(),
+                version: Some(r.to.clone()),
+                kubeadm: false,
+                sha256: None,
+                phases: vec![Phase { kind, steps }],
+                checks: Vec::new(),
+                skip_system_verification: Vec::new(),
+            }
+        })
+        .collect();
+    let minor = state
+        .cluster
+        .version
+        .as_ref()
+        .map_or(inv.kubernetes_version, |v| v.minor());
+    Plan {
+        requested: TargetVersion::Minor(minor),
+        target: minor,
+        cluster_from: state.cluster.version.clone(),
+        hub: inv.hub.clone(),
+        containerd: inv.containerd_version,
+        nodes: state
+            .nodes
+            .iter()
+            .map(|n| PlannedNode {
+                name: n.name.clone(),
+                role: n.role,
+            })
+            .collect(),
+        hops,
+        warnings: Vec::new(),
+        fingerprint: Fingerprint::of(state),
+        ignored_checks: Vec::new(),
+        workers: Default::default(),
+    }
+}
+
+fn describe(chosen: &[Rollback]) -> String {
+    let mut out = String::from("Roll back, one node at a time:\n");
+    for r in chosen {
+        out.push_str(&format!(
+            "  {}: kubelet {} back to {} (the image it kept), config pinned to {}\n",
+            r.node,
+            r.from,
+            r.to,
+            r.to.minor()
+        ));
+    }
+    out
+}
