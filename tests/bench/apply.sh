@@ -23,8 +23,6 @@
 # more flags (e.g. --skip-etcd-snapshot to see what the snapshot costs),
 # PLAN_ARGS to pass plan more flags (e.g. --workers every-hop; see
 # tests/bench/workers.sh, which compares the two worker strategies),
-# KUBECTL=emulated to run the nodes on fleetsim's old emulated kubectl
-# instead of the real one (to compare the two under the same load).
 # The machine's core count and load average are printed with the figures:
 # on a busy machine every SSH login and kubectl call costs more.
 set -euo pipefail
@@ -41,14 +39,12 @@ api=${API:-1}
 from=${FROM:-v1.34.2}
 to=${TO:-v1.36}
 user=${SSH_USER:-core}
-kubectl=${KUBECTL:-real}
 
 die() { printf 'bench/apply: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run me as root: the simulator creates namespaces and mounts"
 [[ $runs =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive number, not \`$runs\`"
 [[ $workers =~ ^[0-9]+$ ]] || die "WORKERS must be a number, not \`$workers\`"
 [[ $user =~ ^(core|root)$ ]] || die "SSH_USER must be core or root (the simulated nodes have no others)"
-[[ $kubectl =~ ^(real|emulated)$ ]] || die "KUBECTL must be real or emulated, not \`$kubectl\`"
 
 # The simulated nodes boot squashfs sysext images (docs/simulator.md, "Images").
 if ! command -v mksquashfs >/dev/null; then
@@ -91,7 +87,6 @@ start_fleet() {
         echo "boot_delay: $boot"
         echo "kubelet_delay: $kubelet"
         echo "api_delay: $api"
-        echo "kubectl: $kubectl"
         echo "nodes:"
         echo "  - {name: cp-1, role: control-plane, user: $user}"
         for i in $(seq "$workers"); do
@@ -180,8 +175,8 @@ journal_top() {
     ' "$jsonl" | sort -rn | head -n 8 | sed 's/^/  journal: /'
 }
 
-printf '%s on 1 control plane + %d workers as %s, %s -> %s%s; boot %g s, kubelet %g s, API %g s; %s kubectl; %s cores, load %s\n' \
-    "$fleetctl" "$workers" "$user" "$from" "$to" "${PLAN_ARGS:+ (plan $PLAN_ARGS)}" "$boot" "$kubelet" "$api" "$kubectl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s on 1 control plane + %d workers as %s, %s -> %s%s; boot %g s, kubelet %g s, API %g s; %s cores, load %s\n' \
+    "$fleetctl" "$workers" "$user" "$from" "$to" "${PLAN_ARGS:+ (plan $PLAN_ARGS)}" "$boot" "$kubelet" "$api" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 # The simulated hub is plain HTTP on loopback, a network that is ours.
 export FLEETCTL_ALLOW_INSECURE_HUB=true
 sum_wall=0 sum_pct=0
