@@ -33,6 +33,7 @@ pub mod service;
 pub mod sessions;
 pub mod sig;
 pub mod state;
+pub mod static_pod_files;
 pub mod supervisor;
 pub mod tools;
 pub mod unit;

@@ -231,6 +231,11 @@ pub struct KubeletRun {
     /// The boot it started in.
     pub boot_id: String,
     pub started_at: f64,
+    /// The static pods whose manifest the kubelet last found missing from
+    /// `/etc/kubernetes/manifests` (`crate::static_pod_files`): it stopped
+    /// them, or never started them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests_out: Vec<String>,
 }
 
 impl ClusterNode {
@@ -304,12 +309,18 @@ impl Cluster {
     }
 
     /// `name`'s static pods (kube-apiserver and the others) run: its kubelet
-    /// started them at least `api_delay` ago.
+    /// started them at least `api_delay` ago, and kube-apiserver's manifest
+    /// was in place when it last looked.
     pub fn static_pods_running(&self, name: &str, at: f64) -> bool {
         self.nodes.get(name).is_some_and(|n| {
             n.role == Role::ControlPlane
-                && n.kubelet_running()
-                    .is_some_and(|k| at >= k.started_at + self.api_delay)
+                && n.kubelet_running().is_some_and(|k| {
+                    at >= k.started_at + self.api_delay
+                        && !k
+                            .manifests_out
+                            .iter()
+                            .any(|c| c == crate::static_pod_files::API_SERVER)
+                })
         })
     }
 

@@ -272,7 +272,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
     fs::write(fleet.inventory(), inventory).context("writing inventory.yaml")?;
     write_info(fleet, &hub, &prometheus.url(), scenario.port, &plans)?;
-    let api = start_api(fleet, &subnet, &plans)?;
+    let api = start_api(fleet, &subnet, &plans, scenario.external_etcd.is_empty())?;
     Ok(Setup {
         subnet,
         hub,
@@ -288,6 +288,7 @@ fn start_api(
     fleet: &FleetDir,
     subnet: &Subnet,
     plans: &[NodePlan],
+    stacked_etcd: bool,
 ) -> Result<crate::api::ApiServer> {
     use crate::api::pki;
     let endpoint = crate::api::endpoint(subnet.a, subnet.b);
@@ -315,6 +316,7 @@ fn start_api(
         })
         .collect();
     crate::etcd_pod::certs::provision(fleet, &etcd)?;
+    crate::static_pod_files::write_all(fleet, &members, stacked_etcd)?;
     for (plan, (name, pair)) in plans.iter().zip(&issued.nodes) {
         let disk = Disk { fleet, node: name };
         let user = format!("{}{name}", pki::NODE_PREFIX);

@@ -45,6 +45,8 @@ use crate::state::{Cluster, Role};
 /// `/var/log/pods/kube-system_etcd-<node>_<uid>/etcd/`).
 pub const LOG_FILE: &str = "/var/log/fleetsim/etcd.log";
 const RESTART_AFTER: Duration = Duration::from_secs(10);
+/// `terminationGracePeriodSeconds`' default, which kubeadm's pods keep.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// What the member of one control plane is started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +55,11 @@ pub struct Plan {
     pub address: String,
     /// Every control plane: name and address.
     pub members: Vec<(String, String)>,
+    /// The member's data on the node: the host directory of the pod's
+    /// `etcd-data` volume, which kubeadm mounts at `--data-dir` in the
+    /// container (the sim runs etcd on the node, not in a container, so the
+    /// two are one path here).
+    pub data_dir: String,
 }
 
 impl Plan {
@@ -73,6 +80,7 @@ impl Plan {
             name: node.to_string(),
             address: n.address.clone(),
             members,
+            data_dir: DATA_DIR.to_string(),
         })
     }
 
@@ -89,7 +97,7 @@ impl Plan {
             format!("--advertise-client-urls={}", url(a, CLIENT_PORT)),
             format!("--cert-file={PKI_DIR}/server.crt"),
             "--client-cert-auth=true".into(),
-            format!("--data-dir={DATA_DIR}"),
+            format!("--data-dir={}", self.data_dir),
             format!("--initial-advertise-peer-urls={}", url(a, PEER_PORT)),
             format!("--initial-cluster={initial}"),
             "--initial-cluster-state=new".into(),
@@ -204,6 +212,30 @@ impl Member {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Stops the member as the kubelet kills a pod whose manifest is gone:
+    /// SIGTERM, which etcd answers by leaving cleanly, then SIGKILL once the
+    /// grace period is over (kubeadm's pods keep the default 30 s).
+    pub fn stop(mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: kill(2) on our own child's pid, which we have not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     fn running(&mut self) -> bool {

@@ -20,10 +20,12 @@ use anyhow::Result;
 
 use super::util::{KubeVersion, glog_prefix};
 use super::{Env, complain, say};
-use crate::etcd_pod::member::{Member, Plan, node_objects};
 use crate::journal::{self, Entry};
 use crate::kubelet_files::{POD_INFRA_FLAG, POD_INFRA_REMOVED_MINOR, config_stamp};
 use crate::state::{Event, KubeletRun, NodeBoot, Role};
+use manifest_watch::StaticPods;
+
+mod manifest_watch;
 
 const NAME: &str = "kubelet";
 /// The unit node-init runs the kubelet as (it tells the kubelet so).
@@ -57,9 +59,9 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
             Ok(0)
         }
         _ if env.unit.as_deref() == Some(UNIT) => {
-            let (code, etcd) = start(env, args)?;
+            let (code, pods) = start(env, args)?;
             if code == 0 && env.daemon {
-                serve(etcd);
+                serve(env, pods);
             }
             Ok(code)
         }
@@ -68,53 +70,19 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     }
 }
 
-/// What a running kubelet does until the node goes down: keep the etcd
-/// static pod running on a control plane, else nothing the sim needs; it
-/// waits to be killed with the node.
-fn serve(mut etcd: Option<Member>) -> ! {
-    loop {
-        match etcd.as_mut() {
-            Some(m) => {
-                if let Err(e) = m.tick() {
-                    eprintln!("fleetsim: kubelet: restarting etcd: {e:#}");
-                }
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-            None => std::thread::sleep(std::time::Duration::from_secs(3600)),
-        }
+/// What a running kubelet does until the node goes down: on a control
+/// plane, keep its static pods as its manifests say (`manifest_watch`);
+/// else nothing the sim needs: it waits to be killed with the node.
+fn serve(env: &mut Env, pods: Option<(NodeBoot, StaticPods)>) -> ! {
+    match pods {
+        Some((boot, mut pods)) => loop {
+            pods.tick(env, &boot);
+            std::thread::sleep(manifest_watch::POLL);
+        },
+        None => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
     }
-}
-
-/// How long the kubelet waits for its etcd member before it posts its
-/// status anyway (a member without quorum never becomes healthy).
-const ETCD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Starts this control plane's etcd static pod (`etcd_pod::member`): the
-/// member, its wait for `/health`, then this node's objects in it.
-fn start_etcd(env: &mut Env, boot: &NodeBoot) -> Result<Option<Member>> {
-    let Some(plan) = Plan::of(&env.shared().cluster()?, &boot.name) else {
-        return Ok(None);
-    };
-    let mut member = match Member::start(&env.path("/"), plan) {
-        Ok(m) => m,
-        Err(e) => {
-            let msg = format!("\"Failed to start the etcd static pod\" err=\"{e:#}\"");
-            log(env, boot, 'E', "kuberuntime_manager.go:1256", &msg);
-            return Ok(None);
-        }
-    };
-    if !member.wait_healthy(ETCD_WAIT) {
-        let msg = format!(
-            "\"etcd is not healthy yet\" pod=\"kube-system/etcd-{}\" waited=\"{}s\"",
-            boot.name,
-            ETCD_WAIT.as_secs()
-        );
-        log(env, boot, 'W', "prober.go:107", &msg);
-    } else if let Err(e) = member.put(&node_objects(&boot.name, &boot.boot_id)) {
-        let msg = format!("\"Writing the node's objects to etcd\" err=\"{e:#}\"");
-        log(env, boot, 'E', "kubelet_node_status.go:96", &msg);
-    }
-    Ok(Some(member))
 }
 
 /// Parsed flags: the ones that matter here.
@@ -181,9 +149,12 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
     Ok(flags)
 }
 
+/// What a control plane's kubelet runs: its boot and its static pods.
+type Pods = Option<(NodeBoot, StaticPods)>;
+
 /// One start of the service's main process; the exit code if it failed,
-/// and the etcd member it runs.
-fn start(env: &mut Env, args: &[String]) -> Result<(i32, Option<Member>)> {
+/// and the static pods it runs.
+fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
     let version = env.binary_version(NAME)?;
     let boot = env.boot()?;
     let flags = match parse_flags(version, args) {
@@ -243,11 +214,12 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Option<Member>)> {
     log(env, &boot, 'I', "kubelet.go:1650", "\"Started kubelet\"");
     // Its status reaches the API only through a kube-apiserver, which needs
     // etcd: the member first (not in unit tests, which run no daemon).
-    let etcd = if env.daemon && static_pods.is_some() {
-        start_etcd(env, &boot)?
+    let pods = if env.daemon && static_pods.is_some() {
+        Some(StaticPods::start(env, &boot)?)
     } else {
         None
     };
+    let manifests_out = pods.as_ref().map(StaticPods::out).unwrap_or_default();
     record(env, &boot, "ok", Some(version), stamp);
     if let Some(pods) = static_pods {
         let event = Event {
@@ -267,13 +239,14 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Option<Member>)> {
             n.kubelet = Some(KubeletRun {
                 boot_id: boot.boot_id.clone(),
                 started_at: now,
+                manifests_out: manifests_out.clone(),
             });
             n.kubelet_version = version.to_string();
             c.resource_version += 1;
         }
         Ok(())
     })?;
-    Ok((0, etcd))
+    Ok((0, pods.map(|p| (boot, p))))
 }
 
 /// Why a kubelet of `version` refuses these gates, if it does. The real one

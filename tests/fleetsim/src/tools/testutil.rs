@@ -149,6 +149,7 @@ impl Fleet {
                         kubelet: Some(KubeletRun {
                             boot_id: format!("boot-{name}"),
                             started_at: booted_at,
+                            manifests_out: Vec::new(),
                         }),
                     },
                 );
