@@ -10,6 +10,7 @@ use anyhow::bail;
 use crate::node;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
+use crate::steps::on_failure::{CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
 use crate::steps::{NODE_POLL, POLL};
 use crate::version::{Minor, Version};
@@ -84,11 +85,14 @@ pub(super) fn kubelet_state(stdout: &str) -> KubeletState {
 
 /// Polls the kubelet unit until it is active and reports `want`: the new
 /// sysext was merged and the kubelet starts with the config its kubeadm
-/// step wrote. A kubelet that keeps failing is reported with its journal.
+/// step wrote. A kubelet that keeps failing is reported with its journal
+/// ([`NotUp`]): at the deadline, or, with `crash_loop`, as soon as systemd
+/// has restarted it [`CRASH_LOOP_RESTARTS`] times at `want`.
 pub(super) async fn wait_kubelet(
     r: &Remote,
     want: &Version,
     deadline: Instant,
+    crash_loop: bool,
 ) -> anyhow::Result<()> {
     let expected = format!("Kubernetes {want}");
     loop {
@@ -99,6 +103,23 @@ pub(super) async fn wait_kubelet(
         if state.unit == "active" && state.version == expected {
             return Ok(());
         }
+        let restarts = match crash_loop && state.version == expected {
+            true => restarts(r).await?,
+            false => 0,
+        };
+        if restarts >= CRASH_LOOP_RESTARTS {
+            return Err(anyhow::Error::new(NotUp {
+                node: r.node().to_string(),
+                cause: Cause::CrashLoop { restarts },
+                last_log: last_kubelet_line(&state.journal),
+                message: format!(
+                    "{}: after the reboot kubelet.service keeps failing: systemd restarted it \
+                     {restarts} times. Its journal:\n  {}",
+                    r.node(),
+                    state.journal.join("\n  ")
+                ),
+            }));
+        }
         if Instant::now() >= deadline {
             if state.version != expected {
                 bail!(
@@ -108,16 +129,30 @@ pub(super) async fn wait_kubelet(
                     state.version
                 );
             }
-            bail!(
-                "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
-                 Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
-                r.node(),
-                state.unit,
-                state.journal.join("\n  ")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: r.node().to_string(),
+                cause: Cause::NotActive,
+                last_log: last_kubelet_line(&state.journal),
+                message: format!(
+                    "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
+                     Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
+                    r.node(),
+                    state.unit,
+                    state.journal.join("\n  ")
+                ),
+            }));
         }
         tokio::time::sleep(NODE_POLL).await;
     }
+}
+
+/// How often systemd restarted kubelet.service in this boot (0 when the
+/// answer is not a number: an old systemd, no unit).
+async fn restarts(r: &Remote) -> anyhow::Result<u32> {
+    let out = r
+        .run_root("kubelet restarts", upgrade::KUBELET_RESTARTS, None)
+        .await?;
+    Ok(out.stdout.trim().parse().unwrap_or(0))
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
@@ -159,11 +194,16 @@ pub(super) async fn wait_static_pods(
             return Ok(());
         }
         if Instant::now() >= deadline {
-            bail!(
-                "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
-                 `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
-                lagging.join("; ")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: node.to_string(),
+                cause: Cause::StaticPods,
+                last_log: None,
+                message: format!(
+                    "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
+                     `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
+                    lagging.join("; ")
+                ),
+            }));
         }
         tokio::time::sleep(POLL).await;
     }
@@ -191,10 +231,15 @@ pub async fn ready_then_uncordon(
             )));
         }
         if Instant::now() >= deadline {
-            bail!(
-                "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
-                out.stderr.trim().lines().last().unwrap_or("no answer")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: node.to_string(),
+                cause: Cause::NotReady,
+                last_log: None,
+                message: format!(
+                    "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
+                    out.stderr.trim().lines().last().unwrap_or("no answer")
+                ),
+            }));
         }
         tokio::time::sleep(POLL).await;
     }
