@@ -366,6 +366,9 @@ pub const KUBELET_STATE: &str = "s=$(systemctl is-active kubelet.service 2>/dev/
 /// unit, so a reboot resets it).
 pub const KUBELET_RESTARTS: &str = "systemctl show -p NRestarts --value kubelet.service";
 
+/// The kubelet unit's journal for this boot, its last lines.
+pub const KUBELET_JOURNAL: &str = "journalctl -u kubelet.service -b --no-pager -n 15 2>&1";
+
 /// `systemctl reboot` returns before the machine goes down; the connection
 /// then drops, which the caller expects.
 pub const REBOOT: &str = "systemctl reboot";

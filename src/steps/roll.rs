@@ -31,7 +31,7 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 pub use after_reboot::ready_then_uncordon;
-use after_reboot::{uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
+use after_reboot::{crash_loop, uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -294,7 +294,27 @@ impl Wait {
         )
         .await?;
         let fresh = r.with_session(Arc::new(session));
-        wait_kubelet(&fresh, &before.staged, self.deadline, self.crash_loop).await?;
+        let up = self.until_up(node, &fresh, &before.staged);
+        if !self.crash_loop {
+            return up.await;
+        }
+        // systemd calls a Type=simple kubelet active from its fork until
+        // it exits, so a crash loop can look active between two restarts:
+        // watched beside every wait, not only the unit's.
+        tokio::select! {
+            done = up => done,
+            looping = crash_loop(&fresh, &before.staged) => Err(looping),
+        }
+    }
+
+    /// The kubelet active at `staged`, the static pods, Ready, uncordoned.
+    async fn until_up(
+        &self,
+        node: &str,
+        fresh: &Remote,
+        staged: &Version,
+    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
+        wait_kubelet(fresh, staged, self.deadline, self.crash_loop).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
             // The control plane runs kubeadm-config's version, which a
@@ -307,10 +327,10 @@ impl Wait {
         // between two reboots.
         let (back, facts) = tokio::join!(
             ready_then_uncordon(&api, node, self.deadline),
-            settled_facts(&fresh)
+            settled_facts(fresh)
         );
         back?;
-        Ok((fresh, facts?))
+        Ok((fresh.clone(), facts?))
     }
 }
 

@@ -103,22 +103,8 @@ pub(super) async fn wait_kubelet(
         if state.unit == "active" && state.version == expected {
             return Ok(());
         }
-        let restarts = match crash_loop && state.version == expected {
-            true => restarts(r).await?,
-            false => 0,
-        };
-        if restarts >= CRASH_LOOP_RESTARTS {
-            return Err(anyhow::Error::new(NotUp {
-                node: r.node().to_string(),
-                cause: Cause::CrashLoop { restarts },
-                last_log: last_kubelet_line(&state.journal),
-                message: format!(
-                    "{}: after the reboot kubelet.service keeps failing: systemd restarted it \
-                     {restarts} times. Its journal:\n  {}",
-                    r.node(),
-                    state.journal.join("\n  ")
-                ),
-            }));
+        if crash_loop && let Some(looping) = looping(r, &state, &expected).await? {
+            return Err(looping);
         }
         if Instant::now() >= deadline {
             if state.version != expected {
@@ -146,13 +132,65 @@ pub(super) async fn wait_kubelet(
     }
 }
 
-/// How often systemd restarted kubelet.service in this boot (0 when the
-/// answer is not a number: an old systemd, no unit).
-async fn restarts(r: &Remote) -> anyhow::Result<u32> {
+/// With `--on-failure rollback`: resolves once the kubelet at `want` is
+/// seen crash-looping ([`looping`]), for as long as the waits for the node
+/// run beside it; a probe that fails is tried again.
+pub(super) async fn crash_loop(r: &Remote, want: &Version) -> anyhow::Error {
+    let expected = format!("Kubernetes {want}");
+    loop {
+        tokio::time::sleep(POLL).await;
+        let Ok(out) = r
+            .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
+            .await
+        else {
+            continue;
+        };
+        let state = kubelet_state(&out.stdout);
+        if let Ok(Some(looping)) = looping(r, &state, &expected).await {
+            return looping;
+        }
+    }
+}
+
+/// The kubelet at `expected` that systemd restarted [`CRASH_LOOP_RESTARTS`]
+/// times in this boot, while its node is still being waited for: a
+/// [`NotUp`] with its journal's last kubelet line.
+async fn looping(
+    r: &Remote,
+    state: &KubeletState,
+    expected: &str,
+) -> anyhow::Result<Option<anyhow::Error>> {
+    if state.version != expected {
+        return Ok(None);
+    }
     let out = r
         .run_root("kubelet restarts", upgrade::KUBELET_RESTARTS, None)
         .await?;
-    Ok(out.stdout.trim().parse().unwrap_or(0))
+    // Not a number: an old systemd, no unit.
+    let restarts: u32 = out.stdout.trim().parse().unwrap_or(0);
+    if restarts < CRASH_LOOP_RESTARTS {
+        return Ok(None);
+    }
+    let journal = match state.journal.is_empty() {
+        false => state.journal.clone(),
+        // Read while it was active for a moment: its journal now.
+        true => r
+            .run_root("kubelet journal", upgrade::KUBELET_JOURNAL, None)
+            .await
+            .map(|o| o.stdout.lines().map(str::to_string).collect())
+            .unwrap_or_default(),
+    };
+    Ok(Some(anyhow::Error::new(NotUp {
+        node: r.node().to_string(),
+        cause: Cause::CrashLoop { restarts },
+        last_log: last_kubelet_line(&journal),
+        message: format!(
+            "{}: after the reboot kubelet.service keeps failing: systemd restarted it {restarts} \
+             times. It is cordoned. Its journal:\n  {}",
+            r.node(),
+            journal.join("\n  ")
+        ),
+    })))
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
