@@ -180,6 +180,13 @@ pub struct ApplyArgs {
     /// How workers take the hops (jump, every-hop) [default: the saved plan's]
     #[arg(long, value_enum, value_name = "STRATEGY")]
     pub workers: Option<crate::plan::WorkerStrategy>,
+
+    /// What to do when a node comes back from its reboot but not up on its
+    /// new kubelet (crash-looping, or not Ready within --node-timeout):
+    /// stop, leaving it cordoned; or rollback that node to the image it
+    /// kept, as `fleetctl rollback` does, then stop
+    #[arg(long, value_enum, value_name = "WHAT", default_value_t = crate::steps::OnFailure::Stop)]
+    pub on_failure: crate::steps::OnFailure,
 }
 
 #[derive(Debug, Args)]

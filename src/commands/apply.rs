@@ -344,6 +344,7 @@ fn settings(
         etcd_snapshot_max: args.etcd_snapshot_max,
         checks_judged,
         pace: super::pacing(inv, &args.roll)?,
+        on_failure: args.on_failure,
     })
 }
 

@@ -180,6 +180,7 @@ fn roll_settings(
         etcd_snapshot_max: 0,
         checks_judged: None,
         pace: pacing(inv, roll)?,
+        on_failure: crate::steps::OnFailure::Stop,
     })
 }
 

@@ -14,10 +14,7 @@ use futures_util::FutureExt;
 
 use crate::cli::{Global, RollbackArgs};
 use crate::inventory::{Inventory, Role};
-use crate::plan::{
-    self, Action, Component, Fingerprint, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode,
-    Rollback, Step,
-};
+use crate::plan::{self, Fingerprint, Plan, PlannedNode, Rollback};
 use crate::steps::runner::Remote;
 use crate::steps::{Apply, Stop, execute, render, script};
 use crate::ui::{Printer, Progress};
@@ -150,40 +147,10 @@ fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Roll
     Ok(chosen)
 }
 
-/// The rollbacks as steps the script runs: one hop per node, its pin, its
-/// stage and its roll. Nothing of it is saved: a rollback has no plan file.
+/// The rollbacks as steps the script runs: one hop per node
+/// ([`plan::rollback_hop`]).
 fn rollback_plan(inv: &Inventory, state: &plan::FleetState, chosen: &[Rollback]) -> Plan {
-    let hops = chosen
-        .iter()
-        .map(|r| {
-            let kind = match r.role {
-                Role::ControlPlane => PhaseKind::ControlPlaneReboots,
-                Role::Worker => PhaseKind::WorkerReboots,
-            };
-            let steps = vec![
-                Step::new(&r.node, r.pin.clone()),
-                Step::new(
-                    &r.node,
-                    Action::Stage {
-                        component: Component::Kubernetes,
-                        minor: r.to.minor(),
-                        expect: Some(r.to.clone()),
-                    },
-                ),
-                Step::new(&r.node, Action::Roll),
-            ];
-            Hop {
-                kind: HopKind::Converge,
-                minor: r.to.minor(),
-                version: Some(r.to.clone()),
-                kubeadm: false,
-                sha256: None,
-                phases: vec![Phase { kind, steps }],
-                checks: Vec::new(),
-                skip_system_verification: Vec::new(),
-            }
-        })
-        .collect();
+    let hops = chosen.iter().map(plan::rollback_hop).collect();
     let minor = state
         .cluster
         .version

@@ -47,7 +47,7 @@ pub use model::{
 };
 pub use planner::{images_to_remove, plan, plan_with};
 pub use reboot::{Reboot, RebootRefusal, reboots};
-pub use rollback::{KUBELET_SKEW, Rollback, rollbacks};
+pub use rollback::{KUBELET_SKEW, Rollback, rollback_hop, rollbacks};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};
 pub use sysupdate::{render_config, render_download_config};

@@ -16,7 +16,7 @@ use crate::inventory::Role;
 use crate::node::rollback_image;
 use crate::version::{Minor, Version};
 
-use super::model::{Action, Component};
+use super::model::{Action, Component, Hop, HopKind, Phase, PhaseKind, Step};
 use super::state::{FleetNode, FleetState};
 use super::sysupdate::render_config;
 
@@ -151,6 +151,39 @@ fn one(
         to,
         pin,
     })
+}
+
+/// One node's rollback as the steps the script runs: its pin, its stage and
+/// its roll, in a hop of its own (`fleetctl rollback`, and `apply
+/// --on-failure rollback`). Nothing of it is saved: a rollback has no plan
+/// file.
+pub fn rollback_hop(r: &Rollback) -> Hop {
+    let kind = match r.role {
+        Role::ControlPlane => PhaseKind::ControlPlaneReboots,
+        Role::Worker => PhaseKind::WorkerReboots,
+    };
+    let steps = vec![
+        Step::new(&r.node, r.pin.clone()),
+        Step::new(
+            &r.node,
+            Action::Stage {
+                component: Component::Kubernetes,
+                minor: r.to.minor(),
+                expect: Some(r.to.clone()),
+            },
+        ),
+        Step::new(&r.node, Action::Roll),
+    ];
+    Hop {
+        kind: HopKind::Converge,
+        minor: r.to.minor(),
+        version: Some(r.to.clone()),
+        kubeadm: false,
+        sha256: None,
+        phases: vec![Phase { kind, steps }],
+        checks: Vec::new(),
+        skip_system_verification: Vec::new(),
+    }
 }
 
 /// The oldest kube-apiserver of the control planes: each runs the version

@@ -236,6 +236,19 @@ pub struct Settings {
     pub checks_judged: Option<Instant>,
     /// Soak, maintenance window, alert gate (`steps::hold`).
     pub pace: crate::pacing::Pace,
+    /// What a node not up on its new kubelet leads to (`--on-failure`).
+    pub on_failure: OnFailure,
+}
+
+/// What apply does when a node comes back from its reboot but not up on
+/// its new kubelet (`--on-failure`; the rollback is `super::on_failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnFailure {
+    /// Stop, leaving the node cordoned as it is.
+    #[default]
+    Stop,
+    /// Roll that node back to the image it kept, then stop.
+    Rollback,
 }
 
 /// What each node went through in this run, for the closing report and a
@@ -392,7 +405,8 @@ impl<'a> Apply<'a> {
         self.save()
     }
 
-    fn save(&self) -> anyhow::Result<()> {
+    /// Writes the plan as it stands to its file (when it has one).
+    pub fn save(&self) -> anyhow::Result<()> {
         match &self.plan_path {
             Some(path) => plan::save(&self.plan, path),
             None => Ok(()),

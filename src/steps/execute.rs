@@ -16,27 +16,93 @@ use anyhow::{Context, bail};
 use futures_util::future::join_all;
 use tokio::sync::Semaphore;
 
-use super::context::{Apply, settled_facts};
+use super::context::{Apply, OnFailure, settled_facts};
 use super::detached::Reconnect;
 use super::kubeadm::{self, Kind};
 use super::runner::Remote;
 use super::script::{At, Task, hop_version, last_steps};
-use super::{POLL, download, etcd, gates, hold, last_look, preflight, roll, stage, verify};
+use super::{
+    POLL, download, etcd, gates, hold, last_look, on_failure, preflight, roll, stage, verify,
+};
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, Image, Phase, PhaseKind, Step};
 use crate::version::Version;
 
 /// Runs the tasks in order: a safe point between any two, each journaled
-/// as it starts with the title the dry run shows for it.
+/// as it starts with the title the dry run shows for it. A roll that fails
+/// goes through `--on-failure` ([`after_failed_roll`]).
 pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
     let total = tasks.len();
     for (i, task) in tasks.iter().enumerate() {
         apply.check_stop(None)?;
         let title = task.title(&apply.plan);
         apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
-        one(apply, task).await?;
+        if let Err(e) = one(apply, task).await {
+            return Err(match task {
+                Task::Roll {
+                    rollback: false, ..
+                } if apply.settings.on_failure == OnFailure::Rollback => {
+                    after_failed_roll(apply, e).await
+                }
+                _ => e,
+            });
+        }
     }
     Ok(())
+}
+
+/// `--on-failure rollback`: the nodes the roll left not up on their new
+/// kubelet go back to their kept image ([`on_failure`] decides and words
+/// it), run here as `fleetctl rollback` runs them, with the plan's hops set
+/// aside meanwhile; then apply stops with what happened.
+async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> anyhow::Error {
+    let failed = on_failure::not_up(&failure);
+    if failed.is_empty() {
+        return on_failure::not_eligible(failure);
+    }
+    let names: Vec<String> = failed.iter().map(|n| n.node.clone()).collect();
+    let prepared = match on_failure::prepare(apply, failed).await {
+        Ok(p) => p,
+        Err(why) => {
+            apply.journal_event("rollback-refused", None, &format!("{why:#}"));
+            return on_failure::refused(failure, &names, &why);
+        }
+    };
+    for r in &prepared.rollbacks {
+        apply.progress.line(&format!(
+            "{}: not up on its new kubelet; --on-failure rollback: back to {}",
+            r.node, r.to
+        ));
+        apply.journal_event(
+            "rollback",
+            Some(&r.node),
+            &format!("from {} back to {} (--on-failure rollback)", r.from, r.to),
+        );
+    }
+    let hops = std::mem::replace(&mut apply.plan.hops, prepared.hops.clone());
+    let mut result = Ok(());
+    let total = prepared.tasks.len();
+    for (i, task) in prepared.tasks.iter().enumerate() {
+        let title = task.title(&apply.plan);
+        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
+        result = one(apply, task).await;
+        if result.is_err() {
+            break;
+        }
+    }
+    apply.plan.hops = hops;
+    let saved = apply.save();
+    if result.is_ok() {
+        // Rolled back is not done: the report must not say so.
+        apply.ledger(|l| {
+            l.done.retain(|d| !names.contains(d));
+            l.current = Some((
+                names.join(", "),
+                "rolled back (--on-failure rollback)".into(),
+            ));
+        });
+    }
+    on_failure::outcome(apply, failure, &prepared, result.and(saved))
 }
 
 async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {

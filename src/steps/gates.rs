@@ -11,10 +11,17 @@ use crate::remote;
 
 /// Before every drain (so before every reboot): every node reachable and
 /// Ready, nothing cordoned but the batch about to go down, the API healthy,
-/// the operator's checks.
-pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<()> {
+/// the operator's checks. A rollback (`rollback`) may take down a batch
+/// that is not Ready: it is already out of service, often for the very
+/// kubelet it goes back from.
+pub async fn before_drain(
+    apply: &Apply<'_>,
+    batch: &[String],
+    rollback: bool,
+) -> anyhow::Result<()> {
     let node = batch.join(", ");
-    let problems = problems(apply, batch).await?;
+    let not_ready_ok: &[String] = if rollback { batch } else { &[] };
+    let problems = problems(apply, batch, not_ready_ok).await?;
     if problems.is_empty() {
         return Ok(());
     }
@@ -28,7 +35,7 @@ pub async fn before_drain(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
 /// After a soak (`--soak`, after a hop): the same gates, with nothing
 /// about to go down.
 pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
-    let problems = problems(apply, &[]).await?;
+    let problems = problems(apply, &[], &[]).await?;
     apply.journal_event(
         "gates",
         None,
@@ -43,8 +50,13 @@ pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
     )
 }
 
-/// What is wrong with the fleet for taking `batch` down (none: all well).
-async fn problems(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<Vec<String>> {
+/// What is wrong with the fleet for taking `batch` down (none: all well);
+/// the nodes of `not_ready_ok` may be NotReady.
+async fn problems(
+    apply: &Apply<'_>,
+    batch: &[String],
+    not_ready_ok: &[String],
+) -> anyhow::Result<Vec<String>> {
     let node = if batch.is_empty() {
         "the batch about to go down".to_string()
     } else {
@@ -60,7 +72,9 @@ async fn problems(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<Vec<Str
             for n in &apply.inv.nodes {
                 match view.nodes.iter().find(|c| c.name == n.name) {
                     None => problems.push(format!("{} is not known to the API server", n.name)),
-                    Some(c) if !c.ready => problems.push(format!("{} is not Ready", n.name)),
+                    Some(c) if !c.ready && !not_ready_ok.contains(&c.name) => {
+                        problems.push(format!("{} is not Ready", n.name))
+                    }
                     Some(c) if c.cordoned && !batch.contains(&c.name) => problems.push(format!(
                         "{} is cordoned: fleetctl takes nothing but {node} out of service",
                         c.name

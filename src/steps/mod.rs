@@ -25,6 +25,7 @@ pub mod journal;
 mod kubeadm;
 mod last_look;
 pub mod lock;
+pub mod on_failure;
 mod preflight;
 pub mod render;
 mod roll;
@@ -33,7 +34,7 @@ pub mod script;
 mod stage;
 mod verify;
 
-pub use context::{Apply, Interrupted, Ledger, Settings, Stop};
+pub use context::{Apply, Interrupted, Ledger, OnFailure, Settings, Stop};
 pub use kubeadm::TIMEOUT as KUBEADM_TIMEOUT;
 
 use std::time::Duration;

@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
-use super::context::Settings;
+use super::context::{OnFailure, Settings};
 use super::kubeadm;
+use super::on_failure::CRASH_LOOP_RESTARTS;
 use super::script::{Task, hop_version};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{Action, Component, Hop, Plan};
@@ -331,6 +332,18 @@ impl Ctx<'_> {
                 node,
                 "(the facts script, to record the node's new state in the plan)",
             );
+            if !rollback && self.settings.on_failure == OnFailure::Rollback {
+                out.line(
+                    node,
+                    &format!(
+                        "(on failure: kubelet restarted {CRASH_LOOP_RESTARTS} times at {version}, or \
+                         not up within {}: {node} is rolled back to its kept image as `fleetctl \
+                         rollback {node}` does, then apply stops) {}",
+                        human(self.settings.node_timeout),
+                        upgrade::KUBELET_RESTARTS
+                    ),
+                );
+            }
         }
     }
 

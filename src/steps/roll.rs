@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures_util::future::join_all;
 
-use super::context::{Apply, settled_facts};
+use super::context::{Apply, OnFailure, settled_facts};
 use super::detached;
 use super::gates;
 use super::hold;
+use super::on_failure::{self, BatchFailed};
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
 use crate::inventory::Role;
@@ -30,7 +31,7 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 pub use after_reboot::ready_then_uncordon;
-use after_reboot::{uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
+use after_reboot::{crash_loop, uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -67,7 +68,7 @@ pub async fn roll(
     // The ledger says which stage each node is in, so a stop (a failure, a
     // second Ctrl-C) names it precisely.
     apply.begin(&names, "gates and drain");
-    gates::before_drain(apply, batch).await?;
+    gates::before_drain(apply, batch, rollback).await?;
     for node in batch {
         apply.mark(node)?;
     }
@@ -166,6 +167,7 @@ pub async fn roll(
                     .filter(|v: &Version| rollback || v.minor() == minor)
             }),
             minor,
+            crash_loop: !rollback && apply.settings.on_failure == OnFailure::Rollback,
         };
         waits.spawn(async move {
             let result = wait.run(&node, &r, &before).await;
@@ -194,20 +196,24 @@ pub async fn roll(
     }
 }
 
-/// One error for a batch: the only one as it is, several listed.
+/// One error for a batch: the only one as it is, several listed (with
+/// the nodes among them that came back but not up, for `--on-failure`).
 fn batch_error(mut failures: Vec<anyhow::Error>, undone: anyhow::Result<()>) -> anyhow::Error {
     let mut error = if failures.len() == 1 {
         failures.remove(0)
     } else {
-        anyhow::anyhow!(
-            "{} nodes of the batch failed:\n  - {}",
-            failures.len(),
-            failures
-                .iter()
-                .map(|e| format!("{e:#}"))
-                .collect::<Vec<_>>()
-                .join("\n  - ")
-        )
+        anyhow::Error::new(BatchFailed {
+            text: format!(
+                "{} nodes of the batch failed:\n  - {}",
+                failures.len(),
+                failures
+                    .iter()
+                    .map(|e| format!("{e:#}"))
+                    .collect::<Vec<_>>()
+                    .join("\n  - ")
+            ),
+            not_up: failures.iter().flat_map(on_failure::not_up).collect(),
+        })
     };
     if let Err(u) = undone {
         error = error.context(format!(
@@ -264,6 +270,9 @@ struct Wait {
     /// inside: the cluster's version is unknown, any patch of `minor`).
     control_plane: Option<Option<Version>>,
     minor: Minor,
+    /// Give up on a crash-looping kubelet before the deadline
+    /// (`--on-failure rollback`, which then rolls the node back).
+    crash_loop: bool,
 }
 
 impl Wait {
@@ -285,7 +294,27 @@ impl Wait {
         )
         .await?;
         let fresh = r.with_session(Arc::new(session));
-        wait_kubelet(&fresh, &before.staged, self.deadline).await?;
+        let up = self.until_up(node, &fresh, &before.staged);
+        if !self.crash_loop {
+            return up.await;
+        }
+        // systemd calls a Type=simple kubelet active from its fork until
+        // it exits, so a crash loop can look active between two restarts:
+        // watched beside every wait, not only the unit's.
+        tokio::select! {
+            done = up => done,
+            looping = crash_loop(&fresh, &before.staged) => Err(looping),
+        }
+    }
+
+    /// The kubelet active at `staged`, the static pods, Ready, uncordoned.
+    async fn until_up(
+        &self,
+        node: &str,
+        fresh: &Remote,
+        staged: &Version,
+    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
+        wait_kubelet(fresh, staged, self.deadline, self.crash_loop).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
             // The control plane runs kubeadm-config's version, which a
@@ -298,10 +327,10 @@ impl Wait {
         // between two reboots.
         let (back, facts) = tokio::join!(
             ready_then_uncordon(&api, node, self.deadline),
-            settled_facts(&fresh)
+            settled_facts(fresh)
         );
         back?;
-        Ok((fresh, facts?))
+        Ok((fresh.clone(), facts?))
     }
 }
 

@@ -16,6 +16,7 @@ mod integrity;
 mod jump;
 mod kubeadm_writes;
 mod lock;
+mod on_failure;
 mod one_path;
 mod pacing;
 mod plan;

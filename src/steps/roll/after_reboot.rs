@@ -10,6 +10,7 @@ use anyhow::bail;
 use crate::node;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
+use crate::steps::on_failure::{CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
 use crate::steps::{NODE_POLL, POLL};
 use crate::version::{Minor, Version};
@@ -84,11 +85,14 @@ pub(super) fn kubelet_state(stdout: &str) -> KubeletState {
 
 /// Polls the kubelet unit until it is active and reports `want`: the new
 /// sysext was merged and the kubelet starts with the config its kubeadm
-/// step wrote. A kubelet that keeps failing is reported with its journal.
+/// step wrote. A kubelet that keeps failing is reported with its journal
+/// ([`NotUp`]): at the deadline, or, with `crash_loop`, as soon as systemd
+/// has restarted it [`CRASH_LOOP_RESTARTS`] times at `want`.
 pub(super) async fn wait_kubelet(
     r: &Remote,
     want: &Version,
     deadline: Instant,
+    crash_loop: bool,
 ) -> anyhow::Result<()> {
     let expected = format!("Kubernetes {want}");
     loop {
@@ -99,6 +103,9 @@ pub(super) async fn wait_kubelet(
         if state.unit == "active" && state.version == expected {
             return Ok(());
         }
+        if crash_loop && let Some(looping) = looping(r, &state, &expected).await? {
+            return Err(looping);
+        }
         if Instant::now() >= deadline {
             if state.version != expected {
                 bail!(
@@ -108,16 +115,82 @@ pub(super) async fn wait_kubelet(
                     state.version
                 );
             }
-            bail!(
-                "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
-                 Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
-                r.node(),
-                state.unit,
-                state.journal.join("\n  ")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: r.node().to_string(),
+                cause: Cause::NotActive,
+                last_log: last_kubelet_line(&state.journal),
+                message: format!(
+                    "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
+                     Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
+                    r.node(),
+                    state.unit,
+                    state.journal.join("\n  ")
+                ),
+            }));
         }
         tokio::time::sleep(NODE_POLL).await;
     }
+}
+
+/// With `--on-failure rollback`: resolves once the kubelet at `want` is
+/// seen crash-looping ([`looping`]), for as long as the waits for the node
+/// run beside it; a probe that fails is tried again.
+pub(super) async fn crash_loop(r: &Remote, want: &Version) -> anyhow::Error {
+    let expected = format!("Kubernetes {want}");
+    loop {
+        tokio::time::sleep(POLL).await;
+        let Ok(out) = r
+            .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
+            .await
+        else {
+            continue;
+        };
+        let state = kubelet_state(&out.stdout);
+        if let Ok(Some(looping)) = looping(r, &state, &expected).await {
+            return looping;
+        }
+    }
+}
+
+/// The kubelet at `expected` that systemd restarted [`CRASH_LOOP_RESTARTS`]
+/// times in this boot, while its node is still being waited for: a
+/// [`NotUp`] with its journal's last kubelet line.
+async fn looping(
+    r: &Remote,
+    state: &KubeletState,
+    expected: &str,
+) -> anyhow::Result<Option<anyhow::Error>> {
+    if state.version != expected {
+        return Ok(None);
+    }
+    let out = r
+        .run_root("kubelet restarts", upgrade::KUBELET_RESTARTS, None)
+        .await?;
+    // Not a number: an old systemd, no unit.
+    let restarts: u32 = out.stdout.trim().parse().unwrap_or(0);
+    if restarts < CRASH_LOOP_RESTARTS {
+        return Ok(None);
+    }
+    let journal = match state.journal.is_empty() {
+        false => state.journal.clone(),
+        // Read while it was active for a moment: its journal now.
+        true => r
+            .run_root("kubelet journal", upgrade::KUBELET_JOURNAL, None)
+            .await
+            .map(|o| o.stdout.lines().map(str::to_string).collect())
+            .unwrap_or_default(),
+    };
+    Ok(Some(anyhow::Error::new(NotUp {
+        node: r.node().to_string(),
+        cause: Cause::CrashLoop { restarts },
+        last_log: last_kubelet_line(&journal),
+        message: format!(
+            "{}: after the reboot kubelet.service keeps failing: systemd restarted it {restarts} \
+             times. It is cordoned. Its journal:\n  {}",
+            r.node(),
+            journal.join("\n  ")
+        ),
+    })))
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
@@ -159,11 +232,16 @@ pub(super) async fn wait_static_pods(
             return Ok(());
         }
         if Instant::now() >= deadline {
-            bail!(
-                "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
-                 `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
-                lagging.join("; ")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: node.to_string(),
+                cause: Cause::StaticPods,
+                last_log: None,
+                message: format!(
+                    "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
+                     `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
+                    lagging.join("; ")
+                ),
+            }));
         }
         tokio::time::sleep(POLL).await;
     }
@@ -191,10 +269,15 @@ pub async fn ready_then_uncordon(
             )));
         }
         if Instant::now() >= deadline {
-            bail!(
-                "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
-                out.stderr.trim().lines().last().unwrap_or("no answer")
-            );
+            return Err(anyhow::Error::new(NotUp {
+                node: node.to_string(),
+                cause: Cause::NotReady,
+                last_log: None,
+                message: format!(
+                    "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
+                    out.stderr.trim().lines().last().unwrap_or("no answer")
+                ),
+            }));
         }
         tokio::time::sleep(POLL).await;
     }

@@ -379,6 +379,22 @@ pub struct Faults {
     /// whose quota was raised past etcd's suggested 8 GiB, or a node lying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage_etcd_snapshot: Option<SnapshotDamage>,
+    /// The kubelet of a version on a node exits 1 at every start, after
+    /// logging why (`crate::tools::kubelet::CRASH`): node → `v1.35` (any
+    /// patch of the minor) or `v1.35.3` (that patch). systemd restarts it
+    /// as it restarts any failed kubelet: a crash loop, the Node NotReady.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet_crash: BTreeMap<String, String>,
+}
+
+impl Faults {
+    /// Whether the `kubelet_crash` fault holds the kubelet `version` (as
+    /// `v1.35.3`) on `node`.
+    pub fn kubelet_crashes(&self, node: &str, version: &str) -> bool {
+        self.kubelet_crash
+            .get(node)
+            .is_some_and(|v| version == v || version.starts_with(&format!("{v}.")))
+    }
 }
 
 /// How [`Faults::damage_etcd_snapshot`] damages a snapshot.

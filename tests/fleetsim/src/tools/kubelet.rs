@@ -161,6 +161,13 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
         Ok(f) => f,
         Err(msg) => return Ok((fail(env, &boot, version, &msg)?, None)),
     };
+    if env
+        .shared()
+        .faults()?
+        .kubelet_crashes(&boot.name, &version.to_string())
+    {
+        return Ok((fail(env, &boot, version, CRASH)?, None));
+    }
     if let Some(msg) = refused_gate(version, &flags.feature_gates) {
         return Ok((fail(env, &boot, version, &msg)?, None));
     }
@@ -263,6 +270,17 @@ pub(crate) fn refused_gate(version: KubeVersion, gates: &[String]) -> Option<Str
         crate::feature_gates::unrecognized(gate)
     ))
 }
+
+/// What a kubelet under the `kubelet_crash` fault says before it exits 1:
+/// the error a kubelet gives when its container runtime does not serve the
+/// CRI v1 API (`validateServiceConnection` in
+/// pkg/kubelet/cri/remote/remote_runtime.go, `validate CRI v1 runtime API
+/// for endpoint %q: %w`, wrapped by the kubelet's `validate service
+/// connection: %w` and cmd/kubelet/app/server.go's `failed to run Kubelet:
+/// %w`), a cause that shows only once the new kubelet runs.
+pub(crate) const CRASH: &str = "failed to run Kubelet: validate service connection: validate CRI v1 \
+     runtime API for endpoint \\\"unix:///run/containerd/containerd.sock\\\": rpc error: code = \
+     Unimplemented desc = unknown service runtime.v1.RuntimeService";
 
 /// What a v1.35+ kubelet says on a cgroup v1 host before it exits:
 /// `validateKubeletOSConfiguration`'s error

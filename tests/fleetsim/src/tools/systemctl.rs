@@ -243,6 +243,8 @@ const SHOWN: &[&str] = &[
     "Result",
     "ExecMainCode",
     "ExecMainStatus",
+    // How often systemd restarted the unit in this boot (systemd ≥ 235).
+    "NRestarts",
     "Id",
     "Description",
     "LoadState",
@@ -295,6 +297,7 @@ fn show(env: &mut Env, args: &[String], u: &str, cli: &Cli) -> Result<i32> {
                 .unwrap_or_else(|| "success".into()),
             "ExecMainCode" => code.to_string(),
             "ExecMainStatus" => status.clone(),
+            "NRestarts" => state.as_ref().map_or(0, |s| s.restarts).to_string(),
             "Id" => u.to_string(),
             "Description" => description.clone(),
             "LoadState" => load.to_string(),

@@ -240,3 +240,47 @@ fn a_missing_config_fails_the_start() {
         r.stderr
     );
 }
+
+#[test]
+fn the_kubelet_crash_fault_fails_its_version_on_its_node_and_nothing_else() {
+    let start = |node: &Node| {
+        node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        node.run_service("kubelet", &a)
+    };
+    for (fault, kubelet, code) in [
+        ("v1.35", "v1.35.1", 1),
+        ("v1.35.1", "v1.35.1", 1),
+        ("v1.35.2", "v1.35.1", 0),
+        ("v1.35", "v1.34.2", 0),
+        // A minor is not a prefix of another: v1.3 is not v1.35.
+        ("v1.3", "v1.35.1", 0),
+    ] {
+        let node = Node::worker("w1", kubelet);
+        node.write(CONFIG_FILE, &config_yaml(kubelet));
+        node.shared()
+            .update_faults(|f| f.kubelet_crash = [("w1".to_string(), fault.to_string())].into())
+            .unwrap();
+        let r = start(&node);
+        assert_eq!(r.code, code, "{fault} on a {kubelet} kubelet: {}", r.stderr);
+        if code == 0 {
+            assert!(node.cluster().nodes["w1"].kubelet.is_some());
+            continue;
+        }
+        assert!(
+            r.stderr
+                .trim_end()
+                .ends_with(&format!("run.go:72] \"command failed\" err=\"{CRASH}\"")),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(node.events()[0].result, format!("failed: {CRASH}"));
+        assert!(node.cluster().nodes["w1"].kubelet.is_none(), "NotReady");
+        // Another node's fault does not touch this one.
+        node.shared()
+            .update_faults(|f| f.kubelet_crash = [("w2".to_string(), fault.to_string())].into())
+            .unwrap();
+        assert_eq!(start(&node).code, 0);
+    }
+}
