@@ -32,22 +32,41 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# The real-OS nodes' root (tests/fleetsim/rootfs.sh) is built while cargo
+# compiles: debootstrap waits mostly on the mirror and the disk, the
+# compiler on the CPU, so on a fresh machine its minutes overlap the build
+# instead of stalling the first fleet test. A cached root returns at once;
+# the script's flock makes a test that asks for it meanwhile wait for this
+# build rather than start its own.
+rootfs_log=$(mktemp)
+bash tests/fleetsim/rootfs.sh >"$rootfs_log" 2>&1 &
+rootfs_pid=$!
+wait_for_rootfs() {
+    if ! wait "$rootfs_pid"; then
+        cat "$rootfs_log" >&2
+        echo "tests/run.sh: building the real-OS node root failed (above)" >&2
+        exit 1
+    fi
+    rm -f "$rootfs_log"
+}
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
-echo "==> cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
 # `bash tests/run.sh quick`: the inner loop while developing (README,
-# "The quick loop"): the unit tests of both crates and a handful of fleet
-# tests that walk status, plan, a dry run, a whole apply and a check's
-# block, on real-OS nodes, and the whole-output snapshots of the first
-# three (tests/cli/snapshots.rs: they borrow the same shared fleets, so
-# they boot nothing more). No audit and no full suite: CI runs those.
+# "The quick loop"): clippy, the unit tests of both crates and a handful of
+# fleet tests that walk status, plan, a dry run, a whole apply and a
+# check's block, on real-OS nodes, and the whole-output snapshots of the
+# first three (tests/cli/snapshots.rs: they borrow the same shared fleets,
+# so they boot nothing more). No audit and no full suite: CI runs those.
 if [ "${1:-}" = quick ]; then
+    echo "==> cargo clippy"
+    cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
     echo "==> cargo build (the tests drive the real binaries)"
     cargo build --workspace --bins
     echo "==> unit tests (fleetctl, fleetsim)"
     cargo test -p fleetctl --lib
     cargo test -p fleetsim --lib
+    wait_for_rootfs
     echo "==> a few fleet tests"
     RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli -- \
         status::six_node_fleet_table \
@@ -58,19 +77,54 @@ if [ "${1:-}" = quick ]; then
         snapshots::
     exit 0
 fi
-# Known advisories against Cargo.lock, from a database snapshot that ships
-# in .ci/audit/ (CI reaches the package registries only); installs
-# cargo-audit when missing (docs/security.md, "Dependencies").
-bash .ci/audit/run
-echo "==> cargo build (the tests drive the real binaries)"
-cargo build --workspace --bins
+
+# One build of both crates' binaries and tests: one cargo keeps both cores
+# busy where two in a row would each end on one crate's single rustc.
+echo "==> cargo test --workspace --no-run (the binaries the tests drive, and the tests)"
+cargo test --workspace --no-run
+
+# clippy runs beside the simulator's tests, which mostly wait on boots and
+# leave a core idle, with a target directory of its own (cargo holds
+# target/ for the whole of `cargo test`); its verdict is taken before
+# fleetctl's suite starts. The advisory audit (Cargo.lock against a
+# database snapshot that ships in .ci/audit/: CI reaches the package
+# registries only; docs/security.md, "Dependencies") runs at the lowest
+# priority beside both suites: seconds when cargo-audit is installed, and
+# on a fresh machine its one-time `cargo install` takes the cycles the
+# fleets leave idle instead of minutes of its own.
+clippy_log=$(mktemp)
+setsid cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings >"$clippy_log" 2>&1 &
+clippy_pid=$!
+audit_log=$(mktemp)
+setsid nice -n 19 bash .ci/audit/run >"$audit_log" 2>&1 &
+audit_pid=$!
+# A failed step ends the run; the side jobs (each its own process group,
+# cargo's children with it) end with it.
+trap 'kill -- "-$clippy_pid" "-$audit_pid" 2>/dev/null || true' EXIT
+# Shows a side job's output and stops the run if it failed.
+verdict() {
+    local pid=$1 log=$2 what=$3 rc=0
+    wait "$pid" || rc=$?
+    echo "==> $what"
+    cat "$log"
+    rm -f "$log"
+    if [ "$rc" != 0 ]; then
+        echo "tests/run.sh: $what failed (above)" >&2
+        exit 1
+    fi
+}
+
+wait_for_rootfs
 echo "==> cargo test -p fleetsim (the simulator's own tests)"
 # Four at a time too: its fleet tests mostly wait on boots (71 s against
 # 164 s at the default two; docs/simulator.md has the numbers).
 RUST_TEST_THREADS=4 cargo test -p fleetsim
+verdict "$clippy_pid" "$clippy_log" "cargo clippy"
+
 # fleetctl's suite (tests/cli) boots real-OS fleets, and its tests spend
 # much of their time waiting on boots, reboots and timeouts: four at a time
 # keep two cores busy (docs/simulator.md, "fleetctl's suite on real-OS
 # nodes", has the numbers).
 echo "==> cargo test -p fleetctl (its unit tests, then its suite on real-OS fleets)"
 RUST_TEST_THREADS=4 cargo test -p fleetctl
+verdict "$audit_pid" "$audit_log" "cargo audit"
