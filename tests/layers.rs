@@ -54,7 +54,6 @@ const KNOWN_CIRCLES: &[(&str, &str)] = &[
     ("checks", "cgroup"),
     // kubeadm's undo unstages; staging resolves the image kubeadm ran.
     ("steps", "kubeadm"),
-    ("steps::lock", "discovery"),
 ];
 
 /// Test-only helper modules: tests of a module may use a kit that is built

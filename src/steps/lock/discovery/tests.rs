@@ -3,11 +3,6 @@
 
 use super::*;
 use crate::steps::lock::lock_testkit::*;
-use crate::steps::lock::{KuredRef, LockOptions, acquire, kured_lock_value};
-
-mod finding_kured;
-
-const TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 fn container(command: &[&str], args: &[&str], image: &str) -> ContainerInfo {
     ContainerInfo {
@@ -240,4 +235,27 @@ fn concurrency_is_bounded_before_it_sizes_the_lock() {
             "{err}"
         );
     }
+}
+
+/// What the fake API server lists is what the listing parser reads, and
+/// Kured's own container is read again for its args and env.
+#[tokio::test]
+async fn the_fake_api_prints_listings_the_parser_reads() {
+    let api = helm_kured();
+    let marker = Marker::new().unwrap();
+    let out = api
+        .kubectl(
+            "",
+            &crate::remote::kubectl::list_daemonsets(marker.as_str()),
+            None,
+        )
+        .await
+        .unwrap();
+    let sets = parse_daemonsets(&out.stdout, &marker).unwrap();
+    assert_eq!(sets.len(), 2);
+    let mut kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
+    assert_eq!(kured.argv, ["/usr/bin/kured"], "the listing has no args");
+    kured.read_settings(&api).await.unwrap();
+    assert_eq!(kured.argv[1], "--ds-name=kured");
+    assert_eq!(kured.env.get("KURED_NODE_ID"), Some(&None));
 }

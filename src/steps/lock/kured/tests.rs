@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::steps::lock::lock_testkit::*;
-use crate::steps::lock::{Identity, LocalProcesses, LockLost, LockOptions, acquire};
+use crate::steps::lock::{
+    Identity, KURED_ANNOTATION, LocalProcesses, LockLost, LockOptions, acquire,
+};
 
 mod kured_heartbeat;
 mod taking_kured_lock;

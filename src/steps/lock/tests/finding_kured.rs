@@ -1,35 +1,13 @@
-//! Finding Kured's daemonset against the fake API server: by its Helm
-//! release, by name, refused when ambiguous or unusable, and what counts as
-//! Kured (issue 24, item 3).
+//! Finding Kured's daemonset through `acquire`, against the fake API server:
+//! by its Helm release, by name, refused when ambiguous or unusable, and what
+//! counts as Kured (issue 24, item 3).
 
 use super::*;
 
+const TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 // ---------------------------------------------------------------------------
 // Finding Kured
-
-/// Kured as its Helm chart installs it: release `kured` in namespace
-/// `kured` (`--ds-name`/`--ds-namespace` from the release).
-fn helm_kured() -> Api {
-    let api = Api::default();
-    api.add_ds(
-        "kube-system",
-        "cilium",
-        vec![Container::other(
-            "cilium-agent",
-            "quay.io/cilium/cilium:v1.18.1",
-        )],
-    );
-    api.add_ds(
-        "kured",
-        "kured",
-        vec![Container::kured(&[
-            "--ds-name=kured",
-            "--ds-namespace=kured",
-            "--notify-url=slack://T0/B0/secret",
-        ])],
-    );
-    api
-}
 
 #[tokio::test]
 async fn kured_is_found_in_the_namespace_its_helm_release_put_it_in() {
@@ -269,27 +247,6 @@ async fn kured_whose_lock_cannot_be_held_stops_apply_and_never_falls_back() {
         "{err}"
     );
     assert!(api.0.state().configmaps.is_empty());
-}
-
-#[tokio::test]
-async fn the_fake_api_prints_listings_the_parser_reads() {
-    let api = helm_kured();
-    let marker = Marker::new().unwrap();
-    let out = api
-        .kubectl(
-            "",
-            &crate::remote::kubectl::list_daemonsets(marker.as_str()),
-            None,
-        )
-        .await
-        .unwrap();
-    let sets = parse_daemonsets(&out.stdout, &marker).unwrap();
-    assert_eq!(sets.len(), 2);
-    let mut kured = KuredInfo::from_daemonset(&sets[1]).unwrap();
-    assert_eq!(kured.argv, ["/usr/bin/kured"], "the listing has no args");
-    kured.read_settings(&api).await.unwrap();
-    assert_eq!(kured.argv[1], "--ds-name=kured");
-    assert_eq!(kured.env.get("KURED_NODE_ID"), Some(&None));
 }
 
 #[tokio::test]
