@@ -4,7 +4,7 @@
 //! Read top-down: `cli` (what the operator types) → `commands` (one file per
 //! subcommand, thin) → the pure modules that decide (`inventory`, `node`,
 //! `plan`, `status`) → the layer with side effects (`ssh`, `remote`, `gather`,
-//! `steps`) → `ui`.
+//! `planning`, `steps`) → `ui`.
 
 pub mod checks;
 pub mod cli;
@@ -18,6 +18,7 @@ pub mod local_fs;
 pub mod node;
 pub mod pacing;
 pub mod plan;
+pub mod planning;
 pub mod redact;
 pub mod remote;
 pub mod ssh;

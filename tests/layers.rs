@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 /// Bottom to top. A module may import only modules on a lower line. The
 /// order is the one the code has: `remote` (the command text) sits under
 /// `node`, whose parsers read its section markers, and over `ssh`, whose
-/// `quote` it uses; `cli` (the clap types) sits under `commands`, which take
-/// them.
+/// `quote` it uses; `status` and `planning` (planning from the live fleet)
+/// sit over `gather`, whose facts they read; `cli` (the clap types) sits
+/// under `commands`, which take them.
 const LAYERS: &[&[&str]] = &[
     &["version", "limits", "error", "redact", "local_fs"],
     &["ui", "pacing"],
@@ -26,7 +27,8 @@ const LAYERS: &[&[&str]] = &[
     &["node"],
     &["checks"],
     &["plan"],
-    &["gather", "status"],
+    &["gather"],
+    &["status", "planning"],
     &["steps"],
     &["cli"],
     &["commands"],
@@ -52,7 +54,6 @@ const KNOWN_CIRCLES: &[(&str, &str)] = &[
     ("checks", "cgroup"),
     // kubeadm's undo unstages; staging resolves the image kubeadm ran.
     ("steps", "kubeadm"),
-    ("steps::lock", "discovery"),
 ];
 
 /// Test-only helper modules: tests of a module may use a kit that is built

@@ -1,22 +1,157 @@
-//! What `apply` and `reboot` share around their work on the nodes: the
-//! journal, Ctrl-C, the confirmation, and the report after a failure. The
-//! lock they work under, and the harness they run in, are `lock_run.rs`.
+//! What `apply`, `reboot` and `rollback` share around their work on the
+//! nodes: [`under_lock`], the one skeleton each runs in (the maintenance
+//! window, Ctrl-C, the journal, the lock taken and given back on every
+//! path), [`run_script`], their script run under it with its report, and
+//! the confirmation. The lock itself, and the harness that races the work
+//! against its lease, are `lock_run.rs`.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use futures_util::FutureExt;
 
-use crate::cli::Global;
-use crate::gather;
+use crate::cli::{Global, RollArgs};
+use crate::gather::{self, Gathered};
 use crate::inventory::Inventory;
+use crate::plan::Plan;
 use crate::status;
 use crate::steps::journal::Journal;
-use crate::steps::{Interrupted, Ledger, Stop};
-use crate::ui::Printer;
+use crate::steps::runner::Remote;
+use crate::steps::script::Task;
+use crate::steps::{Apply, Interrupted, Ledger, Settings, Stop, execute};
+use crate::ui::{Printer, Progress};
 use crate::usage;
+
+use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
+
+/// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
+/// lock), the second Ctrl-C that ends it at once, and its journal.
+pub struct Locked {
+    pub stop: Stop,
+    pub second: Arc<tokio::sync::Notify>,
+    pub journal: Arc<Journal>,
+}
+
+/// Runs `work` under the lock: refused outside the maintenance window, with
+/// the signal handler installed before the lock is taken and the journal
+/// open, and the lock given back on every path, a panic included; then the
+/// journal is checked.
+pub async fn under_lock(
+    inv: &Inventory,
+    global: &Global,
+    roll: &RollArgs,
+    printer: &Printer,
+    work: impl AsyncFnOnce(&Locked) -> anyhow::Result<ExitCode>,
+) -> anyhow::Result<ExitCode> {
+    super::refuse_outside_window(&super::pacing(inv, roll)?, roll)?;
+    let stop = Stop::default();
+    let second = Arc::new(tokio::sync::Notify::new());
+    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
+    let journal = open_journal(inv, printer)?;
+    let request = LockRequest::new(inv, roll);
+    let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
+    let locked = Locked {
+        stop,
+        second,
+        journal,
+    };
+    // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
+    let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
+    held.release(printer).await;
+    if let Err(e) = locked.journal.check() {
+        printer.warn(&format!("the journal is incomplete: {e:#}"));
+    }
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// A script to run under the lock and what its report says.
+pub struct Script {
+    pub tasks: Vec<Task>,
+    /// apply's bookkeeping: the plan the tasks come from, and where it is
+    /// saved (`None`: reboot and rollback save nothing).
+    pub plan: Plan,
+    pub plan_path: Option<PathBuf>,
+    pub settings: Settings,
+    /// What the progress bar counts to.
+    pub total: u64,
+    /// What was done, for the closing line: `3 nodes upgraded`.
+    pub done: String,
+    /// The command that resumes after a failure: `fleetctl apply`.
+    pub rerun: &'static str,
+}
+
+/// Runs `script` on the nodes `gathered` reached, raced against a second
+/// Ctrl-C and the lock's lease ([`run_locked`]); says it is done, or what
+/// the operator reads after a failure (the fleet read again, unless told
+/// to stop at once).
+pub async fn run_script(
+    inv: &Inventory,
+    global: &Global,
+    printer: &Printer,
+    locked: &Locked,
+    gathered: &Gathered,
+    script: Script,
+) -> anyhow::Result<ExitCode> {
+    let mut remotes = BTreeMap::new();
+    for r in &gathered.nodes {
+        if let Some(s) = &r.session {
+            remotes.insert(
+                r.node.name.clone(),
+                Remote::new(s.clone(), locked.journal.clone()),
+            );
+        }
+    }
+    // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
+    let progress = Progress::new(printer.interactive && printer.verbose() == 0, script.total);
+    let mut apply = Apply::new(
+        inv,
+        script.settings,
+        remotes,
+        &progress,
+        locked.stop.clone(),
+        script.plan_path,
+        script.plan,
+    );
+    let ledger = apply.ledger.clone();
+    let lease = apply.stop.clone();
+    let LockedRun { result, at_once } = run_locked(
+        &lease,
+        &locked.second,
+        &ledger,
+        execute::run(&mut apply, &script.tasks),
+    )
+    .await;
+    progress.finish();
+    let journal = locked.journal.path();
+    match result {
+        Ok(()) => {
+            printer.note(&format!(
+                "done: {}; journal {}",
+                script.done,
+                journal.display()
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
+            let mut report = failure_report(&ledger, &e, journal, script.rerun);
+            if !at_once {
+                report.insert_str(
+                    0,
+                    &format!("the fleet now:\n{}\n", fleet_now(inv, global).await),
+                );
+            }
+            printer.note(&report);
+            Err(e)
+        }
+    }
+}
 
 /// Opens the run's journal and says where it is.
 pub fn open_journal(inv: &Inventory, printer: &Printer) -> anyhow::Result<Arc<Journal>> {
@@ -69,7 +204,7 @@ pub async fn fleet_now(inv: &Inventory, global: &Global) -> String {
     // Part of a failure report: no bar, the report is what matters.
     let quiet = crate::ui::Progress::hidden();
     match gather::gather(inv, &opts, global.parallel.into(), &quiet).await {
-        Ok(g) => status::render_table(&super::status::report(&g)),
+        Ok(g) => status::render_table(&status::report(&g)),
         Err(e) => format!("(could not read it again: {e:#})"),
     }
 }

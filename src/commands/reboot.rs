@@ -5,25 +5,18 @@
 //! journal, Ctrl-C and report as apply; control planes one at a time,
 //! workers in batches of `--max-unavailable` within one zone.
 
-use std::collections::BTreeMap;
-use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use futures_util::FutureExt;
 
 use crate::cli::{Global, RebootArgs};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
-
-use crate::steps::runner::Remote;
-use crate::steps::{Apply, Stop, execute, render, script};
-use crate::ui::{Printer, Progress};
+use crate::planning;
+use crate::steps::{render, script};
+use crate::ui::Printer;
 use crate::usage;
 use crate::version::{Minor, TargetVersion};
 
-use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
-use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
+use super::locked::{Script, confirm, run_script, under_lock};
 
 pub async fn run(
     global: &Global,
@@ -34,7 +27,7 @@ pub async fn run(
     let (chosen, order, state) = {
         // What to ask the operator about; looked at again under the lock.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
+        let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
         let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
         let order = batches(&inv, &chosen, args.roll.max_unavailable);
         (chosen, order, state)
@@ -60,19 +53,11 @@ pub async fn run(
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
-    super::refuse_outside_window(&super::pacing(&inv, &args.roll)?, &args.roll)?;
-    let stop = Stop::default();
-    let second = Arc::new(tokio::sync::Notify::new());
-    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
-    let journal = open_journal(&inv, printer)?;
-    let request = LockRequest::new(&inv, &args.roll);
-    let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
-
-    let outcome = AssertUnwindSafe(async {
+    under_lock(&inv, global, &args.roll, printer, async |locked| {
         // As apply does: the fleet again, now that nobody else may reboot
         // a node (Kured, another operator) until the lock is given back.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = super::plan::fleet_state(&inv, &gathered, "rebooting")?;
+        let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
         let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
         let chosen = still_confirmed(&chosen, fresh, printer)?;
         if chosen.is_empty() {
@@ -80,18 +65,18 @@ pub async fn run(
             return Ok(ExitCode::SUCCESS);
         }
         let order = batches(&inv, &chosen, args.roll.max_unavailable);
-        rolling(
-            &inv, global, args, printer, &journal, &gathered, &state, &chosen, &order, stop, second,
-        )
-        .await
+        let script = Script {
+            tasks: script::of_reboots(&order),
+            plan: no_plan(&inv, &state),
+            plan_path: None,
+            settings: super::roll_settings(&inv, global, &args.roll)?,
+            total: chosen.len() as u64,
+            done: format!("{} nodes rebooted", chosen.len()),
+            rerun: "fleetctl reboot",
+        };
+        run_script(&inv, global, printer, locked, &gathered, script).await
     })
-    .catch_unwind()
-    .await;
-    held.release(printer).await;
-    if let Err(e) = journal.check() {
-        printer.warn(&format!("the journal is incomplete: {e:#}"));
-    }
-    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    .await
 }
 
 /// The reboots still due under the lock, of those the operator confirmed.
@@ -131,74 +116,6 @@ fn still_confirmed(
         ));
     }
     Ok(fresh)
-}
-
-/// The reboots, under the lock.
-#[allow(clippy::too_many_arguments)]
-async fn rolling(
-    inv: &Inventory,
-    global: &Global,
-    args: &RebootArgs,
-    printer: &Printer,
-    journal: &Arc<crate::steps::journal::Journal>,
-    gathered: &crate::gather::Gathered,
-    state: &plan::FleetState,
-    chosen: &[Reboot],
-    batches: &[(Vec<String>, Minor)],
-    stop: Stop,
-    second: Arc<tokio::sync::Notify>,
-) -> anyhow::Result<ExitCode> {
-    let mut remotes = BTreeMap::new();
-    for r in &gathered.nodes {
-        if let Some(s) = &r.session {
-            remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
-        }
-    }
-    let settings = super::roll_settings(inv, global, &args.roll)?;
-    let progress = Progress::new(
-        printer.interactive && printer.verbose() == 0,
-        chosen.len() as u64,
-    );
-    let tasks = script::of_reboots(batches);
-    let mut apply = Apply::new(
-        inv,
-        settings,
-        remotes,
-        &progress,
-        stop,
-        None,
-        no_plan(inv, state),
-    );
-    let ledger = apply.ledger.clone();
-    let lease = apply.stop.clone();
-    // As apply: a second Ctrl-C, or a lease about to lapse, ends it at once.
-    let LockedRun {
-        result,
-        at_once: twice,
-    } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
-    progress.finish();
-    match result {
-        Ok(()) => {
-            printer.note(&format!(
-                "done: {} nodes rebooted; journal {}",
-                chosen.len(),
-                journal.path().display()
-            ));
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
-            let mut report = failure_report(&ledger, &e, journal.path(), "fleetctl reboot");
-            if !twice {
-                report.insert_str(
-                    0,
-                    &format!("the fleet now:\n{}\n", fleet_now(inv, global).await),
-                );
-            }
-            printer.note(&report);
-            Err(e)
-        }
-    }
 }
 
 /// Control planes alone, in inventory order, then workers in batches of one

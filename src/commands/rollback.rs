@@ -5,24 +5,18 @@
 //! for and uncordoned, with apply's gates, lock, journal, Ctrl-C and report.
 //! A refusal of any node touches nothing.
 
-use std::collections::BTreeMap;
-use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use futures_util::FutureExt;
 
 use crate::cli::{Global, RollbackArgs};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Rollback};
-use crate::steps::runner::Remote;
-use crate::steps::{Apply, Stop, execute, render, script};
-use crate::ui::{Printer, Progress};
+use crate::planning;
+use crate::steps::{render, script};
+use crate::ui::Printer;
 use crate::usage;
 use crate::version::TargetVersion;
 
-use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
-use super::locked::{confirm, failure_report, fleet_now, open_journal, spawn_interrupt_handler};
+use super::locked::{Script, confirm, run_script, under_lock};
 
 pub async fn run(
     global: &Global,
@@ -33,7 +27,7 @@ pub async fn run(
     let (chosen, state) = {
         // What to ask the operator about; decided again under the lock.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = super::plan::fleet_state(&inv, &gathered, "rolling back")?;
+        let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
     };
     let settings = super::roll_settings(&inv, global, &args.roll)?;
@@ -49,20 +43,12 @@ pub async fn run(
         "Roll these nodes back? Each is drained and rebooted, one at a time.",
     )?;
 
-    super::refuse_outside_window(&super::pacing(&inv, &args.roll)?, &args.roll)?;
-    let stop = Stop::default();
-    let second = Arc::new(tokio::sync::Notify::new());
-    spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
-    let journal = open_journal(&inv, printer)?;
-    let request = LockRequest::new(&inv, &args.roll);
-    let held = take_lock(&inv, global, &request, &journal, printer, &stop).await?;
-
-    let outcome = AssertUnwindSafe(async {
+    under_lock(&inv, global, &args.roll, printer, async |locked| {
         // As apply does: the fleet again, now that nobody else may reboot
         // a node until the lock is given back; the operator said yes to
         // exactly these images.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = super::plan::fleet_state(&inv, &gathered, "rolling back")?;
+        let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         let fresh = decide(&state, &args.nodes)?;
         if fresh != chosen {
             anyhow::bail!(
@@ -72,66 +58,33 @@ pub async fn run(
             );
         }
         let plan = rollback_plan(&inv, &state, &fresh);
-        let mut remotes = BTreeMap::new();
-        for r in &gathered.nodes {
-            if let Some(s) = &r.session {
-                remotes.insert(r.node.name.clone(), Remote::new(s.clone(), journal.clone()));
-            }
-        }
         let tasks = script::of_rollbacks(&plan);
         for r in &fresh {
-            journal.event(
+            locked.journal.event(
                 "rollback",
                 Some(&r.node),
                 &format!("from {} back to {}", r.from, r.to),
             );
         }
-        let progress = Progress::new(
-            printer.interactive && printer.verbose() == 0,
-            fresh.len() as u64,
-        );
-        let mut apply = Apply::new(&inv, settings, remotes, &progress, stop, None, plan);
-        let ledger = apply.ledger.clone();
-        let lease = apply.stop.clone();
-        let LockedRun {
-            result,
-            at_once: twice,
-        } = run_locked(&lease, &second, &ledger, execute::run(&mut apply, &tasks)).await;
-        progress.finish();
-        match result {
-            Ok(()) => {
-                printer.note(&format!(
-                    "done: {} rolled back; journal {}",
-                    fresh
-                        .iter()
-                        .map(|r| format!("{} to {}", r.node, r.to))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    journal.path().display()
-                ));
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e) => {
-                let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
-                let mut report = failure_report(&ledger, &e, journal.path(), "fleetctl rollback");
-                if !twice {
-                    report.insert_str(
-                        0,
-                        &format!("the fleet now:\n{}\n", fleet_now(&inv, global).await),
-                    );
-                }
-                printer.note(&report);
-                Err(e)
-            }
-        }
+        let script = Script {
+            tasks,
+            plan,
+            plan_path: None,
+            settings,
+            total: fresh.len() as u64,
+            done: format!(
+                "{} rolled back",
+                fresh
+                    .iter()
+                    .map(|r| format!("{} to {}", r.node, r.to))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            rerun: "fleetctl rollback",
+        };
+        run_script(&inv, global, printer, locked, &gathered, script).await
     })
-    .catch_unwind()
-    .await;
-    held.release(printer).await;
-    if let Err(e) = journal.check() {
-        printer.warn(&format!("the journal is incomplete: {e:#}"));
-    }
-    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    .await
 }
 
 /// The rollbacks, control planes first; a refusal is exit 2 with every reason.

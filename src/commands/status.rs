@@ -3,8 +3,7 @@
 use std::process::ExitCode;
 
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::gather::Gathered;
-use crate::status::{self, NodeInput, StatusReport};
+use crate::status;
 use crate::ui::Printer;
 
 pub async fn run(
@@ -14,7 +13,7 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
     let gathered = super::gather_fleet(&inv, global, printer).await?;
-    let report = report(&gathered);
+    let report = status::report(&gathered);
     match args.output {
         StatusFormat::Json => printer.out_json(&report)?,
         StatusFormat::Table => printer.out(&status::render_table(&report)),
@@ -24,24 +23,4 @@ pub async fn run(
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Gathered facts → the report `status` prints (also apply's closing state).
-pub fn report(gathered: &Gathered) -> StatusReport {
-    let inputs = gathered
-        .nodes
-        .iter()
-        .map(|r| NodeInput {
-            name: &r.node.name,
-            role: r.node.role,
-            address: &r.node.address,
-            facts: r.facts.as_ref().map_err(|e| format!("{e:#}")),
-        })
-        .collect();
-    let cluster = gathered
-        .cluster
-        .as_ref()
-        .map(|(by, c)| (by.as_str(), c))
-        .map_err(|e| format!("{e:#}"));
-    status::build(inputs, cluster)
 }

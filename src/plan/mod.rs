@@ -7,7 +7,8 @@
 //! gathered facts into that order (`planner`, pure), renders the pinned
 //! sysupdate configs the nodes receive (`config`), reads the hub's list of
 //! published images (`crate::hub`), fingerprints the fleet so `apply` can refuse a
-//! stale plan (`fingerprint`), saves and loads the plan (`file`, the only I/O
+//! stale plan (`fingerprint`; `recheck` decides what a saved plan still
+//! holds against the live fleet), saves and loads the plan (`file`, the only I/O
 //! here) and prints it for a human (`show`). docs/upgrade-path.md explains the
 //! rules.
 
@@ -21,6 +22,7 @@ mod level;
 mod model;
 mod planner;
 mod reboot;
+mod recheck;
 mod rollback;
 mod rules;
 mod show;
@@ -47,6 +49,10 @@ pub use model::{
 };
 pub use planner::{images_to_remove, plan, plan_with};
 pub use reboot::{Reboot, RebootRefusal, reboots};
+pub use recheck::{
+    ignored_checks, keep_saved_patches, refuse_bad_digests, refuse_blocked, refuse_insecure_hub,
+    refuse_stale, refuse_unverifiable, uses_image, worker_strategy,
+};
 pub use rollback::{KUBELET_SKEW, Rollback, rollback_hop, rollbacks};
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};

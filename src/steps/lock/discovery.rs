@@ -7,12 +7,20 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, anyhow, bail};
 
-use super::kured::{KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE};
 use super::listing::{
     ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets, parse_pods, parse_settings,
 };
 use super::{Kubectl, LockOptions, failed};
 use crate::remote::kubectl as k;
+
+// Where Kured is found and keeps its lock unless its flags say otherwise;
+// the lock itself (kured.rs) is written where discovery found it.
+/// Kured's default `--lock-annotation`.
+pub const KURED_ANNOTATION: &str = "weave.works/kured-node-lock";
+/// Kured's default `--ds-namespace`.
+pub const KURED_NAMESPACE: &str = "kube-system";
+/// Kured's default `--ds-name`.
+pub const KURED_NAME: &str = "kured";
 
 /// The most slots (`--concurrency`) of Kured's lock fleetctl fills. Each
 /// entry is about 350 bytes, and the API server refuses an object whose

@@ -37,13 +37,6 @@ use super::{
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
-/// Kured's default `--lock-annotation`.
-pub const KURED_ANNOTATION: &str = "weave.works/kured-node-lock";
-/// Kured's default `--ds-namespace`.
-pub const KURED_NAMESPACE: &str = "kube-system";
-/// Kured's default `--ds-name`.
-pub const KURED_NAME: &str = "kured";
-
 // ---------------------------------------------------------------------------
 // Kured's lock annotation
 

@@ -523,3 +523,27 @@ impl Kubectl for Api {
         "cp-1"
     }
 }
+
+/// Kured as its Helm chart installs it: release `kured` in namespace
+/// `kured` (`--ds-name`/`--ds-namespace` from the release).
+pub fn helm_kured() -> Api {
+    let api = Api::default();
+    api.add_ds(
+        "kube-system",
+        "cilium",
+        vec![Container::other(
+            "cilium-agent",
+            "quay.io/cilium/cilium:v1.18.1",
+        )],
+    );
+    api.add_ds(
+        "kured",
+        "kured",
+        vec![Container::kured(&[
+            "--ds-name=kured",
+            "--ds-namespace=kured",
+            "--notify-url=slack://T0/B0/secret",
+        ])],
+    );
+    api
+}

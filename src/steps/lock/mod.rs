@@ -68,14 +68,14 @@ use crate::remote::kubectl as k;
 use crate::ssh::Output;
 
 pub use configmap::{LockConfigMap, parse_lock_configmap};
-pub use discovery::{KuredConfig, KuredInfo, MAX_CONCURRENCY};
+pub use discovery::{
+    KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, KuredConfig, KuredInfo, MAX_CONCURRENCY,
+};
 pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };
 use holder::{Mine, Verdict, describe_holder, failed, human, judge, parse_time, rfc3339};
-pub use kured::{
-    KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, kured_lock_state, kured_lock_value,
-};
+pub use kured::{kured_lock_state, kured_lock_value};
 pub use listing::{ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets};
 
 /// How long a lock fleetctl holds stays valid without a heartbeat. Kured

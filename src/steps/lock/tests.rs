@@ -5,6 +5,8 @@
 use super::lock_testkit::*;
 use super::*;
 
+mod finding_kured;
+
 #[test]
 fn the_holder_id_is_never_a_node_name() {
     assert_eq!(me().holder(), "fleetctl/alice@laptop");
