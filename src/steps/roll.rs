@@ -314,7 +314,7 @@ impl Wait {
         fresh: &Remote,
         staged: &Version,
     ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
-        wait_kubelet(fresh, staged, self.deadline, self.crash_loop).await?;
+        wait_kubelet(fresh, staged, self.deadline).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
             // The control plane runs kubeadm-config's version, which a

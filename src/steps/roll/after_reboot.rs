@@ -86,13 +86,12 @@ pub(super) fn kubelet_state(stdout: &str) -> KubeletState {
 /// Polls the kubelet unit until it is active and reports `want`: the new
 /// sysext was merged and the kubelet starts with the config its kubeadm
 /// step wrote. A kubelet that keeps failing is reported with its journal
-/// ([`NotUp`]): at the deadline, or, with `crash_loop`, as soon as systemd
-/// has restarted it [`CRASH_LOOP_RESTARTS`] times at `want`.
+/// ([`NotUp`]) at the deadline; with `--on-failure rollback`, [`crash_loop`]
+/// watches beside this wait and the ones after it.
 pub(super) async fn wait_kubelet(
     r: &Remote,
     want: &Version,
     deadline: Instant,
-    crash_loop: bool,
 ) -> anyhow::Result<()> {
     let expected = format!("Kubernetes {want}");
     loop {
@@ -102,9 +101,6 @@ pub(super) async fn wait_kubelet(
         let state = kubelet_state(&out.stdout);
         if state.unit == "active" && state.version == expected {
             return Ok(());
-        }
-        if crash_loop && let Some(looping) = looping(r, &state, &expected).await? {
-            return Err(looping);
         }
         if Instant::now() >= deadline {
             if state.version != expected {
