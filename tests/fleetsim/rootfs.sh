@@ -97,12 +97,34 @@ ExecStartPost=/usr/bin/sh -c "if ! cmp --silent /tmp/kubernetes /tmp/kubernetes-
 EOF
 
 # A node has no consoles, no kernel modules to load and no hardware clock:
-# these units can only fail or wait in a namespace.
+# these units can only fail or wait in a namespace. Nor does it own the
+# kernel's debug, tracing, config, fuse or hugepage file systems, nor a
+# read-only /usr to refresh (ldconfig, the journal catalog, update-done:
+# the root is one cached image): they cost every boot a few processes and
+# mounts and change nothing a node shows (systemd-analyze blame in a node
+# listed them; the suite boots hundreds of nodes, tests/bench/node-cpu.sh).
 for u in systemd-modules-load.service getty@tty1.service console-getty.service \
          systemd-hwdb-update.service systemd-udevd.service systemd-udev-trigger.service \
          systemd-firstboot.service apt-daily.timer apt-daily-upgrade.timer \
-         e2scrub_all.timer fstrim.timer dpkg-db-backup.timer; do
+         e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
+         modprobe@.service sys-kernel-debug.mount sys-kernel-tracing.mount \
+         sys-kernel-config.mount sys-fs-fuse-connections.mount dev-hugepages.mount \
+         ldconfig.service systemd-journal-catalog-update.service systemd-update-done.service \
+         systemd-tmpfiles-setup-dev-early.service systemd-tmpfiles-setup-dev.service \
+         systemd-remount-fs.service; do
     ln -sfn /dev/null "$r/etc/systemd/system/$u"
+done
+# Generators run at every boot and every daemon-reload; these find nothing
+# in a node (no GPT disk, TPM, getty, SysV scripts, rc.local, fstab, kernel
+# command line of its own, socket-activated sshd: Debian's ssh.service is
+# started as a service).
+mkdir -p "$r/etc/systemd/system-generators"
+for g in systemd-debug-generator systemd-fstab-generator systemd-getty-generator \
+         systemd-gpt-auto-generator systemd-hibernate-resume-generator \
+         systemd-import-generator systemd-rc-local-generator systemd-run-generator \
+         systemd-ssh-generator systemd-system-update-generator systemd-sysv-generator \
+         systemd-tpm2-generator; do
+    ln -sfn /dev/null "$r/etc/systemd/system-generators/$g"
 done
 # systemd-sysext.service merges /etc/extensions at boot (it is enabled on Flatcar).
 chroot "$r" systemctl enable systemd-sysext.service >/dev/null 2>&1 ||

@@ -9,7 +9,8 @@
 //!    the same `DIR/nodes/NAME/upper/TOP` provisioning writes);
 //! 2. a fresh `/proc`, a read-only `/sys` with `cgroup2` on `/sys/fs/cgroup`,
 //!    tmpfs `/run` and `/tmp`, the host's `/dev` (loop devices appear there
-//!    when systemd-sysext attaches an image);
+//!    when systemd-sysext attaches an image) but for `/dev/console`, which
+//!    is `/dev/null` (below, in `assemble`);
 //! 3. the shared cluster directory, the boot record and the boot id, as
 //!    node-init binds them;
 //! 4. `pivot_root` (not `chroot`: systemd checks it runs in a real root), then
@@ -100,6 +101,12 @@ fn assemble(fleet: &FleetDir, name: &str, rootfs: &Path, root: &Path) -> Result<
     let cgroup = root.join("sys/fs/cgroup");
     mount("cgroup2", &cgroup, Some("cgroup2"), noexec, None)?;
     bind(Path::new("/dev"), &root.join("dev"), true, false)?;
+    // The host's /dev/console is the machine's own console (a serial port
+    // on a VM): systemd as PID 1 writes every unit's start and stop there
+    // (ShowStatus), one slow write at a time, and a dozen nodes booting at
+    // once would fill the machine's console. A node's console goes nowhere,
+    // as nspawn's `--console=passive` or a headless VM's would.
+    bind(Path::new("/dev/null"), &root.join("dev/console"), false, false)?;
     mount(
         "tmpfs",
         &root.join("run"),
