@@ -106,7 +106,12 @@ fn assemble(fleet: &FleetDir, name: &str, rootfs: &Path, root: &Path) -> Result<
     // (ShowStatus), one slow write at a time, and a dozen nodes booting at
     // once would fill the machine's console. A node's console goes nowhere,
     // as nspawn's `--console=passive` or a headless VM's would.
-    bind(Path::new("/dev/null"), &root.join("dev/console"), false, false)?;
+    bind(
+        Path::new("/dev/null"),
+        &root.join("dev/console"),
+        false,
+        false,
+    )?;
     mount(
         "tmpfs",
         &root.join("run"),
