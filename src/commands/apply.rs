@@ -25,7 +25,7 @@ use crate::planning;
 use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
-use crate::steps::{Interrupted, Settings, etcd, render};
+use crate::steps::{Interrupted, Rerun, Settings, etcd, render};
 
 use super::locked::{Locked, Script, confirm, run_script, under_lock};
 use crate::ui::Printer;
@@ -52,17 +52,24 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         return Ok(ExitCode::SUCCESS);
     }
 
-    under_lock(&inv, global, &args.roll, printer, async |locked| {
-        let run = Run {
-            inv: &inv,
-            global,
-            args,
-            printer,
-            journal: &locked.journal,
-            plan_path: &plan_path,
-        };
-        run.locked(&saved, locked).await
-    })
+    under_lock(
+        &inv,
+        global,
+        &args.roll,
+        Rerun::Apply,
+        printer,
+        async |locked| {
+            let run = Run {
+                inv: &inv,
+                global,
+                args,
+                printer,
+                journal: &locked.journal,
+                plan_path: &plan_path,
+            };
+            run.locked(&saved, locked).await
+        },
+    )
     .await
 }
 
@@ -186,7 +193,6 @@ impl Run<'_> {
             settings,
             total,
             done: format!("{} nodes upgraded", self.inv.nodes.len()),
-            rerun: "fleetctl apply",
         };
         run_script(
             self.inv,
@@ -228,6 +234,7 @@ fn settings(
         checks_judged,
         pace: super::pacing(inv, &args.roll)?,
         on_failure: args.on_failure,
+        rerun: Rerun::Apply,
     })
 }
 

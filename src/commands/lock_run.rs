@@ -18,13 +18,14 @@ use crate::steps::journal::Journal;
 use crate::steps::lock::clock::ClockOffset;
 use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
 use crate::steps::runner::Remote;
-use crate::steps::{Interrupted, Ledger, Stop};
+use crate::steps::{Interrupted, Lease, Ledger, Rerun, Stop};
 use crate::ui::Printer;
 use crate::usage;
 
 impl LockRequest {
-    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs) -> LockRequest {
+    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs, rerun: Rerun) -> LockRequest {
         LockRequest {
+            rerun,
             kured: roll.kured.clone().or_else(|| inv.kured.clone()),
             force_unlock: roll.force_unlock,
             yes: roll.yes,
@@ -45,6 +46,8 @@ pub struct LockRequest {
     /// longest step apply starts (see [`lock_ttl`]).
     pub node_timeout: Duration,
     pub drain_timeout: Duration,
+    /// The command that resumes, named when the lease lapses.
+    pub rerun: Rerun,
 }
 
 /// The lock while apply (or reboot) holds it: refreshed in the background
@@ -192,7 +195,13 @@ pub async fn take_lock(
     let taken = Instant::now();
     let now = clock.cluster_time(lock::clock::laptop_now());
     let held = Arc::new(lock::acquire(&api, &lock_opts, &me, now).await?);
-    stop.hold_lease(&held.describe(), held.ttl(), LAPSE_MARGIN, taken);
+    stop.hold_lease(Lease {
+        what: held.describe(),
+        renewed: taken,
+        ttl: held.ttl(),
+        margin: LAPSE_MARGIN,
+        rerun: request.rerun,
+    });
     if let Some(prev) = held.forced() {
         printer.warn(&format!("--force-unlock removed {prev}"));
     }
@@ -324,7 +333,7 @@ impl HeldLock {
         if let Err(e) = result {
             printer.warn(&format!(
                 "could not release {}: {e:#}. It expires by itself after {} (Kured then goes on); \
-                 or remove it with `fleetctl apply --force-unlock` on the next run",
+                 or remove it with `--force-unlock` on the next run",
                 self.lock.describe(),
                 humantime::format_duration(self.lock.ttl())
             ));
@@ -369,12 +378,13 @@ pub async fn run_locked<T>(
     stop: &Stop,
     second: &tokio::sync::Notify,
     ledger: &Mutex<Ledger>,
+    rerun: Rerun,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> LockedRun<T> {
     tokio::select! {
         result = work => LockedRun { result, at_once: false },
         _ = second.notified() => LockedRun {
-            result: Err(stopped_at_once(ledger)),
+            result: Err(stopped_at_once(ledger, rerun)),
             at_once: true,
         },
         lapsing = stop.lapsing() => LockedRun {
@@ -386,19 +396,18 @@ pub async fn run_locked<T>(
 
 /// A second Ctrl-C abandons the step in progress: say which node was left
 /// half-way, and that a rerun (not a fix) is what comes next.
-pub fn stopped_at_once(ledger: &Mutex<Ledger>) -> anyhow::Error {
+pub fn stopped_at_once(ledger: &Mutex<Ledger>, rerun: Rerun) -> anyhow::Error {
     let current = ledger.lock().ok().and_then(|l| l.current.clone());
     let msg = match current {
         Some((node, step)) => format!(
             "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
              Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
-             then run `fleetctl apply` again: it resumes from the fleet's real state"
+             then run `{rerun}` again: it resumes from the fleet's real state"
         ),
-        None => {
+        None => format!(
             "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
-                 `fleetctl apply` again: it resumes from the fleet's real state"
-                .to_string()
-        }
+             `{rerun}` again: it resumes from the fleet's real state"
+        ),
     };
     anyhow::Error::new(Interrupted(msg))
 }
@@ -434,15 +443,22 @@ mod tests {
         // Valid for 400 ms after the last heartbeat, less a 200 ms margin;
         // no heartbeat lands. The work waits for ever (a node that hangs).
         let t0 = Instant::now();
-        stop.hold_lease(
-            "fleetctl's lock",
-            Duration::from_millis(400),
-            Duration::from_millis(200),
-            t0,
-        );
+        stop.hold_lease(Lease {
+            what: "fleetctl's lock".into(),
+            renewed: t0,
+            ttl: Duration::from_millis(400),
+            margin: Duration::from_millis(200),
+            rerun: Rerun::Apply,
+        });
         let ran: LockedRun<()> = tokio::time::timeout(
             Duration::from_secs(10),
-            run_locked(&stop, &second, &ledger, std::future::pending()),
+            run_locked(
+                &stop,
+                &second,
+                &ledger,
+                Rerun::Apply,
+                std::future::pending(),
+            ),
         )
         .await
         .expect("the lapsing lease ends the work");
@@ -459,12 +475,24 @@ mod tests {
         // A second Ctrl-C ends it at once too, and says so.
         let stop = Stop::default();
         second.notify_one();
-        let ran: LockedRun<()> = run_locked(&stop, &second, &ledger, std::future::pending()).await;
+        let ran: LockedRun<()> = run_locked(
+            &stop,
+            &second,
+            &ledger,
+            Rerun::Rollback,
+            std::future::pending(),
+        )
+        .await;
         assert!(ran.at_once);
-        assert!(ran.result.unwrap_err().is::<Interrupted>());
+        let e = ran.result.unwrap_err();
+        assert!(e.is::<Interrupted>());
+        assert!(
+            e.to_string().contains("then run `fleetctl rollback` again"),
+            "names the command that resumes: {e}"
+        );
 
         // Work that ends first is what counts.
-        let ran = run_locked(&stop, &second, &ledger, async { Ok(7) }).await;
+        let ran = run_locked(&stop, &second, &ledger, Rerun::Apply, async { Ok(7) }).await;
         assert_eq!(ran.result.unwrap(), 7);
     }
 

@@ -24,7 +24,7 @@ use crate::status;
 use crate::steps::journal::Journal;
 use crate::steps::runner::Remote;
 use crate::steps::script::Task;
-use crate::steps::{Apply, Interrupted, Ledger, Settings, Stop, execute};
+use crate::steps::{Apply, Interrupted, Ledger, Rerun, Settings, Stop, execute};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 
@@ -46,15 +46,16 @@ pub async fn under_lock(
     inv: &Inventory,
     global: &Global,
     roll: &RollArgs,
+    rerun: Rerun,
     printer: &Printer,
     work: impl AsyncFnOnce(&Locked) -> anyhow::Result<ExitCode>,
 ) -> anyhow::Result<ExitCode> {
-    super::refuse_outside_window(&super::pacing(inv, roll)?, roll)?;
+    super::refuse_outside_window(&super::pacing(inv, roll)?, roll, rerun)?;
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(inv, printer)?;
-    let request = LockRequest::new(inv, roll);
+    let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
     let locked = Locked {
         stop,
@@ -82,8 +83,6 @@ pub struct Script {
     pub total: u64,
     /// What was done, for the closing line: `3 nodes upgraded`.
     pub done: String,
-    /// The command that resumes after a failure: `fleetctl apply`.
-    pub rerun: &'static str,
 }
 
 /// Runs `script` on the nodes `gathered` reached, raced against a second
@@ -109,6 +108,7 @@ pub async fn run_script(
     }
     // Echoed commands and a redrawn bar do not mix: -v prints plain lines.
     let progress = Progress::new(printer.interactive && printer.verbose() == 0, script.total);
+    let rerun = script.settings.rerun;
     let mut apply = Apply::new(
         inv,
         script.settings,
@@ -124,6 +124,7 @@ pub async fn run_script(
         &lease,
         &locked.second,
         &ledger,
+        rerun,
         execute::run(&mut apply, &script.tasks),
     )
     .await;
@@ -140,7 +141,7 @@ pub async fn run_script(
         }
         Err(e) => {
             let ledger = ledger.lock().map(|l| l.clone()).unwrap_or_default();
-            let mut report = failure_report(&ledger, &e, journal, script.rerun);
+            let mut report = failure_report(&ledger, &e, journal, rerun);
             if !at_once {
                 report.insert_str(
                     0,
@@ -163,8 +164,8 @@ pub fn open_journal(inv: &Inventory, printer: &Printer) -> anyhow::Result<Arc<Jo
 
 /// What the operator reads after a failure: where it stopped, what was
 /// finished, what is still cordoned, what to do.
-/// `rerun`: the command that resumes (`fleetctl apply`, `fleetctl reboot`).
-pub fn failure_report(ledger: &Ledger, e: &anyhow::Error, journal: &Path, rerun: &str) -> String {
+/// `rerun`: the command that resumes.
+pub fn failure_report(ledger: &Ledger, e: &anyhow::Error, journal: &Path, rerun: Rerun) -> String {
     let mut report = String::new();
     if let Some((node, step)) = &ledger.current {
         report.push_str(&format!("stopped on {node} during: {step}\n"));
@@ -176,7 +177,7 @@ pub fn failure_report(ledger: &Ledger, e: &anyhow::Error, journal: &Path, rerun:
         ));
     }
     for n in &ledger.cordoned {
-        let resumes = if rerun == "fleetctl apply" {
+        let resumes = if rerun == Rerun::Apply {
             "`fleetctl apply` uncordons it when it resumes, or run"
         } else {
             "once it is back and Ready, run"

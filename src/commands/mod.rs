@@ -19,6 +19,7 @@ use crate::cli::{Cli, Command, Global};
 use crate::gather;
 use crate::inventory::{self, Inventory};
 use crate::ssh;
+use crate::steps::Rerun;
 use crate::ui::Printer;
 
 pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
@@ -145,11 +146,15 @@ pub fn pacing(inv: &Inventory, roll: &crate::cli::RollArgs) -> anyhow::Result<cr
 pub fn refuse_outside_window(
     pace: &crate::pacing::Pace,
     roll: &crate::cli::RollArgs,
+    rerun: Rerun,
 ) -> anyhow::Result<()> {
     match &pace.window {
-        Some(window) => {
-            crate::steps::hold::in_window(window, "the run", roll.drain_timeout + roll.node_timeout)
-        }
+        Some(window) => crate::steps::hold::in_window(
+            window,
+            "the run",
+            roll.drain_timeout + roll.node_timeout,
+            rerun,
+        ),
         None => Ok(()),
     }
 }
@@ -161,6 +166,7 @@ fn roll_settings(
     inv: &Inventory,
     global: &Global,
     roll: &crate::cli::RollArgs,
+    rerun: Rerun,
 ) -> anyhow::Result<crate::steps::Settings> {
     let targets = ssh::resolve_all(inv)
         .map_err(|e| crate::usage!("{e:#}"))?
@@ -181,6 +187,7 @@ fn roll_settings(
         checks_judged: None,
         pace: pacing(inv, roll)?,
         on_failure: crate::steps::OnFailure::Stop,
+        rerun,
     })
 }
 

@@ -11,7 +11,7 @@ use crate::cli::{Global, RebootArgs};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
 use crate::planning;
-use crate::steps::{render, script};
+use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
 use crate::version::{Minor, TargetVersion};
@@ -37,7 +37,7 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     if args.roll.dry_run {
-        let settings = super::roll_settings(&inv, global, &args.roll)?;
+        let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?;
         let tasks = script::of_reboots(&order);
         printer.out(&render::render(
             &tasks,
@@ -53,29 +53,35 @@ pub async fn run(
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
-    under_lock(&inv, global, &args.roll, printer, async |locked| {
-        // As apply does: the fleet again, now that nobody else may reboot
-        // a node (Kured, another operator) until the lock is given back.
-        let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
-        let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
-        let chosen = still_confirmed(&chosen, fresh, printer)?;
-        if chosen.is_empty() {
-            printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
-            return Ok(ExitCode::SUCCESS);
-        }
-        let order = batches(&inv, &chosen, args.roll.max_unavailable);
-        let script = Script {
-            tasks: script::of_reboots(&order),
-            plan: no_plan(&inv, &state),
-            plan_path: None,
-            settings: super::roll_settings(&inv, global, &args.roll)?,
-            total: chosen.len() as u64,
-            done: format!("{} nodes rebooted", chosen.len()),
-            rerun: "fleetctl reboot",
-        };
-        run_script(&inv, global, printer, locked, &gathered, script).await
-    })
+    under_lock(
+        &inv,
+        global,
+        &args.roll,
+        Rerun::Reboot,
+        printer,
+        async |locked| {
+            // As apply does: the fleet again, now that nobody else may reboot
+            // a node (Kured, another operator) until the lock is given back.
+            let gathered = super::gather_fleet(&inv, global, printer).await?;
+            let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
+            let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+            let chosen = still_confirmed(&chosen, fresh, printer)?;
+            if chosen.is_empty() {
+                printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let order = batches(&inv, &chosen, args.roll.max_unavailable);
+            let script = Script {
+                tasks: script::of_reboots(&order),
+                plan: no_plan(&inv, &state),
+                plan_path: None,
+                settings: super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?,
+                total: chosen.len() as u64,
+                done: format!("{} nodes rebooted", chosen.len()),
+            };
+            run_script(&inv, global, printer, locked, &gathered, script).await
+        },
+    )
     .await
 }
 

@@ -11,7 +11,7 @@ use crate::cli::{Global, RollbackArgs};
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Fingerprint, Plan, PlannedNode, Rollback};
 use crate::planning;
-use crate::steps::{render, script};
+use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
 use crate::version::TargetVersion;
@@ -30,7 +30,7 @@ pub async fn run(
         let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
     };
-    let settings = super::roll_settings(&inv, global, &args.roll)?;
+    let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Rollback)?;
     if args.roll.dry_run {
         let plan = rollback_plan(&inv, &state, &chosen);
         let tasks = script::of_rollbacks(&plan);
@@ -43,7 +43,7 @@ pub async fn run(
         "Roll these nodes back? Each is drained and rebooted, one at a time.",
     )?;
 
-    under_lock(&inv, global, &args.roll, printer, async |locked| {
+    under_lock(&inv, global, &args.roll, Rerun::Rollback, printer, async |locked| {
         // As apply does: the fleet again, now that nobody else may reboot
         // a node until the lock is given back; the operator said yes to
         // exactly these images.
@@ -80,7 +80,6 @@ pub async fn run(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            rerun: "fleetctl rollback",
         };
         run_script(&inv, global, printer, locked, &gathered, script).await
     })

@@ -43,6 +43,28 @@ pub struct Lease {
     pub renewed: Instant,
     pub ttl: Duration,
     pub margin: Duration,
+    /// The command that resumes, named in the lapse's message.
+    pub rerun: Rerun,
+}
+
+/// The command an operator runs again to resume a run that stopped: every
+/// "then run … again" a step or the lock says names it, so that a failed
+/// `fleetctl reboot` never sends the operator to `fleetctl apply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rerun {
+    Apply,
+    Reboot,
+    Rollback,
+}
+
+impl std::fmt::Display for Rerun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Rerun::Apply => "fleetctl apply",
+            Rerun::Reboot => "fleetctl reboot",
+            Rerun::Rollback => "fleetctl rollback",
+        })
+    }
 }
 
 impl Lease {
@@ -62,13 +84,14 @@ impl Lease {
             "not starting `{step}`: it may take up to {}, but {} was last refreshed {} ago and, \
              without another heartbeat, must not be relied on in {} (its TTL of {} less a margin of \
              {}). The heartbeat keeps failing: fix what stops it (the API server through the \
-             control-plane nodes), then run `fleetctl apply` again; it resumes where it stopped",
+             control-plane nodes), then run `{}` again; it resumes where it stopped",
             secs(bound),
             self.what,
             secs(now.saturating_duration_since(self.renewed)),
             secs(left),
             secs(self.ttl),
-            secs(self.margin)
+            secs(self.margin),
+            self.rerun
         )))
     }
 
@@ -80,10 +103,11 @@ impl Lease {
                  heartbeat, so fleetctl no longer relies on it (nothing further was started; a \
                  step already running on a node goes on there). Check the nodes (`fleetctl \
                  status`), fix what stops the heartbeat (the API server through the control-plane \
-                 nodes), then run `fleetctl apply` again: it resumes from the fleet's real state",
+                 nodes), then run `{}` again: it resumes from the fleet's real state",
                 self.what,
                 secs(now.saturating_duration_since(self.renewed)),
-                secs(self.ttl)
+                secs(self.ttl),
+                self.rerun
             ))
         })
     }
@@ -138,14 +162,9 @@ impl Stop {
     }
 
     /// The lock was taken (or its heartbeat landed) at `at`.
-    pub fn hold_lease(&self, what: &str, ttl: Duration, margin: Duration, at: Instant) {
+    pub fn hold_lease(&self, lease: Lease) {
         if let Ok(mut l) = self.lease.lock() {
-            *l = Some(Lease {
-                what: what.to_string(),
-                renewed: at,
-                ttl,
-                margin,
-            });
+            *l = Some(lease);
         }
     }
 
@@ -238,6 +257,8 @@ pub struct Settings {
     pub pace: crate::pacing::Pace,
     /// What a node not up on its new kubelet leads to (`--on-failure`).
     pub on_failure: OnFailure,
+    /// The command that resumes after a failure.
+    pub rerun: Rerun,
 }
 
 /// What apply does when a node comes back from its reboot but not up on
@@ -390,7 +411,10 @@ impl<'a> Apply<'a> {
         if !done.is_empty() {
             msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
         }
-        msg.push_str(". Run `fleetctl apply` again to continue where it stopped");
+        msg.push_str(&format!(
+            ". Run `{}` again to continue where it stopped",
+            self.settings.rerun
+        ));
         Err(anyhow::Error::new(Interrupted(msg)))
     }
 
@@ -450,6 +474,7 @@ mod tests {
             renewed,
             ttl: Duration::from_secs(18 * 60),
             margin: Duration::from_secs(60),
+            rerun: Rerun::Apply,
         }
     }
 
@@ -496,7 +521,7 @@ mod tests {
         let stop = Stop::default();
         assert_eq!(stop.lapsed_now(), None, "no lock, no lease");
         assert!(stop.ensure_lease("anything", Duration::MAX / 4).is_ok());
-        stop.hold_lease(&l.what, l.ttl, l.margin, t0);
+        stop.hold_lease(l.clone());
         stop.renew_lease(t0 + Duration::from_secs(10 * 60));
         stop.renew_lease(t0 + Duration::from_secs(5 * 60));
         assert_eq!(
@@ -512,14 +537,21 @@ mod tests {
         let ttl = Duration::from_secs(600);
         let margin = Duration::from_secs(60);
         // Renewed just now: ten minutes of lease, nothing to report.
-        stop.hold_lease("the lock", ttl, margin, Instant::now());
+        let held = |renewed| Lease {
+            what: "the lock".into(),
+            renewed,
+            ttl,
+            margin,
+            rerun: Rerun::Reboot,
+        };
+        stop.hold_lease(held(Instant::now()));
         let waiting = tokio::time::timeout(Duration::from_millis(300), stop.lapsing()).await;
         assert!(waiting.is_err(), "resolved with a fresh lease");
         // Last renewed past its margin: resolves at once.
         let long_ago = Instant::now()
             .checked_sub(ttl)
             .expect("the clock is past ten minutes since boot");
-        stop.hold_lease("the lock", ttl, margin, long_ago);
+        stop.hold_lease(held(long_ago));
         let lapsing = tokio::time::timeout(Duration::from_secs(60), stop.lapsing())
             .await
             .expect("resolves");
@@ -527,6 +559,12 @@ mod tests {
             lapsing
                 .to_string()
                 .contains("the lock was last refreshed 10m")
+        );
+        assert!(
+            lapsing.to_string().ends_with(
+                "then run `fleetctl reboot` again: it resumes from the fleet's real state"
+            ),
+            "the lapse names the command that resumes: {lapsing}"
         );
         assert!(stop.lapsed_now().is_some());
     }

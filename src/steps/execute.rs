@@ -115,7 +115,7 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
                 // A hop starts only if its first node could still be done.
                 let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
                 let of = format!("hop {}/{}", h + 1, apply.plan.hops.len());
-                hold::in_window(window, &of, needed)?;
+                hold::in_window(window, &of, needed, apply.settings.rerun)?;
             }
             apply.journal_event("hop-start", None, &what);
         }
@@ -451,6 +451,7 @@ struct Job {
     stop: super::Stop,
     /// Which preflight errors of kubeadm the plan lets through on this node.
     preflight: kubeadm::Preflight,
+    rerun: super::Rerun,
 }
 
 impl Job {
@@ -465,6 +466,7 @@ impl Job {
             image: hop.image(),
             stop: apply.stop.clone(),
             preflight: kubeadm::Preflight::of(hop, node),
+            rerun: apply.settings.rerun,
         })
     }
 
@@ -548,7 +550,7 @@ impl Job {
                 stage::stage(r, *component, *minor, expect.as_ref()).await?;
             }
             Action::Uncordon => {
-                roll::ready_then_uncordon(&self.api, r.node(), self.deadline).await?;
+                roll::ready_then_uncordon(&self.api, r.node(), self.deadline, self.rerun).await?;
             }
             Action::RemoveImages { versions } => verify::remove_images(r, versions).await?,
             Action::UpgradeNode { .. } | Action::UpgradeApply { .. } | Action::Roll => {

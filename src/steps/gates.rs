@@ -27,8 +27,9 @@ pub async fn before_drain(
     }
     bail!(
         "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
-         Fix these, then run `fleetctl apply` again",
-        problems.join("\n  - ")
+         Fix these, then run `{}` again",
+        problems.join("\n  - "),
+        apply.settings.rerun
     )
 }
 
@@ -45,8 +46,9 @@ pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     bail!(
-        "{when}, the fleet is not healthy:\n  - {}\nFix these, then run `fleetctl apply` again",
-        problems.join("\n  - ")
+        "{when}, the fleet is not healthy:\n  - {}\nFix these, then run `{}` again",
+        problems.join("\n  - "),
+        apply.settings.rerun
     )
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::context::Apply;
+use super::context::{Apply, Rerun};
 use crate::error::OutsideWindow;
 use crate::pacing::{self, AlertGate, Fit, Pace, Window};
 use crate::remote;
@@ -27,7 +27,7 @@ pub async fn before_node(
     let names = batch.join(", ");
     soak(apply, pace.soak, back_at, &format!("before {names}")).await?;
     if let Some(window) = &pace.window {
-        in_window(window, &names, needed).inspect_err(|e| {
+        in_window(window, &names, needed, apply.settings.rerun).inspect_err(|e| {
             apply.journal_event("window", None, &e.to_string());
         })?;
     }
@@ -39,20 +39,25 @@ pub async fn before_node(
 
 /// Whether `what` (a node, a batch, or the whole run) may start now: inside
 /// `window`, with time to finish within `needed` before it closes.
-pub fn in_window(window: &Window, what: &str, needed: Duration) -> anyhow::Result<()> {
+pub fn in_window(
+    window: &Window,
+    what: &str,
+    needed: Duration,
+    rerun: Rerun,
+) -> anyhow::Result<()> {
     let text = match window.fit(jiff::Timestamp::now(), needed) {
         Fit::Fits { .. } => return Ok(()),
         Fit::TooLate { closes, opens } => format!(
             "not starting {what}: the maintenance window ({window}) closes at {} and {what} \
              may take up to {} (drain and node timeouts). The fleet is consistent; run \
-             `fleetctl apply` again in the next window (it opens {}) to continue",
+             `{rerun}` again in the next window (it opens {}) to continue",
             hm(&closes),
             humantime::format_duration(needed),
             stamp(&opens),
         ),
         Fit::Closed { opens } => format!(
             "not starting {what}: outside the maintenance window ({window}). The fleet is \
-             consistent; run `fleetctl apply` again in the next window (it opens {}) to \
+             consistent; run `{rerun}` again in the next window (it opens {}) to \
              continue",
             stamp(&opens),
         ),
@@ -144,8 +149,9 @@ async fn alerts_clear(apply: &Apply<'_>, gate: &AlertGate, names: &str) -> anyho
             return Err(anyhow::anyhow!(
                 "not taking {names} down: the alert gate still holds after {}: {why}. \
                  Nothing was changed on {names}; resolve or silence the alerts (or widen \
-                 --alert-filter), then run `fleetctl apply` again",
-                humantime::format_duration(gate.timeout)
+                 --alert-filter), then run `{}` again",
+                humantime::format_duration(gate.timeout),
+                apply.settings.rerun
             ))
             .context(format!("alert gate {}", gate.query_url));
         }

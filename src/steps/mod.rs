@@ -34,7 +34,7 @@ pub mod script;
 mod stage;
 mod verify;
 
-pub use context::{Apply, Interrupted, Ledger, OnFailure, Settings, Stop};
+pub use context::{Apply, Interrupted, Lease, Ledger, OnFailure, Rerun, Settings, Stop};
 pub use kubeadm::TIMEOUT as KUBEADM_TIMEOUT;
 
 use std::time::Duration;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures_util::future::join_all;
 
-use super::context::{Apply, OnFailure, settled_facts};
+use super::context::{Apply, OnFailure, Rerun, settled_facts};
 use super::detached;
 use super::gates;
 use super::hold;
@@ -75,10 +75,11 @@ pub async fn roll(
     apply.ledger(|l| l.cordoned.extend(batch.iter().cloned()));
     let api = apply.api()?;
     let timeout = apply.settings.drain_timeout;
+    let rerun = apply.settings.rerun;
     let drains = join_all(batch.iter().map(|n| {
         let api = api.clone();
         let n = n.clone();
-        async move { (n.clone(), drain(&api, &n, timeout).await) }
+        async move { (n.clone(), drain(&api, &n, timeout, rerun).await) }
     }))
     .await;
     let mut failures = Vec::new();
@@ -168,6 +169,7 @@ pub async fn roll(
             }),
             minor,
             crash_loop: !rollback && apply.settings.on_failure == OnFailure::Rollback,
+            rerun: apply.settings.rerun,
         };
         waits.spawn(async move {
             let result = wait.run(&node, &r, &before).await;
@@ -273,6 +275,7 @@ struct Wait {
     /// Give up on a crash-looping kubelet before the deadline
     /// (`--on-failure rollback`, which then rolls the node back).
     crash_loop: bool,
+    rerun: Rerun,
 }
 
 impl Wait {
@@ -291,6 +294,7 @@ impl Wait {
             &before.boot_id,
             self.deadline,
             self.timeout,
+            self.rerun,
         )
         .await?;
         let fresh = r.with_session(Arc::new(session));
@@ -314,19 +318,27 @@ impl Wait {
         fresh: &Remote,
         staged: &Version,
     ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
-        wait_kubelet(fresh, staged, self.deadline).await?;
+        wait_kubelet(fresh, staged, self.deadline, self.rerun).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
             // The control plane runs kubeadm-config's version, which a
             // converge (kubelets a patch ahead, no kubeadm) leaves behind
             // the kubelet's.
-            wait_static_pods(&api, node, version.as_ref(), self.minor, self.deadline).await?;
+            wait_static_pods(
+                &api,
+                node,
+                version.as_ref(),
+                self.minor,
+                self.deadline,
+                self.rerun,
+            )
+            .await?;
         }
         // Nothing changes on the node any more, so its facts are read while
         // the API server is asked whether it is Ready: one round trip less
         // between two reboots.
         let (back, facts) = tokio::join!(
-            ready_then_uncordon(&api, node, self.deadline),
+            ready_then_uncordon(&api, node, self.deadline, self.rerun),
             settled_facts(fresh)
         );
         back?;
@@ -428,7 +440,12 @@ pub fn drain_command(node: &str, timeout: Duration) -> String {
 /// The drain runs detached on the API node (see [`super::detached`]): a
 /// dropped connection does not leave it half done; its output (stdout and
 /// stderr together) comes back as the output's stdout.
-async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainFailed> {
+async fn drain(
+    api: &Remote,
+    node: &str,
+    timeout: Duration,
+    rerun: Rerun,
+) -> Result<(), DrainFailed> {
     let mut api = api.clone();
     let mut out = detached::run(
         &mut api,
@@ -464,7 +481,7 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
         return Err(DrainFailed {
             error: anyhow::anyhow!(
                 "{node}: kubectl drain could not cordon {node}: {why}. {done}; run \
-                 `fleetctl apply` again once the API server accepts the cordon"
+                 `{rerun}` again once the API server accepts the cordon"
             ),
             uncordoned: true,
         });
@@ -488,7 +505,7 @@ async fn drain(api: &Remote, node: &str, timeout: Duration) -> Result<(), DrainF
     Err(DrainFailed {
         error: anyhow::anyhow!(
             "{node}: drain did not finish within {}: {why}. {state}. Make room for the pods (scale the \
-             workload or relax the budget), then run `fleetctl apply` again",
+             workload or relax the budget), then run `{rerun}` again",
             humantime::format_duration(timeout)
         ),
         uncordoned: undo.is_ok(),

@@ -158,6 +158,22 @@ fn reboot_masks_health_check_output_survives_a_dead_terminal_and_looks_again_und
         out.stderr
     );
     assert!(out.stderr.contains("PGPASSWORD=***"), "{}", out.stderr);
+    // A failed reboot resumes with `fleetctl reboot`: the gate's message
+    // and the closing report say so, and nothing sends the operator to
+    // `fleetctl apply`, which would start an upgrade.
+    assert!(
+        out.stderr
+            .contains("Fix these, then run `fleetctl reboot` again"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("next: fix the cause above, then run `fleetctl reboot` again"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("fleetctl apply"), "{}", out.stderr);
     let (_, raw) = journals(&fleet);
     for secret in ["hunter2", "abcdefgh12345"] {
         assert!(!out.stderr.contains(secret), "{}", out.stderr);

@@ -591,7 +591,7 @@ fn a_dead_holder_is_named_removed_by_force_unlock_alone_and_the_upgrade_complete
                  (pid 77 on ops-1), started {then}, last heartbeat {then} (3"
             ),
             "That fleetctl looks dead: no heartbeat for over 23m, the time its lock stays valid without one",
-            "Run `fleetctl apply --force-unlock` to remove its lock.",
+            "Run fleetctl again with `--force-unlock` to remove its lock.",
         ],
     );
     assert_eq!(
@@ -1071,7 +1071,7 @@ fn a_holder_on_this_machine_whose_process_is_gone_is_dead_despite_a_fresh_heartb
             &format!("held by fleetctl/carol@{host} (pid {pid} on {host})"),
             &format!(
                 "That fleetctl looks dead: fleetctl/carol@{host} ran on this machine as pid {pid}, \
-                 which no longer runs. Run `fleetctl apply --force-unlock` to remove its lock."
+                 which no longer runs. Run fleetctl again with `--force-unlock` to remove its lock."
             ),
         ],
     );

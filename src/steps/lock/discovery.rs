@@ -214,8 +214,8 @@ impl KuredInfo {
             .is_some_and(|v| *v < semver::Version::new(1, 5, 0))
         {
             warnings.push(format!(
-                "Kured {} predates lock TTLs (1.5.0): if this apply dies holding its lock, Kured stays \
-                 blocked until `fleetctl apply --force-unlock`",
+                "Kured {} predates lock TTLs (1.5.0): if this run dies holding its lock, Kured stays \
+                 blocked until a fleetctl run with `--force-unlock`",
                 self.image
             ));
         }

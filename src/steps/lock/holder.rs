@@ -291,7 +291,7 @@ impl LockHeld {
 
 impl fmt::Display for LockHeld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let yes_hint = "run `fleetctl apply --force-unlock --yes`";
+        let yes_hint = "run fleetctl again with `--force-unlock --yes`";
         match &self.state {
             LockState::Free => write!(f, "{} is free", self.lock),
             LockState::Unreadable { value, why } => {
@@ -373,8 +373,8 @@ impl fmt::Display for LockHeld {
                         .collect();
                     return write!(
                         f,
-                        "That fleetctl looks dead: {}. Run `fleetctl apply --force-unlock` to \
-                         remove its lock.",
+                        "That fleetctl looks dead: {}. Run fleetctl again with `--force-unlock` \
+                         to remove its lock.",
                         why.join("; ")
                     );
                 }
@@ -409,16 +409,16 @@ pub struct LockLost {
 
 impl fmt::Display for LockLost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} is no longer held by this apply: ", self.lock)?;
+        write!(f, "{} is no longer held by this fleetctl run: ", self.lock)?;
         match &self.held_by {
             Some(by) => write!(f, "it is now held by {by}")?,
             None => f.write_str(
-                "it was removed (a `fleetctl apply --force-unlock` elsewhere, or by hand)",
+                "it was removed (a fleetctl run with `--force-unlock` elsewhere, or by hand)",
             )?,
         }
         f.write_str(
             ". Stopping before anything else changes: find out who is working on this cluster \
-             before running `fleetctl apply` again",
+             before running fleetctl again",
         )
     }
 }

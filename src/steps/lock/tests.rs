@@ -252,7 +252,7 @@ fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
          alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are sure it is \
-         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+         not (its machine is gone, Kured was removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
     assert_eq!(
         held_by(vec![live], true),
@@ -260,7 +260,7 @@ fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
          started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
          alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. --force-unlock alone \
          does not remove a lock whose holder may be alive. If you are sure it is not (its machine is \
-         gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+         gone, Kured was removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
 }
 
@@ -276,7 +276,7 @@ fn a_dead_holder_needs_one_force_unlock() {
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T17:18:07Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl \
          looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply refreshes it every 30s. Run \
-         `fleetctl apply --force-unlock` to remove its lock."
+         fleetctl again with `--force-unlock` to remove its lock."
     );
 }
 
@@ -294,7 +294,7 @@ fn a_kured_node_is_rebooting_and_entries_without_heartbeat_cannot_be_judged() {
         "Kured's reboot lock on daemonset kured/kured is held by node w-1 since 2026-11-29T19:29:12.5Z \
          (59s ago), node w-2 since yesterday and an entry with no nodeID. Kured is rebooting node w-1: \
          wait until it is back and Kured releases the lock, then retry. If you are sure it is not (its \
-         machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+         machine is gone, Kured was removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
     let older = Holder {
         id: "fleetctl/bob@ops-1".into(),
@@ -306,7 +306,7 @@ fn a_kured_node_is_rebooting_and_entries_without_heartbeat_cannot_be_judged() {
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 since \
          2026-11-29T17:18:07Z (2h 12m 5s ago). It records no heartbeat (an older fleetctl), so fleetctl \
          cannot tell whether it still runs. If you are sure it is not (its machine is gone, Kured was \
-         removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+         removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
 }
 
@@ -327,7 +327,7 @@ fn an_unreadable_value_is_quoted_and_needs_yes() {
         "Kured's reboot lock on daemonset kured/kured holds a value fleetctl cannot read as a lock \
          (not JSON: expected value at line 1 column 1): locked. fleetctl cannot tell whether whatever \
          wrote it still relies on it. --force-unlock alone does not remove it: if nothing uses it, run \
-         `fleetctl apply --force-unlock --yes`."
+         fleetctl again with `--force-unlock --yes`."
     );
 }
 
@@ -339,17 +339,18 @@ fn a_lost_lock_says_who_took_it_and_to_stop() {
     };
     assert_eq!(
         taken.to_string(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this apply: it is \
+        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this fleetctl run: it is \
          now held by fleetctl/bob@ops-1 (pid 77 on ops-1). Stopping before anything else changes: find \
-         out who is working on this cluster before running `fleetctl apply` again"
+         out who is working on this cluster before running fleetctl again"
     );
     let gone = LockLost {
         held_by: None,
         ..taken
     };
     assert!(
-        gone.to_string()
-            .contains("it was removed (a `fleetctl apply --force-unlock` elsewhere, or by hand)"),
+        gone.to_string().contains(
+            "it was removed (a fleetctl run with `--force-unlock` elsewhere, or by hand)"
+        ),
         "{gone}"
     );
     // The caller finds it through any context added on the way up.

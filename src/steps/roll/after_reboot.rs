@@ -12,7 +12,7 @@ use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
 use crate::steps::on_failure::{CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
-use crate::steps::{NODE_POLL, POLL};
+use crate::steps::{NODE_POLL, POLL, Rerun};
 use crate::version::{Minor, Version};
 
 use super::BOOT_ID_TIMEOUT;
@@ -27,13 +27,14 @@ pub(super) async fn wait_rebooted(
     before: &str,
     deadline: Instant,
     timeout: Duration,
+    rerun: Rerun,
 ) -> anyhow::Result<Session> {
     let mut last = String::from("no answer yet");
     loop {
         if Instant::now() >= deadline {
             bail!(
                 "{node} did not come back from its reboot within {} ({last}). It is cordoned. \
-                 Once it is back (check its console), run `fleetctl apply` again: it resumes with this node",
+                 Once it is back (check its console), run `{rerun}` again: it resumes with this node",
                 humantime::format_duration(timeout)
             );
         }
@@ -92,6 +93,7 @@ pub(super) async fn wait_kubelet(
     r: &Remote,
     want: &Version,
     deadline: Instant,
+    rerun: Rerun,
 ) -> anyhow::Result<()> {
     let expected = format!("Kubernetes {want}");
     loop {
@@ -117,7 +119,7 @@ pub(super) async fn wait_kubelet(
                 last_log: last_kubelet_line(&state.journal),
                 message: format!(
                     "{}: after the reboot kubelet.service is `{}`, not active. It is cordoned. Its journal:\n  {}\n\
-                     Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `fleetctl apply` again",
+                     Fix the kubelet (`journalctl -u kubelet -b` on the node), then run `{rerun}` again",
                     r.node(),
                     state.unit,
                     state.journal.join("\n  ")
@@ -198,6 +200,7 @@ pub(super) async fn wait_static_pods(
     want: Option<&Version>,
     minor: Minor,
     deadline: Instant,
+    rerun: Rerun,
 ) -> anyhow::Result<()> {
     let at = |v: &Option<Version>| match want {
         Some(w) => v.as_ref() == Some(w),
@@ -234,7 +237,7 @@ pub(super) async fn wait_static_pods(
                 last_log: None,
                 message: format!(
                     "{node}: its control plane did not come up at {wanted}: {}. It is cordoned. Check \
-                     `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `fleetctl apply` again",
+                     `crictl ps` and /etc/kubernetes/manifests/ on {node}, then run `{rerun}` again",
                     lagging.join("; ")
                 ),
             }));
@@ -249,6 +252,7 @@ pub async fn ready_then_uncordon(
     api: &Remote,
     node: &str,
     deadline: Instant,
+    rerun: Rerun,
 ) -> anyhow::Result<()> {
     let cmd = kubectl::ready_then_uncordon(node);
     let label = format!("wait for {node} Ready, then uncordon it");
@@ -270,7 +274,7 @@ pub async fn ready_then_uncordon(
                 cause: Cause::NotReady,
                 last_log: None,
                 message: format!(
-                    "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `fleetctl apply` again",
+                    "{node} is not Ready ({}); it is still cordoned. Check its kubelet, then run `{rerun}` again",
                     out.stderr.trim().lines().last().unwrap_or("no answer")
                 ),
             }));

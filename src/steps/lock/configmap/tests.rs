@@ -116,8 +116,8 @@ async fn a_live_holder_is_refused_even_with_force_unlock_and_removed_with_yes() 
         "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77 \
          on ops-1), started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:42Z (30s ago). That \
          apply is alive as far as fleetctl can tell (its last heartbeat is 30s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are \
-         sure it is not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply \
-         --force-unlock --yes`."
+         sure it is not (its machine is gone, Kured was removed mid-reboot), run fleetctl again \
+         with `--force-unlock --yes`."
     );
     let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert!(held(&err).refused_force);
@@ -167,7 +167,7 @@ async fn a_dead_holder_is_removed_with_one_force_unlock() {
     assert!(
         err.to_string().ends_with(
             "(1h ago). That fleetctl looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply \
-             refreshes it every 30s. Run `fleetctl apply --force-unlock` to remove its lock."
+             refreshes it every 30s. Run fleetctl again with `--force-unlock` to remove its lock."
         ),
         "{err}"
     );
@@ -330,9 +330,9 @@ async fn a_heartbeat_finds_a_deleted_lock_lost() {
     let err = lock.heartbeat(&api, at(NOW)).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this apply: it was \
-         removed (a `fleetctl apply --force-unlock` elsewhere, or by hand). Stopping before anything \
-         else changes: find out who is working on this cluster before running `fleetctl apply` again"
+        "fleetctl's lock (configmap kube-system/fleetctl-lock) is no longer held by this fleetctl run: it was \
+         removed (a fleetctl run with `--force-unlock` elsewhere, or by hand). Stopping before anything \
+         else changes: find out who is working on this cluster before running fleetctl again"
     );
     assert_eq!(api.notes(), ["lock-acquired", "lock-lost"]);
     assert_eq!(lock.release(&api).await.unwrap(), Released::AlreadyGone);

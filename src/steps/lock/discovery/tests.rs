@@ -191,8 +191,8 @@ fn env_from_and_pre_ttl_releases_are_warned_about() {
     assert_eq!(
         warnings,
         [
-            "Kured docker.io/weaveworks/kured:1.4.5 predates lock TTLs (1.5.0): if this apply dies \
-          holding its lock, Kured stays blocked until `fleetctl apply --force-unlock`"
+            "Kured docker.io/weaveworks/kured:1.4.5 predates lock TTLs (1.5.0): if this run dies \
+          holding its lock, Kured stays blocked until a fleetctl run with `--force-unlock`"
         ]
     );
 }

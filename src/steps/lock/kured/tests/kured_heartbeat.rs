@@ -78,9 +78,9 @@ async fn a_heartbeat_finds_the_lock_lost_when_removed_or_taken() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Kured's reboot lock on daemonset kube-system/kured is no longer held by this apply: it is now \
+        "Kured's reboot lock on daemonset kube-system/kured is no longer held by this fleetctl run: it is now \
          held by node w-3 since 2026-11-29T19:50:00Z (30s ago). Stopping before anything else \
-         changes: find out who is working on this cluster before running `fleetctl apply` again"
+         changes: find out who is working on this cluster before running fleetctl again"
     );
     assert_eq!(
         api.state()

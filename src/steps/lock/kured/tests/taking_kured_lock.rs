@@ -98,7 +98,7 @@ async fn a_lock_held_by_a_kured_node_stops_apply_and_changes_nothing() {
         "Kured's reboot lock on daemonset kube-system/kured is held by node w-2 since \
          2026-11-29T19:25:00Z (5m 12s ago). Kured is rebooting node w-2: wait until it is back and \
          Kured releases the lock, then retry. If you are sure it is not (its machine is gone, Kured was \
-         removed mid-reboot), run `fleetctl apply --force-unlock --yes`."
+         removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
     assert_eq!(
         api.verbs(),
@@ -170,8 +170,8 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
          apply is alive as far as fleetctl can tell (its last heartbeat is 20m old, and its lock stays \
          valid for 1h without one, which a node it waits for may take): wait for it to finish. \
          --force-unlock alone does not remove a lock whose holder may be alive. If you are sure it is \
-         not (its machine is gone, Kured was removed mid-reboot), run `fleetctl apply --force-unlock \
-         --yes`."
+         not (its machine is gone, Kured was removed mid-reboot), run fleetctl again with \
+         `--force-unlock --yes`."
     );
     assert!(api.calls_of("annotate daemonset").is_empty());
 
@@ -208,7 +208,7 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
     assert!(
         err.to_string().ends_with(
             "That fleetctl looks dead: fleetctl/alice@laptop ran on this machine as pid 999, which no \
-             longer runs. Run `fleetctl apply --force-unlock` to remove its lock."
+             longer runs. Run fleetctl again with `--force-unlock` to remove its lock."
         ),
         "{err}"
     );
