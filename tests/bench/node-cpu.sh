@@ -22,7 +22,9 @@ bin=${BIN:-target/debug}
 bash tests/fleetsim/rootfs.sh >/dev/null
 
 busy() { awk '/^cpu /{printf "%.2f", ($2+$3+$4+$7+$8)/100}' /proc/stat; }
-since() { echo "$(busy) - $1" | bc; }
+# Arithmetic in awk: a fresh Debian 12 has no bc.
+calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+since() { calc "$(busy) - $1"; }
 
 dir=$(mktemp -d /tmp/fleetsim-nodecpu-XXXXXX)
 cat >"$dir/scenario.yaml" <<EOF
@@ -47,7 +49,7 @@ until [ -e "$dir/fleet/ready" ] && "$bin/fleetctl" --inventory "$inv" status >/d
     kill -0 $sup 2>/dev/null || { cat "$dir/up.log"; exit 1; }
     sleep 0.2
 done
-echo "boot 3 nodes until status answers: $(since "$c") CPU-s in $(echo "$(date +%s.%N) - $t" | bc) s"
+echo "boot 3 nodes until status answers: $(since "$c") CPU-s in $(calc "$(date +%s.%N) - $t") s"
 
 c=$(busy); sleep 30; echo "idle 30 s: $(since "$c") CPU-s"
 c=$(busy); "$bin/fleetctl" --inventory "$inv" status >/dev/null; echo "one status: $(since "$c") CPU-s"
@@ -64,7 +66,7 @@ for _ in $(seq "$reboots"); do
     node systemctl reboot >/dev/null 2>&1 || true
     until new=$(node cat /proc/sys/kernel/random/boot_id 2>/dev/null) && [ "$new" != "$old" ]; do sleep 0.1; done
 done
-echo "$reboots reboots of w-1: $(echo "scale=2; $(since "$c") / $reboots" | bc) CPU-s each, $(echo "scale=2; ($(date +%s.%N) - $t) / $reboots" | bc) s each"
+echo "$reboots reboots of w-1: $(calc "$(since "$c") / $reboots") CPU-s each, $(calc "($(date +%s.%N) - $t) / $reboots") s each"
 
 c=$(busy)
 kill $sup; wait $sup 2>/dev/null || true; sup=
