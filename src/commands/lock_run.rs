@@ -111,18 +111,21 @@ pub fn lock_ttl(node_timeout: Duration, drain_timeout: Duration) -> Duration {
     lock::DEFAULT_TTL.max(longest + 2 * LAPSE_MARGIN + Duration::from_secs(60))
 }
 
-/// Test builds only (`debug_assertions`): `FLEETCTL_TEST_LOCK_TTL` (a
-/// duration, `2m`) replaces [`lock_ttl`], so that a cli test can see a
-/// lease run out without waiting 23 minutes. A release build never reads it.
-fn test_ttl() -> Option<Duration> {
+/// A test build's (`debug_assertions`, as `cargo test` builds the binary
+/// the cli tests drive) stand-in for one of the lock's durations, from the
+/// environment variable `name` (a duration, `2s`), so that a cli test can
+/// see a lease run out without waiting out real minutes. A release build
+/// never reads it.
+fn test_duration(name: &str) -> Option<Duration> {
     #[cfg(debug_assertions)]
-    if let Some(ttl) = std::env::var("FLEETCTL_TEST_LOCK_TTL")
+    if let Some(d) = std::env::var(name)
         .ok()
         .and_then(|v| humantime::parse_duration(v.trim()).ok())
         .filter(|d| !d.is_zero())
     {
-        return Some(ttl);
+        return Some(d);
     }
+    let _ = name;
     None
 }
 
@@ -182,7 +185,9 @@ pub async fn take_lock(
         ));
     }
     let me = Identity::local();
-    let ttl = test_ttl().unwrap_or_else(|| lock_ttl(request.node_timeout, request.drain_timeout));
+    // FLEETCTL_TEST_LOCK_TTL: test builds only.
+    let ttl = test_duration("FLEETCTL_TEST_LOCK_TTL")
+        .unwrap_or_else(|| lock_ttl(request.node_timeout, request.drain_timeout));
     let lock_opts = LockOptions {
         kured: request.kured.clone(),
         force_unlock: request.force_unlock,
@@ -341,21 +346,10 @@ impl HeldLock {
     }
 }
 
-/// How often the heartbeat refreshes the lock: [`lock::HEARTBEAT_EVERY`].
-/// Test builds only (`debug_assertions`, as `cargo test` builds the binary
-/// the cli tests drive) also read `FLEETCTL_TEST_HEARTBEAT` (a duration,
-/// `2s`) so that a test need not wait out real half-minutes; a release
-/// build never reads it.
+/// How often the heartbeat refreshes the lock: [`lock::HEARTBEAT_EVERY`],
+/// or in a test build `FLEETCTL_TEST_HEARTBEAT` ([`test_duration`]).
 pub fn heartbeat_every() -> Duration {
-    #[cfg(debug_assertions)]
-    if let Some(every) = std::env::var("FLEETCTL_TEST_HEARTBEAT")
-        .ok()
-        .and_then(|v| humantime::parse_duration(v.trim()).ok())
-        .filter(|d| !d.is_zero())
-    {
-        return every;
-    }
-    lock::HEARTBEAT_EVERY
+    test_duration("FLEETCTL_TEST_HEARTBEAT").unwrap_or(lock::HEARTBEAT_EVERY)
 }
 
 /// How the work done under the lock ended: its result, and whether a
