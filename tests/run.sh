@@ -64,8 +64,9 @@ if [ "${1:-}" = quick ]; then
     echo "==> cargo build (the tests drive the real binaries)"
     cargo build --workspace --bins
     echo "==> unit tests (fleetctl, fleetsim)"
-    cargo test -p fleetctl --lib
-    cargo test -p fleetsim --lib
+    # Both crates in one selection: `-p fleetsim` alone would build its
+    # dependencies a second time, with fewer features (below).
+    cargo test --workspace --lib
     wait_for_rootfs
     echo "==> a few fleet tests"
     RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli -- \
@@ -82,18 +83,34 @@ fi
 # busy where two in a row would each end on one crate's single rustc.
 echo "==> cargo test --workspace --no-run (the binaries the tests drive, and the tests)"
 cargo test --workspace --no-run
+# The unit tests' and the simulator's suite's executables (the artifacts
+# built with the test profile; the fleetsim binary the suite drives is
+# not one), run directly below (no build: the line above built them, with
+# the same selection's features), so that no cargo holds target/ while
+# they run.
+early=()
+while IFS= read -r exe; do
+    early+=("$exe")
+done < <(cargo test --workspace --lib --bins --test sim --no-run --message-format=json |
+    grep '"profile":{[^}]*"test":true}' |
+    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//')
+if [ ${#early[@]} != 5 ]; then
+    echo "tests/run.sh: expected five test executables (two libraries, two binaries, the simulator's suite), found ${#early[@]}" >&2
+    exit 1
+fi
 
-# clippy runs beside the simulator's tests, which mostly wait on boots and
-# leave a core idle, with a target directory of its own (cargo holds
-# target/ for the whole of `cargo test`); its verdict is taken before
-# fleetctl's suite starts. The advisory audit (Cargo.lock against a
-# database snapshot that ships in .ci/audit/: CI reaches the package
-# registries only; docs/security.md, "Dependencies") runs at the lowest
-# priority beside both suites: seconds when cargo-audit is installed, and
-# on a fresh machine its one-time `cargo install` takes the cycles the
-# fleets leave idle instead of minutes of its own.
+# clippy runs beside those tests, which mostly wait on boots and leave a
+# core idle, in the same target directory as the build (free while the
+# tests run without cargo): it reuses the build scripts and proc-macros
+# the build compiled, 94 CPU-seconds against 193 with a directory of its
+# own. Its verdict is taken before fleetctl's suite starts. The advisory
+# audit (Cargo.lock against a database snapshot that ships in .ci/audit/:
+# CI reaches the package registries only; docs/security.md,
+# "Dependencies") runs at the lowest priority beside both suites: seconds
+# when cargo-audit is installed, and on a fresh machine its one-time
+# `cargo install` takes the cycles the fleets leave idle.
 clippy_log=$(mktemp)
-setsid cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings >"$clippy_log" 2>&1 &
+setsid cargo clippy --workspace --all-targets -- -D warnings >"$clippy_log" 2>&1 &
 clippy_pid=$!
 audit_log=$(mktemp)
 setsid nice -n 19 bash .ci/audit/run >"$audit_log" 2>&1 &
@@ -115,21 +132,27 @@ verdict() {
 }
 
 wait_for_rootfs
-echo "==> cargo test --workspace --lib --bins --test sim (unit tests, and the simulator's own tests)"
+echo "==> unit tests of both crates, and the simulator's own tests (tests/fleetsim/tests/sim)"
 # Four at a time too: its fleet tests mostly wait on boots (71 s against
-# 164 s at the default two; docs/simulator.md has the numbers). Selected
-# from the workspace, not with `-p fleetsim`: cargo resolves features for
-# the packages asked for, and fleetsim alone turns on fewer of its
-# dependencies' features than the workspace does (fleetctl's russh, clap
-# and the rest), so `-p fleetsim` rebuilt some forty dependencies: 143 s
-# of a fresh machine's run, against about 35 s for the two crates here.
-RUST_TEST_THREADS=4 cargo test --workspace --lib --bins --test sim
+# 164 s at the default two; docs/simulator.md has the numbers). The
+# selection above is the workspace's, not `-p fleetsim`'s: cargo resolves
+# features for the packages asked for, and fleetsim alone turns on fewer
+# of its dependencies' features than the workspace does (fleetctl's
+# russh, clap and the rest), so `-p fleetsim` rebuilt some forty
+# dependencies: 143 s of a fresh machine's run.
+for exe in "${early[@]}"; do
+    echo "    ${exe#"$PWD/"}"
+    RUST_TEST_THREADS=4 "$exe"
+done
 verdict "$clippy_pid" "$clippy_log" "cargo clippy"
 
 # fleetctl's suite (tests/cli) boots real-OS fleets, and its tests spend
 # much of their time waiting on boots, reboots and timeouts: four at a time
 # keep two cores busy (docs/simulator.md, "fleetctl's suite on real-OS
 # nodes", has the numbers).
-echo "==> cargo test -p fleetctl (its unit tests, then its suite on real-OS fleets)"
-RUST_TEST_THREADS=4 cargo test -p fleetctl
+# Its unit tests ran in the step above; here its suite, the layer check
+# and its doctests.
+echo "==> cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
+RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli --test layers
+cargo test -p fleetctl --doc
 verdict "$audit_pid" "$audit_log" "cargo audit"
