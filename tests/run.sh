@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
+# Each step's line says when it began, in seconds since the start: where a
+# run's time went, without a profiler.
+step() { echo "==> [${SECONDS}s] $*"; }
+
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null && command -v ssh-agent >/dev/null || missing+=(openssh-client)
@@ -26,7 +30,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)
 [ -x /usr/bin/etcdctl ] || missing+=(etcd-client)
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "==> installing ${missing[*]}"
+    step "installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
@@ -50,7 +54,7 @@ wait_for_rootfs() {
     rm -f "$rootfs_log"
 }
 
-echo "==> cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 # `bash tests/run.sh quick`: the inner loop while developing (README,
 # "The quick loop"): clippy, the unit tests of both crates and a handful of
@@ -59,16 +63,16 @@ cargo fmt --all -- --check
 # first three (tests/cli/snapshots.rs: they borrow the same shared fleets,
 # so they boot nothing more). No audit and no full suite: CI runs those.
 if [ "${1:-}" = quick ]; then
-    echo "==> cargo clippy"
+    step "cargo clippy"
     cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
-    echo "==> cargo build (the tests drive the real binaries)"
+    step "cargo build (the tests drive the real binaries)"
     cargo build --workspace --bins
-    echo "==> unit tests (fleetctl, fleetsim)"
+    step "unit tests (fleetctl, fleetsim)"
     # Both crates in one selection: `-p fleetsim` alone would build its
     # dependencies a second time, with fewer features (below).
     cargo test --workspace --lib
     wait_for_rootfs
-    echo "==> a few fleet tests"
+    step "a few fleet tests"
     RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli -- \
         status::six_node_fleet_table \
         plan::v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches \
@@ -81,7 +85,7 @@ fi
 
 # One build of both crates' binaries and tests: one cargo keeps both cores
 # busy where two in a row would each end on one crate's single rustc.
-echo "==> cargo test --workspace --no-run (the binaries the tests drive, and the tests)"
+step "cargo test --workspace --no-run (the binaries the tests drive, and the tests)"
 cargo test --workspace --no-run
 # The unit tests' and the simulator's suite's executables (the artifacts
 # built with the test profile; the fleetsim binary the suite drives is
@@ -122,7 +126,7 @@ trap 'kill -- "-$clippy_pid" "-$audit_pid" 2>/dev/null || true' EXIT
 verdict() {
     local pid=$1 log=$2 what=$3 rc=0
     wait "$pid" || rc=$?
-    echo "==> $what"
+    step "$what (its output: it ran beside the tests)"
     cat "$log"
     rm -f "$log"
     if [ "$rc" != 0 ]; then
@@ -132,7 +136,7 @@ verdict() {
 }
 
 wait_for_rootfs
-echo "==> unit tests of both crates, and the simulator's own tests (tests/fleetsim/tests/sim)"
+step "unit tests of both crates, and the simulator's own tests (tests/fleetsim/tests/sim)"
 # Four at a time too: its fleet tests mostly wait on boots (71 s against
 # 164 s at the default two; docs/simulator.md has the numbers). The
 # selection above is the workspace's, not `-p fleetsim`'s: cargo resolves
@@ -153,7 +157,8 @@ verdict "$clippy_pid" "$clippy_log" "cargo clippy"
 # the numbers).
 # Its unit tests ran in the step above; here its suite, the layer check
 # and its doctests.
-echo "==> cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
+step "cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
 RUST_TEST_THREADS=5 cargo test -p fleetctl --test cli --test layers
 cargo test -p fleetctl --doc
 verdict "$audit_pid" "$audit_log" "cargo audit"
+step "every check passed"
