@@ -237,6 +237,7 @@ impl Container<'_> {
             .args(args)
             .env_clear()
             .env("ETCDCTL_API", "3")
+            .envs(crate::clients::GO_RUNTIME.iter().copied())
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("running {}", exe.display()))?;

@@ -267,6 +267,7 @@ impl Member {
                 .args(["put", k.as_str(), v.as_str()])
                 .env_clear()
                 .env("ETCDCTL_API", "3")
+                .envs(crate::clients::GO_RUNTIME.iter().copied())
                 .stdin(Stdio::null())
                 .output()
                 .with_context(|| format!("running {}", etcdctl.display()))?;

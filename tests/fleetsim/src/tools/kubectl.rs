@@ -49,18 +49,6 @@ const MUTATING: &[&str] = &[
     "apply", "replace", "edit", "scale", "exec", "rollout",
 ];
 
-/// The Go runtime's settings for each kubectl the sim starts, where the
-/// caller set none. A kubectl call lives well under a second, yet a third
-/// of its CPU went to the garbage collector running while the runtime and
-/// kubectl's API scheme start up (`perf stat` of `kubectl version
-/// --client`: 46 → 30 ms of CPU), and the suite makes thousands of calls:
-/// the real kubectl was its largest CPU consumer. GOGC=off with a
-/// GOMEMLIMIT is the runtime's documented pairing (runtime/extern.go; Go
-/// proposal 48409, "Soft memory limit": with GOGC=off the heap grows to
-/// the limit, and only then is collected), so a long `kubectl drain` or
-/// `wait` still stays bounded. What kubectl prints and does is unchanged.
-const GO_RUNTIME: &[(&str, &str)] = &[("GOGC", "off"), ("GOMEMLIMIT", "256MiB")];
-
 pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     let version = env.binary_version(NAME)?;
     let dir = env.path(clients::NODE_DIR);
@@ -74,7 +62,9 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     };
     let _ = env.out.flush();
     let mut command = Command::new(binary);
-    for (key, value) in GO_RUNTIME {
+    // The runtime settings for a short-lived Go client, unless the caller
+    // chose its own.
+    for (key, value) in clients::GO_RUNTIME {
         if std::env::var_os(key).is_none() {
             command.env(key, value);
         }
