@@ -10,7 +10,7 @@
 //! 2. a fresh `/proc`, a read-only `/sys` with `cgroup2` on `/sys/fs/cgroup`,
 //!    tmpfs `/run` and `/tmp`, the host's `/dev` (loop devices appear there
 //!    when systemd-sysext attaches an image) but for `/dev/console`, which
-//!    is `/dev/null` (below, in `assemble`);
+//!    is the node's `console.log` (below, in `assemble`);
 //! 3. the shared cluster directory, the boot record and the boot id, as
 //!    node-init binds them;
 //! 4. `pivot_root` (not `chroot`: systemd checks it runs in a real root), then
@@ -104,10 +104,14 @@ fn assemble(fleet: &FleetDir, name: &str, rootfs: &Path, root: &Path) -> Result<
     // The host's /dev/console is the machine's own console (a serial port
     // on a VM): systemd as PID 1 writes every unit's start and stop there
     // (ShowStatus), one slow write at a time, and a dozen nodes booting at
-    // once would fill the machine's console. A node's console goes nowhere,
-    // as nspawn's `--console=passive` or a headless VM's would.
+    // once would fill the machine's console. A node's console is its
+    // console.log instead, a plain file as a headless VM's serial log
+    // would be: what systemd says before journald runs, above all the
+    // emergency line of a boot it gives up on (in a container it then
+    // exits 255: systemd `src/core/main.c`, `freeze_or_exit_or_reboot`),
+    // is where the supervisor quotes it from, not lost in /dev/null.
     bind(
-        Path::new("/dev/null"),
+        &fleet.console_log(name),
         &root.join("dev/console"),
         false,
         false,
