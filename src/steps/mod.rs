@@ -39,8 +39,12 @@ pub use kubeadm::TIMEOUT as KUBEADM_TIMEOUT;
 
 use std::time::Duration;
 
-/// Between polls while a node boots or an API server starts.
-const POLL: Duration = Duration::from_millis(300);
+/// Between polls while a node boots or an API server starts: kubeadm's
+/// own interval between API calls while it waits
+/// (`KubernetesAPICallRetryInterval`, 500 ms, cmd/kubeadm/app/constants).
+/// Each poll is a kubectl on a control plane; a static pod takes seconds
+/// to come back, so a shorter interval only costs the node CPU.
+const POLL: Duration = Duration::from_millis(500);
 
 /// Between polls of a rebooting node itself (a connection attempt, the
 /// kubelet unit): each costs the node almost nothing, and the sooner the
