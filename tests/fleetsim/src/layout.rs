@@ -163,6 +163,12 @@ impl FleetDir {
     pub fn console_log(&self, name: &str) -> PathBuf {
         self.node(name).join("console.log")
     }
+
+    /// A real-OS node's `/dev/console`, this boot's only: what its systemd
+    /// wrote there, above all the line of a boot it gave up on.
+    pub fn console_device(&self, name: &str) -> PathBuf {
+        self.node(name).join("dev-console.log")
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! 2. a fresh `/proc`, a read-only `/sys` with `cgroup2` on `/sys/fs/cgroup`,
 //!    tmpfs `/run` and `/tmp`, the host's `/dev` (loop devices appear there
 //!    when systemd-sysext attaches an image) but for `/dev/console`, which
-//!    is the node's `console.log` (below, in `assemble`);
+//!    is the node's `dev-console.log` (below, in `assemble`);
 //! 3. the shared cluster directory, the boot record and the boot id, as
 //!    node-init binds them;
 //! 4. `pivot_root` (not `chroot`: systemd checks it runs in a real root), then
@@ -104,18 +104,17 @@ fn assemble(fleet: &FleetDir, name: &str, rootfs: &Path, root: &Path) -> Result<
     // The host's /dev/console is the machine's own console (a serial port
     // on a VM): systemd as PID 1 writes every unit's start and stop there
     // (ShowStatus), one slow write at a time, and a dozen nodes booting at
-    // once would fill the machine's console. A node's console is its
-    // console.log instead, a plain file as a headless VM's serial log
-    // would be: what systemd says before journald runs, above all the
-    // emergency line of a boot it gives up on (in a container it then
-    // exits 255: systemd `src/core/main.c`, `freeze_or_exit_or_reboot`),
-    // is where the supervisor quotes it from, not lost in /dev/null.
-    bind(
-        &fleet.console_log(name),
-        &root.join("dev/console"),
-        false,
-        false,
-    )?;
+    // once would fill the machine's console. A node's console is a plain
+    // file of its own instead, as a headless VM's serial log would be,
+    // emptied at each boot: what systemd says before journald runs, above
+    // all the emergency line of a boot it gives up on (in a container it
+    // then exits 255: systemd `src/core/main.c`, `freeze_or_exit_or_reboot`),
+    // is where the supervisor quotes it from, not lost in /dev/null. Not
+    // console.log itself: systemd opens /dev/console without O_APPEND, and
+    // a `> /dev/console` in the node would truncate it.
+    let console = fleet.console_device(name);
+    fs::write(&console, b"").with_context(|| format!("creating {}", console.display()))?;
+    bind(&console, &root.join("dev/console"), false, false)?;
     mount(
         "tmpfs",
         &root.join("run"),

@@ -311,12 +311,22 @@ impl NodeRunner {
         }
     }
 
+    /// The last lines of the node's console log and, on a real-OS node
+    /// that wrote any, of this boot's `/dev/console`.
     fn console_tail(&self) -> String {
-        let path = self.fleet.console_log(self.name());
-        let text = fs::read_to_string(&path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-        format!("last lines of {}:\n{tail}", path.display())
+        let tail = |path: &Path| {
+            let text = fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        };
+        let log = self.fleet.console_log(self.name());
+        let mut out = format!("last lines of {}:\n{}", log.display(), tail(&log));
+        let device = self.fleet.console_device(self.name());
+        let said = tail(&device);
+        if self.real_os && !said.is_empty() {
+            out.push_str(&format!("\nlast lines of {}:\n{said}", device.display()));
+        }
+        out
     }
 
     fn wait_exit(&self, mut child: Child) -> Exit {
