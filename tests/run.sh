@@ -12,6 +12,18 @@ cd "$(dirname "$0")/.."
 # run's time went, without a profiler.
 step() { echo "==> [${SECONDS}s] $*"; }
 
+# A snapshot test (tests/cli/snapshots.rs) that does not match fails, and
+# this command never writes a new or updated snapshot (README,
+# "Snapshots": accepting one is a deliberate INSTA_UPDATE=always).
+export INSTA_UPDATE="${INSTA_UPDATE:-no}"
+# A clean clone (no target/ yet: CI, a first run) builds once, and
+# incremental compilation's bookkeeping would only cost (487 against 500
+# CPU-seconds for every test's build, and half the disk). A working tree
+# that has built before keeps the incremental build it has.
+if [ ! -d target ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
+
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null && command -v ssh-agent >/dev/null || missing+=(openssh-client)
