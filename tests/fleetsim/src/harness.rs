@@ -34,7 +34,9 @@ pub const WAIT: Duration = Duration::from_secs(30);
 
 /// A running fleet. Dropping it stops the supervisor (SIGTERM, then SIGKILL
 /// after 15 s) and removes the temporary state directory, unless
-/// `FLEETSIM_KEEP=1` is set (then the path is printed for a post-mortem).
+/// `FLEETSIM_KEEP` is set (then the path is printed for a post-mortem):
+/// `FLEETSIM_KEEP=failed` keeps only the fleets of tests that fail (the
+/// thread is panicking when the fleet drops), any other value every fleet.
 pub struct Fleet {
     fleet: FleetDir,
     supervisor: Option<Child>,
@@ -509,7 +511,13 @@ impl Drop for Fleet {
         if let Err(e) = self.stop() {
             eprintln!("fleetsim harness: {e:#}");
         }
-        if std::env::var_os("FLEETSIM_KEEP").is_some() {
+        let keep = match std::env::var("FLEETSIM_KEEP") {
+            Ok(v) if v == "failed" => std::thread::panicking(),
+            Ok(_) => true,
+            Err(std::env::VarError::NotUnicode(_)) => true,
+            Err(std::env::VarError::NotPresent) => false,
+        };
+        if keep {
             eprintln!("fleetsim harness: kept {}", self.dir().display());
             return;
         }

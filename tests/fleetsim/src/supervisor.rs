@@ -241,6 +241,7 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     crate::etcd_pod::copy_image(fleet)?;
     if scenario.os_layer == Os::Systemd {
         crate::realos::rootfs::ensure(fleet)?;
+        crate::realos::limits::ensure_inotify_instances();
     }
     let subnet = net::allocate(scenario.nodes.len(), scenario.port)?;
     fs::create_dir_all(fleet.ssh_dir()).context("creating the ssh directory")?;

@@ -106,10 +106,11 @@ fn assemble(fleet: &FleetDir, name: &str, rootfs: &Path, root: &Path) -> Result<
     // (ShowStatus), one slow write at a time, and a dozen nodes booting at
     // once would fill the machine's console. A node's console is a plain
     // file of its own instead, as a headless VM's serial log would be,
-    // emptied at each boot: what systemd says before journald runs, above
-    // all the emergency line of a boot it gives up on (in a container it
-    // then exits 255: systemd `src/core/main.c`, `freeze_or_exit_or_reboot`),
-    // is where the supervisor quotes it from, not lost in /dev/null. Not
+    // emptied at each boot: what systemd says before journald runs, such
+    // as why it gives up on a boot (in a container it then exits 255:
+    // systemd `src/core/main.c`, `freeze_or_exit_or_reboot`), is where the
+    // supervisor quotes it from, not lost in /dev/null. (It gives up
+    // without a word when no inotify instance is left: super::limits.) Not
     // console.log itself: systemd opens /dev/console without O_APPEND, and
     // a `> /dev/console` in the node would truncate it.
     let console = fleet.console_device(name);

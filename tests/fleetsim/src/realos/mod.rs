@@ -8,6 +8,7 @@
 //! - [`cgroup`]: each node boots in a cgroup of its own, the root of its cgroup
 //!   namespace, so nothing depends on the host's cgroup layout;
 //! - [`init`]: what runs as PID 1 before systemd (mounts, `pivot_root`);
+//! - [`limits`]: the inotify limit every node's systemd shares with the others;
 //! - [`disk`]: what provisioning changes on a real-OS node's disk;
 //! - [`boot`]: what the supervisor records once a real-OS node is up;
 //! - [`record`]: the event a real tool's run leaves in the log;
@@ -20,6 +21,7 @@ pub mod boot;
 pub mod cgroup;
 pub mod disk;
 pub mod init;
+pub mod limits;
 pub mod record;
 pub mod rootfs;
 pub mod sys;

@@ -284,7 +284,14 @@ impl NodeRunner {
                 return Ok(());
             }
             if let Some(status) = child.try_wait().context("waiting for node-init")? {
-                bail!("node-init exited ({status}) before sshd listened");
+                let hint = match self.real_os {
+                    true => crate::realos::limits::boot_failure_hint(&status),
+                    false => None,
+                };
+                match hint {
+                    Some(hint) => bail!("node-init exited ({status}) before sshd listened: {hint}"),
+                    None => bail!("node-init exited ({status}) before sshd listened"),
+                }
             }
             if self.stop.load(Ordering::SeqCst) {
                 bail!("stopped while booting");
