@@ -73,18 +73,23 @@ pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
     let sections = Sections::of_script("cluster", output)?;
     let nodes = sections.succeeded("nodes", "kubectl get nodes")?;
     let nodes = cluster_nodes(&nodes.stdout)?;
-    let version = match sections.found("kubeadm-config", "kubectl get configmap kubeadm-config")? {
-        Some(section) => kubeadm_version(&section.stdout)?,
+    let what = "kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy";
+    let objects = found_objects(&sections.succeeded("kube-system", what)?.stdout, what)?;
+    let version = match objects.get(&object("ConfigMap", "kubeadm-config")) {
+        Some(json) => kubeadm_version(json)?,
         None => None,
     };
-    let kube_proxy = sections
-        .found("kube-proxy", "kubectl get daemonset kube-proxy")?
-        .is_some_and(|s| !s.stdout.trim().is_empty());
+    let kube_proxy = objects.contains_key(&object("DaemonSet", "kube-proxy"));
     Ok(ClusterFacts {
         nodes,
         version,
         kube_proxy,
     })
+}
+
+/// The key of an object in [`found_objects`]' answer.
+fn object(kind: &str, name: &str) -> (String, String) {
+    (kind.to_string(), name.to_string())
 }
 
 /// What `GATES_SCRIPT` printed: whether the API server is ready (`None`) or
@@ -127,8 +132,9 @@ pub struct CheckOutputs {
     pub certs: Result<String, String>,
     /// `kubectl -n kube-system get pods -o json`: the kube-apiserver mirror pods.
     pub apiservers: Result<String, String>,
-    /// `kubectl -n kube-system get configmap kubelet-config -o json`;
-    /// `Ok(None)` when the API server says there is none.
+    /// The kubelet-config ConfigMap's JSON, read with kubeadm-config in one
+    /// `kubectl -n kube-system get configmap … --ignore-not-found -o json`;
+    /// `Ok(None)` when the API server has none.
     pub kubelet_configmap: Result<Option<String>, String>,
     /// The same for the kubeadm-config ConfigMap.
     pub kubeadm_configmap: Result<Option<String>, String>,
@@ -148,21 +154,18 @@ pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
             .map(|s| s.stdout.clone())
             .map_err(|e| e.to_string())
     };
-    let found = |name: &str, what: &str| -> Result<Option<String>, String> {
-        sections
-            .found(name, what)
-            .map(|s| s.map(|s| s.stdout.clone()))
-            .map_err(|e| e.to_string())
+    let what = "kubectl -n kube-system get configmap kubelet-config kubeadm-config";
+    let configmaps = sections
+        .succeeded("configmaps", what)
+        .and_then(|s| found_objects(&s.stdout, what))
+        .map_err(|e| e.to_string());
+    let configmap = |name: &str| -> Result<Option<String>, String> {
+        let found = configmaps.as_ref().map_err(Clone::clone)?;
+        Ok(found.get(&object("ConfigMap", name)).cloned())
     };
     Ok(CheckOutputs {
-        kubelet_configmap: found(
-            "kubelet-configmap",
-            "kubectl -n kube-system get configmap kubelet-config",
-        ),
-        kubeadm_configmap: found(
-            "kubeadm-configmap",
-            "kubectl -n kube-system get configmap kubeadm-config",
-        ),
+        kubelet_configmap: configmap("kubelet-config"),
+        kubeadm_configmap: configmap("kubeadm-config"),
         metrics: take("metrics", "kubectl get --raw /metrics"),
         pdbs: take("pdbs", "kubectl get pdb -A -o json"),
         certs: take("certs", "kubeadm certs check-expiration"),

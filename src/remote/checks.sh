@@ -27,6 +27,6 @@ probe certs $fleetctl_timeout kubeadm certs check-expiration
 # What the upgrade of kubeadm works from (crate::checks::configmaps): the
 # KubeletConfiguration the config.yaml of every node is rewritten from, and the
 # ClusterConfiguration with the extraArgs of the control-plane components.
-probe kubelet-configmap $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config -o json
-probe kubeadm-configmap $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubeadm-config -o json
+# One call: kubectl prints the List of those that exist, or nothing.
+probe configmaps $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config kubeadm-config --ignore-not-found -o json
 printf "@@fleetctl:done@@\n"

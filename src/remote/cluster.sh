@@ -4,6 +4,8 @@
 fleetctl_kubectl="kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s"
 printf "@@fleetctl:cluster 1@@\n"
 probe nodes $fleetctl_timeout $fleetctl_kubectl get nodes -o json
-probe kubeadm-config $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubeadm-config -o json
-probe kube-proxy $fleetctl_timeout $fleetctl_kubectl -n kube-system get daemonset kube-proxy -o name
+# The ClusterConfiguration of kubeadm, and whether kube-proxy runs (it should
+# not: Cilium replaces it), in one call: kubectl prints the List of those
+# that exist, or nothing when neither does (crate::node::parse_cluster).
+probe kube-system $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy --ignore-not-found -o json
 printf "@@fleetctl:done@@\n"

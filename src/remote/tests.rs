@@ -367,10 +367,10 @@ fn cluster_script_with_a_fake_kubectl_matches_the_fixture() {
             &format!(
                 r#"case "$*" in
 *"get nodes -o json"*) cat {root}/fixtures/nodes.json ;;
-*"get configmap kubeadm-config -o json"*) cat {root}/fixtures/kubeadm-config.json ;;
-*"get daemonset kube-proxy -o name"*)
-  echo "Error from server (NotFound): daemonsets.apps \"kube-proxy\" not found" >&2
-  exit 1 ;;
+*"-n kube-system get configmap/kubeadm-config daemonset/kube-proxy --ignore-not-found -o json"*)
+  printf '{{"apiVersion": "v1", "kind": "List", "items": [\n'
+  cat {root}/fixtures/kubeadm-config.json
+  printf ']}}\n' ;;
 *) echo "unexpected: $*" >&2; exit 2 ;;
 esac"#,
                 root = fake.root().display()
@@ -394,8 +394,8 @@ fn checks_script_keeps_only_the_gauge_and_reports_each_probe() {
             r#"case "$*" in
 *"get --raw /metrics"*) cat {dir}/apiserver-metrics.txt ;;
 *"get pdb -A -o json"*) echo "Error from server (Forbidden): poddisruptionbudgets.policy is forbidden" >&2; exit 1 ;;
-*"get configmap kubelet-config -o json"*) echo 'Error from server (NotFound): configmaps "kubelet-config" not found' >&2; exit 1 ;;
-*"get configmap kubeadm-config -o json"*) echo '{{"data":{{"ClusterConfiguration":"kind: ClusterConfiguration"}}}}' ;;
+*"-n kube-system get configmap kubelet-config kubeadm-config --ignore-not-found -o json"*)
+  echo '{{"kind":"List","items":[{{"kind":"ConfigMap","metadata":{{"name":"kubeadm-config"}},"data":{{"ClusterConfiguration":"kind: ClusterConfiguration"}}}}]}}' ;;
 *) echo "unexpected: $*" >&2; exit 2 ;;
 esac"#,
             dir = CHECK_FIXTURES

@@ -89,6 +89,46 @@ pub(super) fn cluster_node(node: KubeNode) -> ClusterNode {
     }
 }
 
+/// What `kubectl get KIND/NAME KIND/NAME … --ignore-not-found -o json`
+/// printed: the objects that exist, by kind and name, each as its own JSON.
+/// kubectl prints nothing when none exists, and a List of those that do
+/// otherwise: two or more names never imply a single item (kubectl
+/// `pkg/cmd/get/get.go`, `printGeneric`). A lone object is taken too.
+pub(super) fn found_objects(json: &str, what: &str) -> Result<BTreeMap<(String, String), String>> {
+    if json.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let unreadable = || {
+        format!(
+            "`{what}` printed something that is not a List: {}",
+            excerpt(json)
+        )
+    };
+    let doc: serde_json::Value = serde_json::from_str(json).with_context(unreadable)?;
+    let items = match doc.get("kind").and_then(|k| k.as_str()) {
+        Some("List") => doc
+            .get("items")
+            .and_then(|i| i.as_array())
+            .cloned()
+            .unwrap_or_default(),
+        Some(_) => vec![doc],
+        None => anyhow::bail!(unreadable()),
+    };
+    let mut found = BTreeMap::new();
+    for item in items {
+        let kind = item.get("kind").and_then(|k| k.as_str());
+        let name = item.pointer("/metadata/name").and_then(|n| n.as_str());
+        let (Some(kind), Some(name)) = (kind, name) else {
+            anyhow::bail!(
+                "`{what}` printed an object without a kind or a name: {}",
+                excerpt(&item.to_string())
+            );
+        };
+        found.insert((kind.to_string(), name.to_string()), item.to_string());
+    }
+    Ok(found)
+}
+
 #[derive(Deserialize)]
 pub(super) struct ConfigMap {
     #[serde(default)]

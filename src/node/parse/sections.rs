@@ -177,17 +177,6 @@ impl<'a> Sections<'a> {
             None => bail!("the output has no `{name}` section, so `{what}` never ran"),
         }
     }
-
-    /// A kubectl probe for one object: `Some` when found, `None` when the API
-    /// server says NotFound, an error for any other failure.
-    pub(super) fn found(&self, name: &str, what: &str) -> Result<Option<&Section<'a>>> {
-        match self.get(name) {
-            Some(s) if s.status == Some(0) => Ok(Some(s)),
-            Some(s) if s.status.is_some() && s.stderr.contains("(NotFound)") => Ok(None),
-            Some(s) => bail!("{}", s.failure(what)),
-            None => bail!("the output has no `{name}` section, so `{what}` never ran"),
-        }
-    }
 }
 
 /// The start of some unexpected output, quoted on one line for an error.

@@ -38,8 +38,8 @@ fn whole_cluster_output() {
     );
 }
 
-fn cluster_output(nodes: &str, kubeadm: &str, proxy: &str) -> String {
-    format!("@@fleetctl:cluster 1@@\n{nodes}{kubeadm}{proxy}@@fleetctl:done@@\n")
+fn cluster_output(nodes: &str, kube_system: &str) -> String {
+    format!("@@fleetctl:cluster 1@@\n{nodes}{kube_system}@@fleetctl:done@@\n")
 }
 
 fn ok_nodes() -> String {
@@ -51,63 +51,83 @@ fn ok_nodes() -> String {
     )
 }
 
-fn ok_kubeadm() -> String {
-    section(
-        "kubeadm-config",
-        fixture("kubeadm-config.json").trim_end(),
-        "",
-        0,
+/// What kubectl prints for `get configmap/kubeadm-config daemonset/kube-proxy
+/// --ignore-not-found -o json`: a List of the objects found (`items`, JSON).
+fn kube_system(items: &[&str]) -> String {
+    let body = match items {
+        [] => String::new(),
+        _ => format!(
+            r#"{{"apiVersion":"v1","items":[{}],"kind":"List","metadata":{{"resourceVersion":""}}}}"#,
+            items.join(",")
+        ),
+    };
+    section("kube-system", &body, "", 0)
+}
+
+fn kubeadm_config() -> String {
+    fixture("kubeadm-config.json").trim_end().to_string()
+}
+
+const KUBE_PROXY: &str = r#"{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"kube-proxy","namespace":"kube-system"}}"#;
+
+fn kubeadm_config_with(cluster_configuration: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"kubeadm-config"}},"data":{{"ClusterConfiguration":"{cluster_configuration}"}}}}"#
     )
 }
 
 #[test]
 fn kube_proxy_found_or_not() {
-    let found = section("kube-proxy", "daemonset.apps/kube-proxy", "", 0);
-    let facts = parse_cluster(&cluster_output(&ok_nodes(), &ok_kubeadm(), &found)).unwrap();
+    let both = kube_system(&[&kubeadm_config(), KUBE_PROXY]);
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &both)).unwrap();
     assert!(facts.kube_proxy);
+    assert_eq!(facts.version, Some(v("v1.24.0")));
     assert!(facts.nodes.is_empty());
 
+    let config_only = kube_system(&[&kubeadm_config()]);
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &config_only)).unwrap();
+    assert!(!facts.kube_proxy);
+    // A ConfigMap named kube-proxy is not the DaemonSet.
+    let impostor = KUBE_PROXY.replace("DaemonSet", "ConfigMap");
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &kube_system(&[&impostor]))).unwrap();
+    assert!(!facts.kube_proxy);
+
+    // Any error but NotFound fails the whole call, even with a List printed.
     let denied = section(
-        "kube-proxy",
-        "",
+        "kube-system",
+        &kubeadm_config(),
         "Error from server (Forbidden): daemonsets.apps \"kube-proxy\" is forbidden",
         1,
     );
-    let err = parse_cluster(&cluster_output(&ok_nodes(), &ok_kubeadm(), &denied)).unwrap_err();
+    let err = parse_cluster(&cluster_output(&ok_nodes(), &denied)).unwrap_err();
     assert_eq!(
         format!("{err:#}"),
-        "`kubectl get daemonset kube-proxy` failed: exit status 1: Error from server \
-         (Forbidden): daemonsets.apps \"kube-proxy\" is forbidden"
+        "`kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy` failed: \
+         exit status 1: Error from server (Forbidden): daemonsets.apps \"kube-proxy\" is forbidden"
     );
 }
 
 #[test]
 fn kubeadm_config_absent_or_without_version() {
-    let proxy = section("kube-proxy", "", "Error from server (NotFound): x", 1);
-    let not_found = section(
-        "kubeadm-config",
-        "",
-        "Error from server (NotFound): configmaps \"kubeadm-config\" not found",
-        1,
-    );
-    let facts = parse_cluster(&cluster_output(&ok_nodes(), &not_found, &proxy)).unwrap();
+    // Neither exists: kubectl prints nothing at all.
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &kube_system(&[]))).unwrap();
     assert_eq!(facts.version, None);
+    assert!(!facts.kube_proxy);
+    let proxy_only = kube_system(&[KUBE_PROXY]);
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &proxy_only)).unwrap();
+    assert_eq!((facts.version, facts.kube_proxy), (None, true));
 
-    let no_version = section(
-        "kubeadm-config",
-        r#"{"data":{"ClusterConfiguration":"apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"}}"#,
-        "",
-        0,
-    );
-    let facts = parse_cluster(&cluster_output(&ok_nodes(), &no_version, &proxy)).unwrap();
+    let plain = r"apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n";
+    let no_version = kube_system(&[&kubeadm_config_with(plain)]);
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &no_version)).unwrap();
     assert_eq!(facts.version, None);
 
     let quoted = no_version.replace("kind:", "kubernetesVersion: \\\"v1.37.2\\\"\\nkind:");
-    let facts = parse_cluster(&cluster_output(&ok_nodes(), &quoted, &proxy)).unwrap();
+    let facts = parse_cluster(&cluster_output(&ok_nodes(), &quoted)).unwrap();
     assert_eq!(facts.version, Some(v("v1.37.2")));
 
     let bad = no_version.replace("kind:", "kubernetesVersion: latest\\nkind:");
-    let err = parse_cluster(&cluster_output(&ok_nodes(), &bad, &proxy)).unwrap_err();
+    let err = parse_cluster(&cluster_output(&ok_nodes(), &bad)).unwrap_err();
     assert_eq!(
         format!("{err}"),
         "kubeadm-config says kubernetesVersion `latest`, which is not a version"
@@ -116,14 +136,14 @@ fn kubeadm_config_absent_or_without_version() {
 
 #[test]
 fn cluster_failures_say_which_command_failed() {
-    let proxy = section("kube-proxy", "", "Error from server (NotFound): x", 1);
+    let none = kube_system(&[]);
     let refused = section(
         "nodes",
         "",
         "The connection to the server 10.0.0.11:6443 was refused - did you specify the right host or port?",
         1,
     );
-    let err = parse_cluster(&cluster_output(&refused, &ok_kubeadm(), &proxy)).unwrap_err();
+    let err = parse_cluster(&cluster_output(&refused, &none)).unwrap_err();
     assert_eq!(
         format!("{err:#}"),
         "`kubectl get nodes` failed: exit status 1: The connection to the server \
@@ -131,7 +151,7 @@ fn cluster_failures_say_which_command_failed() {
     );
 
     let garbage = section("nodes", "<html>", "", 0);
-    let err = parse_cluster(&cluster_output(&garbage, &ok_kubeadm(), &proxy)).unwrap_err();
+    let err = parse_cluster(&cluster_output(&garbage, &none)).unwrap_err();
     assert!(
         format!("{err:#}").starts_with(
             "`kubectl get nodes -o json` printed something that is not a node list: `<html>`: "
@@ -139,10 +159,27 @@ fn cluster_failures_say_which_command_failed() {
         "{err:#}"
     );
 
-    let err = parse_cluster(&cluster_output(&ok_nodes(), &ok_kubeadm(), "")).unwrap_err();
+    let err = parse_cluster(&cluster_output(&ok_nodes(), "")).unwrap_err();
     assert_eq!(
         format!("{err:#}"),
-        "the output has no `kube-proxy` section, so `kubectl get daemonset kube-proxy` never ran"
+        "the output has no `kube-system` section, so `kubectl -n kube-system get \
+         configmap/kubeadm-config daemonset/kube-proxy` never ran"
+    );
+
+    let html = section("kube-system", "<html>", "", 0);
+    let err = parse_cluster(&cluster_output(&ok_nodes(), &html)).unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with(
+            "`kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy` \
+             printed something that is not a List: `<html>`"
+        ),
+        "{err:#}"
+    );
+    let nameless = kube_system(&[r#"{"kind":"ConfigMap","metadata":{}}"#]);
+    let err = parse_cluster(&cluster_output(&ok_nodes(), &nameless)).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("printed an object without a kind or a name"),
+        "{err:#}"
     );
 
     let err =
@@ -162,8 +199,7 @@ fn node_without_conditions_or_version_is_not_ready_and_unversioned() {
         "",
         0,
     );
-    let proxy = section("kube-proxy", "", "(NotFound)", 1);
-    let facts = parse_cluster(&cluster_output(&nodes, &ok_kubeadm(), &proxy)).unwrap();
+    let facts = parse_cluster(&cluster_output(&nodes, &kube_system(&[]))).unwrap();
     assert_eq!(
         facts.nodes,
         vec![ClusterNode {

@@ -68,20 +68,33 @@ fn the_cgroup_hierarchy_and_the_kubelet_config_as_the_probes_saw_them() {
 
 #[test]
 fn the_configmaps_of_the_checks_script_are_found_missing_or_failed() {
+    let kubelet = r#"{"kind":"ConfigMap","metadata":{"name":"kubelet-config"},"data":{}}"#;
+    let list = format!(r#"{{"apiVersion":"v1","kind":"List","items":[{kubelet}]}}"#);
     let out = format!(
-        "@@fleetctl:checks 1@@\n{}{}",
-        section("kubelet-configmap", "{\"data\":{}}", "", 0),
-        section(
-            "kubeadm-configmap",
-            "",
-            "Error from server (NotFound): configmaps \"kubeadm-config\" not found",
-            1
-        ),
+        "@@fleetctl:checks 1@@\n{}",
+        section("configmaps", &list, "", 0)
     );
     let outputs = parse_check_outputs(&out).unwrap();
-    assert_eq!(outputs.kubelet_configmap, Ok(Some("{\"data\":{}}".into())));
-    assert_eq!(outputs.kubeadm_configmap, Ok(None));
-    let failed = section("kubelet-configmap", "", "Unable to connect", 1);
+    let found: serde_json::Value =
+        serde_json::from_str(&outputs.kubelet_configmap.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        found,
+        serde_json::from_str::<serde_json::Value>(kubelet).unwrap()
+    );
+    assert_eq!(
+        outputs.kubeadm_configmap,
+        Ok(None),
+        "left out of the List: NotFound"
+    );
+
+    // Neither exists: kubectl prints nothing.
+    let none = parse_check_outputs(&section("configmaps", "", "", 0)).unwrap();
+    assert_eq!(
+        (none.kubelet_configmap, none.kubeadm_configmap),
+        (Ok(None), Ok(None))
+    );
+
+    let failed = section("configmaps", "", "Unable to connect", 1);
     let outputs = parse_check_outputs(&failed).unwrap();
     assert!(
         outputs
@@ -89,7 +102,14 @@ fn the_configmaps_of_the_checks_script_are_found_missing_or_failed() {
             .unwrap_err()
             .contains("Unable to connect")
     );
-    assert!(outputs.kubeadm_configmap.unwrap_err().contains("never ran"));
+    assert!(
+        outputs
+            .kubeadm_configmap
+            .unwrap_err()
+            .contains("Unable to connect")
+    );
+    let outputs = parse_check_outputs(&section("metrics", "", "", 0)).unwrap();
+    assert!(outputs.kubelet_configmap.unwrap_err().contains("never ran"));
 }
 
 #[test]
