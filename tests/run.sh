@@ -163,14 +163,15 @@ done
 verdict "$clippy_pid" "$clippy_log" "cargo clippy"
 
 # fleetctl's suite (tests/cli) boots real-OS fleets, and its tests spend
-# much of their time waiting on boots, reboots and timeouts: five at a
-# time keep two cores busy (393 s against 425 s at four on a quiet
-# machine; docs/simulator.md, "fleetctl's suite on real-OS nodes", has
-# the numbers).
+# much of their time waiting on boots, reboots and timeouts: six at a
+# time keep two cores busy (362 s against 393-425 s at five and 425 s at
+# four on a quiet machine; docs/simulator.md, "fleetctl's suite on real-OS
+# nodes", has the numbers). Six needed root's inotify instances raised,
+# which fleetsim does (src/realos/limits.rs).
 # Its unit tests ran in the step above; here its suite, the layer check
 # and its doctests.
 step "cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
-RUST_TEST_THREADS=5 cargo test -p fleetctl --test cli --test layers
+RUST_TEST_THREADS=6 cargo test -p fleetctl --test cli --test layers
 cargo test -p fleetctl --doc
 verdict "$audit_pid" "$audit_log" "cargo audit"
 step "every check passed"
