@@ -36,6 +36,7 @@ use crate::state::{Cluster, ClusterNode, Event, NodeBoot, Role, Shared, now};
 use crate::version::Version;
 
 mod cluster_state;
+mod console;
 mod node_runner;
 use node_runner::*;
 

@@ -322,7 +322,7 @@ impl NodeRunner {
     /// that wrote any, of this boot's `/dev/console`.
     fn console_tail(&self) -> String {
         let tail = |path: &Path| {
-            let text = fs::read_to_string(path).unwrap_or_default();
+            let text = console::read_end(path, console::TAIL_BYTES);
             let lines: Vec<&str> = text.lines().collect();
             lines[lines.len().saturating_sub(15)..].join("\n")
         };
