@@ -498,7 +498,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
     assert_has(
         &second.stderr,
         &[
-            "That apply is alive as far as fleetctl can tell (its last heartbeat is ",
+            "That fleetctl (an apply or a reboot) is alive as far as it can tell (its last heartbeat is ",
             " old, and its lock stays valid for 23m without one, which a node it waits for may take): wait for it to finish.",
         ],
     );
@@ -508,7 +508,7 @@ fn a_second_apply_is_refused_naming_the_live_holder_and_the_first_finishes() {
         &forced.stderr,
         &[
             &format!("is held by {} (pid {} on ", data("holder"), data("pid")),
-            "That apply is alive",
+            "That fleetctl (an apply or a reboot) is alive",
             "--force-unlock alone does not remove a lock whose holder may be alive",
         ],
     );

@@ -341,7 +341,7 @@ impl fmt::Display for LockHeld {
                 {
                     write!(
                         f,
-                        "That apply is alive as far as fleetctl can tell (its last heartbeat is {} \
+                        "That fleetctl (an apply or a reboot) is alive as far as it can tell (its last heartbeat is {} \
                          old, and its lock stays valid for {} without one, which a node it waits \
                          for may take): wait for it to finish. ",
                         human(*age),
@@ -364,7 +364,7 @@ impl fmt::Display for LockHeld {
                             ),
                             Liveness::Dead { ttl, .. } => format!(
                                 "no heartbeat for over {}, the time its lock stays valid without \
-                                 one, while a running apply refreshes it every {every}",
+                                 one, while a running apply or reboot refreshes it every {every}",
                                 human(*ttl)
                             ),
                             _ => String::new(),

@@ -250,15 +250,15 @@ fn a_live_holder_is_named_with_host_pid_and_heartbeat_age() {
     assert_eq!(
         held_by(vec![live.clone()], false),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
-         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
-         alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are sure it is \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That fleetctl (an apply or a reboot) \
+         is alive as far as it can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are sure it is \
          not (its machine is gone, Kured was removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
     assert_eq!(
         held_by(vec![live], true),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
-         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That apply is \
-         alive as far as fleetctl can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. --force-unlock alone \
+         started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:50Z (22s ago). That fleetctl (an apply or a reboot) \
+         is alive as far as it can tell (its last heartbeat is 22s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. --force-unlock alone \
          does not remove a lock whose holder may be alive. If you are sure it is not (its machine is \
          gone, Kured was removed mid-reboot), run fleetctl again with `--force-unlock --yes`."
     );
@@ -275,7 +275,7 @@ fn a_dead_holder_needs_one_force_unlock() {
         held_by(vec![dead], false),
         "Kured's reboot lock on daemonset kured/kured is held by fleetctl/bob@ops-1 (pid 77 on ops-1), \
          started 2026-11-29T17:18:07Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl \
-         looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply refreshes it every 30s. Run \
+         looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply or reboot refreshes it every 30s. Run \
          fleetctl again with `--force-unlock` to remove its lock."
     );
 }

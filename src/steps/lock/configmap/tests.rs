@@ -114,8 +114,7 @@ async fn a_live_holder_is_refused_even_with_force_unlock_and_removed_with_yes() 
     assert_eq!(
         held(&err).to_string(),
         "fleetctl's lock (configmap kube-system/fleetctl-lock) is held by fleetctl/bob@ops-1 (pid 77 \
-         on ops-1), started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:42Z (30s ago). That \
-         apply is alive as far as fleetctl can tell (its last heartbeat is 30s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are \
+         on ops-1), started 2026-11-29T18:30:12Z, last heartbeat 2026-11-29T19:29:42Z (30s ago). That fleetctl (an apply or a reboot) is alive as far as it can tell (its last heartbeat is 30s old, and its lock stays valid for 15m without one, which a node it waits for may take): wait for it to finish. If you are \
          sure it is not (its machine is gone, Kured was removed mid-reboot), run fleetctl again \
          with `--force-unlock --yes`."
     );
@@ -166,7 +165,7 @@ async fn a_dead_holder_is_removed_with_one_force_unlock() {
         .unwrap_err();
     assert!(
         err.to_string().ends_with(
-            "(1h ago). That fleetctl looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply \
+            "(1h ago). That fleetctl looks dead: no heartbeat for over 15m, the time its lock stays valid without one, while a running apply or reboot \
              refreshes it every 30s. Run fleetctl again with `--force-unlock` to remove its lock."
         ),
         "{err}"

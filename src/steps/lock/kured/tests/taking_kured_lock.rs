@@ -166,8 +166,7 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
     assert_eq!(
         err.to_string(),
         "Kured's reboot lock on daemonset kube-system/kured is held by fleetctl/bob@ops-1 (pid 77 on \
-         ops-1), started 2026-11-29T18:00:00Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That \
-         apply is alive as far as fleetctl can tell (its last heartbeat is 20m old, and its lock stays \
+         ops-1), started 2026-11-29T18:00:00Z, last heartbeat 2026-11-29T19:10:12Z (20m ago). That fleetctl (an apply or a reboot) is alive as far as it can tell (its last heartbeat is 20m old, and its lock stays \
          valid for 1h without one, which a node it waits for may take): wait for it to finish. \
          --force-unlock alone does not remove a lock whose holder may be alive. If you are sure it is \
          not (its machine is gone, Kured was removed mid-reboot), run fleetctl again with \
@@ -239,7 +238,7 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
     assert!(held(&err).refused_force, "{err}");
     assert!(
         err.to_string()
-            .contains("That apply is alive as far as fleetctl can tell"),
+            .contains("That fleetctl (an apply or a reboot) is alive as far as it can tell"),
         "{err}"
     );
     assert!(api.calls_of("annotate daemonset").is_empty());
@@ -259,7 +258,7 @@ async fn a_quiet_fleetctl_within_its_ttl_is_alive_and_one_whose_process_is_gone_
     let err = acquire(&api, &force(), &me(), at(NOW)).await.unwrap_err();
     assert!(
         err.to_string().contains(
-            "That apply is alive as far as fleetctl can tell (its last heartbeat is 12s old, and its \
+            "That fleetctl (an apply or a reboot) is alive as far as it can tell (its last heartbeat is 12s old, and its \
              lock stays valid for 15m without one, which a node it waits for may take): wait for it to \
              finish. --force-unlock alone does not remove"
         ),
