@@ -8,13 +8,12 @@
 use std::process::ExitCode;
 
 use crate::cli::{Global, RebootArgs};
-use crate::inventory::{Inventory, Role};
-use crate::plan::{self, Fingerprint, Plan, PlannedNode, Reboot};
+use crate::plan::{self, Reboot};
 use crate::planning;
 use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
-use crate::version::{Minor, TargetVersion};
+use crate::version::Minor;
 
 use super::locked::{Script, confirm, run_script, under_lock};
 
@@ -29,7 +28,7 @@ pub async fn run(
         let gathered = super::gather_fleet(&inv, global, printer).await?;
         let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
         let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
-        let order = batches(&inv, &chosen, args.roll.max_unavailable);
+        let order = plan::reboot_batches(&inv, &chosen, args.roll.max_unavailable);
         (chosen, order, state)
     };
     if chosen.is_empty() {
@@ -41,7 +40,7 @@ pub async fn run(
         let tasks = script::of_reboots(&order);
         printer.out(&render::render(
             &tasks,
-            &no_plan(&inv, &state),
+            &plan::fixed_plan(&inv, &state, Vec::new()),
             &inv,
             &settings,
         ));
@@ -70,10 +69,10 @@ pub async fn run(
                 printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
                 return Ok(ExitCode::SUCCESS);
             }
-            let order = batches(&inv, &chosen, args.roll.max_unavailable);
+            let order = plan::reboot_batches(&inv, &chosen, args.roll.max_unavailable);
             let script = Script {
                 tasks: script::of_reboots(&order),
-                plan: no_plan(&inv, &state),
+                plan: plan::fixed_plan(&inv, &state, Vec::new()),
                 plan_path: None,
                 settings: super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?,
                 total: chosen.len() as u64,
@@ -124,42 +123,6 @@ fn still_confirmed(
     Ok(fresh)
 }
 
-/// Control planes alone, in inventory order, then workers in batches of one
-/// zone and one minor (the minor each must still boot).
-fn batches(
-    inv: &Inventory,
-    chosen: &[Reboot],
-    max: plan::MaxUnavailable,
-) -> Vec<(Vec<String>, Minor)> {
-    let mut out: Vec<(Vec<String>, Minor)> = chosen
-        .iter()
-        .filter(|r| r.role == Role::ControlPlane)
-        .map(|r| (vec![r.node.clone()], r.minor))
-        .collect();
-    let workers_total = inv.nodes.iter().filter(|n| n.role == Role::Worker).count();
-    let mut minors: Vec<Minor> = chosen
-        .iter()
-        .filter(|r| r.role == Role::Worker)
-        .map(|r| r.minor)
-        .collect();
-    minors.sort();
-    minors.dedup();
-    for minor in minors {
-        let nodes: Vec<(&str, Option<&str>)> = chosen
-            .iter()
-            .filter(|r| r.role == Role::Worker && r.minor == minor)
-            .map(|r| {
-                let zone = inv.node(&r.node).and_then(|n| n.zone.as_deref());
-                (r.node.as_str(), zone)
-            })
-            .collect();
-        for batch in plan::batches(&nodes, max.of(workers_total)) {
-            out.push((batch.into_iter().map(String::from).collect(), minor));
-        }
-    }
-    out
-}
-
 fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
     let mut out = String::from("Reboot:\n");
     for r in chosen {
@@ -170,33 +133,4 @@ fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
         out.push_str(&format!("  {}. {}\n", i + 1, batch.join(", ")));
     }
     out
-}
-
-/// apply's bookkeeping wants a plan; a reboot has no hop and saves nothing.
-fn no_plan(inv: &Inventory, state: &plan::FleetState) -> Plan {
-    let minor = state
-        .cluster
-        .version
-        .as_ref()
-        .map_or(inv.kubernetes_version, |v| v.minor());
-    Plan {
-        requested: TargetVersion::Minor(minor),
-        target: minor,
-        cluster_from: state.cluster.version.clone(),
-        hub: inv.hub.clone(),
-        containerd: inv.containerd_version,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| PlannedNode {
-                name: n.name.clone(),
-                role: n.role,
-            })
-            .collect(),
-        hops: Vec::new(),
-        warnings: Vec::new(),
-        fingerprint: Fingerprint::of(state),
-        ignored_checks: Vec::new(),
-        workers: Default::default(),
-    }
 }

@@ -8,13 +8,12 @@
 use std::process::ExitCode;
 
 use crate::cli::{Global, RollbackArgs};
-use crate::inventory::{Inventory, Role};
-use crate::plan::{self, Fingerprint, Plan, PlannedNode, Rollback};
+use crate::inventory::Role;
+use crate::plan::{self, Rollback};
 use crate::planning;
 use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
-use crate::version::TargetVersion;
 
 use super::locked::{Script, confirm, run_script, under_lock};
 
@@ -32,7 +31,11 @@ pub async fn run(
     };
     let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Rollback)?;
     if args.roll.dry_run {
-        let plan = rollback_plan(&inv, &state, &chosen);
+        let plan = plan::fixed_plan(
+            &inv,
+            &state,
+            chosen.iter().map(plan::rollback_hop).collect(),
+        );
         let tasks = script::of_rollbacks(&plan);
         printer.out(&render::render(&tasks, &plan, &inv, &settings));
         return Ok(ExitCode::SUCCESS);
@@ -57,7 +60,7 @@ pub async fn run(
                 describe(&fresh).trim_end().replace('\n', "; ")
             );
         }
-        let plan = rollback_plan(&inv, &state, &fresh);
+        let plan = plan::fixed_plan(&inv, &state, fresh.iter().map(plan::rollback_hop).collect());
         let tasks = script::of_rollbacks(&plan);
         for r in &fresh {
             locked.journal.event(
@@ -97,37 +100,6 @@ fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Roll
     // Stable: inventory order within each role.
     chosen.sort_by_key(|r| r.role != Role::ControlPlane);
     Ok(chosen)
-}
-
-/// The rollbacks as steps the script runs: one hop per node
-/// ([`plan::rollback_hop`]).
-fn rollback_plan(inv: &Inventory, state: &plan::FleetState, chosen: &[Rollback]) -> Plan {
-    let hops = chosen.iter().map(plan::rollback_hop).collect();
-    let minor = state
-        .cluster
-        .version
-        .as_ref()
-        .map_or(inv.kubernetes_version, |v| v.minor());
-    Plan {
-        requested: TargetVersion::Minor(minor),
-        target: minor,
-        cluster_from: state.cluster.version.clone(),
-        hub: inv.hub.clone(),
-        containerd: inv.containerd_version,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| PlannedNode {
-                name: n.name.clone(),
-                role: n.role,
-            })
-            .collect(),
-        hops,
-        warnings: Vec::new(),
-        fingerprint: Fingerprint::of(state),
-        ignored_checks: Vec::new(),
-        workers: Default::default(),
-    }
 }
 
 fn describe(chosen: &[Rollback]) -> String {

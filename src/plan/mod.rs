@@ -16,6 +16,7 @@ mod batches;
 mod diff;
 mod file;
 mod fingerprint;
+mod fixed;
 mod hop_checks;
 mod image;
 mod level;
@@ -41,6 +42,7 @@ pub use crate::hub::{HubVersions, is_sha256, parse_sha256sums, sha256sums_url};
 pub use batches::{MaxUnavailable, batches};
 pub use file::{default_path, load, save};
 pub use fingerprint::{Fingerprint, NodeFingerprint};
+pub use fixed::fixed_plan;
 pub use hop_checks::{Inputs, blocking, drained, evaluate, evaluate_all};
 pub use image::Image;
 pub use model::{
@@ -48,7 +50,7 @@ pub use model::{
     Refusal, Step, Warning,
 };
 pub use planner::{images_to_remove, plan, plan_with};
-pub use reboot::{Reboot, RebootRefusal, reboots};
+pub use reboot::{Reboot, RebootRefusal, reboot_batches, reboots};
 pub use recheck::{
     ignored_checks, keep_saved_patches, refuse_bad_digests, refuse_blocked, refuse_insecure_hub,
     refuse_stale, refuse_unverifiable, uses_image, worker_strategy,

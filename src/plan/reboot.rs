@@ -7,9 +7,10 @@
 
 use std::fmt;
 
-use crate::inventory::Role;
+use crate::inventory::{Inventory, Role};
 use crate::version::{Minor, Version};
 
+use super::batches::{MaxUnavailable, batches};
 use super::state::FleetState;
 
 /// One node to reboot.
@@ -109,10 +110,47 @@ pub fn reboots(state: &FleetState, named: &[String]) -> Result<Vec<Reboot>, Rebo
     Ok(out)
 }
 
+/// The order of the reboots: control planes alone, in inventory order,
+/// then workers in batches of one zone and one minor (the minor each must
+/// still boot), at most `max` of them down at once.
+pub fn reboot_batches(
+    inv: &Inventory,
+    chosen: &[Reboot],
+    max: MaxUnavailable,
+) -> Vec<(Vec<String>, Minor)> {
+    let mut out: Vec<(Vec<String>, Minor)> = chosen
+        .iter()
+        .filter(|r| r.role == Role::ControlPlane)
+        .map(|r| (vec![r.node.clone()], r.minor))
+        .collect();
+    let workers_total = inv.nodes.iter().filter(|n| n.role == Role::Worker).count();
+    let mut minors: Vec<Minor> = chosen
+        .iter()
+        .filter(|r| r.role == Role::Worker)
+        .map(|r| r.minor)
+        .collect();
+    minors.sort();
+    minors.dedup();
+    for minor in minors {
+        let nodes: Vec<(&str, Option<&str>)> = chosen
+            .iter()
+            .filter(|r| r.role == Role::Worker && r.minor == minor)
+            .map(|r| {
+                let zone = inv.node(&r.node).and_then(|n| n.zone.as_deref());
+                (r.node.as_str(), zone)
+            })
+            .collect();
+        for batch in batches(&nodes, max.of(workers_total)) {
+            out.push((batch.into_iter().map(String::from).collect(), minor));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::testkit::{fleet, v};
+    use crate::plan::testkit::{fleet, m, v};
 
     fn names(r: &[Reboot]) -> Vec<&str> {
         r.iter().map(|r| r.node.as_str()).collect()
@@ -166,5 +204,53 @@ mod tests {
             names(&reboots(&state, &["cp-1".to_string()]).unwrap()),
             ["cp-1"]
         );
+    }
+
+    #[test]
+    fn control_planes_go_alone_then_workers_by_minor_and_zone() {
+        let yaml = "kubernetes_version: v1.35\nsysupdate:\n  hub: https://hub.example\nnodes:\n\
+            \x20 - {name: cp-1, address: a1, role: control-plane}\n\
+            \x20 - {name: cp-2, address: a2, role: control-plane}\n\
+            \x20 - {name: w-1, address: b1, role: worker, zone: a}\n\
+            \x20 - {name: w-2, address: b2, role: worker, zone: b}\n\
+            \x20 - {name: w-3, address: b3, role: worker, zone: a}\n\
+            \x20 - {name: w-4, address: b4, role: worker, zone: a}\n";
+        let inv = crate::inventory::parse(yaml, std::path::Path::new("/inv.yaml")).unwrap();
+        let reboot = |node: &str, role: Role, minor: &str| Reboot {
+            node: node.into(),
+            role,
+            minor: m(minor),
+            reasons: vec!["asked for".into()],
+        };
+        let chosen = [
+            reboot("cp-1", Role::ControlPlane, "v1.35"),
+            reboot("cp-2", Role::ControlPlane, "v1.35"),
+            reboot("w-1", Role::Worker, "v1.35"),
+            reboot("w-2", Role::Worker, "v1.35"),
+            reboot("w-3", Role::Worker, "v1.35"),
+            reboot("w-4", Role::Worker, "v1.34"),
+        ];
+        let order = |max: &str| -> Vec<(Vec<String>, Minor)> {
+            reboot_batches(&inv, &chosen, max.parse().unwrap())
+        };
+        let names = |b: &[(Vec<String>, Minor)]| -> Vec<String> {
+            b.iter()
+                .map(|(n, minor)| format!("{}@{minor}", n.join("+")))
+                .collect()
+        };
+        // Two at a time: never two zones, never two minors in one batch;
+        // the older minor's workers first.
+        assert_eq!(
+            names(&order("2")),
+            [
+                "cp-1@v1.35",
+                "cp-2@v1.35",
+                "w-4@v1.34",
+                "w-1+w-3@v1.35",
+                "w-2@v1.35"
+            ]
+        );
+        // One at a time (the default): every worker alone.
+        assert_eq!(order("1").len(), 6);
     }
 }
