@@ -27,7 +27,8 @@ until [ -e "$dir/fleet/ready" ]; do
     sleep 0.05
 done
 ready=$(date +%s.%N)
-echo "1+$workers $os fleet ready in $(echo "$ready - $start" | bc) s"
+# Arithmetic in awk: a fresh Debian 12 has no bc.
+echo "1+$workers $os fleet ready in $(awk -v a="$start" -v b="$ready" 'BEGIN { printf "%.2f", b - a }') s"
 sleep 5 # let first-boot services settle
 for unshare in $(pgrep -P $sup -x unshare); do
     init=$(cat /proc/$unshare/task/$unshare/children | awk '{print $1}')
