@@ -13,15 +13,27 @@ use crate::remote;
 /// Ready, nothing cordoned but the batch about to go down, the API healthy,
 /// the operator's checks. A rollback (`rollback`) may take down a batch
 /// that is not Ready: it is already out of service, often for the very
-/// kubelet it goes back from.
+/// kubelet it goes back from. And while it is, the other nodes this run
+/// rolls back may be down and cordoned too (a batch of `--max-unavailable`
+/// whose new kubelets all failed, rolled back one at a time): taking down
+/// a node that is down already adds no node to those out of service.
 pub async fn before_drain(
     apply: &Apply<'_>,
     batch: &[String],
     rollback: bool,
 ) -> anyhow::Result<()> {
     let node = batch.join(", ");
-    let not_ready_ok: &[String] = if rollback { batch } else { &[] };
-    let problems = problems(apply, batch, not_ready_ok).await?;
+    let tolerated = match rollback {
+        true => Tolerated {
+            not_ready: batch.to_vec(),
+            while_batch_down: rolled_back_nodes(apply)
+                .into_iter()
+                .filter(|n| !batch.contains(n))
+                .collect(),
+        },
+        false => Tolerated::default(),
+    };
+    let problems = problems(apply, batch, &tolerated).await?;
     if problems.is_empty() {
         return Ok(());
     }
@@ -36,7 +48,7 @@ pub async fn before_drain(
 /// After a soak (`--soak`, after a hop): the same gates, with nothing
 /// about to go down.
 pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
-    let problems = problems(apply, &[], &[]).await?;
+    let problems = problems(apply, &[], &Tolerated::default()).await?;
     apply.journal_event(
         "gates",
         None,
@@ -52,12 +64,39 @@ pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
     )
 }
 
-/// What is wrong with the fleet for taking `batch` down (none: all well);
-/// the nodes of `not_ready_ok` may be NotReady.
+/// The nodes a gate lets be out of service.
+#[derive(Default)]
+struct Tolerated {
+    /// May be NotReady.
+    not_ready: Vec<String>,
+    /// May be NotReady and cordoned, if every node of the batch is
+    /// NotReady already.
+    while_batch_down: Vec<String>,
+}
+
+/// The nodes the steps of this run roll back: a rollback's plan (`fleetctl
+/// rollback`, or the hops `--on-failure rollback` puts in place of the
+/// plan's meanwhile) holds nothing else.
+fn rolled_back_nodes(apply: &Apply<'_>) -> Vec<String> {
+    let mut nodes: Vec<String> = apply
+        .plan
+        .hops
+        .iter()
+        .flat_map(|h| &h.phases)
+        .flat_map(|p| &p.steps)
+        .filter(|s| s.action == crate::plan::Action::Roll)
+        .map(|s| s.node.clone())
+        .collect();
+    nodes.dedup();
+    nodes
+}
+
+/// What is wrong with the fleet for taking `batch` down (none: all well),
+/// but for what `tolerated` lets be out of service.
 async fn problems(
     apply: &Apply<'_>,
     batch: &[String],
-    not_ready_ok: &[String],
+    tolerated: &Tolerated,
 ) -> anyhow::Result<Vec<String>> {
     let node = if batch.is_empty() {
         "the batch about to go down".to_string()
@@ -71,10 +110,16 @@ async fn problems(
     match view.not_ready {
         Some(problem) => problems.push(problem),
         None => {
+            let batch_down = !batch.is_empty()
+                && batch
+                    .iter()
+                    .all(|b| view.nodes.iter().any(|c| &c.name == b && !c.ready));
+            let down_ok = |name: &String| batch_down && tolerated.while_batch_down.contains(name);
             for n in &apply.inv.nodes {
                 match view.nodes.iter().find(|c| c.name == n.name) {
                     None => problems.push(format!("{} is not known to the API server", n.name)),
-                    Some(c) if !c.ready && !not_ready_ok.contains(&c.name) => {
+                    Some(c) if down_ok(&c.name) => {}
+                    Some(c) if !c.ready && !tolerated.not_ready.contains(&c.name) => {
                         problems.push(format!("{} is not Ready", n.name))
                     }
                     Some(c) if c.cordoned && !batch.contains(&c.name) => problems.push(format!(

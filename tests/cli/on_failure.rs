@@ -105,3 +105,98 @@ fn a_worker_whose_new_kubelet_crash_loops_is_rolled_back_and_apply_stops_naming_
         assert!(!c.nodes[n].unschedulable, "{n} is schedulable");
     }
 }
+
+#[test]
+fn two_workers_of_one_batch_that_crash_loop_are_both_rolled_back_one_at_a_time() {
+    // Two workers down at once (`--max-unavailable 2`), and both new
+    // kubelets crash-loop: each is rolled back, one after the other, and
+    // the batch after them (w-3) is never started.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(3)
+            .kubernetes("v1.34.2")
+            .kubelet_restart(1.0)
+            .faults(|f| {
+                f.kubelet_crash = [
+                    ("w-1".to_string(), "v1.35".to_string()),
+                    ("w-2".to_string(), "v1.35".to_string()),
+                ]
+                .into();
+            }),
+    );
+    fleetctl(&fleet, &["plan", "v1.35"]).expect_code(0);
+    let w3_before = fleet.boot("w-3").unwrap().boot_id;
+    let run = support::apply(
+        &fleet,
+        &[
+            "--yes",
+            "--on-failure",
+            "rollback",
+            "--max-unavailable",
+            "2",
+            "--node-timeout",
+            "120s",
+        ],
+    )
+    .expect_code(1);
+    support::assert_has(
+        &run.stderr,
+        &[
+            "w-1: its new kubelet is crash-looping",
+            "w-2: its new kubelet is crash-looping",
+        ],
+    );
+    assert_eq!(
+        run.stderr.matches("rolled back to v1.34.2").count(),
+        2,
+        "each of the two is rolled back:\n{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("ROLLBACK FAILED"), "{}", run.stderr);
+    let c = fleet.cluster().unwrap();
+    for n in ["w-1", "w-2"] {
+        assert_eq!(
+            c.nodes[n].kubelet_version, "v1.34.2",
+            "{n} runs its kept kubelet"
+        );
+        assert!(
+            c.node_ready(n, fleetsim::state::now()) && !c.nodes[n].unschedulable,
+            "{n} is Ready and schedulable"
+        );
+        assert_eq!(fleet.boot(n).unwrap().kubernetes, "v1.34.2");
+    }
+    // The next batch was never begun: w-3 still runs its first boot.
+    assert_eq!(fleet.boot("w-3").unwrap().boot_id, w3_before);
+    assert!(!c.nodes["w-3"].unschedulable, "w-3 was never cordoned");
+    let rolled: Vec<String> = support::journal_records(&fleet)
+        .iter()
+        .filter(|r| r["kind"] == "rollback")
+        .map(|r| r["node"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(rolled, ["w-1", "w-2"], "one rollback each, in turn");
+    // One at a time: w-2's rollback reboot began after w-1 was back.
+    let events = fleet.events().unwrap();
+    let reboot_of = |node: &str| {
+        events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.node == node && e.argv.first().is_some_and(|a| a == "(boot)"))
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>()
+    };
+    let (w1, w2) = (reboot_of("w-1"), reboot_of("w-2"));
+    // Each booted three times: first boot, onto v1.35, back onto v1.34.
+    assert_eq!((w1.len(), w2.len()), (3, 3), "{w1:?} {w2:?}");
+    let w2_down = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.node == "w-2" && e.argv.first().is_some_and(|a| a == "(shutdown)"))
+        .map(|(i, _)| i)
+        .nth(1)
+        .expect("w-2 went down for its rollback");
+    assert!(
+        w1[2] < w2_down,
+        "w-2 went down for its rollback only once w-1 was back"
+    );
+}
