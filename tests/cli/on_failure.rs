@@ -1,7 +1,9 @@
 //! `apply --on-failure rollback`: a worker whose new kubelet crash-loops is
 //! rolled back to the image it kept, Ready and schedulable again, and apply
 //! stops naming it and why; the other nodes are not touched by it, and once
-//! the fault is gone a new plan and apply finish the hop.
+//! the fault is gone a new plan and apply finish the hop. Two nodes of one
+//! batch are both rolled back, one at a time; and without `--on-failure
+//! rollback` the node is left as it is, cordoned, for the operator.
 
 use crate::support::{self, Fleet};
 
@@ -198,5 +200,62 @@ fn two_workers_of_one_batch_that_crash_loop_are_both_rolled_back_one_at_a_time()
     assert!(
         w1[2] < w2_down,
         "w-2 went down for its rollback only once w-1 was back"
+    );
+}
+
+#[test]
+fn without_on_failure_rollback_a_crash_looping_kubelet_stops_apply_and_is_left_as_it_is() {
+    // `--on-failure stop`, the default: the same crash loop ends the wait
+    // for Ready at the node timeout, and apply stops there, the node left
+    // on its new kubelet and cordoned for the operator; nothing is rolled
+    // back and no other node is touched.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(2)
+            .kubernetes("v1.34.2")
+            .kubelet_restart(1.0)
+            .faults(|f| {
+                f.kubelet_crash = [("w-1".to_string(), "v1.35".to_string())].into();
+            }),
+    );
+    fleetctl(&fleet, &["plan", "v1.35"]).expect_code(0);
+    let w2_before = fleet.boot("w-2").unwrap().boot_id;
+    let run = support::apply(&fleet, &["--yes", "--node-timeout", "20s"]).expect_code(1);
+    support::assert_has(
+        &run.stderr,
+        &[
+            "stopped on w-1 during: reboot into the staged images",
+            "w-1 IS STILL CORDONED",
+            "fleetctl: error: w-1 is not Ready",
+            "Check its kubelet, then run `fleetctl apply` again",
+        ],
+    );
+    assert!(!run.stderr.contains("rolled back"), "{}", run.stderr);
+    let c = fleet.cluster().unwrap();
+    // w-1 booted its new image and stays on it; its Node still shows the
+    // old kubelet's version, as the API server does when the new kubelet
+    // never got as far as posting its status.
+    assert!(fleet.boot("w-1").unwrap().kubernetes.starts_with("v1.35."));
+    let link = fleet
+        .ssh_ok("w-1", "root", "readlink /etc/extensions/kubernetes.raw")
+        .unwrap();
+    assert!(link.contains("kubernetes-v1.35."), "{link}");
+    assert_eq!(c.nodes["w-1"].kubelet_version, "v1.34.2");
+    assert!(
+        !c.node_ready("w-1", fleetsim::state::now()),
+        "w-1 is not Ready"
+    );
+    assert!(c.nodes["w-1"].unschedulable, "w-1 stays cordoned");
+    assert_eq!(
+        fleet.boot("w-2").unwrap().boot_id,
+        w2_before,
+        "w-2 untouched"
+    );
+    assert!(
+        !support::journal_records(&fleet)
+            .iter()
+            .any(|r| r["kind"] == "rollback"),
+        "nothing rolled back"
     );
 }
