@@ -27,8 +27,8 @@ use crate::ssh;
 /// version and still not active, make it crash-looping: a kubelet may fail
 /// once or twice while what it needs comes up, but systemd restarting it
 /// (`Restart=always`, `RestartSec=10` in the image's unit) three times with
-/// nothing changing will not end by itself. Only with `--on-failure
-/// rollback`: the default waits out `--node-timeout` as before.
+/// nothing changing will not end by itself. `--on-failure rollback` gives
+/// up on it at once; the default waits out `--node-timeout`, then names it.
 pub const CRASH_LOOP_RESTARTS: u32 = 3;
 
 /// Why a node that came back from its reboot is not up on its new kubelet.

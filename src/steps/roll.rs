@@ -10,13 +10,12 @@
 //!
 //! The waits after the reboot are in `after_reboot`.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures_util::future::join_all;
 
-use super::context::{Apply, OnFailure, Rerun, settled_facts};
+use super::context::{Apply, OnFailure, Rerun};
 use super::detached;
 use super::gates;
 use super::hold;
@@ -31,7 +30,7 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 pub use after_reboot::ready_then_uncordon;
-use after_reboot::{crash_loop, uncordon, wait_kubelet, wait_rebooted, wait_static_pods};
+use after_reboot::{Wait, uncordon};
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -169,6 +168,7 @@ pub async fn roll(
             }),
             minor,
             crash_loop: !rollback && apply.settings.on_failure == OnFailure::Rollback,
+            rollback,
             rerun: apply.settings.rerun,
         };
         waits.spawn(async move {
@@ -258,92 +258,6 @@ async fn uncordon_all(apply: &Apply<'_>, api: &Remote, nodes: &[String]) -> anyh
         }
     }
     first_error.map_or(Ok(()), Err)
-}
-
-/// Everything waiting for one rebooted node needs, owned, so the nodes of a
-/// batch are waited for at the same time.
-struct Wait {
-    target: ssh::Target,
-    ssh: ssh::Options,
-    timeout: Duration,
-    deadline: Instant,
-    api: Option<Remote>,
-    /// For a control plane: the version its static pods must run (`None`
-    /// inside: the cluster's version is unknown, any patch of `minor`).
-    control_plane: Option<Option<Version>>,
-    minor: Minor,
-    /// Give up on a crash-looping kubelet before the deadline
-    /// (`--on-failure rollback`, which then rolls the node back).
-    crash_loop: bool,
-    rerun: Rerun,
-}
-
-impl Wait {
-    /// The node's new boot, its kubelet, its static pods, Ready, uncordoned;
-    /// returns its new session and its facts.
-    async fn run(
-        &self,
-        node: &str,
-        r: &Remote,
-        before: &BeforeReboot,
-    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
-        let session = wait_rebooted(
-            node,
-            &self.target,
-            &self.ssh,
-            &before.boot_id,
-            self.deadline,
-            self.timeout,
-            self.rerun,
-        )
-        .await?;
-        let fresh = r.with_session(Arc::new(session));
-        let up = self.until_up(node, &fresh, &before.staged);
-        if !self.crash_loop {
-            return up.await;
-        }
-        // systemd calls a Type=simple kubelet active from its fork until
-        // it exits, so a crash loop can look active between two restarts:
-        // watched beside every wait, not only the unit's.
-        tokio::select! {
-            done = up => done,
-            looping = crash_loop(&fresh, &before.staged) => Err(looping),
-        }
-    }
-
-    /// The kubelet active at `staged`, the static pods, Ready, uncordoned.
-    async fn until_up(
-        &self,
-        node: &str,
-        fresh: &Remote,
-        staged: &Version,
-    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
-        wait_kubelet(fresh, staged, self.deadline, self.rerun).await?;
-        let api = self.api.clone().unwrap_or_else(|| fresh.clone());
-        if let Some(version) = &self.control_plane {
-            // The control plane runs kubeadm-config's version, which a
-            // converge (kubelets a patch ahead, no kubeadm) leaves behind
-            // the kubelet's.
-            wait_static_pods(
-                &api,
-                node,
-                version.as_ref(),
-                self.minor,
-                self.deadline,
-                self.rerun,
-            )
-            .await?;
-        }
-        // Nothing changes on the node any more, so its facts are read while
-        // the API server is asked whether it is Ready: one round trip less
-        // between two reboots.
-        let (back, facts) = tokio::join!(
-            ready_then_uncordon(&api, node, self.deadline, self.rerun),
-            settled_facts(fresh)
-        );
-        back?;
-        Ok((fresh.clone(), facts?))
-    }
 }
 
 /// What a node is about to reboot into, and from which boot.

@@ -208,7 +208,8 @@ fn without_on_failure_rollback_a_crash_looping_kubelet_stops_apply_and_is_left_a
     // `--on-failure stop`, the default: the same crash loop ends the wait
     // for Ready at the node timeout, and apply stops there, the node left
     // on its new kubelet and cordoned for the operator; nothing is rolled
-    // back and no other node is touched.
+    // back and no other node is touched. The error names the crash loop,
+    // not the "not Ready" the wait last saw, and the way back.
     let fleet = support::start(
         support::scenario()
             .control_planes(1)
@@ -227,10 +228,15 @@ fn without_on_failure_rollback_a_crash_looping_kubelet_stops_apply_and_is_left_a
         &[
             "stopped on w-1 during: reboot into the staged images",
             "w-1 IS STILL CORDONED",
-            "fleetctl: error: w-1 is not Ready",
-            "Check its kubelet, then run `fleetctl apply` again",
+            "fleetctl: error: w-1: after the reboot kubelet.service keeps failing: systemd restarted it",
+            "It is cordoned. Its journal:",
+            // The crashing kubelet's own words, from the unit's journal.
+            "validate CRI v1 runtime API",
+            "Fix the kubelet (`journalctl -u kubelet -b` on w-1), then run `fleetctl apply` again; \
+             or take w-1 back to the kubelet it ran before with `fleetctl rollback w-1`",
         ],
     );
+    assert!(!run.stderr.contains("is not Ready"), "{}", run.stderr);
     assert!(!run.stderr.contains("rolled back"), "{}", run.stderr);
     let c = fleet.cluster().unwrap();
     // w-1 booted its new image and stays on it; its Node still shows the

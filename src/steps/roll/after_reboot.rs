@@ -3,6 +3,7 @@
 //! then the Node Ready and uncordoned. Each wait is bounded and says what it
 //! last saw.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -10,12 +11,125 @@ use anyhow::bail;
 use crate::node;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
-use crate::steps::on_failure::{CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
+use crate::steps::context::settled_facts;
+use crate::steps::on_failure::{self, CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
 use crate::steps::{NODE_POLL, POLL, Rerun};
 use crate::version::{Minor, Version};
 
-use super::BOOT_ID_TIMEOUT;
+use super::{BOOT_ID_TIMEOUT, BeforeReboot};
+
+/// Everything waiting for one rebooted node needs, owned, so the nodes of a
+/// batch are waited for at the same time.
+pub(super) struct Wait {
+    pub(super) target: ssh::Target,
+    pub(super) ssh: ssh::Options,
+    pub(super) timeout: Duration,
+    pub(super) deadline: Instant,
+    pub(super) api: Option<Remote>,
+    /// For a control plane: the version its static pods must run (`None`
+    /// inside: the cluster's version is unknown, any patch of `minor`).
+    pub(super) control_plane: Option<Option<Version>>,
+    pub(super) minor: Minor,
+    /// Give up on a crash-looping kubelet before the deadline
+    /// (`--on-failure rollback`, which then rolls the node back).
+    pub(super) crash_loop: bool,
+    /// This roll takes nodes back to an older kubelet.
+    pub(super) rollback: bool,
+    pub(super) rerun: Rerun,
+}
+
+impl Wait {
+    /// The node's new boot, its kubelet, its static pods, Ready, uncordoned;
+    /// returns its new session and its facts.
+    pub(super) async fn run(
+        &self,
+        node: &str,
+        r: &Remote,
+        before: &BeforeReboot,
+    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
+        let session = wait_rebooted(
+            node,
+            &self.target,
+            &self.ssh,
+            &before.boot_id,
+            self.deadline,
+            self.timeout,
+            self.rerun,
+        )
+        .await?;
+        let fresh = r.with_session(Arc::new(session));
+        let up = self.until_up(node, &fresh, &before.staged);
+        if !self.crash_loop {
+            return match up.await {
+                Err(timed_out) => Err(name_crash_loop(
+                    &fresh,
+                    &before.staged,
+                    timed_out,
+                    &self.after_crash_loop(node),
+                )
+                .await),
+                done => done,
+            };
+        }
+        // systemd calls a Type=simple kubelet active from its fork until
+        // it exits, so a crash loop can look active between two restarts:
+        // watched beside every wait, not only the unit's.
+        tokio::select! {
+            done = up => done,
+            looping = crash_loop(&fresh, &before.staged) => Err(looping),
+        }
+    }
+
+    /// What the operator does about a node whose kubelet crash-loops after
+    /// this roll stopped on it.
+    fn after_crash_loop(&self, node: &str) -> String {
+        let fix = format!(
+            "Fix the kubelet (`journalctl -u kubelet -b` on {node}), then run `{}` again",
+            self.rerun
+        );
+        match self.rollback {
+            true => fix,
+            false => format!(
+                "{fix}; or take {node} back to the kubelet it ran before with `fleetctl rollback {node}`"
+            ),
+        }
+    }
+
+    /// The kubelet active at `staged`, the static pods, Ready, uncordoned.
+    async fn until_up(
+        &self,
+        node: &str,
+        fresh: &Remote,
+        staged: &Version,
+    ) -> anyhow::Result<(Remote, crate::node::NodeFacts)> {
+        wait_kubelet(fresh, staged, self.deadline, self.rerun).await?;
+        let api = self.api.clone().unwrap_or_else(|| fresh.clone());
+        if let Some(version) = &self.control_plane {
+            // The control plane runs kubeadm-config's version, which a
+            // converge (kubelets a patch ahead, no kubeadm) leaves behind
+            // the kubelet's.
+            wait_static_pods(
+                &api,
+                node,
+                version.as_ref(),
+                self.minor,
+                self.deadline,
+                self.rerun,
+            )
+            .await?;
+        }
+        // Nothing changes on the node any more, so its facts are read while
+        // the API server is asked whether it is Ready: one round trip less
+        // between two reboots.
+        let (back, facts) = tokio::join!(
+            ready_then_uncordon(&api, node, self.deadline, self.rerun),
+            settled_facts(fresh)
+        );
+        back?;
+        Ok((fresh.clone(), facts?))
+    }
+}
 
 /// Reconnects until the node answers with a boot id other than `before`.
 /// The first attempt is immediate: a node still shutting down refuses it
@@ -134,31 +248,45 @@ pub(super) async fn wait_kubelet(
 /// seen crash-looping ([`looping`]), for as long as the waits for the node
 /// run beside it; a probe that fails is tried again.
 pub(super) async fn crash_loop(r: &Remote, want: &Version) -> anyhow::Error {
-    let expected = format!("Kubernetes {want}");
     loop {
         tokio::time::sleep(POLL).await;
-        let Ok(out) = r
-            .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
-            .await
-        else {
-            continue;
-        };
-        let state = kubelet_state(&out.stdout);
-        if let Ok(Some(looping)) = looping(r, &state, &expected).await {
-            return looping;
+        if let Ok(Some(looping)) = looping(r, want).await {
+            return anyhow::Error::new(looping);
         }
     }
 }
 
-/// The kubelet at `expected` that systemd restarted [`CRASH_LOOP_RESTARTS`]
-/// times in this boot, while its node is still being waited for: a
-/// [`NotUp`] with its journal's last kubelet line.
-async fn looping(
+/// Without a watch beside the waits (`--on-failure stop`, and a roll that
+/// is itself a rollback): a wait that ran out on a node whose kubelet at
+/// `want` crash-looped meanwhile is named for that, with what the operator
+/// does next, instead of for the last thing it waited for ("not Ready").
+/// Any other failure, or a probe that fails, leaves `timed_out` as it is.
+pub(super) async fn name_crash_loop(
     r: &Remote,
-    state: &KubeletState,
-    expected: &str,
-) -> anyhow::Result<Option<anyhow::Error>> {
-    if state.version != expected {
+    want: &Version,
+    timed_out: anyhow::Error,
+    next: &str,
+) -> anyhow::Error {
+    if on_failure::not_up(&timed_out).is_empty() {
+        return timed_out;
+    }
+    match looping(r, want).await {
+        Ok(Some(mut looping)) => {
+            looping.message = format!("{}\n{next}", looping.message);
+            anyhow::Error::new(looping)
+        }
+        _ => timed_out,
+    }
+}
+
+/// The kubelet at `want` that systemd restarted [`CRASH_LOOP_RESTARTS`]
+/// times in this boot: a [`NotUp`] with its journal's last kubelet line.
+async fn looping(r: &Remote, want: &Version) -> anyhow::Result<Option<NotUp>> {
+    let out = r
+        .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
+        .await?;
+    let state = kubelet_state(&out.stdout);
+    if state.version != format!("Kubernetes {want}") {
         return Ok(None);
     }
     let out = r
@@ -178,7 +306,7 @@ async fn looping(
             .map(|o| o.stdout.lines().map(str::to_string).collect())
             .unwrap_or_default(),
     };
-    Ok(Some(anyhow::Error::new(NotUp {
+    Ok(Some(NotUp {
         node: r.node().to_string(),
         cause: Cause::CrashLoop { restarts },
         last_log: last_kubelet_line(&journal),
@@ -188,7 +316,7 @@ async fn looping(
             r.node(),
             journal.join("\n  ")
         ),
-    })))
+    }))
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
