@@ -68,6 +68,7 @@ wait_for_rootfs() {
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+cargo fmt --manifest-path .ci/audit/Cargo.toml -- --check
 # `bash tests/run.sh quick`: the inner loop while developing (README,
 # "The quick loop"): clippy, the unit tests of both crates and a handful of
 # fleet tests that walk status, plan, a dry run, a whole apply and a
@@ -122,9 +123,10 @@ fi
 # own. Its verdict is taken before fleetctl's suite starts. The advisory
 # audit (Cargo.lock against a database snapshot that ships in .ci/audit/:
 # CI reaches the package registries only; docs/security.md,
-# "Dependencies") runs at the lowest priority beside both suites: seconds
-# when cargo-audit is installed, and on a fresh machine its one-time
-# `cargo install` takes the cycles the fleets leave idle.
+# "Dependencies") runs at the lowest priority beside both suites: under a
+# second once its checker is built, and on a fresh machine that one-time
+# build (30 CPU-seconds, .ci/audit/README.md) takes cycles the fleets
+# leave idle.
 clippy_log=$(mktemp)
 setsid cargo clippy --workspace --all-targets -- -D warnings >"$clippy_log" 2>&1 &
 clippy_pid=$!
@@ -173,5 +175,5 @@ verdict "$clippy_pid" "$clippy_log" "cargo clippy"
 step "cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
 RUST_TEST_THREADS=6 cargo test -p fleetctl --test cli --test layers
 cargo test -p fleetctl --doc
-verdict "$audit_pid" "$audit_log" "cargo audit"
+verdict "$audit_pid" "$audit_log" "advisory audit"
 step "every check passed"
