@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures_util::future::join_all;
 
-use super::context::{Apply, OnFailure, Rerun};
+use super::context::{Apply, Rerun};
 use super::detached;
 use super::gates;
 use super::hold;
@@ -167,7 +167,7 @@ pub async fn roll(
                     .filter(|v: &Version| rollback || v.minor() == minor)
             }),
             minor,
-            crash_loop: !rollback && apply.settings.on_failure == OnFailure::Rollback,
+            on_failure: apply.settings.on_failure,
             rollback,
             rerun: apply.settings.rerun,
         };

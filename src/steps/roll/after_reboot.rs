@@ -11,7 +11,7 @@ use anyhow::bail;
 use crate::node;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
-use crate::steps::context::settled_facts;
+use crate::steps::context::{OnFailure, settled_facts};
 use crate::steps::on_failure::{self, CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
 use crate::steps::{NODE_POLL, POLL, Rerun};
@@ -31,9 +31,7 @@ pub(super) struct Wait {
     /// inside: the cluster's version is unknown, any patch of `minor`).
     pub(super) control_plane: Option<Option<Version>>,
     pub(super) minor: Minor,
-    /// Give up on a crash-looping kubelet before the deadline
-    /// (`--on-failure rollback`, which then rolls the node back).
-    pub(super) crash_loop: bool,
+    pub(super) on_failure: OnFailure,
     /// This roll takes nodes back to an older kubelet.
     pub(super) rollback: bool,
     pub(super) rerun: Rerun,
@@ -60,7 +58,10 @@ impl Wait {
         .await?;
         let fresh = r.with_session(Arc::new(session));
         let up = self.until_up(node, &fresh, &before.staged);
-        if !self.crash_loop {
+        // Give up on a crash-looping kubelet before the deadline only
+        // where apply then rolls the node back (never a rollback's own).
+        let watch = !self.rollback && self.on_failure == OnFailure::Rollback;
+        if !watch {
             return match up.await {
                 Err(timed_out) => Err(name_crash_loop(
                     &fresh,
