@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 step() { echo "==> [${SECONDS}s] $*"; }
 
 # A snapshot test (tests/cli/snapshots.rs) that does not match fails, and
-# this command never writes a new or updated snapshot (README,
+# this command never writes a new or updated snapshot (docs/architecture.md,
 # "Snapshots": accepting one is a deliberate INSTA_UPDATE=always).
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 # A clean clone (no target/ yet: CI, a first run) builds once, and
@@ -69,7 +69,7 @@ wait_for_rootfs() {
 step "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path .ci/audit/Cargo.toml -- --check
-# `bash tests/run.sh quick`: the inner loop while developing (README,
+# `bash tests/run.sh quick`: the inner loop while developing (docs/architecture.md,
 # "The quick loop"): clippy, the unit tests of both crates and a handful of
 # fleet tests that walk status, plan, a dry run, a whole apply and a
 # check's block, on real-OS nodes, and the whole-output snapshots of the

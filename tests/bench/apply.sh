@@ -32,7 +32,7 @@ runs=${1:-1}
 workers=${WORKERS:-3}
 # A VM's Flatcar reboot and its kubelet's first Ready status take about
 # this long (bare metal: minutes). BOOT=3 KUBELET=3 gives a quick run in
-# which kubectl's fixed cost per node dominates the percentage (README).
+# which kubectl's fixed cost per node dominates the percentage (docs/architecture.md, "Performance").
 boot=${BOOT:-30}
 kubelet=${KUBELET:-15}
 api=${API:-1}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a real-OS node costs the machine, in CPU-seconds: the test suite is
-# CPU-bound (README, "Tests and CI"), and most of its CPU is the fleets'
+# CPU-bound (docs/architecture.md, "Tests and CI"), and most of its CPU is the fleets'
 # own, not fleetctl's. Measures, for a fresh 1 control plane + 2 workers
 # fleet: its boot until `fleetctl status` answers, 30 s idle, one
 # `fleetctl status`, REBOOTS reboots of w-1 (`systemctl reboot` over SSH,
