@@ -5,6 +5,10 @@
 //! The sessions are kept so that `apply` reuses them. A [`Progress`] counts
 //! the nodes that have answered (or failed) as they do.
 
+mod roles;
+
+pub use roles::disagreements as role_disagreements;
+
 use std::sync::Arc;
 
 use anyhow::Context;

@@ -121,6 +121,22 @@ pub async fn gather_fleet(
     for r in &gathered.retried {
         printer.debug(r);
     }
+    if let Ok((_, cluster)) = &gathered.cluster {
+        let disagree = gather::role_disagreements(inv, cluster);
+        if !disagree.is_empty() {
+            return Err(crate::usage!(
+                "the inventory and the cluster disagree on which nodes are control planes; \
+                 nothing was changed:\n  - {}",
+                disagree.join("\n  - ")
+            ));
+        }
+    }
+    for p in &inv.provenance {
+        printer.debug(&format!(
+            "{}: {} {} from {}",
+            p.node, p.setting, p.value, p.from
+        ));
+    }
     Ok(gathered)
 }
 

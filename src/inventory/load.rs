@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::{Location, MessageFormatter, Spanned, UserMessageFormatter};
 
+use super::ansible;
 use super::raw::{RawHealthCheck, RawInventory, RawNode, RawSsh};
 use super::{DEFAULT_HUB, HealthCheck, HostKeyChecking, Inventory, Node, SshDefaults, validate};
 use crate::usage;
@@ -36,15 +37,36 @@ pub fn load(path: &Path) -> anyhow::Result<Inventory> {
             path.display()
         )
     })?;
-    let (inventory, key_files) = parse_located(&text, path, home().as_deref())?;
+    let (inventory, key_files) = parse_any(&text, path, home().as_deref())?;
     check_key_files(&key_files)?;
     Ok(inventory)
+}
+
+/// `text` read as fleetctl's own inventory or, by its shape, as an Ansible
+/// inventory (`super::ansible`), with the key files it names.
+fn parse_any(
+    text: &str,
+    path: &Path,
+    home: Option<&Path>,
+) -> anyhow::Result<(Inventory, Vec<KeyFile>)> {
+    match ansible::kind(text) {
+        ansible::Kind::Fleetctl => parse_located(text, path, home),
+        kind => {
+            let (inventory, keys) =
+                ansible::load(text, path, kind, home).map_err(|e| usage!("{e}"))?;
+            let keys = keys
+                .into_iter()
+                .map(|(path, origin)| KeyFile { origin, path })
+                .collect();
+            Ok((inventory, keys))
+        }
+    }
 }
 
 /// Parses and validates inventory `text` as if read from `path` (which names
 /// it in messages and anchors relative paths). Does not touch the file system.
 pub fn parse(text: &str, path: &Path) -> anyhow::Result<Inventory> {
-    parse_located(text, path, home().as_deref()).map(|(inventory, _)| inventory)
+    parse_any(text, path, home().as_deref()).map(|(inventory, _)| inventory)
 }
 
 fn home() -> Option<PathBuf> {
@@ -235,6 +257,7 @@ impl Builder {
             kured: kured?,
             window: window?,
             nodes: nodes?,
+            provenance: Vec::new(),
         })
     }
 

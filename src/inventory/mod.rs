@@ -2,6 +2,7 @@
 //! Kubernetes minor series they should track. Loading validates everything
 //! before any node is touched (see `load`).
 
+mod ansible;
 mod load;
 mod raw;
 mod validate;
@@ -40,6 +41,19 @@ pub struct Inventory {
     pub window: Option<crate::pacing::Window>,
     /// In file order; the first control-plane node is the one `upgrade apply` runs on.
     pub nodes: Vec<Node>,
+    /// Where each node's settings came from, for an Ansible inventory
+    /// (`status -v`); empty for fleetctl's own, whose lines say it.
+    pub provenance: Vec<Provenance>,
+}
+
+/// One setting of one node (or `fleet`), its value, and the file, line and
+/// variable it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    pub node: String,
+    pub setting: String,
+    pub value: String,
+    pub from: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +95,15 @@ pub struct Jump {
 pub enum Role {
     ControlPlane,
     Worker,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::ControlPlane => "control-plane",
+            Role::Worker => "worker",
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -115,6 +115,7 @@ mod tests {
             health_checks: Vec::new(),
             kured: None,
             window: None,
+            provenance: Vec::new(),
             nodes: names
                 .iter()
                 .map(|(name, role)| Node {

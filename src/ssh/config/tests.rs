@@ -39,6 +39,7 @@ pub(crate) fn inventory(nodes: Vec<Node>) -> Inventory {
         health_checks: vec![],
         kured: None,
         window: None,
+        provenance: Vec::new(),
         nodes,
     }
 }
