@@ -41,6 +41,9 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 # its etcd pod's etcdctl is the real one (docs/simulator.md, "etcd").
 [ -x /usr/bin/etcd ] || missing+=(etcd-server)
 [ -x /usr/bin/etcdctl ] || missing+=(etcd-client)
+# An Ansible inventory that only Ansible can resolve (INI, plugins, vault)
+# is read through the real ansible-inventory (tests/cli/ansible.rs).
+command -v ansible-inventory >/dev/null || missing+=(ansible-core)
 if [ ${#missing[@]} -gt 0 ]; then
     step "installing ${missing[*]}"
     apt-get update -qq

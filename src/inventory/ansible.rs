@@ -15,6 +15,8 @@
 //! fleetctl would have to template (`{{ … }}`) is refused, never guessed.
 
 mod listed;
+
+pub(super) use listed::which as ansible_inventory;
 mod ssh_args;
 mod tree;
 
@@ -125,6 +127,7 @@ pub(super) fn load(
     path: &Path,
     kind: Kind,
     home: Option<&Path>,
+    ansible_inventory: Option<&Path>,
 ) -> Result<(Inventory, Vec<(PathBuf, String)>), String> {
     let hosts = match kind {
         Kind::AnsibleYaml => {
@@ -134,13 +137,13 @@ pub(super) fn load(
             // Ansible resolve the whole file, or say how.
             if let Some((host, var)) = needs_vault(&resolved.hosts) {
                 let why = format!("host `{host}`'s {var} is vault-encrypted");
-                listed::run(path, &why)?
+                listed::run(ansible_inventory, path, &why)?
             } else {
                 resolved.hosts
             }
         }
         Kind::AnsibleJson => listed::parse(text, &path.display().to_string())?,
-        Kind::NeedsAnsible(why) => listed::run(path, &format!("it is {why}"))?,
+        Kind::NeedsAnsible(why) => listed::run(ansible_inventory, path, &format!("it is {why}"))?,
         Kind::Fleetctl => return Err("not an Ansible inventory".into()),
     };
     build(&hosts, path, home)
@@ -600,7 +603,8 @@ impl Build {
                     key,
                     v,
                     &format!(
-                        "{n} is a number to YAML (1.30 would read as 1.3): quote it, e.g. \"v{n}\""
+                        "{n} is a number to YAML, which drops trailing zeros (1.30 reads as \
+                         1.3): write the version quoted, e.g. \"v1.30\""
                     ),
                 );
             }

@@ -52,8 +52,14 @@ fn parse_any(
     match ansible::kind(text) {
         ansible::Kind::Fleetctl => parse_located(text, path, home),
         kind => {
-            let (inventory, keys) =
-                ansible::load(text, path, kind, home).map_err(|e| usage!("{e}"))?;
+            let (inventory, keys) = ansible::load(
+                text,
+                path,
+                kind,
+                home,
+                ansible::ansible_inventory().as_deref(),
+            )
+            .map_err(|e| usage!("{e}"))?;
             let keys = keys
                 .into_iter()
                 .map(|(path, origin)| KeyFile { origin, path })

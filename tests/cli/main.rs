@@ -2,6 +2,7 @@
 //! fleet (tests/fleetsim): real sshd per node, real shell, real dropped
 //! connections on reboot. One test binary, a module per area.
 
+mod ansible;
 mod apply;
 mod apply_faults;
 mod batches;

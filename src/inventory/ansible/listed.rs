@@ -122,8 +122,8 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<Host>, String> {
 
 /// Runs `ansible-inventory -i PATH --list` (no shell: the path is one
 /// argument) and reads its listing, saying so on stderr first.
-pub(super) fn run(path: &Path, why: &str) -> Result<Vec<Host>, String> {
-    let program = which("ansible-inventory").ok_or_else(|| {
+pub(super) fn run(program: Option<&Path>, path: &Path, why: &str) -> Result<Vec<Host>, String> {
+    let program = program.ok_or_else(|| {
         format!(
             "{}: only Ansible can read this inventory ({why}), and ansible-inventory is not on \
              PATH: install Ansible, or pass -i with the JSON of \
@@ -136,7 +136,7 @@ pub(super) fn run(path: &Path, why: &str) -> Result<Vec<Host>, String> {
         "fleetctl: reading {} through `ansible-inventory --list` ({why})",
         path.display()
     );
-    let mut child = Command::new(&program)
+    let mut child = Command::new(program)
         .arg("-i")
         .arg(path)
         .arg("--list")
@@ -206,9 +206,10 @@ pub(super) fn run(path: &Path, why: &str) -> Result<Vec<Host>, String> {
     )
 }
 
-fn which(program: &str) -> Option<std::path::PathBuf> {
+/// `ansible-inventory` on PATH, if there is one.
+pub(crate) fn which() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
-        .map(|d| d.join(program))
+        .map(|d| d.join("ansible-inventory"))
         .find(|p| p.is_file())
 }
