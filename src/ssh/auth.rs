@@ -22,6 +22,8 @@ use tokio::sync::Mutex;
 
 use super::{Options, Target, known_hosts};
 
+mod user_certs;
+
 /// How many times a wrong passphrase may be typed, as ssh.
 const PASSPHRASE_ATTEMPTS: usize = 3;
 
@@ -142,7 +144,39 @@ pub(crate) async fn authenticate<H: Handler>(
 
     if let Some(socket) = &opts.agent_socket {
         match agent_identities(socket, &file_keys, opts.connect_timeout).await {
-            Ok((mut agent, mut identities)) => {
+            Ok((mut agent, mut identities, agent_certs)) => {
+                // The agent's certificates first, each before its plain key.
+                for (cert, comment) in agent_certs {
+                    if target.identities_only {
+                        break;
+                    }
+                    let key = PublicKey::from(cert.public_key().clone());
+                    let hash = rsa_hash_for(handle, &key, &mut rsa_hash).await;
+                    let label = format!("ssh-agent {} \"{comment}\"", user_certs::describe(&cert));
+                    let result = within(
+                        opts.connect_timeout,
+                        handle.authenticate_certificate_with(
+                            &target.user,
+                            cert.clone(),
+                            hash,
+                            &mut agent,
+                        ),
+                        target,
+                    )
+                    .await?;
+                    match result {
+                        Ok(outcome) => {
+                            if attempts.record(label.clone(), &outcome) {
+                                return Ok(());
+                            }
+                            attempts.refused_certificate(&label, &cert, &target.user);
+                        }
+                        Err(e) => attempts
+                            .problems
+                            .push(format!("{label}: the agent could not sign ({e})")),
+                    }
+                    ensure_open(handle, target, &attempts)?;
+                }
                 if target.identities_only {
                     // ssh_config(5) IdentitiesOnly: the agent may still sign
                     // with a configured identity's key, it just may not offer
@@ -197,6 +231,23 @@ pub(crate) async fn authenticate<H: Handler>(
             }
         };
         let hash = rsa_hash_for(handle, key.public_key(), &mut rsa_hash).await;
+        for cert in user_certs::for_identity(path, key.public_key(), &target.certificate_files) {
+            let label = format!("{} with {}", path.display(), user_certs::describe(&cert));
+            let outcome = within(
+                opts.connect_timeout,
+                handle.authenticate_openssh_cert(&target.user, key.clone(), cert.clone()),
+                target,
+            )
+            .await?
+            .with_context(|| {
+                format!("{}: connection failed while offering {label}", target.node)
+            })?;
+            if attempts.record(label.clone(), &outcome) {
+                return Ok(());
+            }
+            attempts.refused_certificate(&label, &cert, &target.user);
+            ensure_open(handle, target, &attempts)?;
+        }
         let label = format!("{} ({})", path.display(), describe(key.public_key(), ""));
         let outcome = within(
             opts.connect_timeout,
@@ -219,6 +270,16 @@ pub(crate) async fn authenticate<H: Handler>(
 }
 
 impl Attempts {
+    /// A certificate the server refused: what sshd would object to in it,
+    /// when this side can tell (else the CA is not one the server trusts).
+    fn refused_certificate(&mut self, label: &str, cert: &russh::keys::Certificate, user: &str) {
+        let why = user_certs::problem(cert, user, user_certs::now()).unwrap_or_else(|| {
+            "it looks valid here: check that the node's sshd trusts its CA (TrustedUserCAKeys)"
+                .into()
+        });
+        self.problems.push(format!("{label} was refused: {why}"));
+    }
+
     /// Notes an attempt; true when it authenticated.
     fn record(&mut self, label: String, outcome: &AuthResult) -> bool {
         match outcome {
@@ -294,6 +355,7 @@ async fn agent_identities(
 ) -> anyhow::Result<(
     AgentClient<tokio::net::UnixStream>,
     Vec<(PublicKey, String)>,
+    Vec<(russh::keys::Certificate, String)>,
 )> {
     let what = || format!("ssh-agent at {} (SSH_AUTH_SOCK)", socket.display());
     let mut agent = tokio::time::timeout(timeout, AgentClient::connect_uds(socket))
@@ -304,15 +366,19 @@ async fn agent_identities(
         .await
         .map_err(|_| anyhow!("{} did not answer", what()))?
         .with_context(|| format!("cannot list the keys of {}", what()))?;
-    let mut keys: Vec<(PublicKey, String)> = identities
-        .into_iter()
-        .filter_map(|id| match id {
-            AgentIdentity::PublicKey { key, comment } => Some((key, comment)),
-            AgentIdentity::Certificate { .. } => None,
-        })
-        .collect();
+    let mut keys: Vec<(PublicKey, String)> = Vec::new();
+    let mut certificates = Vec::new();
+    for id in identities {
+        match id {
+            AgentIdentity::PublicKey { key, comment } => keys.push((key, comment)),
+            AgentIdentity::Certificate {
+                certificate,
+                comment,
+            } => certificates.push((certificate, comment)),
+        }
+    }
     keys.sort_by_key(|(key, _)| !is_identity_file_key(key, preferred));
-    Ok((agent, keys))
+    Ok((agent, keys, certificates))
 }
 
 fn is_identity_file_key(key: &PublicKey, file_keys: &[Option<PublicKey>]) -> bool {

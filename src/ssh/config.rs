@@ -259,6 +259,11 @@ fn honour_options(
         }
     };
     target.identities_only = yes_no("identitiesonly", "IdentitiesOnly")?;
+    target.certificate_files = params
+        .certificate_file
+        .iter()
+        .map(|p| expand_tilde(p, env))
+        .collect();
     let hash = yes_no("hashknownhosts", "HashKnownHosts")?;
 
     let alias = match option("hostkeyalias") {

@@ -97,8 +97,9 @@ pub enum Rejection {
     Changed { at: Place },
     /// The key is marked `@revoked` at `at`.
     Revoked { at: Place },
-    /// The server sent a host certificate; fleetctl verifies plain keys only.
-    Certificate,
+    /// The server sent a host certificate that a `@cert-authority` line
+    /// names the signer of, and it failed: why.
+    Certificate { reason: String },
 }
 
 /// The host key of `node` was refused; no command was run on it.
@@ -241,7 +242,7 @@ impl HostKeyRejected {
         for place in cert_authorities {
             writeln!(
                 f,
-                "Note: {place} is a @cert-authority line for this host; fleetctl does not verify host certificates, record the plain host key instead."
+                "Note: {place} is a @cert-authority line for this host, but the node presented no host certificate that authority signed."
             )?;
         }
         self.write_notes(f)?;
@@ -333,14 +334,13 @@ impl fmt::Display for HostKeyRejected {
                 self.key_type,
                 self.fingerprint,
             ),
-            Rejection::Certificate => write!(
+            Rejection::Certificate { reason } => write!(
                 f,
-                "{}: the server presented a host certificate, which fleetctl cannot verify; refusing to connect. \
-                 No command was run. Record its plain host key in {}.",
+                "{}: the host certificate it presented is refused: {reason}; refusing to connect. \
+                 No command was run. Have the node's host certificate signed again (ssh-keygen -s CA -h -n HOST), \
+                 or check the @cert-authority lines in {}.",
                 self.head(),
-                self.add_to
-                    .as_ref()
-                    .map_or_else(|| self.searched(), |p| p.display().to_string())
+                self.searched()
             ),
         }
     }

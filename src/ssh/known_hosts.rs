@@ -193,8 +193,8 @@ pub enum HostKeyStatus {
         /// Lines that hold keys of *other* types for this host: the host is
         /// not new, it just did not offer (or we did not pick) those types.
         other_types: Vec<(Place, Algorithm)>,
-        /// `@cert-authority` lines naming this host; fleetctl does not verify
-        /// host certificates, so they cannot vouch for a plain key.
+        /// `@cert-authority` lines naming this host: they vouch for host
+        /// certificates only, never for a plain key (`host_cert`).
         cert_authorities: Vec<Place>,
     },
     /// A different key of the same type is recorded at `at`: the host key
@@ -585,6 +585,9 @@ fn glob(pattern: &str, name: &str) -> bool {
     }
     pattern.get(p..).unwrap_or(&[]).iter().all(|&c| c == '*')
 }
+
+mod host_cert;
+pub use host_cert::{HostCert, check as check_host_cert, has_authority as has_cert_authority};
 
 #[cfg(test)]
 mod tests;

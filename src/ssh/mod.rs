@@ -58,6 +58,10 @@ pub struct Target {
     pub user: String,
     /// Tried in order after the agent's identities.
     pub identity_files: Vec<PathBuf>,
+    /// `CertificateFile`: certificates offered with the identity file (or
+    /// agent key) whose key they certify, beside `<identity>-cert.pub`,
+    /// which is always looked for (ssh_config(5)).
+    pub certificate_files: Vec<PathBuf>,
     /// The jump host to tunnel through (itself possibly behind another).
     pub jump: Option<Box<Target>>,
     /// `IdentitiesOnly yes`: offer only the keys of `identity_files` (read

@@ -23,6 +23,7 @@ mod pacing;
 mod plan;
 mod rollback;
 mod snapshots;
+mod ssh_certs;
 mod status;
 mod support;
 mod sysupdate_ha;

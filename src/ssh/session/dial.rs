@@ -103,6 +103,7 @@ async fn connect_one(
     let config = Arc::new(client_config(
         opts,
         &known_hosts::recorded_algorithms(&lookup.files, &lookup.name),
+        known_hosts::has_cert_authority(&lookup.files, &lookup.name),
     ));
     // Held until authenticated: MaxStartups counts a connection until then.
     let slot = opts.handshakes.acquire(&target.host, target.port).await;
@@ -169,6 +170,12 @@ async fn attempt(
     let verdict = Arc::new(Mutex::new(Verdict::default()));
     let client = Client {
         node: target.node.clone(),
+        principal: target
+            .host_keys
+            .alias
+            .clone()
+            .unwrap_or_else(|| target.host.clone())
+            .to_ascii_lowercase(),
         host: target.host.clone(),
         port: target.port,
         lookup: lookup.clone(),
@@ -346,9 +353,15 @@ impl Lookup {
     }
 }
 
-fn client_config(opts: &Options, recorded: &[Algorithm]) -> client::Config {
+/// `certificates`: a `@cert-authority` line names the host, so its host
+/// certificate is asked for first, as OpenSSH orders its host key
+/// algorithms then (`sshconnect2.c`, `order_hostkeyalgs`).
+fn client_config(opts: &Options, recorded: &[Algorithm], certificates: bool) -> client::Config {
     let mut preferred = Preferred::default();
     preferred.key = prefer_recorded(&preferred.key, recorded).into();
+    if certificates {
+        preferred.host_key_certificates = preferred.key.clone();
+    }
     client::Config {
         client_id: SshId::Standard(concat!("SSH-2.0-fleetctl_", env!("CARGO_PKG_VERSION")).into()),
         keepalive_interval: Some(opts.keepalive_interval),
@@ -396,6 +409,9 @@ fn take(verdict: &Mutex<Verdict>) -> Verdict {
 /// russh's callbacks for one connection: only the host key check matters.
 pub(crate) struct Client {
     node: String,
+    /// The name a host certificate must be issued for: `HostKeyAlias`, or
+    /// the host without its port (OpenSSH's `check_host_cert`).
+    principal: String,
     host: String,
     port: u16,
     lookup: Arc<Lookup>,
@@ -546,7 +562,25 @@ impl client::Handler for Client {
             PublicKeyOrCertificate::PublicKey { key, .. } => self.check(key),
             PublicKeyOrCertificate::Certificate(cert) => {
                 let key = PublicKey::new(cert.public_key().clone(), "");
-                Ok(self.reject(&key, Rejection::Certificate))
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let lookup = &self.lookup;
+                match known_hosts::check_host_cert(
+                    &lookup.files,
+                    &lookup.name,
+                    &self.principal,
+                    cert,
+                    now,
+                ) {
+                    known_hosts::HostCert::Valid { .. } => Ok(true),
+                    // As OpenSSH: no CA vouches for it, so its plain key
+                    // is judged against the plain-key lines.
+                    known_hosts::HostCert::NoAuthority => self.check(&key),
+                    known_hosts::HostCert::Invalid { reason } => {
+                        Ok(self.reject(&key, Rejection::Certificate { reason }))
+                    }
+                }
             }
         }
     }
