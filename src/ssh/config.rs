@@ -30,9 +30,10 @@
 //!   (config/tokens.rs: CVE-2023-51385).
 //! - Refused, naming the option and the host, because ignoring them would
 //!   connect somewhere else or trust something else than ssh would:
-//!   `KnownHostsCommand`, `ProxyUseFdpass yes`, and `Match` blocks (the
-//!   parser does not understand them and would apply what follows to the
-//!   Host block before).
+//!   `KnownHostsCommand`, `ProxyUseFdpass yes`, and `Match` blocks in an
+//!   `Include`d file (the parser does not understand them and would apply
+//!   what follows to the Host block before). `Match` in ~/.ssh/config itself
+//!   is evaluated per host as ssh does (config/matching.rs), `exec` refused.
 //! - Everything else (StrictHostKeyChecking: the inventory's
 //!   `host_key_checking` decides; CheckHostIP, IdentityAgent, ControlMaster…)
 //!   is ignored. docs/ssh.md has the full list.
@@ -47,6 +48,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use ssh2_config::{HostParams, ParseRule, SshConfig};
 
+mod matching;
+pub use matching::ConfigText;
+
 use super::{HostKeyLookup, Target};
 use crate::inventory::{Inventory, Jump, Node};
 
@@ -55,6 +59,9 @@ use tokens::{expand_command, expand_tokens};
 
 /// Default identity files, in the order they are tried.
 const DEFAULT_IDENTITIES: [&str; 3] = ["id_ed25519", "id_ecdsa", "id_rsa"];
+
+/// The largest ~/.ssh/config read (its `Match` lines are evaluated per host).
+const MAX_CONFIG: u64 = 1 << 20;
 
 /// `a,b,c` chains deeper than this are refused (and catch ProxyJump loops).
 const MAX_JUMPS: usize = 4;
@@ -94,7 +101,7 @@ impl LocalEnv {
 /// Reads `$HOME/.ssh/config` if it exists. Unknown and unsupported options
 /// are tolerated (real configs are full of them); a malformed file is an
 /// error, as it is for ssh.
-pub fn load_ssh_config(home: Option<&Path>) -> anyhow::Result<Option<SshConfig>> {
+pub fn load_ssh_config(home: Option<&Path>) -> anyhow::Result<Option<ConfigText>> {
     let Some(home) = home else {
         return Ok(None);
     };
@@ -104,7 +111,16 @@ pub fn load_ssh_config(home: Option<&Path>) -> anyhow::Result<Option<SshConfig>>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
     };
-    parse_ssh_config(&mut BufReader::new(file), home)
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(BufReader::new(file), MAX_CONFIG + 1),
+        &mut text,
+    )
+    .with_context(|| format!("reading {}", path.display()))?;
+    if text.len() as u64 > MAX_CONFIG {
+        bail!("{} is larger than {MAX_CONFIG} bytes", path.display());
+    }
+    ConfigText::new(text, home)
         .with_context(|| {
             format!(
                 "reading {}: fix the file (ssh -G <host> shows how ssh reads it)",
@@ -149,10 +165,12 @@ pub fn resolve_all(inv: &Inventory) -> anyhow::Result<Vec<Target>> {
 pub fn resolve_with(
     inv: &Inventory,
     node: &Node,
-    ssh_config: Option<&SshConfig>,
+    ssh_config: Option<&ConfigText>,
     env: &LocalEnv,
 ) -> anyhow::Result<Target> {
-    let params = query(ssh_config, &node.address);
+    let given = node.user.as_deref().or(inv.ssh.user.as_deref());
+    let params = query(ssh_config, &node.address, given, env)
+        .with_context(|| format!("{}: ~/.ssh/config", node.name))?;
     let user = node
         .user
         .clone()
@@ -228,8 +246,8 @@ fn honour_options(
         .any(|k| k.eq_ignore_ascii_case("match"))
     {
         return Err(refuse(
-            "a Match block after a Host block",
-            "and fleetctl cannot evaluate Match: the lines under it would be applied to that Host block's hosts.              Rewrite that Match block as a Host block (or move it after every Host block that matches this host)",
+            "a Match block in a file it Includes",
+            "and fleetctl evaluates Match in ~/.ssh/config itself only: the parser would apply the lines under it to the Host block before it.              Move that Match block into ~/.ssh/config, or rewrite it as a Host block",
         ));
     }
     if let Some(args) = option("knownhostscommand").filter(|a| !is_none(a)) {
@@ -382,10 +400,15 @@ fn parse_bool(args: &[String]) -> Option<bool> {
     }
 }
 
-fn query(ssh_config: Option<&SshConfig>, host: &str) -> HostParams {
+fn query(
+    ssh_config: Option<&ConfigText>,
+    host: &str,
+    given_user: Option<&str>,
+    env: &LocalEnv,
+) -> anyhow::Result<HostParams> {
     match ssh_config {
-        Some(cfg) => cfg.query(host),
-        None => SshConfig::default().query(host),
+        Some(cfg) => cfg.query(host, given_user, env.user.as_deref()),
+        None => Ok(SshConfig::default().query(host)),
     }
 }
 
@@ -416,7 +439,7 @@ fn proxy_jump(
     node: &str,
     params: &HostParams,
     inv: &Inventory,
-    ssh_config: Option<&SshConfig>,
+    ssh_config: Option<&ConfigText>,
     env: &LocalEnv,
     depth: usize,
 ) -> anyhow::Result<Option<Target>> {
@@ -455,7 +478,7 @@ fn jump_target(
     node: &str,
     jump: &Jump,
     inv: &Inventory,
-    ssh_config: Option<&SshConfig>,
+    ssh_config: Option<&ConfigText>,
     env: &LocalEnv,
     depth: usize,
 ) -> anyhow::Result<Target> {
@@ -464,7 +487,8 @@ fn jump_target(
             "{node}: the jump host chain is longer than {MAX_JUMPS} (is there a ProxyJump loop in ~/.ssh/config?)"
         );
     }
-    let params = query(ssh_config, &jump.host);
+    let params = query(ssh_config, &jump.host, jump.user.as_deref(), env)
+        .with_context(|| format!("{node}: ~/.ssh/config, for jump host {}", jump.host))?;
     let user = jump
         .user
         .clone()

@@ -553,7 +553,7 @@ fn hashed_matches(salt: &[u8], hash: &[u8], name: &str) -> bool {
 
 /// Shell-style wildcard match (`*` any run, `?` one character), as OpenSSH's
 /// `match_pattern`; both sides are already lower-case.
-fn glob(pattern: &str, name: &str) -> bool {
+pub(super) fn glob(pattern: &str, name: &str) -> bool {
     // Most entries are a literal name: every connection compares its name
     // with every line of the file, so skip the general matcher for them.
     if !pattern.contains(['*', '?']) {

@@ -190,6 +190,39 @@ fn user_and_host_certificates_are_accepted_and_bad_ones_named() {
     .unwrap();
     status(&inv).expect_code(0);
 
+    // A `Match host` block applies (here it alone gives the port, once the
+    // inventory no longer does); a `Match exec` is refused, never run.
+    let text = std::fs::read_to_string(&inv).unwrap();
+    let port_line = text
+        .lines()
+        .find(|l| l.trim().starts_with("port: "))
+        .unwrap();
+    let port = port_line.trim().trim_start_matches("port: ").to_string();
+    std::fs::write(&inv, text.replace(&format!("{port_line}\n"), "")).unwrap();
+    let config = |extra: &str| {
+        format!(
+            "Host *\n    GlobalKnownHostsFile /dev/null\n{extra}Match host 192.0.2.*\n    Port 1\n\
+             Match host {},192.0.2.1\n    Port {port}\n    CertificateFile {}\n",
+            cas.address,
+            cert.display()
+        )
+    };
+    std::fs::write(home.join("config"), config("")).unwrap();
+    status(&inv).expect_code(0);
+    let marker = cas.dir.join("exec-ran");
+    std::fs::write(
+        home.join("config"),
+        config(&format!(
+            "Match exec \"touch {}\"\n    User nobody\n",
+            marker.display()
+        )),
+    )
+    .unwrap();
+    let refused = status(&inv).expect_code(2);
+    assert_has(&refused.stdout, &["Match exec", "never runs `Match exec`"]);
+    assert!(!marker.exists(), "a Match exec command ran");
+    std::fs::write(home.join("config"), config("")).unwrap();
+
     // A host certificate for another name is refused, naming both names.
     trust(&fleet, Some("someone-else.example"));
     let host = status(&inv).expect_code(1);

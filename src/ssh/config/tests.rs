@@ -44,8 +44,8 @@ pub(crate) fn inventory(nodes: Vec<Node>) -> Inventory {
     }
 }
 
-fn config(text: &str) -> SshConfig {
-    parse_ssh_config(&mut text.as_bytes(), Path::new("/home/op")).unwrap()
+fn config(text: &str) -> ConfigText {
+    ConfigText::new(text.to_string(), Path::new("/home/op")).unwrap()
 }
 
 const CONFIG: &str = "\
@@ -257,7 +257,7 @@ fn config_file_is_read_from_home_and_missing_is_fine() {
     )
     .unwrap();
     let cfg = load_ssh_config(Some(home.path())).unwrap().unwrap();
-    let params = cfg.query("w1");
+    let params = cfg.query("w1", None, None).unwrap();
     assert_eq!(params.user.as_deref(), Some("fromfile"));
     assert_eq!(params.identity_file, Some(vec![home.path().join("k")]));
 }
@@ -400,11 +400,11 @@ fn options_that_cannot_be_honoured_are_refused_naming_option_and_host() {
         ),
         ("cmd", "KnownHostsCommand /usr/bin/lookup %H for host cmd"),
         ("fdpass", "ProxyUseFdpass yes for host fdpass"),
-        (
-            "matched",
-            "a Match block after a Host block for host matched",
-        ),
     ];
+    // A Match block is evaluated for the host (config/matching.rs), no
+    // longer refused: it applies to `other`, not to `matched`.
+    assert_eq!(resolve_in(OPTIONS, "matched").unwrap().user, "m");
+    assert_eq!(resolve_in(OPTIONS, "other").unwrap().user, "someone-else");
     for (host, expected) in cases {
         let err = resolve_in(OPTIONS, host).unwrap_err();
         let msg = format!("{err:#}");

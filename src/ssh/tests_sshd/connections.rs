@@ -284,7 +284,7 @@ async fn proxy_command_from_ssh_config_carries_the_connection() {
         home: Some(fx.dir.path().to_path_buf()),
         default_identities: vec![],
     };
-    let parsed = config::parse_ssh_config(&mut config.as_bytes(), fx.dir.path()).unwrap();
+    let parsed = config::ConfigText::new(config.to_string(), fx.dir.path()).unwrap();
     let t = config::resolve_with(&inv, &inv.nodes[0], Some(&parsed), &env).unwrap();
     assert!(t.proxy_command.is_some(), "{t:?}");
 

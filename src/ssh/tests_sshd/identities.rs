@@ -118,10 +118,12 @@ impl Agent {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !socket.exists() {
+        // The socket file appears at bind(), before listen(): a connection
+        // in between is refused, so wait for one that is accepted.
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
             assert!(
                 Instant::now() < deadline,
-                "ssh-agent did not create its socket"
+                "ssh-agent did not listen on its socket"
             );
             std::thread::sleep(Duration::from_millis(10));
         }
