@@ -5,6 +5,8 @@
 //! The sessions are kept so that `apply` reuses them. A [`Progress`] counts
 //! the nodes that have answered (or failed) as they do.
 
+pub mod rook_reading;
+
 use std::sync::Arc;
 
 use anyhow::Context;

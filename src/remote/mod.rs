@@ -67,6 +67,7 @@ pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> 
 
 pub mod before_hop;
 pub mod kubectl;
+pub mod rook;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the
 /// two cannot drift apart silently (a test checks the scripts use them).
