@@ -5,6 +5,7 @@
 mod apply;
 mod apply_faults;
 mod batches;
+mod ceph;
 mod checks;
 mod containerd;
 mod cordon;
