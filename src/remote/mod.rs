@@ -126,6 +126,18 @@ pub mod alerts {
     }
 }
 
+/// A DNS-1123 subdomain, as Kubernetes requires of node, namespace and
+/// pod names: lower-case letters, digits, `-` and `.`, neither first nor
+/// last, at most 253 characters. Such a name is one bare word for sh.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && !s.starts_with(['-', '.'])
+        && !s.ends_with(['-', '.'])
+}
+
 /// `arg` bare when no shell reads anything into it (so the journal reads
 /// like what an operator types: `-n kube-system get daemonset kured`),
 /// quoted otherwise.

@@ -10,20 +10,10 @@ use super::kubectl::kubectl;
 /// sections. Parse with `crate::checks::ceph::read_discovery`.
 pub const DISCOVER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("ceph.sh"));
 
-/// A name the API server accepted for a namespace or pod (DNS-1123: lower
-/// case letters, digits, `-` and `.`), and so safe as a bare word.
-fn dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && !s.starts_with(['-', '.'])
-}
-
 /// `kubectl -n NS exec POD -- ceph ARGS… --format json`; `None` when `ns`
 /// or `pod` is not a DNS-1123 name (they come from the cluster).
 pub fn toolbox(ns: &str, pod: &str, args: &[&str]) -> Option<String> {
-    if !dns_name(ns) || !dns_name(pod) {
+    if !super::is_dns_subdomain(ns) || !super::is_dns_subdomain(pod) {
         return None;
     }
     let mut words = vec!["-n", ns, "exec", pod, "--", "ceph"];

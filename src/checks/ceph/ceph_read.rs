@@ -19,6 +19,8 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use crate::remote::is_dns_subdomain;
+
 /// The largest JSON document read (a CephCluster list, a status).
 const MAX_JSON: usize = 4 << 20;
 /// The most health checks, PG states or OSDs kept from one reading.
@@ -118,14 +120,6 @@ fn json(what: &str, s: &str) -> Result<Value> {
         );
     }
     serde_json::from_str(s).with_context(|| format!("{what}: not JSON"))
-}
-
-/// A DNS-1123 name, as the API server allows for namespaces and pods.
-fn dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
 /// `checks` of `ceph health detail` (code → `severity`, `summary.message`)
@@ -310,7 +304,7 @@ fn parse_toolboxes(s: &str) -> Vec<Toolbox> {
                     namespace: text(&p["metadata"]["namespace"]),
                     pod: text(&p["metadata"]["name"]),
                 })
-                .filter(|t| dns_name(&t.namespace) && dns_name(&t.pod))
+                .filter(|t| is_dns_subdomain(&t.namespace) && is_dns_subdomain(&t.pod))
                 .collect()
         })
         .unwrap_or_default()
