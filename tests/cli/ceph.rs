@@ -13,6 +13,12 @@ use crate::support::{self, Fleet, Running, schedulability};
 const RECOVERY: f64 = 15.0;
 
 fn storage_fleet(f: impl FnOnce(&mut fleetsim::state::Faults)) -> Fleet {
+    storage_fleet_with(true, f)
+}
+
+/// `toolbox`: Rook's toolbox pod runs (else fleetctl reads the
+/// CephCluster's status alone).
+fn storage_fleet_with(toolbox: bool, f: impl FnOnce(&mut fleetsim::state::Faults)) -> Fleet {
     support::start(
         support::scenario()
             .control_planes(1)
@@ -20,6 +26,7 @@ fn storage_fleet(f: impl FnOnce(&mut fleetsim::state::Faults)) -> Fleet {
             .kubernetes("v1.34.2")
             .ceph(|c| {
                 c.recovery = RECOVERY;
+                c.toolbox = toolbox;
                 c.warnings = vec!["AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED".into()];
             })
             .faults(f),
@@ -44,6 +51,32 @@ fn journal_kinds(fleet: &Fleet, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// No worker is drained before the previous one's OSD is up and its PGs
+/// recovered (each node rebooted once, so its kubelet now is the one it
+/// came back with).
+fn assert_each_worker_waited(fleet: &Fleet, drains: &[(String, f64)]) {
+    let c = fleet.cluster().unwrap();
+    let spec = c.ceph.clone().unwrap();
+    let events = fleet.events().unwrap();
+    for pair in ["w-1", "w-2", "w-3"].windows(2) {
+        let (prev, next) = (pair[0], pair[1]);
+        let back = c.nodes[prev].kubelet.as_ref().unwrap().started_at;
+        let clean_at = back + spec.osd_start + spec.recovery;
+        let (_, drained) = drains
+            .iter()
+            .find(|(n, _)| n == next)
+            .unwrap_or_else(|| panic!("{next} was not drained: {drains:?}"));
+        assert!(
+            *drained >= clean_at,
+            "{next} was drained {:.1} s after {prev}'s kubelet came back, while its PGs were \
+             still degraded (clean {:.1} s after it):\n{}",
+            drained - back,
+            clean_at - back,
+            support::describe(&events)
+        );
+    }
+}
+
 #[test]
 fn each_worker_waits_for_the_previous_ones_pgs_to_recover_under_a_benign_warning() {
     let fleet = storage_fleet(|_| {});
@@ -61,23 +94,7 @@ fn each_worker_waits_for_the_previous_ones_pgs_to_recover_under_a_benign_warning
             "{w} was drained: {drains:?}"
         );
     }
-    // No worker is drained before the previous one's OSD is up and its
-    // PGs recovered (each node rebooted once, so its kubelet now is the
-    // one it came back with).
-    for pair in workers.windows(2) {
-        let (prev, next) = (pair[0], pair[1]);
-        let back = c.nodes[prev].kubelet.as_ref().unwrap().started_at;
-        let clean_at = back + spec.osd_start + spec.recovery;
-        let (_, drained) = drains.iter().find(|(n, _)| n == next).unwrap();
-        assert!(
-            *drained >= clean_at,
-            "{next} was drained {:.1} s after {prev}'s kubelet came back, while its PGs were \
-             still degraded (clean {:.1} s after it):\n{}",
-            drained - back,
-            clean_at - back,
-            support::describe(&events)
-        );
-    }
+    assert_each_worker_waited(&fleet, &drains);
     let now = fleetsim::state::now();
     let state = fleetsim::ceph::state(&c, &fleet.shared().faults().unwrap(), &spec, now);
     assert_eq!(
@@ -162,9 +179,20 @@ fn health_err_at_the_start_holds_until_it_clears_and_stops_at_the_timeout_changi
 
     // Plain `apply --yes`: it holds while the error lasts, changing
     // nothing, and goes on once it clears.
-    let mut running = Running::spawn(&fleet.inventory(), &["apply", "--yes"]);
+    // Heartbeats every second (a test build's FLEETCTL_TEST_HEARTBEAT): the
+    // lock is renewed while Ceph holds.
+    let mut cmd = support::fleetctl(&fleet.inventory(), &["apply", "--yes"]);
+    cmd.env("FLEETCTL_TEST_HEARTBEAT", "1s");
+    let mut running = Running::spawn_command(cmd);
     running.wait_for("Ceph holds cp-1's control-plane upgrade");
+    let lock_version =
+        || fleet.cluster().unwrap().configmaps[support::LOCK_CONFIGMAP].resource_version;
+    let renewed_from = lock_version();
     std::thread::sleep(std::time::Duration::from_secs(6));
+    assert!(
+        lock_version() > renewed_from,
+        "the lock's heartbeat goes on while Ceph holds"
+    );
     let held = changes(before);
     assert!(
         held.is_empty(),
@@ -211,4 +239,31 @@ fn health_err_at_the_start_holds_until_it_clears_and_stops_at_the_timeout_changi
         "nothing was upgraded, cordoned, drained or rebooted: {changed:?}"
     );
     support::assert_consistent(&fleet, &["cp-1", "w-1", "w-2", "w-3"], None);
+}
+
+#[test]
+fn without_the_toolbox_the_cephclusters_status_paces_the_workers() {
+    let fleet = storage_fleet_with(false, |_| {});
+    let json = support::status_report(
+        &support::run(&fleet.inventory(), &["status", "--output", "json"]).expect_code(0),
+    );
+    assert_eq!(json["ceph"][0]["source"], "status", "{json:#}");
+    assert_eq!(json["ceph"][0]["health"], "HEALTH_WARN");
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes"]).expect_code(0);
+    assert_each_worker_waited(&fleet, &drains(&fleet.events().unwrap()));
+    // The operator's status lags by up to its refresh: each wait saw
+    // the PGs degraded, or a status not yet checked since the return.
+    let waits = journal_kinds(&fleet, "ceph-recovery");
+    for w in ["w-1", "w-2", "w-3"] {
+        assert!(
+            waits.iter().any(|d| d.contains(&format!("after {w}"))),
+            "the journal shows the wait after {w}: {waits:#?}"
+        );
+    }
+    assert!(
+        !run.stderr.contains("ok-to-stop"),
+        "no toolbox, no ok-to-stop:\n{}",
+        run.stderr
+    );
 }
