@@ -123,3 +123,68 @@ pub fn render(reports: &[CephReport]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::ceph::{CephCheck, CephClusterStatus, Health, PgStates};
+
+    fn health() -> Health {
+        Health {
+            status: "HEALTH_WARN".into(),
+            checks: vec![CephCheck {
+                code: "PG_DEGRADED".into(),
+                severity: "HEALTH_WARN".into(),
+                message: "Degraded data redundancy: 3 pgs degraded\u{1b}[2J".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_toolbox_shows_pgs_and_a_stale_status_says_why_it_is_unknown() {
+        let toolbox = Reading::Toolbox {
+            health: health(),
+            pgs: PgStates {
+                by_state: vec![
+                    ("active+clean".into(), 29),
+                    ("active+undersized+degraded".into(), 3),
+                ],
+            },
+            stop: None,
+        };
+        let stale = Reading::Status {
+            status: CephClusterStatus {
+                name: "rook-ceph/rook-ceph".into(),
+                namespace: "rook-ceph".into(),
+                health: Some(health()),
+                last_checked: Some(0),
+                last_checked_text: "1970-01-01T00:00:00Z".into(),
+            },
+            now: 1_000,
+        };
+        let reports = ceph_reports(&[
+            ("rook-ceph/rook-ceph".into(), toolbox),
+            ("other/ceph".into(), stale),
+        ]);
+        assert_eq!(reports[0].source, "toolbox");
+        assert_eq!(reports[0].pgs.as_ref().unwrap().len(), 2);
+        assert_eq!(reports[1].source, "status");
+        assert!(reports[1].pgs.is_none());
+        assert!(reports[1].error.as_ref().unwrap().contains("unknown"));
+        let text = render(&reports);
+        assert!(
+            text.contains(
+                "32 PGs: 29 active+clean, 3 active+undersized+degraded (from the toolbox)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("HEALTH_WARN PG_DEGRADED: Degraded data redundancy"),
+            "{text}"
+        );
+        assert!(
+            !text.contains('\u{1b}'),
+            "control characters are escaped: {text:?}"
+        );
+    }
+}
