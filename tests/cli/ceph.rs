@@ -267,3 +267,32 @@ fn without_the_toolbox_the_cephclusters_status_paces_the_workers() {
         run.stderr
     );
 }
+
+#[test]
+fn a_ceph_whose_health_rook_never_reported_holds_and_stops_naming_it_with_nothing_changed() {
+    // No toolbox, and Rook's operator stopped before its first health
+    // check: the CephCluster has no .status.ceph. Unknown holds.
+    let fleet = storage_fleet_with(false, |f| f.ceph_operator_stopped = Some(0.0));
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let before = fleet.events().unwrap().len();
+    let run = support::apply(&fleet, &["--yes", "--ceph-timeout", "8s"]).expect_code(1);
+    support::assert_has(
+        &run.stderr,
+        &[
+            "Ceph holds cp-1's control-plane upgrade",
+            "rook-ceph/rook-ceph has no .status.ceph: Rook has not reported Ceph's health",
+            "not upgrading cp-1's control plane: Ceph still holds after 8s",
+        ],
+    );
+    let changed: Vec<Event> = fleet.events().unwrap()[before..]
+        .iter()
+        .filter(|e| {
+            schedulability(e).is_some()
+                || support::is_reboot(e)
+                || support::kubeadm_upgrade(e).is_some()
+        })
+        .cloned()
+        .collect();
+    assert!(changed.is_empty(), "nothing changed: {changed:?}");
+    support::assert_consistent(&fleet, &["cp-1", "w-1", "w-2", "w-3"], None);
+}

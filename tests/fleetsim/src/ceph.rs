@@ -316,7 +316,10 @@ pub fn last_checked(spec: &CephSpec, now: f64) -> f64 {
 /// (code → severity and message), lastChecked, lastChanged,
 /// previousHealth, capacity, fsid).
 pub fn cluster_json(c: &Cluster, f: &Faults, spec: &CephSpec, now: f64) -> Value {
-    let checked = last_checked(spec, now);
+    let mut checked = last_checked(spec, now);
+    if let Some(stopped) = f.ceph_operator_stopped {
+        checked = checked.min(last_checked(spec, stopped));
+    }
     let s = state(c, f, spec, checked);
     let details: serde_json::Map<String, Value> = s
         .checks
@@ -325,7 +328,8 @@ pub fn cluster_json(c: &Cluster, f: &Faults, spec: &CephSpec, now: f64) -> Value
         .collect();
     let ns = &spec.namespace;
     let name = &spec.name;
-    json!({
+    let never_checked = f.ceph_operator_stopped.is_some_and(|t| t < spec.created);
+    let mut object = json!({
         "apiVersion": "ceph.rook.io/v1",
         "kind": "CephCluster",
         "metadata": {
@@ -359,7 +363,14 @@ pub fn cluster_json(c: &Cluster, f: &Faults, spec: &CephSpec, now: f64) -> Value
                 },
             },
         },
-    })
+    });
+    if never_checked {
+        // Rook writes `.status.ceph` at its first health check.
+        if let Some(status) = object["status"].as_object_mut() {
+            status.remove("ceph");
+        }
+    }
+    object
 }
 
 #[cfg(test)]

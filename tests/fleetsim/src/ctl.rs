@@ -31,6 +31,8 @@ fleetsim ctl --dir DIR COMMAND
   kured-lock-allowed     it may again
   ceph-health-err CODE   Ceph raises HEALTH_ERR check CODE (OSD_FULL, PG_DAMAGED…)
   ceph-health-err-clear  it clears
+  ceph-operator-stop     Rook's operator stops: the CephCluster's status goes stale
+  ceph-operator-start    it runs again
   alert NAME firing|pending|resolved
                          the fleet's Prometheus (and Alertmanager) report alert NAME so";
 
@@ -54,6 +56,8 @@ pub enum Ctl {
     DropSshDuringUpgradeApply(String),
     /// Ceph's injected HEALTH_ERR check, or `None` to clear it.
     CephHealthErr(Option<String>),
+    /// Rook's operator stops (true) or runs again.
+    CephOperatorStop(bool),
     /// An alert's state: `firing`, `pending`, or `None` once resolved.
     Alert(String, Option<String>),
 }
@@ -87,6 +91,8 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
             Ctl::CephHealthErr(Some(code.to_string()))
         }
         ["ceph-health-err-clear"] => Ctl::CephHealthErr(None),
+        ["ceph-operator-stop"] => Ctl::CephOperatorStop(true),
+        ["ceph-operator-start"] => Ctl::CephOperatorStop(false),
         ["kured-lock-forbidden"] => Ctl::KuredLockForbidden(true),
         ["kured-lock-allowed"] => Ctl::KuredLockForbidden(false),
         ["slow-boot", n, s] => {
@@ -233,6 +239,8 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
             f.alerts.insert(name.clone(), state.clone());
         }
         Ctl::CephHealthErr(code) => f.ceph_health_err = code.clone(),
+        Ctl::CephOperatorStop(true) => f.ceph_operator_stopped = Some(now()),
+        Ctl::CephOperatorStop(false) => f.ceph_operator_stopped = None,
         Ctl::Alert(name, None) => {
             f.alerts.remove(name);
         }
@@ -316,6 +324,10 @@ mod tests {
         assert_eq!(
             parse(&args("ceph-health-err-clear")).unwrap(),
             Ctl::CephHealthErr(None)
+        );
+        assert_eq!(
+            parse(&args("ceph-operator-stop")).unwrap(),
+            Ctl::CephOperatorStop(true)
         );
         for bad in [
             "",

@@ -392,6 +392,11 @@ pub struct Faults {
     /// `PG_DAMAGED`…; `crate::ceph`), until cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceph_health_err: Option<String>,
+    /// When Rook's operator stopped (seconds since the epoch): the
+    /// CephCluster's `.status.ceph` stays as it last wrote it, and is not
+    /// there at all when it stopped before its first health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceph_operator_stopped: Option<f64>,
 }
 
 impl Faults {

@@ -92,6 +92,29 @@ fn an_injected_error_is_health_err_and_the_status_is_as_of_the_last_check() {
 }
 
 #[test]
+fn a_stopped_operator_leaves_the_status_as_it_last_wrote_it() {
+    let spec = CephSpec {
+        created: 1000.0,
+        refresh: 5.0,
+        ..CephSpec::default()
+    };
+    let c = cluster(Some(0.0));
+    let stopped = Faults {
+        ceph_operator_stopped: Some(1007.0),
+        ..Faults::default()
+    };
+    let j = cluster_json(&c, &stopped, &spec, 1400.0);
+    assert_eq!(j["status"]["ceph"]["lastChecked"], rfc3339(1005.0));
+    let never = Faults {
+        ceph_operator_stopped: Some(0.0),
+        ..Faults::default()
+    };
+    let j = cluster_json(&c, &never, &spec, 1400.0);
+    assert!(j["status"].get("ceph").is_none(), "{j:#}");
+    assert_eq!(j["status"]["phase"], "Ready");
+}
+
+#[test]
 fn ok_to_stop_refuses_a_second_host_while_one_is_down() {
     let spec = CephSpec::default();
     let f = Faults::default();
