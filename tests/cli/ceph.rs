@@ -43,6 +43,19 @@ fn drains(events: &[Event]) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// The upgrades, cordons, drains and reboots of the event log from `from` on.
+fn changes_since(fleet: &Fleet, from: usize) -> Vec<Event> {
+    fleet.events().unwrap()[from..]
+        .iter()
+        .filter(|e| {
+            schedulability(e).is_some()
+                || support::is_reboot(e)
+                || support::kubeadm_upgrade(e).is_some()
+        })
+        .cloned()
+        .collect()
+}
+
 fn journal_kinds(fleet: &Fleet, kind: &str) -> Vec<String> {
     support::journal_records(fleet)
         .iter()
@@ -165,17 +178,7 @@ fn health_err_at_the_start_holds_until_it_clears_and_stops_at_the_timeout_changi
     let fleet = storage_fleet(|f| f.ceph_health_err = Some("OSD_FULL".into()));
     support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
     let before = fleet.events().unwrap().len();
-    let changes = |from: usize| -> Vec<Event> {
-        fleet.events().unwrap()[from..]
-            .iter()
-            .filter(|e| {
-                schedulability(e).is_some()
-                    || support::is_reboot(e)
-                    || support::kubeadm_upgrade(e).is_some()
-            })
-            .cloned()
-            .collect()
-    };
+    let changes = |from: usize| changes_since(&fleet, from);
 
     // Plain `apply --yes`: it holds while the error lasts, changing
     // nothing, and goes on once it clears.
@@ -284,15 +287,7 @@ fn a_ceph_whose_health_rook_never_reported_holds_and_stops_naming_it_with_nothin
             "not upgrading cp-1's control plane: Ceph still holds after 8s",
         ],
     );
-    let changed: Vec<Event> = fleet.events().unwrap()[before..]
-        .iter()
-        .filter(|e| {
-            schedulability(e).is_some()
-                || support::is_reboot(e)
-                || support::kubeadm_upgrade(e).is_some()
-        })
-        .cloned()
-        .collect();
+    let changed = changes_since(&fleet, before);
     assert!(changed.is_empty(), "nothing changed: {changed:?}");
     support::assert_consistent(&fleet, &["cp-1", "w-1", "w-2", "w-3"], None);
 }
