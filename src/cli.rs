@@ -291,6 +291,60 @@ pub struct PaceArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION",
           requires = "alert_gate")]
     pub alert_gate_interval: Duration,
+
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+/// The Ceph gate (docs/apply.md, "Ceph"): on whenever the cluster has a
+/// CephCluster.
+#[derive(Debug, Args)]
+pub struct CephArgs {
+    /// Take nodes down whatever Ceph says (the gate is on by default on a
+    /// cluster with a CephCluster; this warns loudly)
+    #[arg(long)]
+    pub no_ceph_gate: bool,
+
+    /// A Ceph health code that holds a drain besides the built-in ones
+    /// (docs/checks.md, "Ceph"), e.g. SLOW_OPS; repeatable
+    #[arg(long, value_name = "CODE", value_parser = parse_ceph_code,
+          conflicts_with = "no_ceph_gate")]
+    pub ceph_hold_on: Vec<String>,
+
+    /// How long Ceph may hold a drain before the run stops, naming it
+    #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DURATION")]
+    pub ceph_timeout: Duration,
+
+    /// How long Ceph may take, after a node returns, until every placement
+    /// group is active+clean again, before the run stops
+    #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DURATION")]
+    pub ceph_recovery_timeout: Duration,
+}
+
+impl CephArgs {
+    pub fn gate(&self) -> crate::pacing::CephGate {
+        crate::pacing::CephGate {
+            enabled: !self.no_ceph_gate,
+            hold_on: self.ceph_hold_on.clone(),
+            timeout: self.ceph_timeout,
+            recovery_timeout: self.ceph_recovery_timeout,
+            ..crate::pacing::CephGate::default()
+        }
+    }
+}
+
+fn parse_ceph_code(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a Ceph health code (such as PG_DEGRADED)"
+        ))
+    }
 }
 
 impl PaceArgs {
@@ -318,6 +372,7 @@ impl PaceArgs {
             soak: self.soak,
             window: self.window.clone().or_else(|| inventory_window.cloned()),
             alert_gate,
+            ceph: self.ceph.gate(),
         })
     }
 }

@@ -6,6 +6,7 @@
 //! the nodes that have answered (or failed) as they do.
 
 mod roles;
+pub mod rook_reading;
 
 pub use roles::disagreements as role_disagreements;
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub mod storage;
+
 use crate::gather::Gathered;
 use crate::inventory::Role;
 use crate::node::{ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin};
@@ -21,6 +23,9 @@ pub struct StatusReport {
     pub cluster: ClusterReport,
     pub summary: Summary,
     pub nodes: Vec<NodeStatus>,
+    /// Each CephCluster (`storage`); absent without Ceph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceph: Option<Vec<storage::CephReport>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -290,6 +295,7 @@ pub fn build(
         cluster: cluster_report,
         summary,
         nodes: statuses,
+        ceph: None,
     }
 }
 
@@ -443,6 +449,9 @@ pub fn render_table(r: &StatusReport) -> String {
     ));
     for w in &r.summary.warnings {
         out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
+    }
+    if let Some(ceph) = &r.ceph {
+        out.push_str(&storage::render(ceph));
     }
     out
 }

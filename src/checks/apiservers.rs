@@ -175,12 +175,7 @@ fn is_mirror_pod_of(pod: &Value, node: &str) -> bool {
 
 /// DNS-1123 subdomain, as Kubernetes requires of node names.
 fn is_node_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
+    crate::remote::is_dns_subdomain(s)
 }
 
 /// `--advertise-address` and `--secure-port` (default 6443) of the pod's

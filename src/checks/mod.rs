@@ -15,6 +15,7 @@
 //! output here.
 
 mod apiservers;
+pub mod ceph;
 mod certs;
 mod cgroup;
 mod configmaps;

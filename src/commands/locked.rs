@@ -55,6 +55,13 @@ pub async fn under_lock(
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(inv, printer)?;
+    if roll.pace.ceph.no_ceph_gate {
+        let text = "--no-ceph-gate: the Ceph gate is OFF. Nodes will be drained and rebooted \
+                    whatever Ceph says, even while placement groups are degraded or inactive: \
+                    data may become unavailable";
+        printer.warn(text);
+        journal.event("ceph-gate-off", None, text);
+    }
     let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
     let locked = Locked {

@@ -13,7 +13,23 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
     let gathered = super::gather_fleet(&inv, global, printer).await?;
-    let report = status::report(&gathered);
+    let mut report = status::report(&gathered);
+    // Rook-Ceph's health, read as the Ceph gate reads it; nothing when the
+    // cluster has none, no control plane answered or the API could not be
+    // read (the cluster line says why).
+    if let Some(api) = gathered
+        .nodes
+        .iter()
+        .filter(|n| n.node.role == crate::inventory::Role::ControlPlane)
+        .find_map(|n| n.session.clone())
+    {
+        report.ceph = match crate::gather::rook_reading::read(&api, &[]).await {
+            Ok(Some(r)) if r.iter().any(|(_, x)| !x.is_unreadable()) => {
+                Some(status::storage::ceph_reports(&r))
+            }
+            _ => None,
+        };
+    }
     match args.output {
         StatusFormat::Json => printer.out_json(&report)?,
         StatusFormat::Table => printer.out(&status::render_table(&report)),

@@ -12,7 +12,7 @@ use crate::version::{Minor, Version};
 
 pub use parse::{
     CheckOutputs, GateView, StaticPod, detect_pin, image_version, parse_check_outputs,
-    parse_cluster, parse_facts, parse_gates, parse_instance_metrics, parse_pods,
+    parse_cluster, parse_facts, parse_gates, parse_instance_metrics, parse_pods, parse_probes,
 };
 
 /// Everything `status` and `plan` need to know about one node.

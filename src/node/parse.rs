@@ -18,6 +18,8 @@ use super::{
 use crate::version::{Minor, Version};
 
 mod cluster_json;
+mod probes;
+pub use probes::parse_probes;
 mod sections;
 use cluster_json::*;
 pub use cluster_json::{StaticPod, parse_pods};

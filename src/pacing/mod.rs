@@ -3,11 +3,13 @@
 //! waiting.
 
 pub mod alert_gate;
+pub mod ceph_gate;
 pub mod window;
 
 use std::time::Duration;
 
 pub use alert_gate::{Alert, Filter};
+pub use ceph_gate::CephGate;
 pub use window::{Fit, Window};
 
 /// What holds the next node back, from `--soak`, `--window` (or the
@@ -19,6 +21,8 @@ pub struct Pace {
     pub soak: Duration,
     pub window: Option<Window>,
     pub alert_gate: Option<AlertGate>,
+    /// The Ceph gate before each drain and after each node returns.
+    pub ceph: CephGate,
 }
 
 /// `--alert-gate URL`: a Prometheus whose `ALERTS` hold the next drain.

@@ -67,6 +67,7 @@ pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> 
 
 pub mod before_hop;
 pub mod kubectl;
+pub mod rook;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the
 /// two cannot drift apart silently (a test checks the scripts use them).
@@ -123,6 +124,18 @@ pub mod alerts {
             quote(url)
         )
     }
+}
+
+/// A DNS-1123 subdomain, as Kubernetes requires of node, namespace and
+/// pod names: lower-case letters, digits, `-` and `.`, neither first nor
+/// last, at most 253 characters. Such a name is one bare word for sh.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && !s.starts_with(['-', '.'])
+        && !s.ends_with(['-', '.'])
 }
 
 /// `arg` bare when no shell reads anything into it (so the journal reads

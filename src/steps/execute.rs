@@ -140,6 +140,7 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
         }
         Task::ControlPlanesReady { node } => {
             apply.begin(node, "wait until every control plane is Ready");
+            super::storage_gate::before_upgrade(apply, node).await?;
             let api = apply.api()?;
             wait_control_planes_ready(apply, &api).await?;
         }

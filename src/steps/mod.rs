@@ -32,6 +32,7 @@ mod roll;
 pub mod runner;
 pub mod script;
 mod stage;
+mod storage_gate;
 mod verify;
 
 pub use context::{Apply, Interrupted, Lease, Ledger, OnFailure, Rerun, Settings, Stop};

@@ -191,6 +191,7 @@ pub async fn roll(
         }
     }
     if failures.is_empty() {
+        super::storage_gate::after_return(apply, batch).await?;
         apply.back_at = Some(Instant::now());
         Ok(())
     } else {

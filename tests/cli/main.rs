@@ -6,6 +6,7 @@ mod ansible;
 mod apply;
 mod apply_faults;
 mod batches;
+mod ceph;
 mod checks;
 mod containerd;
 mod cordon;

@@ -29,6 +29,10 @@ fleetsim ctl --dir DIR COMMAND
                          cut them while NODE's next `kubeadm upgrade apply` works
   kured-lock-forbidden   the admin kubeconfig may no longer change Kured's DaemonSet
   kured-lock-allowed     it may again
+  ceph-health-err CODE   Ceph raises HEALTH_ERR check CODE (OSD_FULL, PG_DAMAGED…)
+  ceph-health-err-clear  it clears
+  ceph-operator-stop     Rook's operator stops: the CephCluster's status goes stale
+  ceph-operator-start    it runs again
   alert NAME firing|pending|resolved
                          the fleet's Prometheus (and Alertmanager) report alert NAME so";
 
@@ -50,6 +54,10 @@ pub enum Ctl {
     KuredLockForbidden(bool),
     DropSsh(String),
     DropSshDuringUpgradeApply(String),
+    /// Ceph's injected HEALTH_ERR check, or `None` to clear it.
+    CephHealthErr(Option<String>),
+    /// Rook's operator stops (true) or runs again.
+    CephOperatorStop(bool),
     /// An alert's state: `firing`, `pending`, or `None` once resolved.
     Alert(String, Option<String>),
 }
@@ -76,6 +84,15 @@ pub fn parse(args: &[String]) -> Result<Ctl> {
         ["pdb-unblock", n] => Ctl::PdbUnblock(n.to_string()),
         ["drop-ssh", n] => Ctl::DropSsh(n.to_string()),
         ["drop-ssh-during-upgrade-apply", n] => Ctl::DropSshDuringUpgradeApply(n.to_string()),
+        ["ceph-health-err", code] => {
+            if code.is_empty() || !code.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                bail!("ceph-health-err: `{code}` is not a Ceph health code (A_CODE_LIKE_THIS)");
+            }
+            Ctl::CephHealthErr(Some(code.to_string()))
+        }
+        ["ceph-health-err-clear"] => Ctl::CephHealthErr(None),
+        ["ceph-operator-stop"] => Ctl::CephOperatorStop(true),
+        ["ceph-operator-start"] => Ctl::CephOperatorStop(false),
         ["kured-lock-forbidden"] => Ctl::KuredLockForbidden(true),
         ["kured-lock-allowed"] => Ctl::KuredLockForbidden(false),
         ["slow-boot", n, s] => {
@@ -221,6 +238,9 @@ pub fn apply(f: &mut Faults, ctl: &Ctl) {
         Ctl::Alert(name, Some(state)) => {
             f.alerts.insert(name.clone(), state.clone());
         }
+        Ctl::CephHealthErr(code) => f.ceph_health_err = code.clone(),
+        Ctl::CephOperatorStop(true) => f.ceph_operator_stopped = Some(now()),
+        Ctl::CephOperatorStop(false) => f.ceph_operator_stopped = None,
         Ctl::Alert(name, None) => {
             f.alerts.remove(name);
         }
@@ -297,8 +317,21 @@ mod tests {
             parse(&args("alert KubeNodeNotReady resolved")).unwrap(),
             Ctl::Alert("KubeNodeNotReady".into(), None)
         );
+        assert_eq!(
+            parse(&args("ceph-health-err OSD_FULL")).unwrap(),
+            Ctl::CephHealthErr(Some("OSD_FULL".into()))
+        );
+        assert_eq!(
+            parse(&args("ceph-health-err-clear")).unwrap(),
+            Ctl::CephHealthErr(None)
+        );
+        assert_eq!(
+            parse(&args("ceph-operator-stop")).unwrap(),
+            Ctl::CephOperatorStop(true)
+        );
         for bad in [
             "",
+            "ceph-health-err osd_full",
             "hang",
             "alert X burning",
             "publish 1.38",

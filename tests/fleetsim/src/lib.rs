@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod api;
 pub mod boot;
+pub mod ceph;
 pub mod cgroup;
 pub mod clients;
 pub mod containerd;

@@ -98,6 +98,10 @@ pub struct Scenario {
     /// every config.yaml kubeadm writes), e.g. `failCgroupV1: false\n`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubelet_config: Option<String>,
+    /// Rook-Ceph: a CephCluster, its OSDs on the workers and the toolbox
+    /// (`crate::ceph`); unset: no Ceph at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceph: Option<crate::ceph::CephSpec>,
     pub nodes: Vec<NodeSpec>,
     /// Faults switched on from the start (see `fleetsim ctl` to flip them later).
     pub faults: Faults,
@@ -249,6 +253,7 @@ impl Default for Scenario {
             control_plane_args: BTreeMap::new(),
             etcd: None,
             kubelet_config: None,
+            ceph: None,
             nodes: Vec::new(),
             faults: Faults::default(),
         }
@@ -405,6 +410,14 @@ impl Scenario {
         let mut spec = self.kured.spec().unwrap_or_default();
         f(&mut spec);
         self.kured = Kured::Spec(spec);
+        self
+    }
+
+    /// Installs Rook-Ceph as `f` says (`crate::ceph::CephSpec`).
+    pub fn ceph(mut self, f: impl FnOnce(&mut crate::ceph::CephSpec)) -> Scenario {
+        let mut spec = self.ceph.take().unwrap_or_default();
+        f(&mut spec);
+        self.ceph = Some(spec);
         self
     }
 

@@ -118,6 +118,9 @@ pub struct Cluster {
     /// upgrade deploys a newer one); see `etcd_pod/tag.rs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub etcd_images: BTreeMap<String, String>,
+    /// Rook-Ceph, when the scenario installs it (`crate::ceph`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceph: Option<crate::ceph::CephSpec>,
 }
 
 /// A workload pod of the scenario.
@@ -385,6 +388,15 @@ pub struct Faults {
     /// as it restarts any failed kubelet: a crash loop, the Node NotReady.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kubelet_crash: BTreeMap<String, String>,
+    /// A HEALTH_ERR check Ceph raises while this is set (`OSD_FULL`,
+    /// `PG_DAMAGED`…; `crate::ceph`), until cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceph_health_err: Option<String>,
+    /// When Rook's operator stopped (seconds since the epoch): the
+    /// CephCluster's `.status.ceph` stays as it last wrote it, and is not
+    /// there at all when it stopped before its first health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceph_operator_stopped: Option<f64>,
 }
 
 impl Faults {

@@ -132,7 +132,10 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap().to_string())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io", "policy"]);
+        assert_eq!(
+            names,
+            ["apps", "ceph.rook.io", "coordination.k8s.io", "policy"]
+        );
         assert!(api_group("apps").is_some());
         assert!(api_group("batch").is_none());
         assert!(resource_list("batch", "v1").is_none());

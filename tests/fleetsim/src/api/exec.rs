@@ -97,7 +97,7 @@ pub async fn serve(
     user: User,
     path: String,
     q: Vec<(String, String)>,
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
 ) -> Response<Body> {
     let t = match server::target(&path) {
         Some(Ok(t)) if t.resource.name == "pods" && t.subresource == "exec" => t,
@@ -128,8 +128,9 @@ pub async fn serve(
     // Authorization and the pod's node, before upgrading.
     let checked = {
         let ctx = ctx.clone();
+        let command = command.clone();
         tokio::task::spawn_blocking(
-            move || -> Result<(String, String, String, String), status::Failure> {
+            move || -> Result<(String, String, String, String, Option<Toolbox>), status::Failure> {
                 server::admit(&ctx, &user, &t, "create")?;
                 let c = ctx
                     .shared
@@ -146,12 +147,13 @@ pub async fn serve(
                     .as_str()
                     .unwrap_or("")
                     .to_string();
-                Ok((t.namespace.clone(), t.name.clone(), node, image))
+                let toolbox = toolbox_answer(&snap, &pod, &command);
+                Ok((t.namespace.clone(), t.name.clone(), node, image, toolbox))
             },
         )
         .await
     };
-    let (ns, pod, node, image) = match checked {
+    let (ns, pod, node, image, toolbox) = match checked {
         Ok(Ok(x)) => x,
         Ok(Err(f)) => return respond(f.into()),
         Err(e) => return respond(status::internal(&format!("exec: {e}")).into()),
@@ -160,6 +162,9 @@ pub async fn serve(
         return respond(
             status::bad_request("you must specify at least one command for the container").into(),
         );
+    }
+    if let Some(answer) = toolbox {
+        return upgrade_then(req, &key, protocol, move |ws| reply(ws, answer, command));
     }
     let Some(address) = ctx.ssh.addresses.get(&node).cloned() else {
         return respond(status::internal(&format!("pod {pod} is on no known node")).into());
@@ -178,6 +183,25 @@ pub async fn serve(
         }
     };
     let ssh = ctx.ssh.clone();
+    upgrade_then(req, &key, protocol, move |ws| async move {
+        run(ws, &ssh, &address, &pod, &tag, &command, stdin).await;
+    })
+}
+
+/// The upgraded connection as a WebSocket.
+type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Answers 101 Switching Protocols and hands the upgraded connection to `then`.
+fn upgrade_then<F, Fut>(
+    mut req: Request<Incoming>,
+    key: &str,
+    protocol: &str,
+    then: F,
+) -> Response<Body>
+where
+    F: FnOnce(Ws) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let upgrade = hyper::upgrade::on(&mut req);
     let protocol = protocol.to_string();
     tokio::spawn(async move {
@@ -185,7 +209,7 @@ pub async fn serve(
             return;
         };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        run(ws, &ssh, &address, &pod, &tag, &command, stdin).await;
+        then(ws).await;
     });
     let mut r = Response::new(
         Empty::<Bytes>::new()
@@ -208,6 +232,61 @@ pub async fn serve(
         }
     }
     r
+}
+
+/// What Rook's toolbox answers: its `ceph` talks to the mons over the
+/// network, not to anything on its node, so it is answered here from the
+/// cluster state (`crate::ceph::toolbox`).
+type Toolbox = crate::ceph::toolbox::Answer;
+
+/// The toolbox's answer when `pod` is the toolbox of the fleet's Ceph.
+fn toolbox_answer(
+    snap: &super::store::Snapshot,
+    pod: &serde_json::Value,
+    command: &[String],
+) -> Option<Toolbox> {
+    let spec = snap.cluster.ceph.as_ref()?;
+    let (k, v) = crate::ceph::TOOLBOX_LABEL;
+    let is_toolbox = pod["metadata"]["labels"][k].as_str() == Some(v)
+        && pod["metadata"]["namespace"].as_str() == Some(spec.namespace.as_str());
+    if !is_toolbox {
+        return None;
+    }
+    let state = crate::ceph::state(&snap.cluster, &snap.faults, spec, snap.now);
+    Some(crate::ceph::toolbox::run(spec, &state, command))
+}
+
+/// Sends the toolbox's answer as the kubelet relays a command's streams.
+async fn reply<S>(ws: WebSocketStream<S>, answer: Toolbox, command: Vec<String>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut tx, _rx) = ws.split();
+    if !answer.stdout.is_empty() {
+        let _ = tx.send(frame(STDOUT, answer.stdout.as_bytes())).await;
+    }
+    if !answer.stderr.is_empty() {
+        let _ = tx.send(frame(STDERR, answer.stderr.as_bytes())).await;
+    }
+    let _ = tx
+        .send(frame(
+            ERROR,
+            exit_status(answer.code, &command).to_string().as_bytes(),
+        ))
+        .await;
+    close(&mut tx).await;
+}
+
+/// The error stream's Status for exit `code` of `command`.
+fn exit_status(code: i32, command: &[String]) -> serde_json::Value {
+    if code == 0 {
+        json!({"metadata": {}, "status": "Success"})
+    } else {
+        json!({"metadata": {}, "status": "Failure",
+               "message": format!("command terminated with non-zero exit code: error executing command {command:?}, exit code {code}"),
+               "reason": "NonZeroExitCode",
+               "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
+    }
 }
 
 /// Runs the command on the pod's node and relays its streams.
@@ -329,13 +408,8 @@ async fn run<S>(
                "reason": "InternalError",
                "details": {"causes": [{"message": msg}]},
                "code": 500})
-    } else if code == 0 {
-        json!({"metadata": {}, "status": "Success"})
     } else {
-        json!({"metadata": {}, "status": "Failure",
-               "message": format!("command terminated with non-zero exit code: error executing command {command:?}, exit code {code}"),
-               "reason": "NonZeroExitCode",
-               "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
+        exit_status(code, command)
     };
     let _ = tx.send(frame(ERROR, status.to_string().as_bytes())).await;
     close(&mut tx).await;

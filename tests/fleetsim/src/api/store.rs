@@ -145,6 +145,20 @@ pub const RESOURCES: &[Resource] = &[
         short: &[],
         fields: &[],
     },
+    // Rook's CRD (deploy/examples/crds.yaml): read here, written only by
+    // the emulated operator. Served whether or not the scenario has Ceph;
+    // without it, the list is empty.
+    Resource {
+        group: "ceph.rook.io",
+        version: "v1",
+        name: "cephclusters",
+        singular: "cephcluster",
+        kind: "CephCluster",
+        namespaced: true,
+        verbs: &["get", "list", "watch"],
+        short: &[],
+        fields: &[],
+    },
     Resource {
         group: "policy",
         version: "v1",
@@ -268,6 +282,11 @@ impl Snapshot {
                     .collect()
             }
             "namespaces" => self.namespaces(),
+            "cephclusters" => c
+                .ceph
+                .iter()
+                .map(|spec| crate::ceph::cluster_json(c, &self.faults, spec, self.now))
+                .collect(),
             "leases" => self.leases(),
             _ => Vec::new(),
         }
@@ -295,6 +314,7 @@ impl Snapshot {
         );
         names.extend(c.pdbs.iter().map(|p| p.namespace.clone()));
         names.extend(c.kured.iter().map(|k| k.namespace.clone()));
+        names.extend(c.ceph.iter().map(|k| k.namespace.clone()));
         let created = rfc3339(objects::cluster_created(c, self.now));
         names
             .into_iter()

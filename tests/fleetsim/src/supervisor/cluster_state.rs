@@ -53,7 +53,7 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
         )]
         .into(),
         resource_version: 1,
-        pods: scenario.pods.clone(),
+        pods: crate::ceph::with_toolbox(scenario),
         pdbs: scenario.pdbs.clone(),
         deprecated_apis: scenario.deprecated_apis.clone(),
         certs_expire: scenario
@@ -63,6 +63,10 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
             .map(|n| (n.name.clone(), now() + scenario.cert_expiry_days * 86_400.0))
             .collect(),
         external_etcd: scenario.external_etcd.clone(),
+        ceph: scenario.ceph.clone().map(|mut c| {
+            c.created = now();
+            c
+        }),
         control_plane_args: scenario.control_plane_args.clone(),
         etcd_images: scenario
             .nodes

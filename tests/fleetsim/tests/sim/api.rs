@@ -677,3 +677,84 @@ fn in_ha_the_endpoint_reaches_an_instance_that_is_up() {
     assert_eq!(stdout(&waited), "node/cp-1 condition met\n");
     assert_ne!(crate::common::boot_id(&fleet, "cp-1"), id);
 }
+
+#[test]
+fn rooks_toolbox_answers_ceph_through_the_real_kubectl_exec() {
+    let fleet = start(small(3).ceph(|c| {
+        c.recovery = 0.5;
+        c.warnings = vec!["AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED".into()];
+    }));
+    let Some(k) = kubectl(&fleet, 33, "admin") else {
+        return;
+    };
+    let ceph = |words: &[&str]| {
+        let mut args = vec![
+            "-n",
+            "rook-ceph",
+            "exec",
+            "rook-ceph-tools-7b75b967db-x8kzq",
+            "--",
+            "ceph",
+        ];
+        args.extend_from_slice(words);
+        k.run(&args)
+    };
+    // Until every kubelet runs and the OSDs have recovered from the boot.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = ceph(&["pg", "stat", "--format", "json"]);
+        let clean = o.status.success() && {
+            let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            v["pg_summary"]["num_pg_by_state"]
+                == serde_json::json!([{"name": "active+clean", "num": 32}])
+        };
+        if clean {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Ceph never got clean: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    let list = k.run(&["get", "cephclusters", "-A", "-o", "json"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let status = &v["items"][0]["status"]["ceph"];
+    assert_eq!(status["health"], "HEALTH_WARN", "{v:#}");
+    assert_eq!(
+        status["details"]["AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED"]["severity"],
+        "HEALTH_WARN"
+    );
+
+    // One host's OSD may stop; two of three would leave PGs below min_size:
+    // the report on stdout, Ceph's EBUSY on stderr, kubectl's exit code 16.
+    let one = ceph(&["osd", "ok-to-stop", "0", "--format", "json"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&one)).unwrap();
+    assert_eq!(v["ok_to_stop"], true);
+    let two = ceph(&["osd", "ok-to-stop", "0", "1", "--format", "json"]);
+    assert_eq!(two.status.code(), Some(16), "{}", stderr(&two));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&two)).unwrap();
+    assert_eq!(v["ok_to_stop"], false);
+    assert_eq!(v["num_not_ok_pgs"], 32);
+    assert!(
+        stderr(&two).ends_with(
+            "Error EBUSY: unsafe to stop osd(s) at this time (32 PGs are or would become offline)\n\
+             command terminated with exit code 16\n"
+        ),
+        "{}",
+        stderr(&two)
+    );
+
+    // An injected HEALTH_ERR shows at once in the toolbox.
+    fleet
+        .faults(|f| f.ceph_health_err = Some("OSD_FULL".into()))
+        .unwrap();
+    let health = ceph(&["health", "detail", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&health)).unwrap();
+    assert_eq!(v["status"], "HEALTH_ERR");
+    assert_eq!(v["checks"]["OSD_FULL"]["severity"], "HEALTH_ERR");
+}
