@@ -168,6 +168,13 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
     {
         return Ok((fail(env, &boot, version, CRASH)?, None));
     }
+    let failing = env
+        .shared()
+        .faults()?
+        .kubelet_failing_starts(&boot.name, &version.to_string());
+    if failing > 0 && starts_before(env, &boot.boot_id)? < failing {
+        return Ok((fail(env, &boot, version, NO_RUNTIME)?, None));
+    }
     if let Some(msg) = refused_gate(version, &flags.feature_gates) {
         return Ok((fail(env, &boot, version, &msg)?, None));
     }
@@ -270,6 +277,38 @@ pub(crate) fn refused_gate(version: KubeVersion, gates: &[String]) -> Option<Str
         crate::feature_gates::unrecognized(gate)
     ))
 }
+
+/// Where the kubelet counts its starts of one boot: `<boot id> <starts>`.
+const STARTS_FILE: &str = "/var/lib/fleetsim/kubelet-starts";
+
+/// How often the kubelet started before in this boot (`boot_id`), counting
+/// this start in: a file of the node's, since the `(boot)` event of a
+/// real-OS node is recorded only once its sshd answers, which may be after
+/// the kubelet's first starts.
+fn starts_before(env: &mut Env, boot_id: &str) -> Result<u32> {
+    let path = env.path(STARTS_FILE);
+    let before = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| {
+            let (id, n) = t.trim().split_once(' ')?;
+            (id == boot_id).then(|| n.parse::<u32>().ok()).flatten()
+        })
+        .unwrap_or(0);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, format!("{boot_id} {}\n", before + 1))?;
+    Ok(before)
+}
+
+/// What a kubelet under the `kubelet_slow_start` fault says before it
+/// exits 1: the CRI endpoint's socket is not there yet (containerd still
+/// starting), the same `validateServiceConnection` wrapping as [`CRASH`]
+/// around grpc's dial error.
+pub(crate) const NO_RUNTIME: &str = "failed to run Kubelet: validate service connection: validate CRI \
+     v1 runtime API for endpoint \\\"unix:///run/containerd/containerd.sock\\\": rpc error: code = \
+     Unavailable desc = connection error: desc = \\\"transport: Error while dialing: dial unix \
+     /run/containerd/containerd.sock: connect: no such file or directory\\\"";
 
 /// What a kubelet under the `kubelet_crash` fault says before it exits 1:
 /// the error a kubelet gives when its container runtime does not serve the
