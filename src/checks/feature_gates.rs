@@ -34,6 +34,7 @@ use super::kubelet_config::KubeletView;
 use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
+use super::kubeadm_gates::kubeadm_refuses;
 pub use gate_table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
 
 /// The control-plane components that take `--feature-gates`, in the order
@@ -111,6 +112,19 @@ pub fn check_feature_gates(
             }
         }
     }
+    // kubeadm's own gates, before it changes anything (`kubeadm_gates`).
+    let mut kubeadm = Vec::new();
+    if control_plane && let Ok(Some(config)) = sources.cluster {
+        for gate in config.feature_gates.keys() {
+            if let Some(why) = kubeadm_refuses(gate, hop) {
+                kubeadm.push(format!(
+                    "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration featureGates): \
+                     {why}; take it out of featureGates with `kubectl -n kube-system edit cm \
+                     kubeadm-config`"
+                ));
+            }
+        }
+    }
     if control_plane {
         match sources.cluster {
             Ok(Some(config)) => {
@@ -131,16 +145,24 @@ pub fn check_feature_gates(
         }
     }
     blocking.dedup();
-    if !blocking.is_empty() {
-        let mut details = blocking;
+    if !blocking.is_empty() || !kubeadm.is_empty() {
+        let summary = match blocking.is_empty() {
+            true => format!(
+                "kubeadm {hop} would refuse to upgrade: a kubeadm feature gate it no longer knows \
+                 is set in kubeadm-config"
+            ),
+            false => format!(
+                "a {hop} component would refuse to start: a feature gate it no longer knows is set \
+                 (\"unrecognized feature gate\")"
+            ),
+        };
+        let mut details = kubeadm;
+        details.extend(blocking);
         details.extend(unread.into_iter().map(|e| format!("not read: {e}")));
         return Check {
             name: CheckName::FeatureGates,
             verdict: Verdict::Block,
-            summary: format!(
-                "a {hop} component would refuse to start: a feature gate it no longer knows is set \
-                 (\"unrecognized feature gate\")"
-            ),
+            summary,
             details,
             remedy: Some(
                 "remove the gate where it is set: the kubelet-config ConfigMap (`kubectl -n kube-system \

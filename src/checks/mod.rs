@@ -22,6 +22,7 @@ mod etcd_health;
 mod feature_gates;
 mod flags;
 mod hub_images;
+mod kubeadm_gates;
 mod kubelet_config;
 mod metrics;
 mod pdb;
@@ -54,6 +55,7 @@ pub use flags::{
     RemovedFlag, check_kubelet_flags, kubelet_flags,
 };
 pub use hub_images::{HubImage, check_hub, image_name};
+pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use pdb::{

@@ -112,6 +112,11 @@ pub struct Cluster {
     /// pods it writes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub control_plane_args: BTreeMap<String, BTreeMap<String, String>>,
+    /// ClusterConfiguration's `featureGates`: kubeadm's own gates, gate →
+    /// value, which kubeadm's upgrade checks against the gates it knows
+    /// (`tools::kubeadm::feature_gates`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubeadm_feature_gates: BTreeMap<String, bool>,
     /// The etcd image tag a control plane's static pod runs, where it is
     /// not the one kubeadm's `SupportedEtcdVersion` names for its
     /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm

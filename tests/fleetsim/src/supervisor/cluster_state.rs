@@ -64,6 +64,7 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
             .collect(),
         external_etcd: scenario.external_etcd.clone(),
         control_plane_args: scenario.control_plane_args.clone(),
+        kubeadm_feature_gates: Default::default(),
         etcd_images: scenario
             .nodes
             .iter()
