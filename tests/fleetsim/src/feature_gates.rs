@@ -31,7 +31,57 @@ const REMOVED: &[(&str, u64)] = &[
     ("ServiceTrafficDistribution", 36),
     // feature-gates/PreventStaticPodAPIReferences.md: beta 1.34–1.36
     ("PreventStaticPodAPIReferences", 37),
+    // kubernetes/kubernetes#135336: GA and locked since 1.33
+    ("AnyVolumeDataSource", 37),
 ];
+
+/// Gate, the first minor (of v1.x) that locks it, the value it is locked
+/// to (`LockToDefault: true` in pkg/features/kube_features.go's versioned
+/// specs; fleetctl's `src/checks/feature_gates/locked.rs` cites each).
+const LOCKED: &[(&str, u64, bool)] = &[
+    ("ComponentSLIs", 32, true),
+    ("SizeMemoryBackedVolumes", 32, true),
+    ("AnyVolumeDataSource", 33, true),
+    ("ServiceTrafficDistribution", 33, true),
+    ("VolumeAttributesClass", 36, true),
+];
+
+/// What a v1.`minor` component says about the first of `pairs` (gate,
+/// value) it refuses, in the order given, as component-base's
+/// `featureGate.unsafeSetFromMap` does: `unrecognized feature gate: <Gate>`
+/// for a gate it does not know, `cannot set feature gate <Gate> to
+/// <value>, feature is locked to <locked>` for a locked one set to the
+/// other value.
+pub fn refusal<'a>(
+    minor: u64,
+    pairs: impl IntoIterator<Item = (&'a str, Option<bool>)>,
+) -> Option<String> {
+    pairs.into_iter().find_map(|(gate, value)| {
+        if first_unknown(minor, [gate]).is_some() {
+            return Some(unrecognized(gate));
+        }
+        let (_, _, locked) = LOCKED
+            .iter()
+            .find(|(g, from, _)| *g == gate && minor >= *from)?;
+        let value = value.filter(|v| v != locked)?;
+        Some(format!(
+            "cannot set feature gate {gate} to {value}, feature is locked to {locked}"
+        ))
+    })
+}
+
+/// The gates of a `--feature-gates` value with their boolean values.
+pub fn gate_pairs(value: &str) -> Vec<(&str, Option<bool>)> {
+    value
+        .split(',')
+        .filter_map(|pair| {
+            let mut it = pair.splitn(2, '=');
+            let name = it.next().unwrap_or("").trim();
+            let set = it.next().and_then(|v| v.trim().parse::<bool>().ok());
+            (!name.is_empty()).then_some((name, set))
+        })
+        .collect()
+}
 
 /// The first gate of `gates` a v1.`minor` binary does not know, in the
 /// order given (component-base stops at the first unknown one).
@@ -77,6 +127,23 @@ pub fn unrecognized(gate: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_locked_gate_set_to_the_other_value_is_refused_as_component_base_does() {
+        let off = gate_pairs("VolumeAttributesClass=false");
+        assert_eq!(refusal(35, off.clone()), None);
+        assert_eq!(
+            refusal(36, off).as_deref(),
+            Some(
+                "cannot set feature gate VolumeAttributesClass to false, feature is locked to true"
+            )
+        );
+        assert_eq!(refusal(36, gate_pairs("VolumeAttributesClass=true")), None);
+        assert_eq!(
+            refusal(37, gate_pairs("AnyVolumeDataSource=true")).as_deref(),
+            Some("unrecognized feature gate: AnyVolumeDataSource")
+        );
+    }
 
     #[test]
     fn a_gate_is_unknown_from_the_minor_that_removed_it() {
