@@ -27,6 +27,7 @@
 //! releases) to the other value fails too (`cannot set feature gate X to
 //! false, feature is locked to true`): [`LOCKED_FEATURE_GATES`].
 
+mod added;
 mod gate_table;
 mod locked;
 
@@ -36,6 +37,7 @@ use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 use super::kubeadm_gates::kubeadm_refuses;
+pub use added::{ADDED_FEATURE_GATES, AddedGate, added_after};
 pub use gate_table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
 pub use locked::{LOCKED_FEATURE_GATES, LockedGate, locked_at};
 

@@ -47,8 +47,9 @@ pub use etcd_health::{
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
 pub use feature_gates::{
-    GateSources, LOCKED_FEATURE_GATES, LockedGate, REMOVED_FEATURE_GATES, RemovedGate,
-    check_feature_gates, locked_at, parse_gate_list, parse_gate_pairs, removed_by,
+    ADDED_FEATURE_GATES, AddedGate, GateSources, LOCKED_FEATURE_GATES, LockedGate,
+    REMOVED_FEATURE_GATES, RemovedGate, added_after, check_feature_gates, locked_at,
+    parse_gate_list, parse_gate_pairs, removed_by,
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,

@@ -83,13 +83,19 @@ pub fn gate_pairs(value: &str) -> Vec<(&str, Option<bool>)> {
         .collect()
 }
 
+/// Gate, the minor (of v1.x) that added it: an older binary does not know
+/// it yet (fleetctl's `src/checks/feature_gates/added.rs` cites each).
+const ADDED: &[(&str, u64)] = &[("GangScheduling", 35), ("WorkloadAwarePreemption", 36)];
+
 /// The first gate of `gates` a v1.`minor` binary does not know, in the
-/// order given (component-base stops at the first unknown one).
+/// order given (component-base stops at the first unknown one): removed
+/// by then, or not added yet.
 pub fn first_unknown<'a>(minor: u64, gates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     gates.into_iter().find(|g| {
         REMOVED
             .iter()
             .any(|(name, from)| name == g && minor >= *from)
+            || ADDED.iter().any(|(name, from)| name == g && minor < *from)
     })
 }
 
@@ -127,6 +133,15 @@ pub fn unrecognized(gate: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gate_is_unknown_before_the_minor_that_added_it() {
+        assert_eq!(
+            first_unknown(35, ["WorkloadAwarePreemption"]),
+            Some("WorkloadAwarePreemption")
+        );
+        assert_eq!(first_unknown(36, ["WorkloadAwarePreemption"]), None);
+    }
 
     #[test]
     fn a_locked_gate_set_to_the_other_value_is_refused_as_component_base_does() {
