@@ -112,16 +112,32 @@ pub fn gate_list(value: &str) -> Vec<&str> {
 #[serde(rename_all = "camelCase")]
 struct KubeletConfiguration {
     #[serde(default)]
-    feature_gates: BTreeMap<String, serde::de::IgnoredAny>,
+    feature_gates: BTreeMap<String, GateValue>,
 }
 
-/// The `featureGates` of a KubeletConfiguration; none when it has none or
-/// is not YAML (the kubelet's own config loading reports that).
-pub fn config_gates(config: &str) -> Vec<String> {
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum GateValue {
+    Set(bool),
+    Other(serde::de::IgnoredAny),
+}
+
+/// The `featureGates` of a KubeletConfiguration with their values; none
+/// when it has none or is not YAML (the kubelet's own config loading
+/// reports that).
+pub fn config_gates(config: &str) -> Vec<(String, Option<bool>)> {
     serde_saphyr::from_str::<Option<KubeletConfiguration>>(config)
         .ok()
         .flatten()
-        .map(|c| c.feature_gates.into_keys().collect())
+        .map(|c| {
+            c.feature_gates
+                .into_iter()
+                .map(|(g, v)| match v {
+                    GateValue::Set(b) => (g, Some(b)),
+                    GateValue::Other(_) => (g, None),
+                })
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -169,8 +185,13 @@ mod tests {
         );
         assert_eq!(gate_list("A=true, B=false,"), ["A", "B"]);
         assert_eq!(
-            config_gates("kind: KubeletConfiguration\nfeatureGates:\n  MemoryManager: true\n"),
-            ["MemoryManager"]
+            config_gates(
+                "kind: KubeletConfiguration\nfeatureGates:\n  MemoryManager: true\n  Odd: maybe\n"
+            ),
+            [
+                ("MemoryManager".to_string(), Some(true)),
+                ("Odd".to_string(), None)
+            ]
         );
         assert!(config_gates("kind: KubeletConfiguration\n").is_empty());
     }

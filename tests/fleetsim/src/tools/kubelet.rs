@@ -90,7 +90,7 @@ fn serve(env: &mut Env, pods: Option<(NodeBoot, StaticPods)>) -> ! {
 pub(crate) struct Flags {
     pub config: Option<String>,
     /// The gates `--feature-gates` names, every occurrence in order.
-    pub feature_gates: Vec<String>,
+    pub feature_gates: Vec<(String, Option<bool>)>,
 }
 
 /// Flags a minor removed, as fleetctl's table (`src/checks/flags.rs`)
@@ -140,10 +140,11 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
         if name == "config" {
             flags.config = Some(value);
         } else if name == "feature-gates" {
-            let gates = crate::feature_gates::gate_list(&value);
-            flags
-                .feature_gates
-                .extend(gates.into_iter().map(str::to_string));
+            flags.feature_gates.extend(
+                crate::feature_gates::gate_pairs(&value)
+                    .into_iter()
+                    .map(|(g, v)| (g.to_string(), v)),
+            );
         }
     }
     Ok(flags)
@@ -267,14 +268,17 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
 /// sets the gates of its flags, then again those of its `--config` once
 /// loaded, and both times fails the same way (cmd/kubelet/app/server.go:
 /// `failed to set feature gates from initial flags-based config: %w` around
-/// component-base's `unrecognized feature gate: <Gate>`), before it runs
-/// anything: the node stays NotReady.
-pub(crate) fn refused_gate(version: KubeVersion, gates: &[String]) -> Option<String> {
-    let gate =
-        crate::feature_gates::first_unknown(version.minor, gates.iter().map(String::as_str))?;
+/// component-base's `unrecognized feature gate: <Gate>`, or `cannot set
+/// feature gate <Gate> to <value>, feature is locked to <locked>` for a
+/// gate its minor locks), before it runs anything: the node stays NotReady.
+pub(crate) fn refused_gate(
+    version: KubeVersion,
+    gates: &[(String, Option<bool>)],
+) -> Option<String> {
+    let why =
+        crate::feature_gates::refusal(version.minor, gates.iter().map(|(g, v)| (g.as_str(), *v)))?;
     Some(format!(
-        "failed to set feature gates from initial flags-based config: {}",
-        crate::feature_gates::unrecognized(gate)
+        "failed to set feature gates from initial flags-based config: {why}"
     ))
 }
 

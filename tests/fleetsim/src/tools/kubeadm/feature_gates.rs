@@ -9,7 +9,7 @@
 //! and the command fails with `[upgrade/config] FATAL. Unable to upgrade a
 //! cluster using deprecated feature-gate flags. Please see the release
 //! notes` (cmd/kubeadm/app/features/features.go, `CheckDeprecatedFlags`).
-//! The same facts as fleetctl's table (src/checks/feature_gates/kubeadm.rs).
+//! The same facts as fleetctl's table (src/checks/kubeadm_gates.rs).
 
 /// Gate, the first minor (of v1.x) whose kubeadm knows it, the first that
 /// no longer does (`None`: not removed yet).
