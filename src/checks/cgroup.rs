@@ -383,7 +383,7 @@ mod tests {
         }];
         let cm = Ok(Some(KubeletConfigDoc::parse(configmap).unwrap()));
         let on: &[&str] = if kubeadm { &[name] } else { &[] };
-        super::super::kubelet_config::views(&nodes, &files, &cm, on, v("v1.35"))
+        super::super::kubelet_config::views(&nodes, &files, &cm, on, v("v1.35"), None)
             .pop()
             .unwrap()
     }
@@ -434,7 +434,7 @@ mod tests {
             ..Default::default()
         }];
         let cm = Ok(Some(KubeletConfigDoc::parse(CONFIG).unwrap()));
-        let views = super::super::kubelet_config::views(&nodes, &files, &cm, &[], v("v1.35"));
+        let views = super::super::kubelet_config::views(&nodes, &files, &cm, &[], v("v1.35"), None);
         assert_eq!(check_cgroup_hop(&views, v("v1.35")).verdict, Verdict::Pass);
     }
 

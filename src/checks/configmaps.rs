@@ -133,6 +133,10 @@ pub struct ClusterConfiguration {
     /// Each component's `extraArgs` as (flag name without dashes, value),
     /// in the order the document gives them.
     pub extra_args: BTreeMap<ControlPlaneComponent, Vec<(String, String)>>,
+    /// `featureGates`: kubeadm's own gates, gate → value (kubeadm reads
+    /// them as `map[string]bool`; an entry that is not a boolean is kept
+    /// out, kubeadm refuses the whole document for it).
+    pub feature_gates: BTreeMap<String, bool>,
 }
 
 impl ClusterConfiguration {
@@ -144,6 +148,16 @@ impl ClusterConfiguration {
                 .get("kubernetesVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            feature_gates: value
+                .get("featureGates")
+                .and_then(Value::as_object)
+                .map(|gates| {
+                    gates
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_bool()?)))
+                        .collect()
+                })
+                .unwrap_or_default(),
             ..Default::default()
         };
         for component in ControlPlaneComponent::ALL {
@@ -321,6 +335,12 @@ mod tests {
         assert_eq!(
             c.args(ControlPlaneComponent::Etcd, "quota-backend-bytes"),
             ["8589934592"]
+        );
+        let gates = "featureGates:\n  NodeLocalCRISocket: false\n  Odd: maybe\n";
+        let c = parse_kubeadm_configmap(&cm("ClusterConfiguration", gates)).unwrap();
+        assert_eq!(
+            c.feature_gates,
+            BTreeMap::from([("NodeLocalCRISocket".to_string(), false)])
         );
         let bad = "apiServer:\n  extraArgs: 3\n";
         assert!(parse_kubeadm_configmap(&cm("ClusterConfiguration", bad)).is_err());

@@ -25,16 +25,21 @@
 //!
 //! Setting a gate that is locked to its default (a GA gate kept for a few
 //! releases) to the other value fails too (`cannot set feature gate X to
-//! false, feature is locked to true`); that is not checked here yet.
+//! false, feature is locked to true`): [`LOCKED_FEATURE_GATES`].
 
+mod added;
 mod gate_table;
+mod locked;
 
 use super::configmaps::{ClusterConfiguration, ControlPlaneComponent};
 use super::kubelet_config::KubeletView;
 use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
+use super::kubeadm_gates::kubeadm_refuses;
+pub use added::{ADDED_FEATURE_GATES, AddedGate, added_after};
 pub use gate_table::{REMOVED_FEATURE_GATES, RemovedGate, removed_by};
+pub use locked::{LOCKED_FEATURE_GATES, LockedGate, locked_at};
 
 /// The control-plane components that take `--feature-gates`, in the order
 /// kubeadm upgrades them.
@@ -49,11 +54,27 @@ const GATED: [ControlPlaneComponent; 3] = [
 /// without `=` still names a gate (the component refuses it too, for its
 /// missing value).
 pub fn parse_gate_list(value: &str) -> Vec<String> {
+    parse_gate_pairs(value)
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect()
+}
+
+/// The gates of a `--feature-gates` value with the values they are set to
+/// (`None`: no value, or not a boolean Go's `strconv.ParseBool` reads).
+pub fn parse_gate_pairs(value: &str) -> Vec<(String, Option<bool>)> {
     value
         .split(',')
-        .map(|pair| pair.split('=').next().unwrap_or("").trim())
-        .filter(|name| !name.is_empty())
-        .map(str::to_string)
+        .filter_map(|pair| {
+            let mut it = pair.splitn(2, '=');
+            let name = it.next().unwrap_or("").trim();
+            let set = match it.next().map(str::trim) {
+                Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Some(true),
+                Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Some(false),
+                _ => None,
+            };
+            (!name.is_empty()).then(|| (name.to_string(), set))
+        })
         .collect()
 }
 
@@ -79,11 +100,19 @@ pub fn check_feature_gates(
 ) -> Check {
     let mut blocking = Vec::new();
     let mut unread = Vec::new();
-    let mut judge = |gate: &str, component: &str, at: &str| {
+    let mut judge = |gate: &str, value: Option<bool>, component: &str, at: &str| {
         if let Some(removed) = removed_by(gate, hop) {
             blocking.push(format!(
                 "{at}: feature gate {gate} ({component}), removed in {}",
                 removed.removed_in
+            ));
+        } else if let Some(lock) = locked_at(gate, hop)
+            && let Some(value) = value.filter(|v| *v != lock.value)
+        {
+            blocking.push(format!(
+                "{at}: feature gate {gate}={value} ({component}), locked to {} from {} (\"cannot \
+                 set feature gate {gate} to {value}, feature is locked to {}\")",
+                lock.value, lock.locked_in, lock.value
             ));
         }
     };
@@ -94,8 +123,8 @@ pub fn check_feature_gates(
         match view.config() {
             Ok((Some(doc), place)) => {
                 let at = format!("{}: {place} (featureGates)", view.node);
-                for gate in doc.feature_gates().keys() {
-                    judge(gate, "kubelet", &at);
+                for (gate, value) in doc.feature_gates() {
+                    judge(&gate, Some(value), "kubelet", &at);
                 }
             }
             Ok((None, _)) => {}
@@ -106,8 +135,21 @@ pub fn check_feature_gates(
                 "{}: {} ({} --feature-gates)",
                 view.node, flag.origin.path, flag.origin.variable
             );
-            for gate in parse_gate_list(flag.value.as_deref().unwrap_or("")) {
-                judge(&gate, "kubelet", &at);
+            for (gate, value) in parse_gate_pairs(flag.value.as_deref().unwrap_or("")) {
+                judge(&gate, value, "kubelet", &at);
+            }
+        }
+    }
+    // kubeadm's own gates, before it changes anything (`kubeadm_gates`).
+    let mut kubeadm = Vec::new();
+    if control_plane && let Ok(Some(config)) = sources.cluster {
+        for gate in config.feature_gates.keys() {
+            if let Some(why) = kubeadm_refuses(gate, hop) {
+                kubeadm.push(format!(
+                    "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration featureGates): \
+                     {why}; take it out of featureGates with `kubectl -n kube-system edit cm \
+                     kubeadm-config`"
+                ));
             }
         }
     }
@@ -120,8 +162,8 @@ pub fn check_feature_gates(
                         component.section()
                     );
                     for value in config.args(component, "feature-gates") {
-                        for gate in parse_gate_list(value) {
-                            judge(&gate, component.binary(), &at);
+                        for (gate, set) in parse_gate_pairs(value) {
+                            judge(&gate, set, component.binary(), &at);
                         }
                     }
                 }
@@ -131,16 +173,24 @@ pub fn check_feature_gates(
         }
     }
     blocking.dedup();
-    if !blocking.is_empty() {
-        let mut details = blocking;
+    if !blocking.is_empty() || !kubeadm.is_empty() {
+        let summary = match blocking.is_empty() {
+            true => format!(
+                "kubeadm {hop} would refuse to upgrade: a kubeadm feature gate it no longer knows \
+                 is set in kubeadm-config"
+            ),
+            false => format!(
+                "a {hop} component would refuse to start: a feature gate it no longer knows is set \
+                 (\"unrecognized feature gate\"), or one it locks is set to the other value"
+            ),
+        };
+        let mut details = kubeadm;
+        details.extend(blocking);
         details.extend(unread.into_iter().map(|e| format!("not read: {e}")));
         return Check {
             name: CheckName::FeatureGates,
             verdict: Verdict::Block,
-            summary: format!(
-                "a {hop} component would refuse to start: a feature gate it no longer knows is set \
-                 (\"unrecognized feature gate\")"
-            ),
+            summary,
             details,
             remedy: Some(
                 "remove the gate where it is set: the kubelet-config ConfigMap (`kubectl -n kube-system \

@@ -76,6 +76,7 @@ pub fn views(
     configmap: &Result<Option<KubeletConfigDoc>, String>,
     kubeadm_nodes: &[&str],
     minor: Minor,
+    node_local_cri_socket: Option<bool>,
 ) -> Vec<KubeletView> {
     cgroups
         .iter()
@@ -105,6 +106,7 @@ pub fn views(
                     n.instance_config.as_deref(),
                     node_files.get(KUBEADM_FLAGS_ENV).map(String::as_str),
                     minor,
+                    node_local_cri_socket,
                 )
                 .map_err(Unforeseen::Fails)
             });
@@ -260,7 +262,7 @@ mod tests {
         let (a, fa) = node("w-1", &format!("{CM}failCgroupV1: false\n"));
         let (b, fb) = node("w-2", CM);
         let cm = Ok(Some(KubeletConfigDoc::parse(CM).unwrap()));
-        let views = views(&[a, b], &[fa, fb], &cm, &["w-1", "w-2"], m("v1.35"));
+        let views = views(&[a, b], &[fa, fb], &cm, &["w-1", "w-2"], m("v1.35"), None);
         let check = check_kubelet_config(&views, m("v1.35"), None);
         assert_eq!(check.verdict, Verdict::Block, "{check:?}");
         assert_eq!(check.details.len(), 1, "{check:?}");
@@ -269,7 +271,7 @@ mod tests {
         assert!(check.remedy.unwrap().contains("kubelet-config"));
         // Nodes whose kubeadm does not run in the hop keep their file.
         let (a, fa) = node("w-1", &format!("{CM}failCgroupV1: false\n"));
-        let views2 = super::views(&[a], &[fa], &cm, &[], m("v1.35"));
+        let views2 = super::views(&[a], &[fa], &cm, &[], m("v1.35"), None);
         let check = check_kubelet_config(&views2, m("v1.35"), None);
         assert_eq!(check.verdict, Verdict::Pass);
     }
@@ -280,7 +282,7 @@ mod tests {
         let cm = "kind: KubeletConfiguration\ncontainerRuntimeEndpoint: \"\"\n";
         let (a, fa) = node("w-1", cm);
         let cm = Ok(Some(KubeletConfigDoc::parse(cm).unwrap()));
-        let views = views(&[a], &[fa], &cm, &["w-1"], m("v1.34"));
+        let views = views(&[a], &[fa], &cm, &["w-1"], m("v1.34"), None);
         let check = check_kubelet_config(&views, m("v1.34"), None);
         assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
     }
@@ -288,13 +290,13 @@ mod tests {
     #[test]
     fn an_unreadable_configmap_warns_and_v1_35_0_warns() {
         let (a, fa) = node("w-1", CM);
-        let views = views(&[a], &[fa], &Err("boom".into()), &["w-1"], m("v1.35"));
+        let views = views(&[a], &[fa], &Err("boom".into()), &["w-1"], m("v1.35"), None);
         let check = check_kubelet_config(&views, m("v1.35"), None);
         assert_eq!(check.verdict, Verdict::Warn);
         assert!(check.details[0].contains("boom"));
         let (a, fa) = node("w-1", CM);
         let cm = Ok(Some(KubeletConfigDoc::parse(CM).unwrap()));
-        let views = super::views(&[a], &[fa], &cm, &["w-1"], m("v1.35"));
+        let views = super::views(&[a], &[fa], &cm, &["w-1"], m("v1.35"), None);
         let check = check_kubelet_config(&views, m("v1.35"), Some(&Version::new(1, 35, 0)));
         assert_eq!(check.verdict, Verdict::Warn);
         assert!(
@@ -309,7 +311,7 @@ mod tests {
     fn the_view_carries_the_flags_after_the_hop() {
         let (a, fa) = node("w-1", CM);
         let cm = Ok(Some(KubeletConfigDoc::parse(CM).unwrap()));
-        let views = views(&[a], &[fa], &cm, &["w-1"], m("v1.34"));
+        let views = views(&[a], &[fa], &cm, &["w-1"], m("v1.34"), None);
         assert!(
             views[0]
                 .flags

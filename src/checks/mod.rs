@@ -23,6 +23,7 @@ mod etcd_health;
 mod feature_gates;
 mod flags;
 mod hub_images;
+mod kubeadm_gates;
 mod kubelet_config;
 mod metrics;
 mod pdb;
@@ -47,14 +48,16 @@ pub use etcd_health::{
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
 pub use feature_gates::{
-    GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,
-    removed_by,
+    ADDED_FEATURE_GATES, AddedGate, GateSources, LOCKED_FEATURE_GATES, LockedGate,
+    REMOVED_FEATURE_GATES, RemovedGate, added_after, check_feature_gates, locked_at,
+    parse_gate_list, parse_gate_pairs, removed_by,
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
     RemovedFlag, check_kubelet_flags, kubelet_flags,
 };
 pub use hub_images::{HubImage, check_hub, image_name};
+pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use pdb::{

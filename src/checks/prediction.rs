@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use super::configmaps::{KUBELET_CONFIGMAP, KubeletConfigDoc};
 use super::flags::{KUBEADM_FLAGS_ENV, KubeletFlag, kubelet_flags};
+use super::kubeadm_gates::{NODE_LOCAL_CRI_SOCKET, effective};
 use crate::version::Minor;
 
 /// Where kubeadm ≥ v1.34 keeps what it lays over the ConfigMap for this node.
@@ -62,20 +63,30 @@ pub struct Predicted {
 }
 
 /// What kubeadm `minor`'s upgrade on a node writes, from the cluster's
-/// kubelet document and the node's instance-config.yaml and
-/// kubeadm-flags.env; `Err` says why that kubeadm would fail instead.
+/// kubelet document, the node's instance-config.yaml and kubeadm-flags.env,
+/// and the value kubeadm-config's `featureGates` gives `NodeLocalCRISocket`
+/// (`None`: not set); `Err` says why that kubeadm would fail instead.
+/// kubeadm reads the gate from the cluster's configuration, not from its
+/// version alone (`features.Enabled`): set to `false`, a v1.34 or v1.35
+/// kubeadm leaves the endpoint in kubeadm-flags.env and writes config.yaml
+/// from the ConfigMap alone; from v1.36 the gate is locked on and the
+/// value no longer counts (kubernetes/kubernetes#135742 removed the
+/// disabled path).
 pub fn predict(
     configmap: &KubeletConfigDoc,
     instance: Option<&str>,
     flags_env: Option<&str>,
     minor: Minor,
+    node_local_cri_socket: Option<bool>,
 ) -> Result<Predicted, String> {
+    let node_local = minor >= INSTANCE_CONFIG_FROM
+        && effective(NODE_LOCAL_CRI_SOCKET, node_local_cri_socket, minor).unwrap_or(true);
     let mut instance = instance
         .map(KubeletConfigDoc::parse)
         .transpose()
         .map_err(|e| format!("{INSTANCE_CONFIG} is not a kubelet configuration: {e:#}"))?;
     let mut flags_env = flags_env.map(str::to_string);
-    if minor >= INSTANCE_CONFIG_FROM && instance.is_none() {
+    if node_local && instance.is_none() {
         if minor >= INSTANCE_CONFIG_REQUIRED_FROM {
             return Err(format!(
                 "there is no {INSTANCE_CONFIG}, which kubeadm {minor}'s upgrade requires \
@@ -108,9 +119,7 @@ pub fn predict(
         flags_env = Some(without_kubeadm_flag(env, ENDPOINT_FLAG));
     }
     let mut config = configmap.clone();
-    if minor >= INSTANCE_CONFIG_FROM
-        && let Some(over) = &instance
-    {
+    if node_local && let Some(over) = &instance {
         for (k, v) in &over.fields {
             config.fields.insert(k.clone(), v.clone());
         }
@@ -221,7 +230,7 @@ mod tests {
 
     #[test]
     fn before_1_34_config_yaml_is_the_configmap_and_the_flags_stay() {
-        let p = predict(&doc(CM), None, Some(ENV), m("v1.33")).unwrap();
+        let p = predict(&doc(CM), None, Some(ENV), m("v1.33"), None).unwrap();
         assert_eq!(p.config, doc(CM));
         assert_eq!(p.instance, None);
         assert_eq!(p.flags_env.as_deref(), Some(ENV));
@@ -230,7 +239,7 @@ mod tests {
     #[test]
     fn from_1_34_the_endpoint_moves_into_instance_config() {
         for minor in ["v1.34", "v1.35", "v1.36"] {
-            let p = predict(&doc(CM), None, Some(ENV), m(minor)).unwrap();
+            let p = predict(&doc(CM), None, Some(ENV), m(minor), None).unwrap();
             assert_eq!(
                 p.config.get("containerRuntimeEndpoint"),
                 Some(&Value::from("unix:///run/containerd/containerd.sock")),
@@ -243,24 +252,39 @@ mod tests {
             assert!(p.instance.is_some());
         }
         // Without kubeadm-flags.env, kubeadm fails.
-        assert!(predict(&doc(CM), None, None, m("v1.35")).is_err());
+        assert!(predict(&doc(CM), None, None, m("v1.35"), None).is_err());
+    }
+
+    #[test]
+    fn kubeadm_config_turning_node_local_cri_socket_off_counts_until_kubeadm_locks_it() {
+        // featureGates: {NodeLocalCRISocket: false}: v1.34 and v1.35 keep
+        // the endpoint in kubeadm-flags.env and write no instance-config.
+        for minor in ["v1.34", "v1.35"] {
+            let p = predict(&doc(CM), None, Some(ENV), m(minor), Some(false)).unwrap();
+            assert_eq!(p.config, doc(CM), "{minor}");
+            assert_eq!(p.instance, None);
+            assert_eq!(p.flags_env.as_deref(), Some(ENV));
+        }
+        // Locked on from v1.36: the value no longer counts.
+        let p = predict(&doc(CM), None, Some(ENV), m("v1.36"), Some(false)).unwrap();
+        assert!(p.instance.is_some());
     }
 
     #[test]
     fn an_instance_config_is_laid_over_and_1_37_strips_the_flag_anyway() {
         let instance = "containerRuntimeEndpoint: unix:///run/crio/crio.sock\n";
-        let p = predict(&doc(CM), Some(instance), Some(ENV), m("v1.36")).unwrap();
+        let p = predict(&doc(CM), Some(instance), Some(ENV), m("v1.36"), None).unwrap();
         assert_eq!(p.flags_env.as_deref(), Some(ENV), "v1.36 leaves the flag");
         assert_eq!(
             p.config.get("containerRuntimeEndpoint"),
             Some(&Value::from("unix:///run/crio/crio.sock"))
         );
-        let p = predict(&doc(CM), Some(instance), Some(ENV), m("v1.37")).unwrap();
+        let p = predict(&doc(CM), Some(instance), Some(ENV), m("v1.37"), None).unwrap();
         assert_eq!(
             p.flags_env.as_deref(),
             Some("KUBELET_KUBEADM_ARGS=\"--node-ip=10.0.0.5\"\n")
         );
-        let err = predict(&doc(CM), None, Some(ENV), m("v1.37")).unwrap_err();
+        let err = predict(&doc(CM), None, Some(ENV), m("v1.37"), None).unwrap_err();
         assert!(err.contains("#138645"), "{err}");
     }
 

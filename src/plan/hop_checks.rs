@@ -9,7 +9,7 @@ use crate::checks::ClusterConfigs;
 use crate::checks::{Budget, Pod, check_drains};
 use crate::checks::{CertExpiration, check_certificates};
 use crate::checks::{Check, CheckName, Verdict, apply_ignores};
-use crate::checks::{GateSources, check_feature_gates};
+use crate::checks::{GateSources, NODE_LOCAL_CRI_SOCKET, check_feature_gates};
 use crate::checks::{HubImage, check_hub};
 use crate::checks::{InstanceMetrics, check_removed_apis_across};
 use crate::checks::{KubeletView, check_kubelet_config, views};
@@ -75,6 +75,11 @@ fn hop_views(inputs: &Inputs, hop: &Hop) -> Vec<KubeletView> {
         &inputs.cluster_configs.kubelet,
         &kubeadm_nodes(hop),
         hop.minor,
+        // kubeadm reads its own gate from kubeadm-config.
+        match &inputs.cluster_configs.cluster {
+            Ok(Some(c)) => c.feature_gates.get(NODE_LOCAL_CRI_SOCKET).copied(),
+            _ => None,
+        },
     )
 }
 

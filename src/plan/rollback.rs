@@ -125,6 +125,10 @@ fn one(
              plane; the skew policy never allows that"
         ));
     }
+    let too_new = super::rollback_gates::unknown_to(node, &to);
+    if !too_new.is_empty() {
+        return Err(too_new.join("; "));
+    }
     let main = Component::Kubernetes.config_path();
     let pin = Action::Pin {
         component: Component::Kubernetes,
@@ -272,6 +276,42 @@ mod tests {
         // Three behind is allowed.
         let s = with_images(state("v1.37.1"), "w-1", &["v1.34.9", "v1.37.1"]);
         assert_eq!(rollbacks(&s, &names(&["w-1"])).unwrap()[0].to, v("v1.34.9"));
+    }
+
+    #[test]
+    fn a_gate_the_older_kubelet_does_not_know_yet_refuses_the_rollback() {
+        let mut s = with_images(state("v1.36.2"), "w-1", &["v1.35.3", "v1.36.2"]);
+        let n = s.nodes.iter_mut().find(|n| n.name == "w-1").unwrap();
+        n.facts.cgroup.kubelet_config = Some(
+            "kind: KubeletConfiguration\nfeatureGates:\n  WorkloadAwarePreemption: true\n".into(),
+        );
+        let err = rollbacks(&s, &names(&["w-1"])).unwrap_err();
+        assert!(
+            err[0].starts_with(
+                "w-1: /var/lib/kubelet/config.yaml (featureGates) sets feature gate \
+                 WorkloadAwarePreemption, added in v1.36"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err[0].contains("the v1.35.3 kubelet would refuse to start"),
+            "{err:?}"
+        );
+        // A flag file's `--feature-gates` counts the same.
+        let n = s.nodes.iter_mut().find(|n| n.name == "w-1").unwrap();
+        n.facts.cgroup.kubelet_config = None;
+        n.facts.kubelet_files.insert(
+            "/etc/default/kubelet".into(),
+            "KUBELET_EXTRA_ARGS=--feature-gates=GangScheduling=true\n".into(),
+        );
+        assert_eq!(rollbacks(&s, &names(&["w-1"])).unwrap()[0].to, v("v1.35.3"));
+        let n = s.nodes.iter_mut().find(|n| n.name == "w-1").unwrap();
+        n.facts.kubelet_files.insert(
+            "/etc/default/kubelet".into(),
+            "KUBELET_EXTRA_ARGS=--feature-gates=WorkloadAwarePreemption=true\n".into(),
+        );
+        let err = rollbacks(&s, &names(&["w-1"])).unwrap_err();
+        assert!(err[0].contains("/etc/default/kubelet"), "{err:?}");
     }
 
     #[test]

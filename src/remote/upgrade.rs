@@ -360,11 +360,15 @@ pub const KUBELET_STATE: &str = "s=$(systemctl is-active kubelet.service 2>/dev/
     printf '%s\\n' \"${s:-unknown}\"; kubelet --version 2>&1 | head -n 1; \
     if [ \"$s\" != active ]; then journalctl -u kubelet.service -b --no-pager -n 15 2>&1; fi";
 
-/// How often systemd restarted kubelet.service since the unit was loaded
-/// (this boot): `NRestarts`, systemd ≥ 235 (src/core/service.c counts each
-/// automatic restart, `Restart=`; the counter is a property of the loaded
-/// unit, so a reboot resets it).
-pub const KUBELET_RESTARTS: &str = "systemctl show -p NRestarts --value kubelet.service";
+/// kubelet.service as systemd sees it, one `Key=value` a line, in the
+/// order systemd prints them (its D-Bus order, not the order of `-p`):
+/// `MainPID`, `NRestarts` (systemd ≥ 235: src/core/service.c counts each
+/// automatic restart, `service_enter_restart`, and resets the counter only
+/// on a start by hand or `reset-failed`, so it never drops during a boot),
+/// `ActiveState` (`activating` while it waits `RestartSec` to restart,
+/// service.c's `state_translation_table`: `SERVICE_AUTO_RESTART`).
+pub const KUBELET_UNIT: &str =
+    "systemctl show -p ActiveState -p MainPID -p NRestarts kubelet.service";
 
 /// The kubelet unit's journal for this boot, its last lines.
 pub const KUBELET_JOURNAL: &str = "journalctl -u kubelet.service -b --no-pager -n 15 2>&1";

@@ -23,12 +23,14 @@ use crate::inventory::Role;
 use crate::plan::{self, FleetNode, FleetState, Hop, Rollback};
 use crate::ssh;
 
-/// How many automatic restarts of kubelet.service in this boot, at the new
-/// version and still not active, make it crash-looping: a kubelet may fail
-/// once or twice while what it needs comes up, but systemd restarting it
-/// (`Restart=always`, `RestartSec=10` in the image's unit) three times with
-/// nothing changing will not end by itself. `--on-failure rollback` gives
-/// up on it at once; the default waits out `--node-timeout`, then names it.
+/// How many automatic restarts of kubelet.service while fleetctl watched
+/// the node, with the unit failing still, make it crash-looping
+/// (`steps::roll::crash_loop`): a kubelet may fail once or twice while what
+/// it needs comes up, but systemd restarting it (`Restart=always`,
+/// `RestartSec=10` in the image's unit) three more times under fleetctl's
+/// eyes with nothing changing will not end by itself. `--on-failure
+/// rollback` gives up on it at once; the default waits out
+/// `--node-timeout`, then names it.
 pub const CRASH_LOOP_RESTARTS: u32 = 3;
 
 /// Why a node that came back from its reboot is not up on its new kubelet.
@@ -70,7 +72,10 @@ impl NotUp {
         let within = humantime::format_duration(timeout);
         let what = match self.cause {
             Cause::CrashLoop { restarts } => {
-                format!("its new kubelet is crash-looping (systemd restarted it {restarts} times)")
+                format!(
+                    "its new kubelet is crash-looping (systemd restarted it {restarts} times while \
+                     fleetctl watched)"
+                )
             }
             Cause::NotActive => format!("its new kubelet was not active within {within}"),
             Cause::StaticPods => format!("its control plane did not come up within {within}"),
@@ -312,8 +317,8 @@ mod tests {
         n.last_log = Some("err=\"boom\"".into());
         assert_eq!(
             n.cause_text(std::time::Duration::from_secs(60)),
-            "its new kubelet is crash-looping (systemd restarted it 4 times); the kubelet's last \
-             words: err=\"boom\""
+            "its new kubelet is crash-looping (systemd restarted it 4 times while fleetctl \
+             watched); the kubelet's last words: err=\"boom\""
         );
         let n = not_up("w-1", Cause::NotReady);
         assert_eq!(

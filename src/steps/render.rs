@@ -336,11 +336,11 @@ impl Ctx<'_> {
                 out.line(
                     node,
                     &format!(
-                        "(on failure: kubelet restarted {CRASH_LOOP_RESTARTS} times at {version}, or \
-                         not up within {}: {node} is rolled back to its kept image as `fleetctl \
+                        "(on failure: kubelet restarted {CRASH_LOOP_RESTARTS} times at {version} \
+                         while watched and failing still, or not up within {}: {node} is rolled back to its kept image as `fleetctl \
                          rollback {node}` does, then apply stops) {}",
                         human(self.settings.node_timeout),
-                        upgrade::KUBELET_RESTARTS
+                        upgrade::KUBELET_UNIT
                     ),
                 );
             }

@@ -39,8 +39,12 @@ fn gates_verdict(plan: &Plan) -> Verdict {
 }
 
 fn assert_blocked(fleet: &Fleet, line: &str) {
+    assert_blocked_at(fleet, "v1.35", line)
+}
+
+fn assert_blocked_at(fleet: &Fleet, target: &str, line: &str) {
     let before = fleet.events().unwrap().len();
-    let blocked = run(fleet, &["plan", "v1.35"]).expect_code(2);
+    let blocked = run(fleet, &["plan", target]).expect_code(2);
     for text in [
         "BLOCK   feature-gates",
         line,
@@ -154,4 +158,134 @@ fn apply_checks_again_and_refuses_a_gate_set_after_the_plan() {
         support::describe(&after[before..])
     );
     assert_eq!(fleet.cluster().unwrap().version, "v1.34.2");
+}
+
+#[test]
+fn a_kubeadm_gate_the_target_kubeadm_removed_blocks_plan_and_ignored_kubeadm_refuses_it() {
+    // kubeadm-config's own `featureGates` (not a component's extraArgs):
+    // NodeLocalCRISocket, which kubeadm v1.37 removed
+    // (kubernetes/kubernetes#138645). kubeadm's upgrade refuses a gate it
+    // does not know before it changes anything.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.36.2"),
+    );
+    fleet
+        .shared()
+        .update_cluster(|c| {
+            c.kubeadm_feature_gates
+                .insert("NodeLocalCRISocket".into(), true);
+            c.resource_version += 1;
+            Ok(())
+        })
+        .unwrap();
+    let before = fleet.events().unwrap().len();
+    let blocked = run(&fleet, &["plan", "v1.37"]).expect_code(2);
+    for text in [
+        "BLOCK   feature-gates",
+        "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration featureGates): kubeadm feature \
+         gate NodeLocalCRISocket, removed from kubeadm in v1.37",
+        "Unknown feature gate flag: NodeLocalCRISocket",
+        "`kubectl -n kube-system edit cm kubeadm-config`",
+    ] {
+        assert!(
+            blocked.stdout.contains(text) || blocked.stderr.contains(text),
+            "no `{text}` in\n{}\n{}",
+            blocked.stdout,
+            blocked.stderr
+        );
+    }
+    assert!(!plan_saved(&fleet), "a blocked plan is not saved");
+    let after = fleet.events().unwrap();
+    assert!(
+        after[before..]
+            .iter()
+            .all(|e| !e.argv[0].starts_with("kubeadm") && e.argv[0] != "systemd-sysupdate"),
+        "plan changed something:\n{}",
+        support::describe(&after[before..])
+    );
+
+    // Past the check on purpose, the simulated kubeadm refuses as the real
+    // one does, and the control plane stays where it was.
+    let ignored = plan_json(&fleet, &["v1.37", "--ignore-check", "feature-gates"]);
+    assert_eq!(gates_verdict(&ignored), Verdict::Ignored);
+    let failed = run(&fleet, &["apply", "--yes"]);
+    assert_ne!(failed.code, Some(0), "{}", failed.stderr);
+    assert!(
+        failed
+            .stderr
+            .contains("Unable to upgrade a cluster using deprecated feature-gate flags"),
+        "{}",
+        failed.stderr
+    );
+    let cluster = fleet.cluster().unwrap();
+    assert_eq!(cluster.version, "v1.36.2");
+    assert_eq!(
+        cluster.nodes["cp-1"].control_plane_version.as_deref(),
+        Some("v1.36.2")
+    );
+}
+
+fn api_server_gates(scenario: &mut fleetsim::scenario::Scenario, gates: &str) {
+    scenario.control_plane_args = BTreeMap::from([(
+        "apiServer".to_string(),
+        BTreeMap::from([("feature-gates".to_string(), gates.to_string())]),
+    )]);
+}
+
+#[test]
+fn any_volume_data_source_in_extra_args_blocks_the_hop_to_1_37() {
+    // Removed in v1.37 (kubernetes/kubernetes#135336), though its website
+    // page still shows it stable with no end.
+    let mut scenario = support::scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.36.2");
+    api_server_gates(&mut scenario, "AnyVolumeDataSource=true");
+    let fleet = support::start(scenario);
+    assert_blocked_at(
+        &fleet,
+        "v1.37",
+        "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration apiServer.extraArgs feature-gates): \
+         feature gate AnyVolumeDataSource (kube-apiserver), removed in v1.37",
+    );
+}
+
+#[test]
+fn a_gate_set_against_the_value_the_target_locks_it_to_blocks_and_ignored_kubeadm_rolls_back() {
+    // VolumeAttributesClass: GA in v1.34, locked on from v1.36; a v1.35
+    // cluster may still turn it off, a v1.36 kube-apiserver refuses that.
+    let mut scenario = support::scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.35.1");
+    api_server_gates(&mut scenario, "VolumeAttributesClass=false");
+    let fleet = support::start(scenario);
+    assert_blocked_at(
+        &fleet,
+        "v1.36",
+        "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration apiServer.extraArgs feature-gates): \
+         feature gate VolumeAttributesClass=false (kube-apiserver), locked to true from v1.36 \
+         (\"cannot set feature gate VolumeAttributesClass to false, feature is locked to true\")",
+    );
+    // Past the check, the simulated kube-apiserver refuses as
+    // component-base does and kubeadm puts the old manifests back.
+    let ignored = plan_json(&fleet, &["v1.36", "--ignore-check", "feature-gates"]);
+    assert_eq!(gates_verdict(&ignored), Verdict::Ignored);
+    let failed = run(&fleet, &["apply", "--yes"]);
+    assert_ne!(failed.code, Some(0), "{}", failed.stderr);
+    assert!(
+        failed
+            .stderr
+            .contains("kubeadm has tried to recover everything into the earlier state"),
+        "{}",
+        failed.stderr
+    );
+    let cluster = fleet.cluster().unwrap();
+    assert_eq!(
+        cluster.nodes["cp-1"].control_plane_version.as_deref(),
+        Some("v1.35.1")
+    );
 }

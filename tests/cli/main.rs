@@ -11,6 +11,7 @@ mod checks;
 mod containerd;
 mod cordon;
 mod etcd_cgroup;
+mod etcd_downgrade;
 mod etcd_restore;
 mod feature_gates;
 mod hardening;

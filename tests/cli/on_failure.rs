@@ -3,7 +3,8 @@
 //! stops naming it and why; the other nodes are not touched by it, and once
 //! the fault is gone a new plan and apply finish the hop. Two nodes of one
 //! batch are both rolled back, one at a time; and without `--on-failure
-//! rollback` the node is left as it is, cordoned, for the operator.
+//! rollback` the node is left as it is, cordoned, for the operator. A new
+//! kubelet that fails its first starts and then runs is not rolled back.
 
 use crate::support::{self, Fleet};
 
@@ -106,6 +107,83 @@ fn a_worker_whose_new_kubelet_crash_loops_is_rolled_back_and_apply_stops_naming_
         );
         assert!(!c.nodes[n].unschedulable, "{n} is schedulable");
     }
+}
+
+#[test]
+fn a_new_kubelet_that_fails_its_first_starts_and_then_runs_is_not_rolled_back() {
+    // The bakery's kubelet.service is not ordered after containerd: a
+    // kubelet may fail its first starts after the reboot, then run. systemd's
+    // NRestarts stays at 3 for the rest of the boot; the node recovered by
+    // itself and must not be rolled back.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .kubelet_restart(1.0)
+            .faults(|f| {
+                f.kubelet_slow_start = [(
+                    "w-1".to_string(),
+                    fleetsim::state::SlowStart {
+                        version: "v1.35".into(),
+                        starts: 3,
+                    },
+                )]
+                .into();
+            }),
+    );
+    fleetctl(&fleet, &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(
+        &fleet,
+        &[
+            "--yes",
+            "--on-failure",
+            "rollback",
+            "--node-timeout",
+            "120s",
+        ],
+    )
+    .expect_code(0);
+    assert!(!run.stderr.contains("crash-looping"), "{}", run.stderr);
+    let c = fleet.cluster().unwrap();
+    for n in ["cp-1", "w-1"] {
+        assert!(
+            c.nodes[n].kubelet_version.starts_with("v1.35."),
+            "{n}: {}",
+            c.nodes[n].kubelet_version
+        );
+        assert!(!c.nodes[n].unschedulable, "{n} is schedulable");
+    }
+    assert!(
+        !support::journal_records(&fleet)
+            .iter()
+            .any(|r| r["kind"] == "rollback"),
+        "nothing rolled back"
+    );
+    // The fault did fire: three failed starts of w-1's new kubelet, then one
+    // that ran, and systemd counted the restarts.
+    let starts: Vec<String> = fleet
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e.node == "w-1"
+                && e.argv.first().is_some_and(|a| a == "(kubelet)")
+                && e.version
+                    .as_deref()
+                    .is_some_and(|v| v.starts_with("v1.35."))
+        })
+        .map(|e| e.result.split(':').next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(starts, ["failed", "failed", "failed", "ok"], "{starts:?}");
+    let restarts = fleet
+        .ssh_ok(
+            "w-1",
+            "root",
+            "systemctl show -p NRestarts --value kubelet.service",
+        )
+        .unwrap();
+    assert_eq!(restarts.trim(), "3");
 }
 
 #[test]

@@ -213,6 +213,12 @@ pub const REMOVED_FEATURE_GATES: &[RemovedGate] = &[
     ),
     // v1.37
     gate(
+        "AnyVolumeDataSource",
+        37,
+        "kubernetes/kubernetes#135336 (merged, \"[1.37] Remove feature gate AnyVolumeDataSource\"): \
+         GA and locked since 1.33; its website page still shows it stable with no end",
+    ),
+    gate(
         "GangScheduling",
         37,
         "website feature-gates/GangScheduling.md: alpha 1.35–1.36, removed (merged into GenericWorkload)",

@@ -169,3 +169,36 @@ fn an_unreadable_source_warns_and_never_passes_silently() {
     assert_eq!(c.details.len(), 2, "{c:?}");
     assert!(c.details[0].contains("Forbidden"), "{c:?}");
 }
+
+#[test]
+fn a_gate_set_against_its_lock_blocks_the_minor_that_locks_it_and_its_value_passes() {
+    assert_eq!(
+        parse_gate_pairs("A=true, B=False,C,D=maybe"),
+        [
+            ("A".to_string(), Some(true)),
+            ("B".to_string(), Some(false)),
+            ("C".to_string(), None),
+            ("D".to_string(), None)
+        ]
+    );
+    let off = "kind: KubeletConfiguration\nfeatureGates:\n  VolumeAttributesClass: false\n";
+    let kubelets = [view("w-1", None, Some(off), &[])];
+    assert_eq!(
+        check(&kubelets, &Ok(None), 35, &["w-1"], false).verdict,
+        Verdict::Pass
+    );
+    let c = check(&kubelets, &Ok(None), 36, &["w-1"], false);
+    assert_eq!(c.verdict, Verdict::Block);
+    assert!(
+        c.details[0].contains(
+            "feature gate VolumeAttributesClass=false (kubelet), locked to true from v1.36"
+        ),
+        "{c:?}"
+    );
+    let on = "kind: KubeletConfiguration\nfeatureGates:\n  VolumeAttributesClass: true\n";
+    let kubelets = [view("w-1", None, Some(on), &[])];
+    assert_eq!(
+        check(&kubelets, &Ok(None), 36, &["w-1"], false).verdict,
+        Verdict::Pass
+    );
+}

@@ -12,11 +12,12 @@ use crate::node;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self, Session};
 use crate::steps::context::{OnFailure, settled_facts};
-use crate::steps::on_failure::{self, CRASH_LOOP_RESTARTS, Cause, NotUp, last_kubelet_line};
+use crate::steps::on_failure::{Cause, NotUp, last_kubelet_line};
 use crate::steps::runner::{CommandFailed, Remote};
 use crate::steps::{NODE_POLL, POLL, Rerun};
 use crate::version::{Minor, Version};
 
+use super::crash_loop::{crash_loop, first_sample, kubelet_state, name_crash_loop};
 use super::{BOOT_ID_TIMEOUT, BeforeReboot};
 
 /// Everything waiting for one rebooted node needs, owned, so the nodes of a
@@ -57,6 +58,9 @@ impl Wait {
         )
         .await?;
         let fresh = r.with_session(Arc::new(session));
+        // A crash loop is judged on restarts from here on, not on the
+        // ones of the boot before fleetctl got back in (`crash_loop`).
+        let judge = first_sample(&fresh).await;
         let up = self.until_up(node, &fresh, &before.staged);
         // Give up on a crash-looping kubelet before the deadline only
         // where apply then rolls the node back (never a rollback's own).
@@ -66,6 +70,7 @@ impl Wait {
                 Err(timed_out) => Err(name_crash_loop(
                     &fresh,
                     &before.staged,
+                    judge,
                     timed_out,
                     &self.after_crash_loop(node),
                 )
@@ -78,7 +83,7 @@ impl Wait {
         // watched beside every wait, not only the unit's.
         tokio::select! {
             done = up => done,
-            looping = crash_loop(&fresh, &before.staged) => Err(looping),
+            looping = crash_loop(&fresh, &before.staged, judge) => Err(looping),
         }
     }
 
@@ -178,27 +183,6 @@ pub(super) async fn wait_rebooted(
     }
 }
 
-/// The kubelet unit as [`upgrade::KUBELET_STATE`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct KubeletState {
-    /// `systemctl is-active`: `active`, `activating` (waiting for an
-    /// automatic restart after a crash), `failed`, …
-    unit: String,
-    /// `kubelet --version`'s line.
-    version: String,
-    /// The unit's journal for this boot, when it is not active.
-    journal: Vec<String>,
-}
-
-pub(super) fn kubelet_state(stdout: &str) -> KubeletState {
-    let mut lines = stdout.lines();
-    KubeletState {
-        unit: lines.next().unwrap_or("").trim().to_string(),
-        version: lines.next().unwrap_or("").trim().to_string(),
-        journal: lines.map(str::to_string).collect(),
-    }
-}
-
 /// Polls the kubelet unit until it is active and reports `want`: the new
 /// sysext was merged and the kubelet starts with the config its kubeadm
 /// step wrote. A kubelet that keeps failing is reported with its journal
@@ -243,81 +227,6 @@ pub(super) async fn wait_kubelet(
         }
         tokio::time::sleep(NODE_POLL).await;
     }
-}
-
-/// With `--on-failure rollback`: resolves once the kubelet at `want` is
-/// seen crash-looping ([`looping`]), for as long as the waits for the node
-/// run beside it; a probe that fails is tried again.
-pub(super) async fn crash_loop(r: &Remote, want: &Version) -> anyhow::Error {
-    loop {
-        tokio::time::sleep(POLL).await;
-        if let Ok(Some(looping)) = looping(r, want).await {
-            return anyhow::Error::new(looping);
-        }
-    }
-}
-
-/// Without a watch beside the waits (`--on-failure stop`, and a roll that
-/// is itself a rollback): a wait that ran out on a node whose kubelet at
-/// `want` crash-looped meanwhile is named for that, with what the operator
-/// does next, instead of for the last thing it waited for ("not Ready").
-/// Any other failure, or a probe that fails, leaves `timed_out` as it is.
-pub(super) async fn name_crash_loop(
-    r: &Remote,
-    want: &Version,
-    timed_out: anyhow::Error,
-    next: &str,
-) -> anyhow::Error {
-    if on_failure::not_up(&timed_out).is_empty() {
-        return timed_out;
-    }
-    match looping(r, want).await {
-        Ok(Some(mut looping)) => {
-            looping.message = format!("{}\n{next}", looping.message);
-            anyhow::Error::new(looping)
-        }
-        _ => timed_out,
-    }
-}
-
-/// The kubelet at `want` that systemd restarted [`CRASH_LOOP_RESTARTS`]
-/// times in this boot: a [`NotUp`] with its journal's last kubelet line.
-async fn looping(r: &Remote, want: &Version) -> anyhow::Result<Option<NotUp>> {
-    let out = r
-        .run_root("kubelet unit and version", upgrade::KUBELET_STATE, None)
-        .await?;
-    let state = kubelet_state(&out.stdout);
-    if state.version != format!("Kubernetes {want}") {
-        return Ok(None);
-    }
-    let out = r
-        .run_root("kubelet restarts", upgrade::KUBELET_RESTARTS, None)
-        .await?;
-    // Not a number: an old systemd, no unit.
-    let restarts: u32 = out.stdout.trim().parse().unwrap_or(0);
-    if restarts < CRASH_LOOP_RESTARTS {
-        return Ok(None);
-    }
-    let journal = match state.journal.is_empty() {
-        false => state.journal.clone(),
-        // Read while it was active for a moment: its journal now.
-        true => r
-            .run_root("kubelet journal", upgrade::KUBELET_JOURNAL, None)
-            .await
-            .map(|o| o.stdout.lines().map(str::to_string).collect())
-            .unwrap_or_default(),
-    };
-    Ok(Some(NotUp {
-        node: r.node().to_string(),
-        cause: Cause::CrashLoop { restarts },
-        last_log: last_kubelet_line(&journal),
-        message: format!(
-            "{}: after the reboot kubelet.service keeps failing: systemd restarted it {restarts} \
-             times. It is cordoned. Its journal:\n  {}",
-            r.node(),
-            journal.join("\n  ")
-        ),
-    }))
 }
 
 /// Polls a control plane's static pods until kube-apiserver,
@@ -427,25 +336,5 @@ pub(super) fn refused_uncordon(node: &str, stderr: &str) -> anyhow::Result<()> {
              Uncordon it yourself (`kubectl uncordon {node}`) once the cause is fixed"
         ),
         None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kubelet_state_carries_the_unit_the_version_and_why_it_fails() {
-        let s = kubelet_state(
-            "activating\nKubernetes v1.35.3\nDec 01 15:04:05 w-1 kubelet[812]: E1201 … \"command failed\" \
-             err=\"failed to parse kubelet flag: unknown flag: --pod-infra-container-image\"\n",
-        );
-        assert_eq!(s.unit, "activating");
-        assert_eq!(s.version, "Kubernetes v1.35.3");
-        assert_eq!(s.journal.len(), 1);
-        assert!(s.journal[0].contains("unknown flag"));
-        let ok = kubelet_state("active\nKubernetes v1.35.3\n");
-        assert_eq!((ok.unit.as_str(), ok.journal.len()), ("active", 0));
-        assert_eq!(kubelet_state("").unit, "");
     }
 }

@@ -112,6 +112,11 @@ pub struct Cluster {
     /// pods it writes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub control_plane_args: BTreeMap<String, BTreeMap<String, String>>,
+    /// ClusterConfiguration's `featureGates`: kubeadm's own gates, gate →
+    /// value, which kubeadm's upgrade checks against the gates it knows
+    /// (`tools::kubeadm::feature_gates`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubeadm_feature_gates: BTreeMap<String, bool>,
     /// The etcd image tag a control plane's static pod runs, where it is
     /// not the one kubeadm's `SupportedEtcdVersion` names for its
     /// `control_plane_version` (a scenario's `etcd:`, until a kubeadm
@@ -397,6 +402,21 @@ pub struct Faults {
     /// there at all when it stopped before its first health check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceph_operator_stopped: Option<f64>,
+    /// The kubelet of a version on a node exits 1 at its first `starts`
+    /// starts of every boot, then runs (`crate::tools::kubelet::NO_RUNTIME`:
+    /// containerd not serving yet, which the bakery's kubelet.service is
+    /// not ordered after): node → version as in `kubelet_crash`. systemd
+    /// restarts it after `RestartSec`, the counter `NRestarts` grows, and
+    /// the node recovers by itself.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet_slow_start: BTreeMap<String, SlowStart>,
+}
+
+/// [`Faults::kubelet_slow_start`]: which kubelet, how many failed starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlowStart {
+    pub version: String,
+    pub starts: u32,
 }
 
 impl Faults {
@@ -405,8 +425,22 @@ impl Faults {
     pub fn kubelet_crashes(&self, node: &str, version: &str) -> bool {
         self.kubelet_crash
             .get(node)
-            .is_some_and(|v| version == v || version.starts_with(&format!("{v}.")))
+            .is_some_and(|v| version_matches(version, v))
     }
+
+    /// How many starts in a boot the `kubelet_slow_start` fault fails for
+    /// the kubelet `version` on `node` (0: none).
+    pub fn kubelet_failing_starts(&self, node: &str, version: &str) -> u32 {
+        self.kubelet_slow_start
+            .get(node)
+            .filter(|s| version_matches(version, &s.version))
+            .map_or(0, |s| s.starts)
+    }
+}
+
+/// `v1.35.3` is held by `v1.35` (any patch) and by `v1.35.3`.
+fn version_matches(version: &str, fault: &str) -> bool {
+    version == fault || version.starts_with(&format!("{fault}."))
 }
 
 /// How [`Faults::damage_etcd_snapshot`] damages a snapshot.

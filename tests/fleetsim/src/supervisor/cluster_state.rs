@@ -68,6 +68,7 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
             c
         }),
         control_plane_args: scenario.control_plane_args.clone(),
+        kubeadm_feature_gates: Default::default(),
         etcd_images: scenario
             .nodes
             .iter()

@@ -462,6 +462,7 @@ fn killed(env: &mut Env, args: &[String], sig: i32) -> i32 {
 }
 
 mod check_expiration;
+mod feature_gates;
 mod go_signals;
 mod kubelet_phase;
 mod post_upgrade;

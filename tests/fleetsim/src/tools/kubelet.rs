@@ -90,7 +90,7 @@ fn serve(env: &mut Env, pods: Option<(NodeBoot, StaticPods)>) -> ! {
 pub(crate) struct Flags {
     pub config: Option<String>,
     /// The gates `--feature-gates` names, every occurrence in order.
-    pub feature_gates: Vec<String>,
+    pub feature_gates: Vec<(String, Option<bool>)>,
 }
 
 /// Flags a minor removed, as fleetctl's table (`src/checks/flags.rs`)
@@ -140,10 +140,11 @@ pub(crate) fn parse_flags(version: KubeVersion, args: &[String]) -> Result<Flags
         if name == "config" {
             flags.config = Some(value);
         } else if name == "feature-gates" {
-            let gates = crate::feature_gates::gate_list(&value);
-            flags
-                .feature_gates
-                .extend(gates.into_iter().map(str::to_string));
+            flags.feature_gates.extend(
+                crate::feature_gates::gate_pairs(&value)
+                    .into_iter()
+                    .map(|(g, v)| (g.to_string(), v)),
+            );
         }
     }
     Ok(flags)
@@ -167,6 +168,13 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
         .kubelet_crashes(&boot.name, &version.to_string())
     {
         return Ok((fail(env, &boot, version, CRASH)?, None));
+    }
+    let failing = env
+        .shared()
+        .faults()?
+        .kubelet_failing_starts(&boot.name, &version.to_string());
+    if failing > 0 && starts_before(env, &boot.boot_id)? < failing {
+        return Ok((fail(env, &boot, version, NO_RUNTIME)?, None));
     }
     if let Some(msg) = refused_gate(version, &flags.feature_gates) {
         return Ok((fail(env, &boot, version, &msg)?, None));
@@ -260,16 +268,51 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
 /// sets the gates of its flags, then again those of its `--config` once
 /// loaded, and both times fails the same way (cmd/kubelet/app/server.go:
 /// `failed to set feature gates from initial flags-based config: %w` around
-/// component-base's `unrecognized feature gate: <Gate>`), before it runs
-/// anything: the node stays NotReady.
-pub(crate) fn refused_gate(version: KubeVersion, gates: &[String]) -> Option<String> {
-    let gate =
-        crate::feature_gates::first_unknown(version.minor, gates.iter().map(String::as_str))?;
+/// component-base's `unrecognized feature gate: <Gate>`, or `cannot set
+/// feature gate <Gate> to <value>, feature is locked to <locked>` for a
+/// gate its minor locks), before it runs anything: the node stays NotReady.
+pub(crate) fn refused_gate(
+    version: KubeVersion,
+    gates: &[(String, Option<bool>)],
+) -> Option<String> {
+    let why =
+        crate::feature_gates::refusal(version.minor, gates.iter().map(|(g, v)| (g.as_str(), *v)))?;
     Some(format!(
-        "failed to set feature gates from initial flags-based config: {}",
-        crate::feature_gates::unrecognized(gate)
+        "failed to set feature gates from initial flags-based config: {why}"
     ))
 }
+
+/// Where the kubelet counts its starts of one boot: `<boot id> <starts>`.
+const STARTS_FILE: &str = "/var/lib/fleetsim/kubelet-starts";
+
+/// How often the kubelet started before in this boot (`boot_id`), counting
+/// this start in: a file of the node's, since the `(boot)` event of a
+/// real-OS node is recorded only once its sshd answers, which may be after
+/// the kubelet's first starts.
+fn starts_before(env: &mut Env, boot_id: &str) -> Result<u32> {
+    let path = env.path(STARTS_FILE);
+    let before = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| {
+            let (id, n) = t.trim().split_once(' ')?;
+            (id == boot_id).then(|| n.parse::<u32>().ok()).flatten()
+        })
+        .unwrap_or(0);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, format!("{boot_id} {}\n", before + 1))?;
+    Ok(before)
+}
+
+/// What a kubelet under the `kubelet_slow_start` fault says before it
+/// exits 1: the CRI endpoint's socket is not there yet (containerd still
+/// starting), the same `validateServiceConnection` wrapping as [`CRASH`]
+/// around grpc's dial error.
+pub(crate) const NO_RUNTIME: &str = "failed to run Kubelet: validate service connection: validate CRI \
+     v1 runtime API for endpoint \\\"unix:///run/containerd/containerd.sock\\\": rpc error: code = \
+     Unavailable desc = connection error: desc = \\\"transport: Error while dialing: dial unix \
+     /run/containerd/containerd.sock: connect: no such file or directory\\\"";
 
 /// What a kubelet under the `kubelet_crash` fault says before it exits 1:
 /// the error a kubelet gives when its container runtime does not serve the

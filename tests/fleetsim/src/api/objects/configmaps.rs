@@ -56,6 +56,17 @@ fn cluster_configuration(c: &Cluster) -> String {
              keyFile: /etc/kubernetes/pki/apiserver-etcd-client.key\n"
         )
     };
+    let feature_gates = match c.kubeadm_feature_gates.is_empty() {
+        true => String::new(),
+        false => {
+            let gates: String = c
+                .kubeadm_feature_gates
+                .iter()
+                .map(|(g, v)| format!("  {g}: {v}\n"))
+                .collect();
+            format!("featureGates:\n{gates}")
+        }
+    };
     format!(
         "{api_server}\
          apiVersion: kubeadm.k8s.io/v1beta4\n\
@@ -67,6 +78,7 @@ fn cluster_configuration(c: &Cluster) -> String {
          dns: {{}}\n\
          encryptionAlgorithm: RSA-2048\n\
          {etcd}\
+         {feature_gates}\
          imageRepository: registry.k8s.io\n\
          kind: ClusterConfiguration\n\
          kubernetesVersion: {version}\n\

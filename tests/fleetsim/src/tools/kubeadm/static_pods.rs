@@ -97,7 +97,8 @@ fn rolled_back_error(node: &str, component: &str) -> String {
 /// The first component, in kubeadm's order (`ControlPlaneComponents`:
 /// kube-apiserver, kube-controller-manager, kube-scheduler), whose
 /// `--feature-gates` in the ClusterConfiguration names a gate the `to`
-/// binaries no longer know: that component exits at start
+/// binaries no longer know, or sets one they lock to the other value
+/// (`crate::feature_gates::refusal`): that component exits at start
 /// (`unrecognized feature gate`), so its new pod never comes up.
 pub(super) fn refused_component(
     args: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
@@ -114,7 +115,7 @@ pub(super) fn refused_component(
         args.get(*key)
             .and_then(|a| a.get("feature-gates"))
             .is_some_and(|gates| {
-                crate::feature_gates::first_unknown(minor, crate::feature_gates::gate_list(gates))
+                crate::feature_gates::refusal(minor, crate::feature_gates::gate_pairs(gates))
                     .is_some()
             })
     })

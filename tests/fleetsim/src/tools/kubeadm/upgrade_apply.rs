@@ -41,6 +41,13 @@ pub(super) fn apply(env: &mut Env, args: &[String], cli: &ApplyCli) -> Result<i3
         }
         say!(env, "\t[WARNING {finding}");
     }
+    if let Some(lines) = feature_gates::refused(kubeadm.minor, cluster.kubeadm_feature_gates.keys())
+    {
+        for line in lines {
+            say!(env, "{line}");
+        }
+        return Ok(fail(env, args, feature_gates::FATAL));
+    }
     let Some(target) = KubeVersion::parse(&cli.version) else {
         let msg = format!(
             "[upgrade/version] FATAL: unable to parse normalized version {:?} as a semantic version",

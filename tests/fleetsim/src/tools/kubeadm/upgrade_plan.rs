@@ -31,6 +31,15 @@ pub(super) fn plan(env: &mut Env) -> Result<i32> {
         );
     };
     say!(env, "[upgrade] Running cluster health checks");
+    if let Some(lines) = feature_gates::refused(kubeadm.minor, cluster.kubeadm_feature_gates.keys())
+    {
+        for line in lines {
+            say!(env, "{line}");
+        }
+        complain!(env, "{}", feature_gates::FATAL);
+        complain!(env, "{STACK_HINT}");
+        return Ok(1);
+    }
     say!(env, "[upgrade] Fetching available versions to upgrade to");
     say!(env, "[upgrade/versions] Cluster version: {current}");
     say!(env, "[upgrade/versions] kubeadm version: {kubeadm}");

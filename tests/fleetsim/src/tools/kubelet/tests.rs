@@ -139,7 +139,7 @@ fn a_kubelet_refuses_a_feature_gate_its_minor_removed_in_its_config_or_flags() {
     assert!(r.stderr.contains(refused), "{}", r.stderr);
     let known = args(&format!("{UNIT_ARGS} --feature-gates NodeSwap=true"));
     let flags = parse_flags(KubeVersion::parse("v1.35.0").unwrap(), &known).unwrap();
-    assert_eq!(flags.feature_gates, ["NodeSwap"]);
+    assert_eq!(flags.feature_gates, [("NodeSwap".to_string(), Some(true))]);
 }
 
 #[test]
