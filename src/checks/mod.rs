@@ -19,6 +19,7 @@ mod certs;
 mod cgroup;
 mod configmaps;
 mod etcd_health;
+mod etcd_members;
 mod feature_gates;
 mod flags;
 mod hub_images;
@@ -44,6 +45,9 @@ pub use configmaps::{
 pub use etcd_health::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
+};
+pub use etcd_members::{
+    CATCH_UP_ENTRIES, EtcdMember, EtcdMembers, MemberStatus, parse_etcd_members,
 };
 pub use feature_gates::{
     GateSources, REMOVED_FEATURE_GATES, RemovedGate, check_feature_gates, parse_gate_list,

@@ -22,6 +22,7 @@ pub async fn before_drain(
     batch: &[String],
     rollback: bool,
 ) -> anyhow::Result<()> {
+    super::etcd_gate::before_drain(apply, batch, rollback).await?;
     let node = batch.join(", ");
     let tolerated = match rollback {
         true => Tolerated {

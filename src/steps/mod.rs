@@ -18,6 +18,7 @@ pub mod context;
 mod detached;
 mod download;
 pub mod etcd;
+mod etcd_gate;
 pub mod execute;
 mod gates;
 pub mod hold;

@@ -9,6 +9,7 @@ mod checks;
 mod containerd;
 mod cordon;
 mod etcd_cgroup;
+mod etcd_gate;
 mod etcd_restore;
 mod feature_gates;
 mod hardening;

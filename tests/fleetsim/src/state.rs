@@ -385,6 +385,12 @@ pub struct Faults {
     /// as it restarts any failed kubelet: a crash loop, the Node NotReady.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kubelet_crash: BTreeMap<String, String>,
+    /// Control planes whose etcd member the kubelet starts that many
+    /// seconds late at its next start (a slow disk, an image pulled
+    /// again): the real member is simply not running meanwhile, then
+    /// catches up with its peers as etcd does. Consumed by that start.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub etcd_late: BTreeMap<String, f64>,
 }
 
 impl Faults {
