@@ -24,6 +24,7 @@ mod feature_gates;
 mod flags;
 mod hub_images;
 mod kubelet_config;
+mod kured_flags;
 mod metrics;
 mod pdb;
 mod prediction;
@@ -59,6 +60,7 @@ pub use flags::{
 };
 pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
+pub use kured_flags::{KuredGates, parse_kured_gates};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,

@@ -29,6 +29,7 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 
 use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
+use crate::steps::kured_gates::{KuredTakeover, takeover};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
 /// lock), the second Ctrl-C that ends it at once, and its journal.
@@ -36,6 +37,40 @@ pub struct Locked {
     pub stop: Stop,
     pub second: Arc<tokio::sync::Notify>,
     pub journal: Arc<Journal>,
+    /// Kured's own gates, kept while its lock is held.
+    pub kured: Option<KuredTakeover>,
+}
+
+/// Kured's gates fleetctl keeps while it holds Kured's lock, said before
+/// anything changes; `--no-kured-gates` drops them, loudly.
+fn kured_gates(
+    held: &super::lock_run::HeldLock,
+    roll: &RollArgs,
+    printer: &Printer,
+    journal: &Journal,
+) -> anyhow::Result<Option<KuredTakeover>> {
+    let Some(taken) = takeover(held.lock(), roll.pace.alert_gate_timeout)? else {
+        return Ok(None);
+    };
+    let lines = taken.describe();
+    if roll.no_kured_gates {
+        let text = format!(
+            "--no-kured-gates: Kured's own gates on daemonset {} are NOT checked while fleetctl \
+             holds its lock; nodes reboot whatever they say: {}",
+            taken.daemonset,
+            lines.join("; ")
+        );
+        printer.warn(&text);
+        journal.event("kured-gates-off", None, &text);
+        return Ok(None);
+    }
+    printer.note(&format!(
+        "keeping Kured's gates (daemonset {}) while its lock is held:\n  - {}",
+        taken.daemonset,
+        lines.join("\n  - ")
+    ));
+    journal.event("kured-gates", None, &lines.join("; "));
+    Ok(Some(taken))
 }
 
 /// Runs `work` under the lock: refused outside the maintenance window, with
@@ -57,10 +92,18 @@ pub async fn under_lock(
     let journal = open_journal(inv, printer)?;
     let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
+    let kured = match kured_gates(&held, roll, printer, &journal) {
+        Ok(k) => k,
+        Err(e) => {
+            held.release(printer).await;
+            return Err(e);
+        }
+    };
     let locked = Locked {
         stop,
         second,
         journal,
+        kured,
     };
     // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
     let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
@@ -118,6 +161,7 @@ pub async fn run_script(
         script.plan_path,
         script.plan,
     );
+    apply.kured = locked.kured.clone();
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
     let LockedRun { result, at_once } = run_locked(

@@ -76,6 +76,7 @@ pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> 
 pub mod before_hop;
 pub mod etcd_status;
 pub mod kubectl;
+pub mod kured_pods;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the
 /// two cannot drift apart silently (a test checks the scripts use them).

@@ -24,6 +24,7 @@ mod gates;
 pub mod hold;
 pub mod journal;
 mod kubeadm;
+pub mod kured_gates;
 mod last_look;
 pub mod lock;
 pub mod on_failure;

@@ -16,6 +16,7 @@ mod hardening;
 mod integrity;
 mod jump;
 mod kubeadm_writes;
+mod kured_gates;
 mod lock;
 mod on_failure;
 mod one_path;

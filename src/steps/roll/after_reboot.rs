@@ -110,7 +110,6 @@ impl Wait {
         wait_kubelet(fresh, staged, self.deadline, self.rerun).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
-            let etcd = crate::steps::etcd_gate::stacked(&api).await?;
             // Unreadable: the pods' other signs still count.
             let booted = fresh
                 .run("boot time", crate::remote::BOOT_TIME, None)
@@ -119,21 +118,27 @@ impl Wait {
                 .and_then(|o| node::parse_boot_time(&o.stdout));
             // The control plane runs kubeadm-config's version, which a
             // converge (kubelets a patch ahead, no kubeadm) leaves behind
-            // the kubelet's.
-            wait_static_pods(
-                &api,
-                node,
-                version.as_ref(),
-                self.minor,
-                etcd,
-                booted,
-                self.deadline,
-                self.rerun,
-            )
-            .await?;
-            if let (true, Some(via)) = (etcd, &self.etcd_peer) {
-                crate::steps::etcd_gate::caught_up(&api, node, via, self.deadline, self.rerun)
-                    .await?;
+            // the kubelet's. Whether etcd is stacked is read once the API
+            // answers (on a single control plane, once its own is back).
+            let wait = |etcd| {
+                wait_static_pods(
+                    &api,
+                    node,
+                    version.as_ref(),
+                    self.minor,
+                    etcd,
+                    booted,
+                    self.deadline,
+                    self.rerun,
+                )
+            };
+            wait(false).await?;
+            if crate::steps::etcd_gate::stacked(&api).await? {
+                wait(true).await?;
+                if let Some(via) = &self.etcd_peer {
+                    crate::steps::etcd_gate::caught_up(&api, node, via, self.deadline, self.rerun)
+                        .await?;
+                }
             }
         }
         // Nothing changes on the node any more, so its facts are read while
