@@ -26,10 +26,8 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// The control plane whose etcd pod judges `node`: the first other
 /// control plane, or `node` itself when it is the only one.
-pub fn peer(apply: &Apply<'_>, node: &str) -> String {
-    apply
-        .inv
-        .nodes
+pub fn peer(inv: &crate::inventory::Inventory, node: &str) -> String {
+    inv.nodes
         .iter()
         .find(|n| n.role == Role::ControlPlane && n.name != node)
         .map_or_else(|| node.to_string(), |n| n.name.clone())
@@ -119,7 +117,7 @@ pub async fn before_drain(
     let mut said: Option<String> = None;
     loop {
         apply.check_stop(None)?;
-        let via = peer(apply, first);
+        let via = peer(apply.inv, first);
         let why = match read(&api, &via).await {
             Ok(members) => {
                 let problems: Vec<String> = cps

@@ -168,7 +168,7 @@ pub async fn roll(
             }),
             minor,
             etcd_peer: (apply.role(&node) == Role::ControlPlane)
-                .then(|| super::etcd_gate::peer(apply, &node)),
+                .then(|| super::etcd_gate::peer(apply.inv, &node)),
             on_failure: apply.settings.on_failure,
             rollback,
             rerun: apply.settings.rerun,
