@@ -21,6 +21,9 @@ pub struct StatusReport {
     pub cluster: ClusterReport,
     pub summary: Summary,
     pub nodes: Vec<NodeStatus>,
+    /// With kubeadm's stacked etcd (`status` only): each member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<etcd_table::EtcdReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -290,6 +293,7 @@ pub fn build(
         cluster: cluster_report,
         summary,
         nodes: statuses,
+        etcd: None,
     }
 }
 
@@ -441,6 +445,9 @@ pub fn render_table(r: &StatusReport) -> String {
         r.summary.reboot_pending,
         r.summary.floating
     ));
+    if let Some(etcd) = &r.etcd {
+        out.push_str(&etcd_table::render(etcd));
+    }
     for w in &r.summary.warnings {
         out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
     }
@@ -467,6 +474,9 @@ pub fn report(gathered: &Gathered) -> StatusReport {
         .map_err(|e| format!("{e:#}"));
     build(inputs, cluster)
 }
+
+mod etcd_table;
+pub use etcd_table::{EtcdReport, etcd_report};
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,18 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
     let gathered = super::gather_fleet(&inv, global, printer).await?;
-    let report = status::report(&gathered);
+    let mut report = status::report(&gathered);
+    // etcd as the gate before a control plane's drain reads it, through
+    // the control plane that answered for the cluster.
+    if let Ok((by, _)) = &gathered.cluster
+        && let Some(s) = gathered
+            .nodes
+            .iter()
+            .find(|n| &n.node.name == by)
+            .and_then(|n| n.session.clone())
+    {
+        report.etcd = status::etcd_report(crate::gather::etcd_members(&s, by).await);
+    }
     match args.output {
         StatusFormat::Json => printer.out_json(&report)?,
         StatusFormat::Table => printer.out(&status::render_table(&report)),

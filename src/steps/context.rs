@@ -300,8 +300,8 @@ pub struct Apply<'a> {
     /// counts from there.
     pub back_at: Option<Instant>,
     /// Kured's own gates, kept while fleetctl holds its lock
-    /// (`super::kured_gates`).
-    pub kured: Option<super::kured_gates::KuredTakeover>,
+    /// (`super::kured_takeover`, held by `super::kured_gates`).
+    pub kured: Option<super::kured_takeover::KuredTakeover>,
 }
 
 impl<'a> Apply<'a> {
