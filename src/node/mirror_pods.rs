@@ -226,6 +226,8 @@ mod tests {
         assert_eq!(api.name, "kube-apiserver-cp-1");
         assert!(api.mirror && api.running);
         assert_eq!(api.node, "cp-1");
+        assert_eq!(api.version, Some("v1.35.3".parse().unwrap()));
+        assert_eq!(pods[1].version, Some("v1.34.2".parse().unwrap()));
         assert_eq!(api.started, Some("2026-11-30T09:12:43Z".parse().unwrap()));
         let boot_before = Some("2026-11-30T09:10:00Z".parse().unwrap());
         let boot_after = Some("2026-11-30T09:20:00Z".parse().unwrap());

@@ -15,8 +15,8 @@ pub use mirror_pods::{
     MIRROR_ANNOTATION, MirrorPod, mirror_pod_lag, parse_boot_time, parse_mirror_pods,
 };
 pub use parse::{
-    CheckOutputs, GateView, StaticPod, detect_pin, image_version, parse_check_outputs,
-    parse_cluster, parse_facts, parse_gates, parse_instance_metrics, parse_pods,
+    CheckOutputs, GateView, detect_pin, image_version, parse_check_outputs, parse_cluster,
+    parse_facts, parse_gates, parse_instance_metrics,
 };
 
 /// Everything `status` and `plan` need to know about one node.

@@ -20,7 +20,6 @@ use crate::version::{Minor, Version};
 mod cluster_json;
 mod sections;
 use cluster_json::*;
-pub use cluster_json::{StaticPod, parse_pods};
 use sections::*;
 
 /// update_engine's state once an OS update is written and waits for a reboot.
