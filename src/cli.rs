@@ -245,6 +245,12 @@ pub struct RollArgs {
     #[arg(long)]
     pub no_kured_gates: bool,
 
+    /// Hold each node to Kured's own reboot window (its --reboot-days,
+    /// --start-time, --end-time, --time-zone) while its lock is held, when
+    /// no --window is given
+    #[arg(long, conflicts_with = "no_kured_gates")]
+    pub kured_window: bool,
+
     /// How many workers may be down at once: a count (2) or a percentage of
     /// the workers (10%); a batch never spans two zones. Control planes are
     /// always taken down one at a time

@@ -171,6 +171,23 @@ pub fn parse_kured_gates(argv: &[String]) -> Result<KuredGates> {
 }
 
 impl KuredGates {
+    /// Kured's reboot window in `crate::pacing::Window`'s grammar, `DAYS
+    /// START-END ZONE`, with Kured's defaults for what it does not set
+    /// (`--reboot-days` every day, `--start-time=0:00`,
+    /// `--end-time=23:59:59`, `--time-zone=UTC`: kured `cmd/kured/main.go`).
+    pub fn window_text(&self) -> String {
+        let days = match self.reboot_days.is_empty() {
+            true => "*".to_string(),
+            false => self.reboot_days.join(","),
+        };
+        format!(
+            "{days} {}-{} {}",
+            self.start_time.as_deref().unwrap_or("0:00"),
+            self.end_time.as_deref().unwrap_or("23:59:59"),
+            self.time_zone.as_deref().unwrap_or("UTC")
+        )
+    }
+
     /// What fleetctl takes over, one line each, for the operator; empty
     /// when Kured sets none of its gates.
     pub fn describe(&self) -> Vec<String> {
@@ -223,7 +240,7 @@ impl KuredGates {
             .collect();
         if !set.is_empty() {
             lines.push(format!(
-                "Kured's reboot window {} (shown only: pass --window to hold fleetctl to a window)",
+                "Kured's reboot window {} (shown; --kured-window holds fleetctl to it)",
                 set.join(" ")
             ));
         }
@@ -276,6 +293,15 @@ mod tests {
         assert_eq!(g.start_time.as_deref(), Some("2am"));
         assert_eq!(g.end_time.as_deref(), Some("5am"));
         assert_eq!(g.time_zone.as_deref(), Some("Europe/Berlin"));
+        assert_eq!(g.window_text(), "mon,tue 2am-5am Europe/Berlin");
+        assert_eq!(KuredGates::default().window_text(), "* 0:00-23:59:59 UTC");
+        // What --kured-window hands to the maintenance window's parser.
+        let mut hm = g.clone();
+        hm.start_time = Some("02:00".into());
+        hm.end_time = Some("05:30".into());
+        hm.time_zone = Some("UTC".into());
+        assert!(crate::pacing::Window::parse(&hm.window_text()).is_ok());
+        assert!(crate::pacing::Window::parse(&KuredGates::default().window_text()).is_ok());
         let said = g.describe().join("\n");
         assert!(
             said.contains("--blocking-pod-selector=app=backup"),

@@ -64,6 +64,21 @@ fn kured_gates(
         journal.event("kured-gates-off", None, &text);
         return Ok(None);
     }
+    let mut taken = taken;
+    if roll.kured_window && roll.pace.window.is_none() {
+        let text = taken.gates.window_text();
+        let window = crate::pacing::Window::parse(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "--kured-window: Kured's reboot window in daemonset {} ({text}) is not one \
+                 fleetctl can read: {e}; pass --window instead",
+                taken.daemonset
+            )
+        })?;
+        printer.note(&format!(
+            "holding each node to Kured's reboot window: {window}"
+        ));
+        taken.window = Some(window);
+    }
     printer.note(&format!(
         "keeping Kured's gates (daemonset {}) while its lock is held:\n  - {}",
         taken.daemonset,
@@ -162,6 +177,10 @@ pub async fn run_script(
         script.plan,
     );
     apply.kured = locked.kured.clone();
+    // --kured-window: Kured's window where the operator gave none.
+    if let Some(w) = locked.kured.as_ref().and_then(|k| k.window.clone()) {
+        apply.settings.pace.window.get_or_insert(w);
+    }
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
     let LockedRun { result, at_once } = run_locked(

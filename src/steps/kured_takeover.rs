@@ -16,6 +16,9 @@ pub struct KuredTakeover {
     pub gates: KuredGates,
     /// Kured's `--prometheus-url` as an alert gate.
     pub alert_gate: Option<AlertGate>,
+    /// With `--kured-window`: Kured's reboot window, held to before each
+    /// node as `--window` is (`crate::steps::hold`).
+    pub window: Option<crate::pacing::Window>,
 }
 
 impl KuredTakeover {
@@ -56,6 +59,7 @@ impl KuredTakeover {
             daemonset: daemonset.to_string(),
             gates,
             alert_gate,
+            window: None,
         })
     }
 

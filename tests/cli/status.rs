@@ -216,18 +216,16 @@ fn six_node_fleet_table() {
     assert!(run.stderr.is_empty(), "nothing on stderr: {}", run.stderr);
 
     // The core nodes really logged in as core; the others as root. On
-    // cp-1 the sim's API server runs status's two etcdctl execs in the etcd
-    // pod over SSH as root (fleetsim api/exec.rs, standing in for the
-    // kubelet's CRI exec): those two root logins are not fleetctl's.
-    for (node, execs) in [("cp-1", 2), ("w-4", 0)] {
+    // cp-1 the sim's API server runs each status run's two etcdctl execs in
+    // the etcd pod over SSH as root (fleetsim api/exec.rs, standing in for
+    // the kubelet's CRI exec): at most two root logins per core one, none
+    // of them fleetctl's. (The snapshot test borrows this fleet: more runs.)
+    for (node, execs_per_run) in [("cp-1", 2), ("w-4", 0)] {
         let log = console(&fleet, node);
+        let core = log.matches("Accepted publickey for core ").count();
+        assert!(core > 0, "{node}:\n{log}");
         assert!(
-            log.contains("Accepted publickey for core "),
-            "{node}:\n{log}"
-        );
-        assert_eq!(
-            log.matches("Accepted publickey for root ").count(),
-            execs,
+            log.matches("Accepted publickey for root ").count() <= execs_per_run * core,
             "{node}:\n{log}"
         );
     }
