@@ -120,3 +120,32 @@ fn an_alert_at_kureds_prometheus_holds_every_drain_and_an_excluded_one_never_doe
     );
     assert_eq!(drained(&fleet), ["cp-1", "w-1"]);
 }
+
+#[test]
+fn with_kured_window_apply_holds_to_kureds_own_reboot_window() {
+    // A one-hour window that opens two hours from now (UTC): closed now.
+    let hour = (fleetsim::state::now() as u64 / 3600 + 2) % 24;
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .kured_with(|k| {
+                k.extra_args = vec![
+                    format!("--start-time={hour:02}:00"),
+                    format!("--end-time={:02}:00", (hour + 1) % 24),
+                    "--time-zone=UTC".into(),
+                ];
+            }),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes", "--kured-window"]).expect_code(75);
+    assert_has(
+        &run.stderr,
+        &[
+            "holding each node to Kured's reboot window: ",
+            "outside the maintenance window",
+        ],
+    );
+    assert!(drained(&fleet).is_empty(), "nothing was drained");
+}

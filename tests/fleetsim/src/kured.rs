@@ -124,6 +124,9 @@ pub struct KuredSpec {
     /// `--alert-filter-regexp`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alert_filter_regexp: Option<String>,
+    /// Any other flags, as written (`--reboot-days=sat`, `--start-time=…`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
 }
 
 impl Default for KuredSpec {
@@ -138,6 +141,7 @@ impl Default for KuredSpec {
             blocking_pod_selectors: Vec::new(),
             prometheus: false,
             alert_filter_regexp: None,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -265,6 +269,7 @@ impl KuredSpec {
                 .iter()
                 .map(|r| format!("--alert-filter-regexp={r}")),
         );
+        args.extend(self.extra_args.iter().cloned());
         DaemonSet {
             namespace,
             name,
