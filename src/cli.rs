@@ -240,6 +240,17 @@ pub struct RollArgs {
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub kured: Option<crate::inventory::KuredRef>,
 
+    /// Do not keep Kured's own gates (--blocking-pod-selector,
+    /// --prometheus-url) while fleetctl holds Kured's lock
+    #[arg(long)]
+    pub no_kured_gates: bool,
+
+    /// Hold each node to Kured's own reboot window (its --reboot-days,
+    /// --start-time, --end-time, --time-zone) while its lock is held, when
+    /// no --window is given
+    #[arg(long, conflicts_with = "no_kured_gates")]
+    pub kured_window: bool,
+
     /// How many workers may be down at once: a count (2) or a percentage of
     /// the workers (10%); a batch never spans two zones. Control planes are
     /// always taken down one at a time
@@ -360,6 +371,7 @@ impl PaceArgs {
                     crate::pacing::Filter {
                         exclude: self.alert_filter.clone(),
                         firing_only: self.alert_firing_only,
+                        match_only: false,
                     },
                     self.alert_gate_timeout,
                 )?;

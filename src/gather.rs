@@ -220,6 +220,37 @@ pub async fn query_cluster(s: &Session) -> anyhow::Result<ClusterFacts> {
     })
 }
 
+/// Every etcd member as `via`'s etcd pod sees it (`status`); `Ok(None)`
+/// when etcd is not kubeadm's stacked one (nothing of fleetctl's to show).
+pub async fn etcd_members(s: &Session, via: &str) -> anyhow::Result<Option<checks::EtcdMembers>> {
+    let config = s
+        .exec_root(&remote::before_hop::get_kubeadm_config(), None)
+        .await?;
+    if !config.success() {
+        anyhow::bail!("reading kubeadm-config failed: {}", config.stderr.trim());
+    }
+    if !matches!(
+        checks::etcd_topology(&config.stdout)?,
+        checks::EtcdTopology::Local { .. }
+    ) {
+        return Ok(None);
+    }
+    let (list_cmd, status_cmd) = (
+        remote::etcd_status::member_list(via),
+        remote::etcd_status::endpoint_status(via),
+    );
+    let (list, status) =
+        tokio::join!(s.exec_root(&list_cmd, None), s.exec_root(&status_cmd, None),);
+    let (list, status) = (list?, status?);
+    if !list.success() {
+        anyhow::bail!(
+            "etcdctl member list in etcd-{via} failed: {}",
+            list.stderr.trim().lines().last().unwrap_or("no output")
+        );
+    }
+    checks::parse_etcd_members(&list.stdout, &status.stdout, &status.stderr).map(Some)
+}
+
 /// ` (stderr: …)` when the script's shell complained, for the error message.
 fn stderr_note(stderr: &str) -> String {
     match stderr.trim() {

@@ -26,6 +26,9 @@ pub struct StatusReport {
     /// Each CephCluster (`storage`); absent without Ceph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ceph: Option<Vec<storage::CephReport>>,
+    /// With kubeadm's stacked etcd (`status` only): each member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<etcd_table::EtcdReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -296,6 +299,7 @@ pub fn build(
         summary,
         nodes: statuses,
         ceph: None,
+        etcd: None,
     }
 }
 
@@ -447,6 +451,9 @@ pub fn render_table(r: &StatusReport) -> String {
         r.summary.reboot_pending,
         r.summary.floating
     ));
+    if let Some(etcd) = &r.etcd {
+        out.push_str(&etcd_table::render(etcd));
+    }
     for w in &r.summary.warnings {
         out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
     }
@@ -476,6 +483,9 @@ pub fn report(gathered: &Gathered) -> StatusReport {
         .map_err(|e| format!("{e:#}"));
     build(inputs, cluster)
 }
+
+mod etcd_table;
+pub use etcd_table::{EtcdReport, etcd_report};
 
 #[cfg(test)]
 mod tests;

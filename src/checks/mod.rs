@@ -20,11 +20,13 @@ mod certs;
 mod cgroup;
 mod configmaps;
 mod etcd_health;
+mod etcd_members;
 mod feature_gates;
 mod flags;
 mod hub_images;
 mod kubeadm_gates;
 mod kubelet_config;
+mod kured_flags;
 mod metrics;
 mod pdb;
 mod prediction;
@@ -47,6 +49,9 @@ pub use etcd_health::{
     DEFAULT_ETCD_DATA_DIR, EtcdTopology, SnapshotDigest, SnapshotStatus, SnapshotVerifier,
     cluster_name, etcd_topology, has_snapshot_trailer, parse_snapshot_status,
 };
+pub use etcd_members::{
+    CATCH_UP_ENTRIES, EtcdMember, EtcdMembers, MemberStatus, parse_etcd_members,
+};
 pub use feature_gates::{
     ADDED_FEATURE_GATES, AddedGate, GateSources, LOCKED_FEATURE_GATES, LockedGate,
     REMOVED_FEATURE_GATES, RemovedGate, added_after, check_feature_gates, locked_at,
@@ -59,6 +64,7 @@ pub use flags::{
 pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
+pub use kured_flags::{KuredGates, parse_kured_gates};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,

@@ -324,6 +324,11 @@ async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> 
 }
 
 impl HeldLock {
+    /// The lock as taken.
+    pub fn lock(&self) -> &lock::Lock {
+        &self.lock
+    }
+
     /// Stops the heartbeat, then gives the lock back (through any control
     /// plane that answers); a failure is a warning with what to do.
     pub async fn release(self, printer: &Printer) {

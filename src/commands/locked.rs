@@ -29,6 +29,7 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 
 use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
+use crate::steps::kured_gates::{KuredTakeover, takeover};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
 /// lock), the second Ctrl-C that ends it at once, and its journal.
@@ -36,6 +37,55 @@ pub struct Locked {
     pub stop: Stop,
     pub second: Arc<tokio::sync::Notify>,
     pub journal: Arc<Journal>,
+    /// Kured's own gates, kept while its lock is held.
+    pub kured: Option<KuredTakeover>,
+}
+
+/// Kured's gates fleetctl keeps while it holds Kured's lock, said before
+/// anything changes; `--no-kured-gates` drops them, loudly.
+fn kured_gates(
+    held: &super::lock_run::HeldLock,
+    roll: &RollArgs,
+    printer: &Printer,
+    journal: &Journal,
+) -> anyhow::Result<Option<KuredTakeover>> {
+    let Some(taken) = takeover(held.lock(), roll.pace.alert_gate_timeout)? else {
+        return Ok(None);
+    };
+    let lines = taken.describe();
+    if roll.no_kured_gates {
+        let text = format!(
+            "--no-kured-gates: Kured's own gates on daemonset {} are NOT checked while fleetctl \
+             holds its lock; nodes reboot whatever they say: {}",
+            taken.daemonset,
+            lines.join("; ")
+        );
+        printer.warn(&text);
+        journal.event("kured-gates-off", None, &text);
+        return Ok(None);
+    }
+    let mut taken = taken;
+    if roll.kured_window && roll.pace.window.is_none() {
+        let text = taken.gates.window_text();
+        let window = crate::pacing::Window::parse(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "--kured-window: Kured's reboot window in daemonset {} ({text}) is not one \
+                 fleetctl can read: {e}; pass --window instead",
+                taken.daemonset
+            )
+        })?;
+        printer.note(&format!(
+            "holding each node to Kured's reboot window: {window}"
+        ));
+        taken.window = Some(window);
+    }
+    printer.note(&format!(
+        "keeping Kured's gates (daemonset {}) while its lock is held:\n  - {}",
+        taken.daemonset,
+        lines.join("\n  - ")
+    ));
+    journal.event("kured-gates", None, &lines.join("; "));
+    Ok(Some(taken))
 }
 
 /// Runs `work` under the lock: refused outside the maintenance window, with
@@ -64,10 +114,18 @@ pub async fn under_lock(
     }
     let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
+    let kured = match kured_gates(&held, roll, printer, &journal) {
+        Ok(k) => k,
+        Err(e) => {
+            held.release(printer).await;
+            return Err(e);
+        }
+    };
     let locked = Locked {
         stop,
         second,
         journal,
+        kured,
     };
     // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
     let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
@@ -125,6 +183,11 @@ pub async fn run_script(
         script.plan_path,
         script.plan,
     );
+    apply.kured = locked.kured.clone();
+    // --kured-window: Kured's window where the operator gave none.
+    if let Some(w) = locked.kured.as_ref().and_then(|k| k.window.clone()) {
+        apply.settings.pace.window.get_or_insert(w);
+    }
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
     let LockedRun { result, at_once } = run_locked(

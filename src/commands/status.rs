@@ -30,6 +30,17 @@ pub async fn run(
             _ => None,
         };
     }
+    // etcd as the gate before a control plane's drain reads it, through
+    // the control plane that answered for the cluster.
+    if let Ok((by, _)) = &gathered.cluster
+        && let Some(s) = gathered
+            .nodes
+            .iter()
+            .find(|n| &n.node.name == by)
+            .and_then(|n| n.session.clone())
+    {
+        report.etcd = status::etcd_report(crate::gather::etcd_members(&s, by).await);
+    }
     match args.output {
         StatusFormat::Json => printer.out_json(&report)?,
         StatusFormat::Table => printer.out(&status::render_table(&report)),

@@ -2,6 +2,7 @@
 //! one round trip by the script in `crate::remote` and parsed here by pure
 //! functions (tested with real command output kept under `fixtures/`).
 
+mod mirror_pods;
 mod parse;
 
 use std::collections::BTreeMap;
@@ -10,9 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
+pub use mirror_pods::{
+    MIRROR_ANNOTATION, MirrorPod, mirror_pod_lag, parse_boot_time, parse_mirror_pods,
+};
 pub use parse::{
-    CheckOutputs, GateView, StaticPod, detect_pin, image_version, parse_check_outputs,
-    parse_cluster, parse_facts, parse_gates, parse_instance_metrics, parse_pods, parse_probes,
+    CheckOutputs, GateView, detect_pin, image_version, parse_check_outputs, parse_cluster,
+    parse_facts, parse_gates, parse_instance_metrics, parse_probes,
 };
 
 /// Everything `status` and `plan` need to know about one node.

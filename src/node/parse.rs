@@ -22,7 +22,6 @@ mod probes;
 pub use probes::parse_probes;
 mod sections;
 use cluster_json::*;
-pub use cluster_json::{StaticPod, parse_pods};
 use sections::*;
 
 /// update_engine's state once an OS update is written and waits for a reboot.

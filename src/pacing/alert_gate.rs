@@ -34,6 +34,11 @@ pub struct Filter {
     /// Only firing alerts hold it; pending ones do not (Kured's
     /// `--alert-firing-only`).
     pub firing_only: bool,
+    /// `exclude` is the list of the alerts that hold, not of those that do
+    /// not (Kured's `--alert-filter-match-only`: `matchesRegex` in
+    /// kubereboot/kured `pkg/blockers/prometheus.go` keeps an alert when
+    /// the regexp's match equals this flag).
+    pub match_only: bool,
 }
 
 impl Filter {
@@ -42,7 +47,11 @@ impl Filter {
         alerts
             .iter()
             .filter(|a| a.firing || !self.firing_only)
-            .filter(|a| !self.exclude.as_ref().is_some_and(|re| re.is_match(&a.name)))
+            .filter(|a| {
+                self.exclude
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(&a.name) == self.match_only)
+            })
             .map(|a| a.name.clone())
             .collect::<BTreeSet<_>>()
             .into_iter()
@@ -163,8 +172,16 @@ mod tests {
         let filter = Filter {
             exclude: Some(regex_lite::Regex::new("^(Watchdog|InfoInhibitor)$").unwrap()),
             firing_only: true,
+            match_only: false,
         };
         assert_eq!(filter.blocking(&alerts), ["EtcdNoLeader"]);
+        // --alert-filter-match-only: the regexp names the alerts that hold.
+        let only = Filter {
+            match_only: true,
+            firing_only: false,
+            ..filter
+        };
+        assert_eq!(only.blocking(&alerts), ["Watchdog"]);
     }
 
     #[test]

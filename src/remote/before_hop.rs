@@ -45,7 +45,7 @@ pub const ETCD_PKI: &str = "/etc/kubernetes/pki/etcd";
 /// `--cert-file`, `--key-file` in `cmd/kubeadm/app/phases/etcd/local.go`).
 /// The server certificate also works as a client one: kubeadm issues it
 /// for both server and client auth.
-fn etcdctl_connection() -> Vec<String> {
+pub(super) fn etcdctl_connection() -> Vec<String> {
     vec![
         "--endpoints=https://127.0.0.1:2379".to_string(),
         format!("--cacert={ETCD_PKI}/ca.crt"),
@@ -57,7 +57,7 @@ fn etcdctl_connection() -> Vec<String> {
 /// `kubectl -n kube-system exec etcd-<node> -- ARGS…`: runs in kubeadm's etcd
 /// static pod, whose image carries etcdctl (and, in the images that ship it,
 /// etcdutl).
-fn etcd_exec(node: &str, args: Vec<String>) -> String {
+pub(super) fn etcd_exec(node: &str, args: Vec<String>) -> String {
     let pod = format!("etcd-{node}");
     let mut all: Vec<String> = words(&["-n", "kube-system", "exec", &pod, "--"]);
     all.extend(args);

@@ -343,13 +343,18 @@ pub const STATIC_POD_COMPONENTS: [&str; 3] = [
     "kube-scheduler",
 ];
 
-/// The control plane's static pods on `node`, as JSON (a `List` of the ones
-/// found; kubectl exits 1 and names the missing ones on stderr).
+/// Every pod in kube-system on `node`, as JSON: the control plane's mirror
+/// pods among them (`crate::node::parse_mirror_pods`).
 pub fn get_static_pods(node: &str) -> String {
-    let mut args: Vec<String> = words(&["-n", "kube-system", "get", "pod"]);
-    args.extend(STATIC_POD_COMPONENTS.iter().map(|c| format!("{c}-{node}")));
-    args.extend(words(&["-o", "json"]));
-    kubectl(&args)
+    kubectl(&[
+        "-n".to_string(),
+        "kube-system".to_string(),
+        "get".to_string(),
+        "pods".to_string(),
+        format!("--field-selector=spec.nodeName={node}"),
+        "-o".to_string(),
+        "json".to_string(),
+    ])
 }
 
 /// Why kubectl failed, when the reason decides what the lock does next.

@@ -17,6 +17,14 @@
 /// (`crate::steps::lock::clock`). Read-only, no root needed.
 pub const CLOCK: &str = "date -u +%s.%N";
 
+/// When the node's init started, as three numbers: `/proc/stat`'s btime,
+/// PID 1's start time in clock ticks after it (field 22 of
+/// `/proc/1/stat`, counted after the command name, which may hold spaces),
+/// and the ticks per second. Read-only. Parse with
+/// `crate::node::parse_boot_time`.
+pub const BOOT_TIME: &str = "awk '/^btime/ {print $2}' /proc/stat; \
+     sed 's/.*) //' /proc/1/stat | awk '{print $20}'; getconf CLK_TCK";
+
 /// Gathers one node's facts: OS and update_engine state, running and staged
 /// Kubernetes and containerd, their images and sysupdate configs, the reboot
 /// marker, boot id and uptime. Read-only. Parse with `crate::node::parse_facts`.
@@ -66,7 +74,9 @@ pub fn instance_metrics_script(instances: &[(String, std::net::SocketAddr)]) -> 
 }
 
 pub mod before_hop;
+pub mod etcd_status;
 pub mod kubectl;
+pub mod kured_pods;
 pub mod rook;
 
 /// The section markers `prelude.sh` prints, shared with the parsers so the

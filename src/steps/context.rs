@@ -299,6 +299,9 @@ pub struct Apply<'a> {
     /// When the last node of this run was back and uncordoned: the soak
     /// counts from there.
     pub back_at: Option<Instant>,
+    /// Kured's own gates, kept while fleetctl holds its lock
+    /// (`super::kured_takeover`, held by `super::kured_gates`).
+    pub kured: Option<super::kured_takeover::KuredTakeover>,
 }
 
 impl<'a> Apply<'a> {
@@ -322,6 +325,7 @@ impl<'a> Apply<'a> {
             began: BTreeMap::new(),
             ledger: Arc::new(Mutex::new(Ledger::default())),
             back_at: None,
+            kured: None,
         }
     }
 

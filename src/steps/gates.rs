@@ -23,6 +23,7 @@ pub async fn before_drain(
     rollback: bool,
 ) -> anyhow::Result<()> {
     super::storage_gate::before_drain(apply, batch, rollback).await?;
+    super::etcd_gate::before_drain(apply, batch, rollback).await?;
     let node = batch.join(", ");
     let tolerated = match rollback {
         true => Tolerated {

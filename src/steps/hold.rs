@@ -31,8 +31,17 @@ pub async fn before_node(
             apply.journal_event("window", None, &e.to_string());
         })?;
     }
-    if let Some(gate) = &pace.alert_gate {
+    // The operator's own gate first; else Kured's, reached the same way.
+    let kured = apply.kured.as_ref();
+    if let Some(gate) = pace
+        .alert_gate
+        .as_ref()
+        .or_else(|| kured.and_then(|k| k.alert_gate.as_ref()))
+    {
         alerts_clear(apply, gate, &names).await?;
+    }
+    if let Some(k) = kured {
+        super::kured_gates::hold_for_pods(apply, k, batch).await?;
     }
     Ok(())
 }

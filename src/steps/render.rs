@@ -271,6 +271,17 @@ impl Ctx<'_> {
             );
         }
         self.gates(out);
+        if nodes.iter().any(|n| {
+            self.inv
+                .node(n)
+                .is_some_and(|x| x.role == Role::ControlPlane)
+        }) {
+            out.line(
+                api,
+                "(with a stacked etcd: the etcd gate, until every member is healthy and etcd \
+                 keeps quorum without this one)",
+            );
+        }
         if nodes.len() > 1 {
             out.line(
                 "-",
@@ -319,8 +330,16 @@ impl Ctx<'_> {
                 out.line(
                     api,
                     &format!(
-                        "(until Running at {pods}) {}",
+                        "(until its mirror pods are Running at {pods}, etcd's too when stacked) {}",
                         kubectl::get_static_pods(node)
+                    ),
+                );
+                out.line(
+                    api,
+                    &format!(
+                        "(with a stacked etcd: until {node}'s member is healthy and caught up with \
+                         the leader, as `etcdctl endpoint status --cluster` in etcd-{} says)",
+                        super::etcd_gate::peer(self.inv, node)
                     ),
                 );
             }
@@ -357,6 +376,7 @@ impl Ctx<'_> {
             self.api,
             "(the gates script, at once: /readyz, every node Ready, no other node cordoned)",
         );
+
         for check in &self.inv.health_checks {
             out.line(self.api, &check.command);
         }

@@ -168,6 +168,8 @@ pub async fn roll(
                     .filter(|v: &Version| rollback || v.minor() == minor)
             }),
             minor,
+            etcd_peer: (apply.role(&node) == Role::ControlPlane)
+                .then(|| super::etcd_gate::peer(apply.inv, &node)),
             on_failure: apply.settings.on_failure,
             rollback,
             rerun: apply.settings.rerun,

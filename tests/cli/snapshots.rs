@@ -35,7 +35,7 @@ fn transcript(fleet: &ReadOnly, args: &[&str], run: &Run) -> String {
 
 /// Replaces what is particular to this fleet and this run: the test's
 /// directory, the fleet's, its hub's and Prometheus' URLs, the nodes' SSH
-/// port and addresses.
+/// port and addresses, etcd's raft index (one member's: the line has one).
 fn normalise(fleet: &ReadOnly, text: &str) -> String {
     let shared = Seat::fleet(fleet);
     let info = shared.info();
@@ -52,7 +52,19 @@ fn normalise(fleet: &ReadOnly, text: &str) -> String {
     for n in nodes {
         out = out.replace(&n.address, &format!("[{} ADDRESS]", n.name));
     }
-    out.replace(&format!(":{}", info.port), ":[SSH-PORT]")
+    out = out.replace(&format!(":{}", info.port), ":[SSH-PORT]");
+    // etcd's raft index counts what the fleet wrote while it booted.
+    out.lines()
+        .map(|l| match l.split_once("raft index ") {
+            Some((head, tail)) => {
+                let rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+                format!("{head}raft index [N]{rest}")
+            }
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + if out.ends_with('\n') { "\n" } else { "" }
 }
 
 fn assert_transcript(name: &str, fleet: &ReadOnly, args: &[&str]) -> Run {

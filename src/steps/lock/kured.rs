@@ -332,6 +332,7 @@ pub(super) async fn acquire<K: Kubectl>(
                         name: name.clone(),
                         annotation: key.clone(),
                         concurrency: config.concurrency,
+                        argv: kured.argv.clone(),
                     },
                     mine,
                     ttl: opts.ttl,
@@ -424,6 +425,7 @@ pub(super) async fn heartbeat<K: Kubectl>(
         name,
         annotation,
         concurrency,
+        ..
     } = &lock.kind
     else {
         bail!("not Kured's lock");

@@ -252,6 +252,9 @@ enum LockKind {
         name: String,
         annotation: String,
         concurrency: usize,
+        /// Kured's container's `command` then `args`: the blockers it
+        /// checks before each reboot (`crate::checks::parse_kured_gates`).
+        argv: Vec<String>,
     },
     ConfigMap {
         namespace: String,
@@ -325,6 +328,25 @@ impl Lock {
             LockKind::ConfigMap { namespace, name } => {
                 format!("fleetctl's lock (configmap {namespace}/{name})")
             }
+        }
+    }
+
+    /// Kured's command line when the lock is Kured's: what its own gates
+    /// are, which fleetctl keeps while it holds Kured off.
+    pub fn kured_argv(&self) -> Option<&[String]> {
+        match &self.kind {
+            LockKind::Kured { argv, .. } => Some(argv),
+            LockKind::ConfigMap { .. } => None,
+        }
+    }
+
+    /// `namespace/name` of Kured's DaemonSet when the lock is Kured's.
+    pub fn kured_daemonset(&self) -> Option<String> {
+        match &self.kind {
+            LockKind::Kured {
+                namespace, name, ..
+            } => Some(format!("{namespace}/{name}")),
+            LockKind::ConfigMap { .. } => None,
         }
     }
 

@@ -32,6 +32,9 @@ pub(super) struct Wait {
     /// inside: the cluster's version is unknown, any patch of `minor`).
     pub(super) control_plane: Option<Option<Version>>,
     pub(super) minor: Minor,
+    /// For a control plane: whose etcd pod judges its member's catch-up
+    /// (`crate::steps::etcd_gate::peer`).
+    pub(super) etcd_peer: Option<String>,
     pub(super) on_failure: OnFailure,
     /// This roll takes nodes back to an older kubelet.
     pub(super) rollback: bool,
@@ -112,18 +115,36 @@ impl Wait {
         wait_kubelet(fresh, staged, self.deadline, self.rerun).await?;
         let api = self.api.clone().unwrap_or_else(|| fresh.clone());
         if let Some(version) = &self.control_plane {
+            // Unreadable: the pods' other signs still count.
+            let booted = fresh
+                .run("boot time", crate::remote::BOOT_TIME, None)
+                .await
+                .ok()
+                .and_then(|o| node::parse_boot_time(&o.stdout));
             // The control plane runs kubeadm-config's version, which a
             // converge (kubelets a patch ahead, no kubeadm) leaves behind
-            // the kubelet's.
-            wait_static_pods(
-                &api,
-                node,
-                version.as_ref(),
-                self.minor,
-                self.deadline,
-                self.rerun,
-            )
-            .await?;
+            // the kubelet's. Whether etcd is stacked is read once the API
+            // answers (on a single control plane, once its own is back).
+            let wait = |etcd| {
+                wait_static_pods(
+                    &api,
+                    node,
+                    version.as_ref(),
+                    self.minor,
+                    etcd,
+                    booted,
+                    self.deadline,
+                    self.rerun,
+                )
+            };
+            wait(false).await?;
+            if crate::steps::etcd_gate::stacked(&api).await? {
+                wait(true).await?;
+                if let Some(via) = &self.etcd_peer {
+                    crate::steps::etcd_gate::caught_up(&api, node, via, self.deadline, self.rerun)
+                        .await?;
+                }
+            }
         }
         // Nothing changes on the node any more, so its facts are read while
         // the API server is asked whether it is Ready: one round trip less
@@ -229,14 +250,19 @@ pub(super) async fn wait_kubelet(
     }
 }
 
-/// Polls a control plane's static pods until kube-apiserver,
-/// kube-controller-manager and kube-scheduler are Running at `want` (any
-/// patch of `minor` when the cluster's version is unknown).
+/// Polls a control plane's own mirror pods (`crate::node::mirror_pods`)
+/// until kube-apiserver, kube-controller-manager and kube-scheduler are
+/// Running at `want` (any patch of `minor` when the cluster's version is
+/// unknown), with `etcd` also etcd (whose image has etcd's own tag), each
+/// with containers started in this boot (`booted`, when it could be read).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn wait_static_pods(
     api: &Remote,
     node: &str,
     want: Option<&Version>,
     minor: Minor,
+    etcd: bool,
+    booted: Option<jiff::Timestamp>,
     deadline: Instant,
     rerun: Rerun,
 ) -> anyhow::Result<()> {
@@ -249,22 +275,20 @@ pub(super) async fn wait_static_pods(
     let label = format!("static pods of {node}");
     loop {
         let out = api.run_root(&label, &cmd, None).await?;
-        let pods = node::parse_pods(&out.stdout).unwrap_or_default();
-        let lagging: Vec<String> = kubectl::STATIC_POD_COMPONENTS
+        let pods = node::parse_mirror_pods(&out.stdout).unwrap_or_default();
+        let mut lagging: Vec<String> = kubectl::STATIC_POD_COMPONENTS
             .iter()
-            .map(|c| format!("{c}-{node}"))
-            .filter_map(|name| match pods.iter().find(|p| p.name == name) {
-                Some(p) if p.running && at(&p.version) => None,
-                Some(p) => Some(format!(
-                    "{name} is {} at {}",
-                    if p.running { "Running" } else { "not Running" },
-                    p.version
-                        .as_ref()
-                        .map_or_else(|| "an unknown version".into(), Version::to_string)
-                )),
-                None => Some(format!("{name} is not there")),
-            })
+            .filter_map(|c| node::mirror_pod_lag(&pods, &format!("{c}-{node}"), node, booted, at))
             .collect();
+        if etcd {
+            lagging.extend(node::mirror_pod_lag(
+                &pods,
+                &format!("etcd-{node}"),
+                node,
+                booted,
+                |_| true,
+            ));
+        }
         if lagging.is_empty() {
             return Ok(());
         }

@@ -112,6 +112,21 @@ pub struct KuredSpec {
     /// `--concurrency`: how many nodes may hold the lock at once; above 1
     /// Kured uses the multi-owner form of its lock.
     pub concurrency: u32,
+    /// `--blocking-pod-selector`, once per selector (Kured's
+    /// `pkg/blockers/kubernetespod.go`: a pod matching one on a node holds
+    /// that node's reboot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocking_pod_selectors: Vec<String>,
+    /// `--prometheus-url=` the fleet's Prometheus (`crate::prometheus`),
+    /// written once it listens.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prometheus: bool,
+    /// `--alert-filter-regexp`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert_filter_regexp: Option<String>,
+    /// Any other flags, as written (`--reboot-days=sat`, `--start-time=…`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
 }
 
 impl Default for KuredSpec {
@@ -123,6 +138,10 @@ impl Default for KuredSpec {
             period: DEFAULT_PERIOD,
             lock_ttl: 0.0,
             concurrency: 1,
+            blocking_pod_selectors: Vec::new(),
+            prometheus: false,
+            alert_filter_regexp: None,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -239,6 +258,18 @@ impl KuredSpec {
                 )
             }
         };
+        let mut args = args;
+        args.extend(
+            self.blocking_pod_selectors
+                .iter()
+                .map(|s| format!("--blocking-pod-selector={s}")),
+        );
+        args.extend(
+            self.alert_filter_regexp
+                .iter()
+                .map(|r| format!("--alert-filter-regexp={r}")),
+        );
+        args.extend(self.extra_args.iter().cloned());
         DaemonSet {
             namespace,
             name,
@@ -252,6 +283,12 @@ impl KuredSpec {
             active: self.run,
         }
     }
+}
+
+/// Points Kured's `--prometheus-url` at the fleet's Prometheus, once it
+/// listens (its port is known only then).
+pub fn set_prometheus_url(ds: &mut DaemonSet, url: &str) {
+    ds.args.push(format!("--prometheus-url={url}"));
 }
 
 fn dns_label(s: &str) -> bool {

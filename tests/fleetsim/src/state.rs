@@ -410,6 +410,12 @@ pub struct Faults {
     /// the node recovers by itself.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kubelet_slow_start: BTreeMap<String, SlowStart>,
+    /// Control planes whose etcd member the kubelet starts that many
+    /// seconds late at its next start (a slow disk, an image pulled
+    /// again): the real member is simply not running meanwhile, then
+    /// catches up with its peers as etcd does. Consumed by that start.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub etcd_late: BTreeMap<String, f64>,
 }
 
 /// [`Faults::kubelet_slow_start`]: which kubelet, how many failed starts.

@@ -258,6 +258,14 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     }
     let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
     let prometheus = crate::prometheus::serve(Shared::new(fleet.cluster()))?;
+    if scenario.kured.spec().is_some_and(|k| k.prometheus) {
+        Shared::new(fleet.cluster()).update_cluster(|c| {
+            if let Some(ds) = c.kured.as_mut() {
+                crate::kured::set_prometheus_url(ds, &prometheus.url());
+            }
+            Ok(())
+        })?;
+    }
     let plans: Vec<NodePlan> = scenario
         .nodes
         .iter()

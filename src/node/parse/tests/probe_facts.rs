@@ -1,34 +1,7 @@
-//! What the checks' probes print: static pods, kubelet files, the cgroup
+//! What the checks' probes print: kubelet files, the cgroup
 //! hierarchy, the kubelet and instance configs, the configmaps.
 
 use super::*;
-
-#[test]
-fn static_pods_report_running_and_the_image_version() {
-    let pods = parse_pods(&fixture("kubectl-get-static-pods.json")).unwrap();
-    assert_eq!(
-        pods,
-        vec![
-            StaticPod {
-                name: "kube-apiserver-cp-1".into(),
-                running: true,
-                version: Some(v("v1.35.3")),
-            },
-            StaticPod {
-                name: "kube-scheduler-cp-1".into(),
-                running: false,
-                version: Some(v("v1.34.2")),
-            },
-        ]
-    );
-    // One name asked for: kubectl prints the Pod itself, not a List.
-    let doc: serde_json::Value =
-        serde_json::from_str(&fixture("kubectl-get-static-pods.json")).unwrap();
-    let single = serde_json::to_string(&doc["items"][0]).unwrap();
-    assert_eq!(parse_pods(&single).unwrap().len(), 1);
-    assert!(parse_pods("").is_err());
-    assert!(parse_pods("{\"items\": [{\"kind\": \"Node\"}]}").is_err());
-}
 
 #[test]
 fn a_kubelet_file_that_vanished_before_cat_is_left_out() {

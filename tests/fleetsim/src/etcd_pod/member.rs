@@ -156,6 +156,17 @@ impl Member {
         Ok(m)
     }
 
+    /// The member as the kubelet starts it `delay` late (the `etcd_late`
+    /// fault): nothing runs until then, and [`Member::tick`] starts it.
+    pub fn start_late(root: &Path, plan: Plan, delay: Duration) -> Member {
+        Member {
+            plan,
+            root: root.to_path_buf(),
+            child: None,
+            restart_at: Some(Instant::now() + delay),
+        }
+    }
+
     fn spawn(&mut self) -> Result<()> {
         let log = self.root.join(LOG_FILE.trim_start_matches('/'));
         if let Some(dir) = log.parent() {

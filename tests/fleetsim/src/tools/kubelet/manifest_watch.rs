@@ -92,6 +92,25 @@ impl StaticPods {
                 return false;
             }
         };
+        let late = env
+            .shared()
+            .update_faults(|f| f.etcd_late.remove(&boot.name))
+            .ok()
+            .flatten()
+            .filter(|s| s.is_finite() && *s > 0.0);
+        if let Some(secs) = late {
+            let msg = format!(
+                "\"Starting the etcd static pod late\" pod=\"kube-system/etcd-{}\" delay=\"{secs}s\"",
+                boot.name
+            );
+            super::log(env, boot, 'I', "kuberuntime_manager.go:1094", &msg);
+            self.member = Some(Member::start_late(
+                &self.root,
+                Plan { data_dir, ..plan },
+                Duration::from_secs_f64(secs.min(3600.0)),
+            ));
+            return true;
+        }
         match Member::start(&self.root, Plan { data_dir, ..plan }) {
             Ok(m) => {
                 self.member = Some(m);
