@@ -157,6 +157,16 @@ impl Journal {
     /// with its output, exit status and duration — secrets masked (see
     /// [`mask_secrets`]) in the command, its output and the error alike.
     pub fn command(&self, ran: Ran<'_>, result: &anyhow::Result<Output>, elapsed: Duration) {
+        let size = match result {
+            Ok(out) => out.stdout.len() + out.stderr.len(),
+            Err(_) => 0,
+        };
+        off_the_workers(size > BLOCKING_ABOVE, || {
+            self.record_command(ran, result, elapsed)
+        });
+    }
+
+    fn record_command(&self, ran: Ran<'_>, result: &anyhow::Result<Output>, elapsed: Duration) {
         let now = SystemTime::now();
         let cmd = mask_secrets(ran.cmd);
         let ran = Ran { cmd: &cmd, ..ran };
@@ -250,6 +260,25 @@ impl Journal {
 
     fn fail(&self, why: String) {
         lock(&self.failure).get_or_insert(why);
+    }
+}
+
+/// Output past this size is masked and escaped with the runtime told the
+/// thread may block: 32 MiB takes a noticeable part of a second, and the
+/// lock's heartbeat and the other nodes' tasks must not wait for it.
+const BLOCKING_ABOVE: usize = 64 << 10;
+
+/// Runs `work` where it may take a while without starving the async
+/// runtime: on a multi-threaded runtime (the binary's), through
+/// [`tokio::task::block_in_place`], which hands this worker's other tasks
+/// to another thread; elsewhere (a unit test, no runtime) in place.
+fn off_the_workers<R>(big: bool, work: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if big && h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 
