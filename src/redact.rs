@@ -15,7 +15,7 @@ use std::borrow::Cow;
 mod marks;
 mod scan;
 
-use marks::{authorization, bearer, query_secret, url_password};
+use marks::{authorization, bearer, pem_private_key, query_secret, url_password};
 use scan::Scan;
 
 /// Words that make a flag or variable name look like it carries a secret:
@@ -51,7 +51,13 @@ const SECRET_WORDS: [&str; 14] = [
 /// - the password of `scheme://user:password@host` (any URL);
 /// - `?token=VALUE` / `&api_key=VALUE` (a URL's query);
 /// - what follows `Authorization:` (its scheme, `Bearer`, `Basic`, is kept),
-///   and a token after `Bearer ` anywhere.
+///   and a token after `Bearer ` anywhere;
+/// - `password: VALUE` and `"password": "VALUE"` (a YAML or JSON key,
+///   `client-key-data:` of a kubeconfig, a `|` block under such a key), and
+///   `X-Auth-Token: VALUE` (an HTTP header);
+/// - lower-case `aws_secret_access_key=VALUE` (a credentials file);
+/// - the password of `--user user:password` and curl's `-u user:password`;
+/// - the body of a PEM private key (`-----BEGIN ... PRIVATE KEY-----`).
 ///
 /// Text with nothing to mask comes back as it was, without a copy.
 pub fn mask_secrets(text: &str) -> Cow<'_, str> {
@@ -74,20 +80,28 @@ pub fn mask_secrets(text: &str) -> Cow<'_, str> {
 }
 
 fn is_secret_name(name: &str) -> bool {
-    let words: Vec<String> = name
+    // Called at every name in the text: no allocation.
+    let mut words = name
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect();
-    match words.last() {
-        None => false,
-        Some(last) if matches!(last.as_str(), "file" | "files" | "path" | "dir") => false,
-        // `*_PASS` (`SMTP_PASS`), `*PASSWORD` run together (`PGPASSWORD`, `dbpasswd`).
-        Some(last) if last == "pass" || last.ends_with("password") || last.ends_with("passwd") => {
-            true
-        }
-        Some(_) => words.iter().any(|w| SECRET_WORDS.contains(&w.as_str())),
+        .filter(|w| !w.is_empty());
+    let Some(last) = words.clone().next_back() else {
+        return false;
+    };
+    let ends_with = |w: &str, tail: &str| {
+        w.len() >= tail.len() && w[w.len() - tail.len()..].eq_ignore_ascii_case(tail)
+    };
+    if ["file", "files", "path", "dir"]
+        .iter()
+        .any(|w| last.eq_ignore_ascii_case(w))
+    {
+        return false;
     }
+    // `*_PASS` (`SMTP_PASS`), `*PASSWORD` run together (`PGPASSWORD`, `dbpasswd`).
+    if last.eq_ignore_ascii_case("pass") || ends_with(last, "password") || ends_with(last, "passwd")
+    {
+        return true;
+    }
+    words.any(|w| SECRET_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s)))
 }
 
 fn is_flag_byte(c: u8) -> bool {
@@ -99,69 +113,132 @@ fn secret_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut scan = Scan::new(b);
     let mut spans = Vec::new();
     let starts_word = |i: usize| i == 0 || !is_flag_byte(b[i - 1]);
+    // A name right after a `"` is inside a JSON string: a `"` after its
+    // `=` is that string's end, not a quote around the value.
+    let in_json = |i: usize| i > 0 && b[i - 1] == b'"';
     let mut i = 0;
     while i < b.len() {
-        if let Some((value, next)) = url_password(b, i)
-            .or_else(|| query_secret(text, i))
-            .or_else(|| authorization(b, i))
-            .or_else(|| bearer(b, i))
-        {
+        // Dispatched on the first byte: these run at every byte of the text.
+        let marked = match b[i] {
+            b':' => url_password(b, i),
+            b'?' | b'&' => query_secret(text, i),
+            b'a' | b'A' => authorization(b, i),
+            b'b' | b'B' => bearer(b, i),
+            b'-' => pem_private_key(b, i),
+            _ => None,
+        };
+        if let Some((value, next)) = marked {
             if !value.is_empty() {
                 spans.push(value);
             }
             i = next;
             continue;
         }
-        if b[i] == b'-' && b.get(i + 1) == Some(&b'-') && starts_word(i) {
+        let found = if b[i] == b'-' && b.get(i + 1) == Some(&b'-') && starts_word(i) {
             let start = i + 2;
             let mut end = start;
             while end < b.len() && is_flag_byte(b[end]) {
                 end += 1;
             }
-            if end > start && is_secret_name(&text[start..end]) {
-                let value = if b.get(end) == Some(&b'=') {
-                    Some(scan.assigned_value(end + 1))
-                } else {
-                    scan.separate_value(end)
-                };
-                if let Some(value) = value.filter(|v| !v.is_empty()) {
-                    i = value.end;
-                    spans.push(value);
-                    continue;
-                }
+            let name = &text[start..end];
+            let (secret, user) = (is_secret_name(name), is_user_flag(name));
+            let value = if end == start || !(secret || user) {
+                None
+            } else if b.get(end) == Some(&b'=') {
+                Some(scan.assigned_value(end + 1, in_json(i)))
+            } else {
+                scan.separate_value(end)
+            };
+            if user {
+                value.and_then(|v| after_colon(b, v))
+            } else {
+                value
             }
-            i = end.max(i + 1);
+            .ok_or(end)
+        } else if b[i] == b'-' && matches!(b.get(i + 1), Some(b'u' | b'U')) && starts_word(i) {
+            // curl's `-u user:password` and `-U` (its proxy's).
+            scan.separate_value(i + 2)
+                .and_then(|v| after_colon(b, v))
+                .ok_or(i + 1)
         } else if b[i] == b'"' {
-            if let Some((name, after)) = scan.json_name(i)
-                && is_secret_name(&text[name.clone()])
-                && let Some(value) = scan.json_value_in_object(after).filter(|v| !v.is_empty())
-            {
-                i = value.end;
-                spans.push(value);
-                continue;
+            match scan.json_name(i) {
+                Some((name, after)) if is_secret_name(&text[name.clone()]) => {
+                    scan.json_value_in_object(after).ok_or(i + 1)
+                }
+                _ => scan.json_key_value(i).ok_or(i + 1),
             }
-            i += 1;
-        } else if b[i].is_ascii_uppercase() && starts_word(i) {
+        } else if b[i].is_ascii_alphabetic() && starts_word(i) {
             let mut end = i;
-            while end < b.len()
-                && (b[end].is_ascii_uppercase() || b[end].is_ascii_digit() || b[end] == b'_')
-            {
+            while end < b.len() && is_flag_byte(b[end]) {
                 end += 1;
             }
-            if b.get(end) == Some(&b'=') && is_secret_name(&text[i..end]) {
-                let value = scan.assigned_value(end + 1);
-                if !value.is_empty() {
-                    i = value.end;
-                    spans.push(value);
-                    continue;
-                }
+            let name = &text[i..end];
+            match b.get(end) {
+                Some(b'=') if is_env_name(name) => Some(scan.assigned_value(end + 1, in_json(i))),
+                Some(b':') if is_secret_key(name) => scan.colon_value(i, end),
+                _ => None,
             }
-            i = end.max(i + 1);
+            .ok_or(i + 1)
         } else {
-            i += 1;
+            Err(i + 1)
+        };
+        match found {
+            Ok(value) if !value.is_empty() => {
+                i = value.end.max(i + 1);
+                spans.push(value);
+            }
+            Ok(_) => i += 1,
+            Err(next) => i = next.max(i + 1),
         }
     }
     spans
+}
+
+/// A variable's name in `NAME=value`: letters, digits and `_`, secret by
+/// [`is_secret_name`] when upper-case (`KURED_NOTIFY_URL`), by the stricter
+/// [`is_secret_key`] when not (`aws_secret_access_key`, but not a `key=`
+/// of a label selector).
+fn is_env_name(name: &str) -> bool {
+    if !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        return false;
+    }
+    if name.bytes().any(|c| c.is_ascii_lowercase()) {
+        is_secret_key(name)
+    } else {
+        is_secret_name(name)
+    }
+}
+
+/// A key of YAML or JSON, or an HTTP header's name, that holds a secret:
+/// as [`is_secret_name`], except the lone words `key`, `url` and `uri`,
+/// which kubectl prints for a toleration, a webhook's address and the like
+/// (`key: node-role.kubernetes.io/control-plane`), and with any
+/// `...Authorization` header's name.
+fn is_secret_key(name: &str) -> bool {
+    if ["key", "url", "uri"]
+        .iter()
+        .any(|w| name.eq_ignore_ascii_case(w))
+    {
+        return false;
+    }
+    let tail = name.len().saturating_sub("authorization".len());
+    is_secret_name(name)
+        || name
+            .get(tail..)
+            .is_some_and(|t| t.eq_ignore_ascii_case("authorization"))
+}
+
+/// `--user` and `--proxy-user` (curl, wget, many tools): `name:password`.
+fn is_user_flag(name: &str) -> bool {
+    ["user", "proxy-user", "http-user", "ftp-user"]
+        .iter()
+        .any(|w| name.eq_ignore_ascii_case(w))
+}
+
+/// The part of `value` after its first `:`, the password of `user:password`.
+fn after_colon(b: &[u8], value: std::ops::Range<usize>) -> Option<std::ops::Range<usize>> {
+    let colon = b[value.clone()].iter().position(|&c| c == b':')?;
+    Some(value.start + colon + 1..value.end)
 }
 
 #[cfg(test)]

@@ -109,3 +109,43 @@ pub(super) fn bearer(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usiz
     }
     (end - start >= 8).then_some((start..end, end))
 }
+
+/// At `-----BEGIN ... PRIVATE KEY-----` (PKCS#1 `RSA`, SEC1 `EC`, PKCS#8,
+/// `ENCRYPTED`, `OPENSSH`): the body, to the matching `-----END` or, cut
+/// off, to the end; the armour lines stay, so the reader sees what it was.
+pub(super) fn pem_private_key(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    const TAIL: &[u8] = b"PRIVATE KEY-----";
+    if !b[i..].starts_with(BEGIN) {
+        return None;
+    }
+    let label = i + BEGIN.len();
+    let mut j = label;
+    while j < b.len() && j - label <= 32 && (b[j].is_ascii_uppercase() || b[j] == b' ') {
+        j += 1;
+    }
+    let tail = j.checked_sub(TAIL.len() - b"-----".len())?;
+    if tail < label || !b[tail..].starts_with(TAIL) {
+        return None;
+    }
+    let body = tail + TAIL.len();
+    let end = (body..b.len())
+        .find(|&k| b[k..].starts_with(b"-----END "))
+        .unwrap_or(b.len());
+    let (mut from, mut to) = (body, end);
+    while from < to && (b[from].is_ascii_whitespace() || escaped_newline(b, from)) {
+        from += if b[from] == b'\\' { 2 } else { 1 };
+    }
+    while to > from && b[to - 1].is_ascii_whitespace() {
+        to -= 1;
+    }
+    if to >= from + 2 && b[to - 2] == b'\\' && matches!(b[to - 1], b'n' | b'r') {
+        to -= 2;
+    }
+    Some((from..to, end.max(i + 1)))
+}
+
+/// A JSON string's `\n` or `\r` at `i`.
+fn escaped_newline(b: &[u8], i: usize) -> bool {
+    b[i] == b'\\' && matches!(b.get(i + 1), Some(b'n' | b'r'))
+}

@@ -75,20 +75,23 @@ impl<'a> Scan<'a> {
     }
 
     /// The value after a `=` at `from - 1`: the inside of a shell quote
-    /// (`--password='x'`, `TOKEN="x"`), else a bare word. Inside a JSON string
-    /// (`"--notify-url=x"`) the `"` that follows is the string's end, so a
-    /// double quote opens a value only when its closing quote comes before the
-    /// next blank or comma of that string.
-    pub(super) fn assigned_value(&mut self, from: usize) -> std::ops::Range<usize> {
+    /// (`--password='x'`, `TOKEN="a,b"`), else a bare word. Inside a JSON
+    /// string (`"--notify-url="`, `in_json`) the `"` that follows is the
+    /// string's end, not a quote.
+    pub(super) fn assigned_value(&mut self, from: usize, in_json: bool) -> std::ops::Range<usize> {
         let b = self.b;
         match b.get(from) {
-            Some(b'\'') => self
-                .quoted(from)
-                .unwrap_or(from..bare_value_end(b, from + 1)),
-            Some(b'"') => match self.quoted(from) {
-                Some(inside) if !b[inside.clone()].contains(&b',') => inside,
-                _ => from..from,
-            },
+            Some(b'"') if in_json => from..from,
+            Some(q @ (b'\'' | b'"')) => {
+                let q = *q;
+                self.quoted(from).unwrap_or_else(|| {
+                    let mut end = from + 1;
+                    while end < b.len() && b[end] != q && !b[end].is_ascii_whitespace() {
+                        end += 1;
+                    }
+                    from + 1..end
+                })
+            }
             _ => from..bare_value_end(b, from),
         }
     }
@@ -168,4 +171,117 @@ impl<'a> Scan<'a> {
         let j = skip_blanks(b, j + 1);
         self.quoted(j)
     }
+
+    /// `"KEY": "VALUE"` at `at` with a secret KEY (a short one: names are,
+    /// and a long run of escaped quotes must not be read again at each).
+    pub(super) fn json_key_value(&mut self, at: usize) -> Option<std::ops::Range<usize>> {
+        let b = self.b;
+        let mut end = at + 1;
+        while end < b.len() && end - at <= 64 && super::is_flag_byte(b[end]) {
+            end += 1;
+        }
+        if b.get(end) != Some(&b'"') || end == at + 1 {
+            return None;
+        }
+        let key = std::str::from_utf8(&b[at + 1..end]).ok()?;
+        if !super::is_secret_key(key) {
+            return None;
+        }
+        let j = skip_blanks(b, end + 1);
+        if b.get(j) != Some(&b':') {
+            return None;
+        }
+        let j = skip_blanks(b, j + 1);
+        if b.get(j) != Some(&b'"') {
+            return None;
+        }
+        self.quoted(j)
+    }
+
+    /// The value of `KEY: VALUE`, its name at `start..colon`: a YAML
+    /// mapping's or an HTTP header's. A quoted scalar's inside; a plain one
+    /// to the end of its line (or of the quote or JSON string around the
+    /// header, or an escaped `\n` of one); for a block scalar (`|`, `>`) the
+    /// lines indented under the key.
+    pub(super) fn colon_value(
+        &mut self,
+        start: usize,
+        colon: usize,
+    ) -> Option<std::ops::Range<usize>> {
+        let b = self.b;
+        if !matches!(b.get(colon + 1), Some(b' ' | b'\t')) {
+            return None;
+        }
+        let mut from = colon + 1;
+        while from < b.len() && (b[from] == b' ' || b[from] == b'\t') {
+            from += 1;
+        }
+        match b.get(from)? {
+            b'\'' | b'"' => return self.quoted(from).or(Some(from..line_end(b, from + 1))),
+            b'|' | b'>' => {
+                let header = line_end(b, from);
+                if b[from + 1..header]
+                    .iter()
+                    .all(|c| matches!(c, b'-' | b'+' | b'0'..=b'9' | b' ' | b'\t'))
+                {
+                    return Some(block_under(b, start, header));
+                }
+            }
+            _ => {}
+        }
+        let mut end = line_end(b, from);
+        while end > from && b[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        Some(from..end)
+    }
+}
+
+/// Where a plain value starting at `from` ends: a line's end, a quote, or
+/// an escaped `\n`/`\r` inside a JSON string.
+fn line_end(b: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'\n' | b'\r' | b'"' | b'\'' => break,
+            b'\\' if matches!(b.get(i + 1), Some(b'n' | b'r')) => break,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// The lines of a YAML block scalar whose header line ends at `header`:
+/// those indented deeper than its key at `key` (blank lines included),
+/// from the line after the header to the last such line's end.
+fn block_under(b: &[u8], key: usize, header: usize) -> std::ops::Range<usize> {
+    let line_start = b[..key]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |n| n + 1);
+    let key_indent = b[line_start..key]
+        .iter()
+        .take_while(|&&c| c == b' ')
+        .count();
+    let first = (header + 1).min(b.len());
+    let mut end = first;
+    let mut at = first;
+    while at < b.len() {
+        let next = b[at..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(b.len(), |n| at + n);
+        let line = &b[at..next];
+        let indent = line.iter().take_while(|&&c| c == b' ').count();
+        if indent == line.len() {
+            at = next + 1;
+            continue;
+        }
+        if indent <= key_indent {
+            break;
+        }
+        end = next;
+        at = next + 1;
+    }
+    first..end.max(first)
 }

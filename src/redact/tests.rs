@@ -140,6 +140,89 @@ fn quoted_assignments_and_url_userinfo_tokens_are_masked() {
     }
 }
 
+#[test]
+fn the_forms_issue_38_found_missed_are_masked() {
+    let cases = [
+        // A comma inside a shell-quoted value no longer switches masking off.
+        ("tool --password=\"a,b\" -v", "tool --password=\"***\" -v"),
+        ("TOKEN=\"x,y\" run", "TOKEN=\"***\" run"),
+        // YAML and JSON keys.
+        ("password: hunter2\nuser: me", "password: ***\nuser: me"),
+        (
+            "  db_password: 'hunter2' # old",
+            "  db_password: '***' # old",
+        ),
+        (
+            r#"{"password": "hunter2", "user": "me"}"#,
+            r#"{"password": "***", "user": "me"}"#,
+        ),
+        (
+            "  user:\n    client-certificate-data: LS0tQ0VSVA==\n    client-key-data: LS0tS0VZ\n",
+            "  user:\n    client-certificate-data: LS0tQ0VSVA==\n    client-key-data: ***\n",
+        ),
+        (
+            r#""client-key-data": "LS0tS0VZ""#,
+            r#""client-key-data": "***""#,
+        ),
+        (
+            "stringData:\n  token: |\n    abc\n    def\n  user: me\n",
+            "stringData:\n  token: |\n***\n  user: me\n",
+        ),
+        // PEM private keys, as text and inside a JSON string.
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nAKCAQ==\n-----END RSA PRIVATE KEY-----\n",
+            "-----BEGIN RSA PRIVATE KEY-----\n***\n-----END RSA PRIVATE KEY-----\n",
+        ),
+        (
+            r#""tls.pem": "-----BEGIN PRIVATE KEY-----\nMIIEow\n-----END PRIVATE KEY-----\n""#,
+            r#""tls.pem": "-----BEGIN PRIVATE KEY-----\n***\n-----END PRIVATE KEY-----\n""#,
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNz cut off",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n***",
+        ),
+        // Lower-case credentials files, headers, curl's user.
+        (
+            "aws_access_key_id=AKIA1\naws_secret_access_key=wJalr/K7\n",
+            "aws_access_key_id=***\naws_secret_access_key=***\n",
+        ),
+        (
+            "curl -H 'X-Auth-Token: abc123' https://api",
+            "curl -H 'X-Auth-Token: ***' https://api",
+        ),
+        ("X-Api-Key: abc123\r\nHost: x", "X-Api-Key: ***\r\nHost: x"),
+        (
+            "curl -fsS -u alice:s3cret https://hub/x",
+            "curl -fsS -u alice:*** https://hub/x",
+        ),
+        ("wget --user=alice:s3cret x", "wget --user=alice:*** x"),
+        ("curl -U 'proxy:pw' x", "curl -U 'proxy:***' x"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(mask_secrets(text), want, "{text}");
+    }
+}
+
+#[test]
+fn what_only_looks_like_the_new_forms_is_left_alone() {
+    for text in [
+        "tolerations:\n- key: node-role.kubernetes.io/control-plane\n  effect: NoSchedule",
+        r#"{"key": "node-role.kubernetes.io/control-plane", "url": "https://x"}"#,
+        "journalctl -u kubelet.service --no-pager",
+        "tool --user=alice -u bob",
+        "authentication:\n  webhook:\n    enabled: true\n",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        "selector key=value, tlsPrivateKeyFile: /etc/x.key",
+        "secretName: kured-token",
+    ] {
+        assert!(
+            matches!(mask_secrets(text), Cow::Borrowed(_)),
+            "{text} became {}",
+            mask_secrets(text)
+        );
+    }
+}
+
 /// Issue 38: 1 MiB of `"name":"token",` took 44 s when each name
 /// rescanned to the end for its `"value"`. The bound is generous for a
 /// debug build on a loaded machine; the quadratic scan missed it by 40x.
@@ -187,7 +270,7 @@ mod redact_properties {
     use proptest::prelude::*;
 
     /// The shapes a secret takes in commands, output and messages.
-    pub(super) const FORMS: [&str; 17] = [
+    pub(super) const FORMS: [&str; 26] = [
         "kured --notify-url=SECRET --period=1h",
         "kured --slack-hook-url SECRET --x",
         "[\"--notify-url\", \"SECRET\"]",
@@ -205,6 +288,15 @@ mod redact_properties {
         "--password='SECRET'",
         "TOKEN=\"SECRET\"",
         "https://SECRET@hub.example/x",
+        "tool --password=\"a,SECRET\" -v",
+        "password: SECRET\nuser: x",
+        "{\"password\": \"SECRET\"}",
+        "users:\n- name: a\n  user:\n    client-key-data: SECRET\n",
+        "-----BEGIN RSA PRIVATE KEY-----\nSECRET\n-----END RSA PRIVATE KEY-----",
+        "aws_secret_access_key=SECRET",
+        "curl -H 'X-Auth-Token: SECRET' https://api",
+        "curl -u alice:SECRET https://hub",
+        "\ntoken: |\n  SECRET\n  more\nnext: 1",
     ];
 
     proptest! {
