@@ -17,6 +17,8 @@
 mod apiservers;
 mod certs;
 mod cgroup;
+#[cfg(test)]
+mod checks_fuzz;
 mod configmaps;
 mod etcd_health;
 mod feature_gates;

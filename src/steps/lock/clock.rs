@@ -188,7 +188,11 @@ pub fn parse_remote_clock(text: &str) -> anyhow::Result<SystemTime> {
     } else {
         0
     };
-    Ok(UNIX_EPOCH + Duration::new(secs, nanos))
+    // `UNIX_EPOCH + ` panics past what a SystemTime holds (a hostile or
+    // broken node answering `18446744073709551615`).
+    UNIX_EPOCH
+        .checked_add(Duration::new(secs, nanos))
+        .with_context(|| format!("not a time this machine can represent: {line:?}"))
 }
 
 /// A signed duration: `-30m`, `+2m`, `90s`.
@@ -243,6 +247,52 @@ mod tests {
         );
         for bad in ["", "yesterday", "17960.1\n17961.2", "-5.0", &"9".repeat(50)] {
             assert!(parse_remote_clock(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Issue 38: `date` answering `u64::MAX` seconds panicked fleetctl.
+    #[test]
+    fn a_clock_past_what_a_system_time_holds_is_an_error_not_a_panic() {
+        for hostile in [
+            "18446744073709551615",
+            "18446744073709551615.999999999",
+            "18446744073709551616",
+            "9223372036854775807.5",
+            "-1",
+            "1e30",
+            "+1796000000",
+            "1796000000.-5",
+        ] {
+            let _ = parse_remote_clock(hostile);
+        }
+        let err = parse_remote_clock("18446744073709551615\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not a time this machine can represent"),
+            "{err:#}"
+        );
+    }
+
+    mod clock_properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn any_answer_to_date_parses_or_fails_without_panicking(text in "\\PC{0,48}") {
+                let _ = parse_remote_clock(&text);
+            }
+
+            #[test]
+            fn any_number_of_seconds_parses_or_fails_without_panicking(
+                secs in any::<u64>(), frac in "[0-9N]{0,12}",
+            ) {
+                let _ = parse_remote_clock(&format!("{secs}.{frac}"));
+                let read = parse_remote_clock(&secs.to_string());
+                if let Ok(t) = read {
+                    prop_assert_eq!(t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok(), Some(secs));
+                }
+            }
         }
     }
 

@@ -388,6 +388,8 @@ impl Lock {
 }
 
 #[cfg(test)]
+mod lock_fuzz;
+#[cfg(test)]
 mod lock_testkit;
 #[cfg(test)]
 mod tests;
