@@ -25,22 +25,26 @@ struct Paint {
 }
 
 impl Paint {
-    fn with<'a>(&self, style: Style, text: &'a str) -> StyledObject<&'a str> {
-        style.apply_to(text).force_styling(self.color)
+    /// Escapes, then colours: remote text (a node's version, a warning)
+    /// cannot carry fleetctl's own colour sequences into the plan.
+    fn with<'a>(&self, style: Style, text: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
+        style
+            .apply_to(crate::ui::escape::escape_controls(text))
+            .force_styling(self.color)
     }
-    fn bold<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn bold<'a>(&self, t: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
         self.with(Style::new().bold(), t)
     }
-    fn dim<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn dim<'a>(&self, t: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
         self.with(Style::new().dim(), t)
     }
-    fn warn<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn warn<'a>(&self, t: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
         self.with(Style::new().yellow(), t)
     }
-    fn removed<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn removed<'a>(&self, t: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
         self.with(Style::new().red(), t)
     }
-    fn added<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn added<'a>(&self, t: &'a str) -> StyledObject<std::borrow::Cow<'a, str>> {
         self.with(Style::new().green(), t)
     }
 }

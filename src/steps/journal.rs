@@ -13,8 +13,10 @@
 //! webhook token) is written as `***`, in both files and in the `-v` echo;
 //! see [`mask_secrets`]. The `.log` file, read with `less` or `cat`, has
 //! its control characters escaped as the terminal's output has
-//! ([`crate::ui::escape`]); the `.jsonl` keeps the text as it came, in
-//! JSON strings (serde_json escapes the C0 controls). What the journal records of cluster objects is only
+//! ([`crate::ui::escape`]); the `.jsonl` keeps the text in JSON strings,
+//! with every character a terminal acts on (C0 and C1 controls, DEL, bidi
+//! overrides) written as a `\uXXXX` escape, so `cat` or `jq -r` of it is as
+//! harmless as the `.log`. What the journal records of cluster objects is only
 //! what fleetctl asked kubectl for, and the lock asks for little.
 //!
 //! Writing the journal never fails a command that already ran on a node:
@@ -244,8 +246,10 @@ impl Journal {
     }
 
     fn write(&self, text: &str, record: &Record<'_>) {
+        // DEL, the C1 controls and the bidi overrides as `\uXXXX`, as the
+        // `.log` escapes them: serde_json escapes only C0.
         let mut line = match serde_json::to_string(record) {
-            Ok(line) => line,
+            Ok(line) => crate::ui::escape::escape_json(&line).into_owned(),
             Err(e) => return self.fail(format!("cannot encode a record: {e}")),
         };
         line.push('\n');

@@ -296,3 +296,28 @@ fn the_log_the_jsonl_and_the_echo_never_hold_a_secret() {
     assert_eq!(records[2]["detail"], "removed --api-key=***");
     // Not checked apart: the -v echo prints this very .log text.
 }
+
+/// Issue 38: the `.jsonl` wrote C1 controls and bidi overrides raw.
+#[test]
+fn the_jsonl_escapes_c1_controls_and_bidi_overrides_as_the_log_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let hostile = "csi\u{9b}2J rtl\u{202e}gnp del\u{7f} esc\u{1b}]52;c;x\u{7}";
+    let out = Output {
+        exit: Some(0),
+        signal: None,
+        stdout: hostile.into(),
+        stderr: String::new(),
+    };
+    j.command(ran("w-1", "read", "true"), &Ok(out), Duration::ZERO);
+    j.event("note", Some("w-1"), hostile);
+    let raw = std::fs::read_to_string(j.events_path()).unwrap();
+    for c in ['\u{9b}', '\u{202e}', '\u{7f}', '\u{1b}', '\u{7}'] {
+        assert!(!raw.contains(c), "{c:?} in {raw}");
+        assert!(!log(&j).contains(c), "{c:?} in the log");
+    }
+    assert!(raw.contains("\\u009b") && raw.contains("\\u202e"), "{raw}");
+    let [command, note] = events(&j).try_into().unwrap();
+    assert_eq!(command["stdout"], hostile);
+    assert_eq!(note["detail"], hostile);
+}
