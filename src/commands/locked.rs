@@ -55,6 +55,13 @@ pub async fn under_lock(
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(inv, printer)?;
+    let broken = stop.clone();
+    journal.when_broken(move |why| {
+        broken.abort(format!(
+            "the journal cannot be written ({why}); it is the record of what was done, so \
+             nothing more is started"
+        ))
+    });
     let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
     let locked = Locked {
