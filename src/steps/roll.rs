@@ -29,6 +29,7 @@ use crate::ssh::{self};
 use crate::version::{Minor, Version};
 
 mod after_reboot;
+mod reconnect_pause;
 pub use after_reboot::ready_then_uncordon;
 use after_reboot::{Wait, uncordon};
 
