@@ -6,6 +6,7 @@
 //! the nodes that have answered (or failed) as they do.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use anyhow::Context;
 use tokio::sync::Semaphore;
@@ -23,6 +24,33 @@ pub struct NodeReport {
     pub node: Node,
     pub facts: anyhow::Result<NodeFacts>,
     pub session: Option<Arc<Session>>,
+    /// Its clock, read beside the facts; `None` when it was not reached.
+    pub clock: Option<ClockReading>,
+}
+
+/// A node's answer to `date -u +%s.%N` ([`remote::CLOCK`]) between two
+/// readings of this machine's clock: Kured judges its lock by each node's
+/// own clock, so apply reads them all (`steps::lock::clock::fleet_skew`).
+#[derive(Debug, Clone)]
+pub struct ClockReading {
+    pub sent: SystemTime,
+    /// `date`'s output, or why there was none.
+    pub answer: Result<String, String>,
+    pub received: SystemTime,
+}
+
+async fn read_clock(s: &Session) -> ClockReading {
+    let sent = SystemTime::now();
+    let answer = match s.exec(remote::CLOCK, None).await {
+        Ok(out) if out.success() => Ok(out.stdout),
+        Ok(out) => Err(format!("`{}` failed: {}", remote::CLOCK, out.stderr.trim())),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    ClockReading {
+        sent,
+        answer,
+        received: SystemTime::now(),
+    }
 }
 
 pub struct Gathered {
@@ -144,20 +172,29 @@ async fn visit(
                 node,
                 facts: Err(e),
                 session: None,
+                clock: None,
             };
             return (report, None);
         }
     };
-    let (facts, cluster) = if ask_cluster {
-        let (facts, cluster) = tokio::join!(node_facts(&session), query_cluster(&session));
-        (facts, Some(cluster))
+    // The clock on its own channel while the facts script runs: no round
+    // trip added.
+    let (facts, cluster, clock) = if ask_cluster {
+        let (facts, cluster, clock) = tokio::join!(
+            node_facts(&session),
+            query_cluster(&session),
+            read_clock(&session)
+        );
+        (facts, Some(cluster), clock)
     } else {
-        (node_facts(&session).await, None)
+        let (facts, clock) = tokio::join!(node_facts(&session), read_clock(&session));
+        (facts, None, clock)
     };
     let report = NodeReport {
         node,
         facts,
         session: Some(session),
+        clock: Some(clock),
     };
     (report, cluster)
 }
