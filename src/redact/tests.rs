@@ -241,7 +241,8 @@ fn a_mebibyte_of_names_without_values_is_masked_in_under_a_second() {
 /// the shape that made a scan quadratic.
 #[test]
 fn every_cut_off_form_repeated_is_masked_in_linear_time() {
-    let started = std::time::Instant::now();
+    // Each cut on its own: linear is a few ms, quadratic seconds. (No bound
+    // on the total: the whole suite shares two cores.)
     for form in redact_properties::FORMS {
         for cut in 1..form.len() {
             if !form.is_char_boundary(cut) {
@@ -258,11 +259,6 @@ fn every_cut_off_form_repeated_is_masked_in_linear_time() {
             );
         }
     }
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
 }
 
 mod redact_properties {
