@@ -6,7 +6,6 @@
 //! the nodes that have answered (or failed) as they do.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use anyhow::Context;
 use tokio::sync::Semaphore;
@@ -19,6 +18,11 @@ use crate::remote;
 use crate::ssh::{self, Session};
 use crate::ui::Progress;
 
+mod clock_reading;
+
+pub use clock_reading::ClockReading;
+use clock_reading::read_clock;
+
 /// What one node told us, or why it could not.
 pub struct NodeReport {
     pub node: Node,
@@ -26,31 +30,6 @@ pub struct NodeReport {
     pub session: Option<Arc<Session>>,
     /// Its clock, read beside the facts; `None` when it was not reached.
     pub clock: Option<ClockReading>,
-}
-
-/// A node's answer to `date -u +%s.%N` ([`remote::CLOCK`]) between two
-/// readings of this machine's clock: Kured judges its lock by each node's
-/// own clock, so apply reads them all (`steps::lock::clock::fleet_skew`).
-#[derive(Debug, Clone)]
-pub struct ClockReading {
-    pub sent: SystemTime,
-    /// `date`'s output, or why there was none.
-    pub answer: Result<String, String>,
-    pub received: SystemTime,
-}
-
-async fn read_clock(s: &Session) -> ClockReading {
-    let sent = SystemTime::now();
-    let answer = match s.exec(remote::CLOCK, None).await {
-        Ok(out) if out.success() => Ok(out.stdout),
-        Ok(out) => Err(format!("`{}` failed: {}", remote::CLOCK, out.stderr.trim())),
-        Err(e) => Err(format!("{e:#}")),
-    };
-    ClockReading {
-        sent,
-        answer,
-        received: SystemTime::now(),
-    }
 }
 
 pub struct Gathered {
