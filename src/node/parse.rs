@@ -80,10 +80,19 @@ pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
         None => None,
     };
     let kube_proxy = objects.contains_key(&object("DaemonSet", "kube-proxy"));
+    // Optional: an older script, or a kubectl that failed, leaves the
+    // skew check to kubeadm-config and the nodes' own facts.
+    let apiservers = match sections.get("apiservers") {
+        Some(s) if s.status == Some(0) => parse_pods(&s.stdout)
+            .map(|pods| pods.into_iter().filter_map(|p| p.version).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     Ok(ClusterFacts {
         nodes,
         version,
         kube_proxy,
+        apiservers,
     })
 }
 

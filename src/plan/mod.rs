@@ -25,6 +25,7 @@ mod planner;
 mod reboot;
 mod recheck;
 mod rollback;
+mod rollback_skew;
 mod rules;
 mod show;
 mod state;

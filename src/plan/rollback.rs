@@ -49,8 +49,8 @@ pub fn rollbacks(state: &FleetState, names: &[String]) -> Result<Vec<Rollback>, 
     if !problems.is_empty() {
         return Err(problems);
     }
-    let newest = state.cluster.version.as_ref().map(Version::minor);
-    let oldest = oldest_apiserver(state);
+    let (newest, oldest) =
+        super::rollback_skew::apiserver_bounds(&state.cluster, oldest_apiserver(state));
     let mut out = Vec::new();
     for node in state.nodes.iter().filter(|n| names.contains(&n.name)) {
         match one(state, node, newest, oldest) {
