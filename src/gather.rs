@@ -23,11 +23,18 @@ use crate::remote;
 use crate::ssh::{self, Session};
 use crate::ui::Progress;
 
+mod clock_reading;
+
+pub use clock_reading::ClockReading;
+use clock_reading::read_clock;
+
 /// What one node told us, or why it could not.
 pub struct NodeReport {
     pub node: Node,
     pub facts: anyhow::Result<NodeFacts>,
     pub session: Option<Arc<Session>>,
+    /// Its clock, read beside the facts; `None` when it was not reached.
+    pub clock: Option<ClockReading>,
 }
 
 pub struct Gathered {
@@ -149,20 +156,29 @@ async fn visit(
                 node,
                 facts: Err(e),
                 session: None,
+                clock: None,
             };
             return (report, None);
         }
     };
-    let (facts, cluster) = if ask_cluster {
-        let (facts, cluster) = tokio::join!(node_facts(&session), query_cluster(&session));
-        (facts, Some(cluster))
+    // The clock on its own channel while the facts script runs: no round
+    // trip added.
+    let (facts, cluster, clock) = if ask_cluster {
+        let (facts, cluster, clock) = tokio::join!(
+            node_facts(&session),
+            query_cluster(&session),
+            read_clock(&session)
+        );
+        (facts, Some(cluster), clock)
     } else {
-        (node_facts(&session).await, None)
+        let (facts, clock) = tokio::join!(node_facts(&session), read_clock(&session));
+        (facts, None, clock)
     };
     let report = NodeReport {
         node,
         facts,
         session: Some(session),
+        clock: Some(clock),
     };
     (report, cluster)
 }

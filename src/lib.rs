@@ -10,6 +10,8 @@ pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod error;
+#[cfg(test)]
+pub mod fuzzkit;
 pub mod gather;
 pub mod hub;
 pub mod inventory;
@@ -25,4 +27,5 @@ pub mod ssh;
 pub mod status;
 pub mod steps;
 pub mod ui;
+pub mod untrusted_yaml;
 pub mod version;

@@ -341,7 +341,12 @@ fn kubernetes_cell(k: &Extension) -> String {
 
 fn os_cell(os: &OsFacts) -> String {
     let (text, pending) = arrow(Some(os.running.clone()), os.staged.clone());
-    if pending { ui::attention(&text) } else { text }
+    // The node's own words: escaped before they meet our colours.
+    if pending {
+        ui::attention(&text)
+    } else {
+        ui::escape::escape_controls(&text).into_owned()
+    }
 }
 
 fn pin_cell(p: &PinSummary) -> String {
@@ -379,6 +384,9 @@ fn state_cell(s: &NodeStatus) -> String {
 /// Why `node` did not answer, naming it once: transport errors already start
 /// with the node's name (`w-2: cannot connect …`, `w-1 (10.0.0.21:22): …`).
 fn reason_line(node: &str, error: &str) -> String {
+    // An error may quote what a node printed: escaped first, so that on
+    // stdout it cannot pass for fleetctl's own colours.
+    let error = &ui::escape::escape_controls(error);
     let rest = match error.strip_prefix(node) {
         Some(rest) if rest.starts_with(':') || rest.starts_with(' ') => rest.to_string(),
         _ => format!(": {error}"),
@@ -455,6 +463,7 @@ pub fn render_table(r: &StatusReport) -> String {
         out.push_str(&etcd_table::render(etcd));
     }
     for w in &r.summary.warnings {
+        let w = ui::escape::escape_controls(w);
         out.push_str(&format!("{} {w}\n", ui::attention("warning:")));
     }
     if let Some(ceph) = &r.ceph {

@@ -19,7 +19,15 @@ use std::path::{Path, PathBuf};
 /// sit over `gather`, whose facts they read; `cli` (the clap types) sits
 /// under `commands`, which take them.
 const LAYERS: &[&[&str]] = &[
-    &["version", "limits", "error", "redact", "local_fs"],
+    &[
+        "version",
+        "limits",
+        "error",
+        "redact",
+        "local_fs",
+        "untrusted_yaml",
+        "fuzzkit",
+    ],
     &["ui", "pacing"],
     &["inventory", "hub"],
     &["ssh"],

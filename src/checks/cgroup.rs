@@ -75,7 +75,7 @@ struct KubeletConfiguration {
 /// kubelet's default then applies), `Err` when the file is not YAML the
 /// kubelet would load.
 pub fn fail_cgroup_v1(config: &str) -> Result<Option<bool>, String> {
-    serde_saphyr::from_str::<KubeletConfiguration>(config)
+    crate::untrusted_yaml::from_str::<KubeletConfiguration>(config)
         .map(|c| c.fail_cgroup_v1)
         .map_err(|e| format!("{KUBELET_CONFIG} is not a kubelet configuration: {e}"))
 }

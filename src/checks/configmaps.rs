@@ -44,7 +44,8 @@ impl KubeletConfigDoc {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        let value: Value = serde_saphyr::from_str(text).context("not YAML a kubelet would load")?;
+        let value: Value =
+            crate::untrusted_yaml::from_str(text).context("not YAML a kubelet would load")?;
         match value {
             Value::Object(fields) => Ok(KubeletConfigDoc { fields }),
             Value::Null => Ok(Self::default()),
@@ -141,8 +142,8 @@ pub struct ClusterConfiguration {
 
 impl ClusterConfiguration {
     pub fn parse(text: &str) -> Result<Self> {
-        let value: Value =
-            serde_saphyr::from_str(text).context("the ClusterConfiguration is not YAML")?;
+        let value: Value = crate::untrusted_yaml::from_str(text)
+            .context("the ClusterConfiguration is not YAML")?;
         let mut config = ClusterConfiguration {
             kubernetes_version: value
                 .get("kubernetesVersion")

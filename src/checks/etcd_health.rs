@@ -216,7 +216,7 @@ fn cluster_configuration(configmap_json: &str) -> Result<ClusterConfiguration> {
     let Some(yaml) = map.data.get("ClusterConfiguration") else {
         bail!("the kubeadm-config ConfigMap has no ClusterConfiguration");
     };
-    serde_saphyr::from_str(yaml)
+    crate::untrusted_yaml::from_str(yaml)
         .context("the ClusterConfiguration in kubeadm-config is not valid YAML")
 }
 

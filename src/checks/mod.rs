@@ -18,6 +18,8 @@ mod apiservers;
 pub mod ceph;
 mod certs;
 mod cgroup;
+#[cfg(test)]
+mod checks_fuzz;
 mod configmaps;
 mod etcd_health;
 mod etcd_members;

@@ -132,6 +132,7 @@ impl Run<'_> {
     async fn locked(&self, saved: &Plan, locked: &Locked) -> anyhow::Result<ExitCode> {
         let (fresh, gathered, hub_images) =
             recheck(self.inv, self.global, self.printer, saved, self.args).await?;
+        super::fleet_clocks::judge(self.inv, &gathered, &locked.stop, self.printer)?;
         let judged = Instant::now();
         if fresh.hops.is_empty() {
             self.printer.out(&plan::summary(&fresh));

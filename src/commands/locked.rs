@@ -112,6 +112,13 @@ pub async fn under_lock(
         printer.warn(text);
         journal.event("ceph-gate-off", None, text);
     }
+    let broken = stop.clone();
+    journal.when_broken(move |why| {
+        broken.abort(format!(
+            "the journal cannot be written ({why}); it is the record of what was done, so \
+             nothing more is started"
+        ))
+    });
     let request = LockRequest::new(inv, roll, rerun);
     let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
     let kured = match kured_gates(&held, roll, printer, &journal) {

@@ -1,6 +1,7 @@
 //! One file per subcommand, each thin: load, gather, decide, act, print.
 
 mod apply;
+mod fleet_clocks;
 mod lock_run;
 mod locked;
 mod plan;

@@ -69,6 +69,7 @@ mod tests {
                 .collect(),
             version: None,
             kube_proxy: false,
+            apiservers: Vec::new(),
         }
     }
 

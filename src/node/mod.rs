@@ -182,6 +182,12 @@ pub struct ClusterFacts {
     pub version: Option<Version>,
     /// A kube-proxy DaemonSet exists (it should not: Cilium replaces it).
     pub kube_proxy: bool,
+    /// The versions the kube-apiserver pods run (their image tags), as
+    /// listed in kube-system by `component=kube-apiserver`; empty when
+    /// unknown. A pod someone else labelled so can only make a skew check
+    /// stricter (a higher newest, a lower oldest).
+    #[serde(default)]
+    pub apiservers: Vec<Version>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -81,10 +81,26 @@ pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
         None => None,
     };
     let kube_proxy = objects.contains_key(&object("DaemonSet", "kube-proxy"));
+    // Optional: an older script, or a kubectl that failed, leaves the
+    // skew check to kubeadm-config and the nodes' own facts.
+    let apiservers = match sections.get("apiservers") {
+        // Only kubelets' mirror pods: a pod anyone created with the label
+        // says nothing about what runs.
+        Some(s) if s.status == Some(0) => super::parse_mirror_pods(&s.stdout)
+            .map(|pods| {
+                pods.into_iter()
+                    .filter(|p| p.mirror)
+                    .filter_map(|p| p.version)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     Ok(ClusterFacts {
         nodes,
         version,
         kube_proxy,
+        apiservers,
     })
 }
 

@@ -26,6 +26,7 @@ mod reboot;
 mod recheck;
 mod rollback;
 mod rollback_gates;
+mod rollback_skew;
 mod rules;
 mod show;
 mod state;

@@ -49,8 +49,8 @@ pub fn rollbacks(state: &FleetState, names: &[String]) -> Result<Vec<Rollback>, 
     if !problems.is_empty() {
         return Err(problems);
     }
-    let newest = state.cluster.version.as_ref().map(Version::minor);
-    let oldest = oldest_apiserver(state);
+    let (newest, oldest) =
+        super::rollback_skew::apiserver_bounds(&state.cluster, oldest_apiserver(state));
     let mut out = Vec::new();
     for node in state.nodes.iter().filter(|n| names.contains(&n.name)) {
         match one(state, node, newest, oldest) {
@@ -322,6 +322,30 @@ mod tests {
         assert!(
             err[0].starts_with("cp-1: its own static pods were upgraded by kubeadm to v1.37"),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_running_kube_apiservers_bound_the_skew_not_kubeadm_config_alone() {
+        let mut s = fleet("v1.36.2")
+            .cp("cp-1", "v1.36.2")
+            .worker("w-1", "v1.36.2")
+            .build();
+        s.nodes[1].facts.kubernetes.images = vec![v("v1.33.9"), v("v1.36.2")];
+        // kubeadm-config alone: v1.33 is three minors behind v1.36, allowed.
+        assert_eq!(
+            rollbacks(&s, &["w-1".to_string()]).unwrap()[0].to,
+            v("v1.33.9")
+        );
+        // A kube-apiserver already runs v1.37: four behind, refused.
+        s.cluster.apiservers = vec![v("v1.36.2"), v("v1.37.1")];
+        let err = rollbacks(&s, &["w-1".to_string()]).unwrap_err();
+        assert_eq!(
+            err,
+            vec![
+                "w-1: a v1.33.9 kubelet would be 4 minors behind the v1.37 kube-apiserver; the \
+                 skew policy allows at most 3"
+            ]
         );
     }
 }

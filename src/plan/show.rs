@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use console::{Style, StyledObject};
+use console::Style;
 
 use super::diff::hunks;
 use super::model::{Action, Component, Hop, HopKind, Plan};
@@ -22,32 +22,60 @@ const DIFF_CONTEXT: usize = 2;
 
 struct Paint {
     color: bool,
+    /// Written in place of ESC in our own styles while the text is built,
+    /// and turned back into ESC only after every other ESC (one a node or
+    /// the hub put in a warning, a check's detail, a config line) was
+    /// escaped: remote text cannot carry fleetctl's colours, however it is
+    /// placed (issue 38). Random per render, so no remote text can hold it.
+    mark: String,
 }
 
 impl Paint {
-    fn with<'a>(&self, style: Style, text: &'a str) -> StyledObject<&'a str> {
-        style.apply_to(text).force_styling(self.color)
+    fn new(color: bool) -> Paint {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Paint {
+            color,
+            mark: format!("\u{e000}{random:016x}\u{e001}"),
+        }
     }
-    fn bold<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+
+    /// Escapes, then colours.
+    fn with(&self, style: Style, text: &str) -> String {
+        style
+            .apply_to(crate::ui::escape::escape_controls(text))
+            .force_styling(self.color)
+            .to_string()
+            .replace('\u{1b}', &self.mark)
+    }
+    fn bold(&self, t: &str) -> String {
         self.with(Style::new().bold(), t)
     }
-    fn dim<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn dim(&self, t: &str) -> String {
         self.with(Style::new().dim(), t)
     }
-    fn warn<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn warn(&self, t: &str) -> String {
         self.with(Style::new().yellow(), t)
     }
-    fn removed<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn removed(&self, t: &str) -> String {
         self.with(Style::new().red(), t)
     }
-    fn added<'a>(&self, t: &'a str) -> StyledObject<&'a str> {
+    fn added(&self, t: &str) -> String {
         self.with(Style::new().green(), t)
+    }
+
+    /// The built text: every control character escaped, then our own
+    /// styles' ESC put back.
+    fn finish(&self, text: &str) -> String {
+        crate::ui::escape::escape_controls(text).replace(&self.mark, "\u{1b}")
     }
 }
 
 /// The whole plan as text, ending with a newline.
 pub fn render(plan: &Plan, color: bool) -> String {
-    let p = Paint { color };
+    let p = Paint::new(color);
     let mut out = String::new();
     header(&mut out, plan, &p);
     let total = plan.hops.len();
@@ -63,7 +91,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
         }
     }
     config_changes(&mut out, plan, &p);
-    out
+    p.finish(&out)
 }
 
 /// One line: what the plan amounts to, or that there is nothing to do.

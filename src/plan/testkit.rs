@@ -94,6 +94,7 @@ pub fn fleet(cluster: &str) -> Fleet {
                 nodes: Vec::new(),
                 version: Some(v(cluster)),
                 kube_proxy: false,
+                apiservers: Vec::new(),
             },
         },
     }

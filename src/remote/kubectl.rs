@@ -43,9 +43,37 @@ pub(super) fn words(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
+/// A listing's query: kubectl's arguments, and the jsonpath template it
+/// reads on stdin (`-o jsonpath-file=/dev/stdin`). The template holds the
+/// record marker, which must stay secret to do its job (a field that knew
+/// it could forge records): on the command line, any local user of the
+/// node could read it in `ps` or `/proc/PID/cmdline` while kubectl runs.
+/// kubectl reads a `jsonpath-file` template with `ReadFile`
+/// (kubernetes/kubernetes, staging/src/k8s.io/cli-runtime/pkg/
+/// genericclioptions/jsonpath_flags.go, `JSONPathPrintFlags.ToPrinter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingQuery {
+    pub args: Vec<String>,
+    /// The template, for stdin.
+    pub template: String,
+}
+
+fn listing_query(kind: &str, template: String) -> ListingQuery {
+    ListingQuery {
+        args: words(&[
+            "get",
+            kind,
+            "--all-namespaces",
+            "-o",
+            "jsonpath-file=/dev/stdin",
+        ]),
+        template,
+    }
+}
+
 /// Every DaemonSet in every namespace, each field after `marker` (a random
 /// string drawn for this listing, `crate::steps::lock::Marker`, so that no
-/// field can forge a record):
+/// field can forge a record; see [`ListingQuery`]):
 ///
 /// ```text
 /// MdaemonsetMNAMESPACEMNAMEMHOSTPID
@@ -61,20 +89,14 @@ pub(super) fn words(args: &[&str]) -> Vec<String> {
 /// [`get_container_settings`]. A missing field prints nothing (kubectl's
 /// `--allow-missing-template-keys`, on by default); `[0]` of an absent
 /// list selects nothing.
-pub fn list_daemonsets(marker: &str) -> Vec<String> {
+pub fn list_daemonsets(marker: &str) -> ListingQuery {
     let m = marker;
     let template = format!(
-        "jsonpath={{range .items[*]}}{m}daemonset{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
+        "{{range .items[*]}}{m}daemonset{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
          {m}{{.spec.template.spec.hostPID}}{{range .spec.template.spec.containers[*]}}{m}container\
          {m}{{.name}}{m}{{.image}}{m}{{.command[0]}}{m}{{.securityContext.privileged}}{{end}}{{end}}"
     );
-    vec![
-        "get".into(),
-        "daemonsets".into(),
-        "--all-namespaces".into(),
-        "-o".into(),
-        template,
-    ]
+    listing_query("daemonsets", template)
 }
 
 /// One container of one DaemonSet's pod template, by its position: its
@@ -110,21 +132,15 @@ pub fn get_container_settings(namespace: &str, name: &str, index: usize) -> Vec<
 /// Asked only when no DaemonSet runs Kured, to tell "no Kured" from "Kured
 /// run some other way" before falling back to fleetctl's own lock; as for
 /// DaemonSets, no arguments or environment.
-pub fn list_pods(marker: &str) -> Vec<String> {
+pub fn list_pods(marker: &str) -> ListingQuery {
     let m = marker;
     let template = format!(
-        "jsonpath={{range .items[*]}}{m}pod{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
+        "{{range .items[*]}}{m}pod{m}{{.metadata.namespace}}{m}{{.metadata.name}}\
          {m}{{.spec.hostPID}}{m}{{.metadata.ownerReferences[0].kind}}{{range .spec.containers[*]}}\
          {m}container{m}{{.name}}{m}{{.image}}{m}{{.command[0]}}{m}{{.securityContext.privileged}}\
          {{end}}{{end}}"
     );
-    vec![
-        "get".into(),
-        "pods".into(),
-        "--all-namespaces".into(),
-        "-o".into(),
-        template,
-    ]
+    listing_query("pods", template)
 }
 
 /// The DaemonSet that holds Kured's lock, reduced to

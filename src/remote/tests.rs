@@ -371,6 +371,8 @@ fn cluster_script_with_a_fake_kubectl_matches_the_fixture() {
   printf '{{"apiVersion": "v1", "kind": "List", "items": [\n'
   cat {root}/fixtures/kubeadm-config.json
   printf ']}}\n' ;;
+*"-n kube-system get pods -l component=kube-apiserver -o json"*)
+  echo '{{"kind":"List","items":[{{"metadata":{{"name":"kube-apiserver-cp-1","annotations":{{"kubernetes.io/config.mirror":"5f1a"}}}},"spec":{{"nodeName":"cp-1","containers":[{{"image":"registry.k8s.io/kube-apiserver:v1.36.4"}}]}}}}]}}' ;;
 *) echo "unexpected: $*" >&2; exit 2 ;;
 esac"#,
                 root = fake.root().display()
@@ -381,6 +383,7 @@ esac"#,
     let cluster = parse_cluster(&output).unwrap();
     assert_eq!(cluster.nodes.len(), 3);
     assert!(!cluster.kube_proxy);
+    assert_eq!(cluster.apiservers, ["v1.36.4".parse::<Version>().unwrap()]);
 }
 
 const CHECK_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/checks/fixtures");

@@ -37,11 +37,28 @@ pub mod kubeadm_exit {
 
 /// Reads a URL from the node (the node reaches the hub; the laptop may not).
 /// curl on Flatcar; wget as a fallback for minimal images.
+///
+/// From an `https://` hub nothing falls back to plain HTTP (issue 38):
+/// curl follows a redirect to any protocol it supports unless told
+/// otherwise (curl(1) `--proto-redir`; `-L`), so it is given `--proto =https
+/// --proto-redir =https` and refuses an `http://` Location with "Protocol
+/// "http" not supported or disabled". GNU wget has no such switch for a
+/// single download (`--https-only` applies to recursive mode), so it
+/// follows no redirect at all (`--max-redirect=0`). An `http://` hub is
+/// insecure already and runs only with `--allow-insecure-hub`
+/// ([`crate::plan`]'s `refuse_insecure_hub`). What is read here is the
+/// `SHA256SUMS` every image is checked against before it is staged, so the
+/// images sysupdate downloads are held to an https answer as well.
 pub fn fetch(url: &str) -> String {
     let u = quote(url);
+    let (curl, wget) = if url.starts_with("https://") {
+        ("--proto =https --proto-redir =https ", "--max-redirect=0 ")
+    } else {
+        ("", "")
+    };
     format!(
-        "if command -v curl >/dev/null 2>&1; then curl -fsSL --max-time 20 {u}; \
-         else wget -q -T 20 -O - {u}; fi"
+        "if command -v curl >/dev/null 2>&1; then curl -fsSL {curl}--max-time 20 {u}; \
+         else wget -q {wget}-T 20 -O - {u}; fi"
     )
 }
 

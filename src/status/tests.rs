@@ -129,3 +129,12 @@ fn a_node_whose_running_image_is_gone_is_flagged_and_warned_about() {
     let json = serde_json::to_value(&report).unwrap();
     assert!(json["nodes"][0]["running_image_gone"].is_null());
 }
+
+/// Issue 38: what a node printed reaches the table escaped, so with colour
+/// on it cannot pass for fleetctl's own green.
+#[test]
+fn a_nodes_words_in_the_table_cannot_carry_our_colours() {
+    let line = super::reason_line("w-1", "w-1: \u{1b}[32mfine\u{1b}[0m");
+    let shown = crate::ui::escape::escape_controls_keeping_colours(&line);
+    assert!(shown.contains("\\033[32mfine\\033[0m"), "{shown:?}");
+}

@@ -30,6 +30,9 @@ pub struct Stop {
     reason: Arc<Mutex<Option<String>>>,
     /// The lock's lease, once it is held: apply acts only while it lasts.
     lease: Arc<Mutex<Option<Lease>>>,
+    /// The least margin any lease gets: the fleet's worst clock skew
+    /// ([`Stop::widen_margin`]).
+    margin_floor: Arc<Mutex<Duration>>,
 }
 
 /// The lock as the heartbeat keeps it: valid for `ttl` after the last
@@ -162,10 +165,33 @@ impl Stop {
     }
 
     /// The lock was taken (or its heartbeat landed) at `at`.
-    pub fn hold_lease(&self, lease: Lease) {
+    pub fn hold_lease(&self, mut lease: Lease) {
+        if let Ok(floor) = self.margin_floor.lock() {
+            lease.margin = lease.margin.max(*floor);
+        }
         if let Ok(mut l) = self.lease.lock() {
             *l = Some(lease);
         }
+    }
+
+    /// Makes the lease's margin (this one and every later one) at least
+    /// `margin`: a node whose clock runs ahead of the one the lock is
+    /// written in sees it that much older, so apply must stop acting that
+    /// much sooner (issue 38; `steps::lock::clock::fleet_skew`).
+    pub fn widen_margin(&self, margin: Duration) {
+        if let Ok(mut floor) = self.margin_floor.lock() {
+            *floor = (*floor).max(margin);
+        }
+        if let Ok(mut l) = self.lease.lock()
+            && let Some(lease) = l.as_mut()
+        {
+            lease.margin = lease.margin.max(margin);
+        }
+    }
+
+    /// The margin the lease has now, if one is held.
+    pub fn lease_margin(&self) -> Option<Duration> {
+        self.lease().map(|l| l.margin)
     }
 
     /// A heartbeat landed at `at`.
@@ -471,6 +497,20 @@ pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 38: a node's clock ahead of the lock's widens the margin of
+    /// the lease held now and of every later one (a heartbeat's re-hold).
+    #[test]
+    fn the_fleets_clock_skew_widens_every_leases_margin() {
+        let stop = Stop::default();
+        stop.widen_margin(Duration::from_secs(30));
+        stop.hold_lease(lease(Instant::now()));
+        assert_eq!(stop.lease_margin(), Some(Duration::from_secs(60)));
+        stop.widen_margin(Duration::from_secs(240));
+        assert_eq!(stop.lease_margin(), Some(Duration::from_secs(240)));
+        stop.hold_lease(lease(Instant::now()));
+        assert_eq!(stop.lease_margin(), Some(Duration::from_secs(240)));
+    }
 
     fn lease(renewed: Instant) -> Lease {
         Lease {

@@ -13,8 +13,10 @@
 //! webhook token) is written as `***`, in both files and in the `-v` echo;
 //! see [`mask_secrets`]. The `.log` file, read with `less` or `cat`, has
 //! its control characters escaped as the terminal's output has
-//! ([`crate::ui::escape`]); the `.jsonl` keeps the text as it came, in
-//! JSON strings (serde_json escapes the C0 controls). What the journal records of cluster objects is only
+//! ([`crate::ui::escape`]); the `.jsonl` keeps the text in JSON strings,
+//! with every character a terminal acts on (C0 and C1 controls, DEL, bidi
+//! overrides) written as a `\uXXXX` escape, so `cat` or `jq -r` of it is as
+//! harmless as the `.log`. What the journal records of cluster objects is only
 //! what fleetctl asked kubectl for, and the lock asks for little.
 //!
 //! Writing the journal never fails a command that already ran on a node:
@@ -48,6 +50,23 @@ pub struct Journal {
     failure: Mutex<Option<String>>,
     /// `-v`: also show each command on stderr as it completes.
     echo: std::sync::atomic::AtomicBool,
+    /// Identical answers counted, not copied ([`bound`]).
+    repeats: Mutex<bound::Repeats>,
+    /// Bytes written to both files so far, against [`bound::MAX_TOTAL`].
+    written: std::sync::atomic::AtomicU64,
+    /// [`bound::MAX_TOTAL`], smaller in tests.
+    cap: u64,
+    /// Told once, on the first failure: the run stops at a safe point.
+    broken: Mutex<Option<OnBroken>>,
+}
+
+/// What [`Journal::when_broken`] registered.
+struct OnBroken(Box<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for OnBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnBroken")
+    }
 }
 
 #[derive(Debug)]
@@ -135,6 +154,10 @@ impl Journal {
             files: Mutex::new(Files { log, events }),
             failure: Mutex::new(None),
             echo: std::sync::atomic::AtomicBool::new(false),
+            repeats: Mutex::new(bound::Repeats::default()),
+            written: std::sync::atomic::AtomicU64::new(0),
+            cap: bound::MAX_TOTAL,
+            broken: Mutex::new(None),
         }
     }
 
@@ -156,15 +179,59 @@ impl Journal {
     /// Records a command that ran (or could not run: `result` is the error),
     /// with its output, exit status and duration — secrets masked (see
     /// [`mask_secrets`]) in the command, its output and the error alike.
+    ///
+    /// Bounded ([`bound`]): each output keeps its head and tail, and an
+    /// answer identical to the last one for the same node and label is
+    /// counted instead of written.
     pub fn command(&self, ran: Ran<'_>, result: &anyhow::Result<Output>, elapsed: Duration) {
+        let (size, print) = match result {
+            Ok(out) => (
+                out.stdout.len() + out.stderr.len(),
+                bound::fingerprint(&[ran.cmd, &out.stdout, "\0", &out.stderr], out.exit),
+            ),
+            Err(e) => (0, bound::fingerprint(&[ran.cmd, &format!("{e:#}")], None)),
+        };
+        let seen = lock(&self.repeats).see(ran.node, ran.label, print);
+        match seen {
+            bound::Seen::Again => return,
+            bound::Seen::New(Some(again)) => self.write_repeats(ran.node, ran.label, again),
+            bound::Seen::New(None) => {}
+        }
+        off_the_workers(size > BLOCKING_ABOVE, || {
+            self.record_command(ran, result, elapsed)
+        });
+    }
+
+    /// Calls `f` once, with why, when the journal first fails to record:
+    /// apply stops at its next safe point then, as the journal is the
+    /// record of what was done.
+    pub fn when_broken(&self, f: impl Fn(&str) + Send + Sync + 'static) {
+        let failed = lock(&self.failure).clone();
+        if let Some(why) = failed {
+            f(&why);
+        }
+        *lock(&self.broken) = Some(OnBroken(Box::new(f)));
+    }
+
+    fn write_repeats(&self, node: &str, label: &str, again: u64) {
+        self.record_event(
+            "repeated",
+            Some(node),
+            &format!("{label}: the same answer {again} more time(s), not copied"),
+        );
+    }
+
+    fn record_command(&self, ran: Ran<'_>, result: &anyhow::Result<Output>, elapsed: Duration) {
         let now = SystemTime::now();
         let cmd = mask_secrets(ran.cmd);
         let ran = Ran { cmd: &cmd, ..ran };
         let result: Result<Output, String> = match result {
+            // Masked whole, then cut: no secret straddles the cut half-masked.
             Ok(out) => Ok(Output {
-                stdout: mask_secrets(&out.stdout).into_owned(),
-                stderr: mask_secrets(&out.stderr).into_owned(),
-                ..out.clone()
+                stdout: bound::head_and_tail(&mask_secrets(&out.stdout), bound::KEEP).into_owned(),
+                stderr: bound::head_and_tail(&mask_secrets(&out.stderr), bound::KEEP).into_owned(),
+                exit: out.exit,
+                signal: out.signal.clone(),
             }),
             Err(e) => Err(mask_secrets(&format!("{e:#}")).into_owned()),
         };
@@ -208,7 +275,24 @@ impl Journal {
     /// Records something that happened beyond a command: `kind` is a short
     /// machine-readable word (`lock-acquired`), `detail` a sentence (secrets
     /// masked).
+    ///
+    /// An event also ends every run of repeated answers: their counts are
+    /// written first, and an answer after it is recorded again in full, so
+    /// each task's commands are in the journal under that task.
     pub fn event(&self, kind: &str, node: Option<&str>, detail: &str) {
+        self.flush_repeats();
+        self.record_event(kind, node, detail);
+    }
+
+    /// The counts of repeated answers not written yet, and forget the answers.
+    fn flush_repeats(&self) {
+        let counts = lock(&self.repeats).drain();
+        for (node, label, again) in counts {
+            self.write_repeats(&node, &label, again);
+        }
+    }
+
+    fn record_event(&self, kind: &str, node: Option<&str>, detail: &str) {
         let now = SystemTime::now();
         let detail = mask_secrets(detail);
         let record = Record {
@@ -234,11 +318,23 @@ impl Journal {
     }
 
     fn write(&self, text: &str, record: &Record<'_>) {
+        // DEL, the C1 controls and the bidi overrides as `\uXXXX`, as the
+        // `.log` escapes them: serde_json escapes only C0.
         let mut line = match serde_json::to_string(record) {
-            Ok(line) => line,
+            Ok(line) => crate::ui::escape::escape_json(&line).into_owned(),
             Err(e) => return self.fail(format!("cannot encode a record: {e}")),
         };
         line.push('\n');
+        let size = (text.len() + line.len()) as u64;
+        let before = self
+            .written
+            .fetch_add(size, std::sync::atomic::Ordering::SeqCst);
+        if before + size > self.cap {
+            return self.fail(format!(
+                "it reached the {} KiB a run's journal may take; later records are left out",
+                self.cap >> 10
+            ));
+        }
         let mut files = lock(&self.files);
         if let Err(e) = files.log.write_all(text.as_bytes()) {
             self.fail(format!("writing {}: {e}", self.log_path.display()));
@@ -249,7 +345,41 @@ impl Journal {
     }
 
     fn fail(&self, why: String) {
-        lock(&self.failure).get_or_insert(why);
+        let first = {
+            let mut failure = lock(&self.failure);
+            let first = failure.is_none();
+            failure.get_or_insert(why.clone());
+            first
+        };
+        if first && let Some(f) = lock(&self.broken).as_ref() {
+            (f.0)(&why);
+        }
+    }
+}
+
+impl Drop for Journal {
+    /// The counts of repeated answers not written yet.
+    fn drop(&mut self) {
+        self.flush_repeats();
+    }
+}
+
+/// Output past this size is masked and escaped with the runtime told the
+/// thread may block: 32 MiB takes a noticeable part of a second, and the
+/// lock's heartbeat and the other nodes' tasks must not wait for it.
+const BLOCKING_ABOVE: usize = 64 << 10;
+
+/// Runs `work` where it may take a while without starving the async
+/// runtime: on a multi-threaded runtime (the binary's), through
+/// [`tokio::task::block_in_place`], which hands this worker's other tasks
+/// to another thread; elsewhere (a unit test, no runtime) in place.
+fn off_the_workers<R>(big: bool, work: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if big && h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 
@@ -344,6 +474,8 @@ fn prefixed(text: &mut String, prefix: &str, body: &str) {
         text.push('\n');
     }
 }
+
+mod bound;
 
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,7 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 mod crash_loop;
+mod reconnect_pause;
 pub use after_reboot::ready_then_uncordon;
 use after_reboot::{Wait, uncordon};
 

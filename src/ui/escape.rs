@@ -51,7 +51,11 @@ pub fn escape_json(json: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         if c != '\n' && must_escape(c, Some('\n')) {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            let n = u32::from(c);
+            out.push_str("\\u");
+            for shift in [12, 8, 4, 0] {
+                out.push(char::from_digit((n >> shift) & 0xf, 16).unwrap_or('0'));
+            }
         } else {
             out.push(c);
         }
@@ -66,8 +70,16 @@ const OWN_SGR: [&str; 6] = ["0", "1", "2", "31", "32", "33"];
 /// The length of an own colour sequence at the start of `rest`, if it is one.
 fn own_sgr(rest: &str) -> Option<usize> {
     let body = rest.strip_prefix("\u{1b}[")?;
-    let end = body.find('m')?;
+    // Only the few bytes an own parameter can take are looked at: a search
+    // for the `m` to the end of the text at every ESC was O(n²) on a text
+    // of ESC-[ without one.
+    let end = body.bytes().take(3).position(|b| b == b'm')?;
     OWN_SGR.contains(&&body[..end]).then_some(2 + end + 1)
+}
+
+/// The octal digit of `b`'s low three bits.
+fn octal(b: u8) -> char {
+    char::from(b'0' + (b & 7))
 }
 
 fn must_escape(c: char, next: Option<char>) -> bool {
@@ -105,7 +117,7 @@ fn escape(text: &str, keep_colours: bool) -> Cow<'_, str> {
             });
             let mut bytes = [0; 4];
             for b in c.encode_utf8(&mut bytes).bytes() {
-                out.push_str(&format!("\\{b:03o}"));
+                out.extend(['\\', octal(b >> 6), octal(b >> 3), octal(b)]);
             }
         } else if let Some(out) = out.as_mut() {
             out.push(c);
@@ -191,6 +203,26 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
         assert_eq!(back, value);
         assert!(matches!(escape_controls(&safe), Cow::Borrowed(_)));
+    }
+
+    /// Issue 38: a MiB of `ESC [` without an `m` was searched to its end
+    /// at every ESC.
+    #[test]
+    fn escaping_is_linear_on_a_mebibyte_of_open_sequences() {
+        for unit in ["\u{1b}[", "\u{1b}[3", "\u{1b}[31", "\u{9b}\u{202e}x"] {
+            let text = unit.repeat((1 << 20) / unit.len());
+            let started = std::time::Instant::now();
+            let kept = escape_controls_keeping_colours(&text);
+            let plain = escape_controls(&text);
+            let json = escape_json(&text);
+            let took = started.elapsed();
+            assert!(!kept.contains('\u{1b}') && !plain.contains('\u{1b}'));
+            assert!(!json.contains('\u{202e}'));
+            assert!(
+                took < std::time::Duration::from_secs(3),
+                "{unit:?}: {took:?}"
+            );
+        }
     }
 
     proptest! {

@@ -165,23 +165,31 @@ pub fn err_text(text: &str) {
     let _ = err.flush();
 }
 
-/// Styles shared by tables and reports (stdout).
+/// Styles shared by tables and reports (stdout). Each escapes its text
+/// first, then colours it: what it styles is often remote (a node's
+/// version, a message), and an `ESC [ 32 m` inside it must not pass for
+/// fleetctl's own green (issue 38).
 pub fn good(s: &str) -> String {
-    Style::new().green().apply_to(s).to_string()
+    paint(Style::new().green(), s)
 }
 
 pub fn bad(s: &str) -> String {
-    Style::new().red().bold().apply_to(s).to_string()
+    paint(Style::new().red().bold(), s)
 }
 
 pub fn attention(s: &str) -> String {
-    Style::new().yellow().apply_to(s).to_string()
+    paint(Style::new().yellow(), s)
 }
 
 pub fn dim(s: &str) -> String {
-    Style::new().dim().apply_to(s).to_string()
+    paint(Style::new().dim(), s)
 }
 
 pub fn bold(s: &str) -> String {
-    Style::new().bold().apply_to(s).to_string()
+    paint(Style::new().bold(), s)
+}
+
+/// `text` escaped ([`escape::escape_controls`]), then styled.
+pub fn paint(style: Style, text: &str) -> String {
+    style.apply_to(escape::escape_controls(text)).to_string()
 }

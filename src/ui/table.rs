@@ -67,4 +67,11 @@ mod tests {
         assert_eq!(lines[1], "cp-1       \u{1b}[31mdown\u{1b}[0m");
         assert_eq!(lines[2], "worker-10  up");
     }
+
+    #[test]
+    fn a_styled_remote_value_cannot_carry_our_colours() {
+        let cell = crate::ui::bad("\u{1b}[32mfine\u{1b}[0m");
+        let escaped = crate::ui::escape::escape_controls_keeping_colours(&cell);
+        assert!(escaped.contains("\\033[32mfine\\033[0m"), "{escaped:?}");
+    }
 }

@@ -144,3 +144,23 @@ fn the_plan_fingerprints_the_state_it_saw() {
         ]
     );
 }
+
+/// Issue 38: escape first, then colour. A node's words in the plan (here a
+/// stray config's path in a warning) are escaped even where they are not
+/// styled, so with colour on they cannot pass for fleetctl's own green.
+#[test]
+fn remote_text_in_the_plan_cannot_carry_our_colours() {
+    let state = small("v1.34.2", "v1.34.2").build();
+    let mut plan = plan(&state, &target("v1.35"), &hub(&[(34, 2), (35, 3)])).unwrap();
+    plan.warnings.push(Warning::Floating {
+        node: "w-1".into(),
+        component: Component::Kubernetes,
+        path: "/etc/sysupdate.d/\u{1b}[32mfine\u{1b}[0m.conf".into(),
+        would_stage: None,
+    });
+    let text = render(&plan, true);
+    assert!(text.contains("\\033[32mfine\\033[0m"), "{text}");
+    // Our own styles still colour.
+    assert!(text.contains("\u{1b}[1m"), "{text}");
+    assert!(!text.contains('\u{e000}'), "{text}");
+}

@@ -111,8 +111,8 @@ const M: &str = "@@m@@";
 #[test]
 fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
     for args in [
-        list_daemonsets(M),
-        list_pods(M),
+        list_daemonsets(M).args,
+        list_pods(M).args,
         get_container_settings("kured", "kured", 0),
         get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
         get_lock_configmap(LOCK_NAMESPACE, LOCK_CONFIGMAP),
@@ -126,18 +126,22 @@ fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
 #[test]
 fn the_reads_name_only_the_fields_the_lock_uses() {
     assert_eq!(
-        list_daemonsets(M),
+        list_daemonsets(M).args,
         [
             "get",
             "daemonsets",
             "--all-namespaces",
             "-o",
-            concat!(
-                "jsonpath={range .items[*]}@@m@@daemonset@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
-                "@@m@@{.spec.template.spec.hostPID}{range .spec.template.spec.containers[*]}@@m@@container",
-                "@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}{end}{end}",
-            ),
+            "jsonpath-file=/dev/stdin"
         ]
+    );
+    assert_eq!(
+        list_daemonsets(M).template,
+        concat!(
+            "{range .items[*]}@@m@@daemonset@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
+            "@@m@@{.spec.template.spec.hostPID}{range .spec.template.spec.containers[*]}@@m@@container",
+            "@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}{end}{end}",
+        )
     );
     assert_eq!(
         get_container_settings("kured", "kured", 1),
@@ -158,19 +162,23 @@ fn the_reads_name_only_the_fields_the_lock_uses() {
         ]
     );
     assert_eq!(
-        list_pods(M),
+        list_pods(M).args,
         [
             "get",
             "pods",
             "--all-namespaces",
             "-o",
-            concat!(
-                "jsonpath={range .items[*]}@@m@@pod@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
-                "@@m@@{.spec.hostPID}@@m@@{.metadata.ownerReferences[0].kind}{range .spec.containers[*]}",
-                "@@m@@container@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}",
-                "{end}{end}",
-            ),
+            "jsonpath-file=/dev/stdin"
         ]
+    );
+    assert_eq!(
+        list_pods(M).template,
+        concat!(
+            "{range .items[*]}@@m@@pod@@m@@{.metadata.namespace}@@m@@{.metadata.name}",
+            "@@m@@{.spec.hostPID}@@m@@{.metadata.ownerReferences[0].kind}{range .spec.containers[*]}",
+            "@@m@@container@@m@@{.name}@@m@@{.image}@@m@@{.command[0]}@@m@@{.securityContext.privileged}",
+            "{end}{end}",
+        )
     );
     assert_eq!(
         get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
@@ -404,4 +412,15 @@ fn uncordon_runs_only_once_the_node_is_ready() {
         (Some(1), "wait\nuncordon\n".into()),
         "a failed uncordon is its own status"
     );
+}
+
+/// Issue 38: the record marker goes over stdin, never on kubectl's command
+/// line, where any local user of the node reads it in `ps`.
+#[test]
+fn the_record_marker_is_never_on_the_command_line() {
+    for query in [list_daemonsets(M), list_pods(M)] {
+        let line = kubectl(&query.args);
+        assert!(!line.contains(M), "{line}");
+        assert!(query.template.contains(M));
+    }
 }

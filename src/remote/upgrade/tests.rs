@@ -409,3 +409,85 @@ fn remove_images_never_removes_what_the_symlink_points_at() {
         ]
     );
 }
+
+/// Issue 38: from an https hub, no redirect may lead to plain HTTP.
+#[test]
+fn reading_an_https_hub_refuses_redirects_that_leave_https() {
+    let strict = fetch("https://hub.example/kubernetes/SHA256SUMS");
+    assert!(
+        strict.contains("curl -fsSL --proto =https --proto-redir =https --max-time 20 "),
+        "{strict}"
+    );
+    assert!(
+        strict.contains("wget -q --max-redirect=0 -T 20 "),
+        "{strict}"
+    );
+    let insecure = fetch("http://10.0.0.9/kubernetes/SHA256SUMS");
+    assert!(!insecure.contains("--proto"), "{insecure}");
+}
+
+/// What the flags above rely on, shown with the real curl: a 302 to an
+/// http:// Location is not followed under `--proto-redir =https` (the
+/// first hop is http here only because the test has no TLS server; the
+/// flag governs every redirect whatever the first hop was).
+#[test]
+fn curl_refuses_a_redirect_to_http_under_proto_redir_https() {
+    use std::io::{Read, Write};
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("no curl here: skipped");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut served = 0;
+        for _ in 0..2 {
+            listener.set_nonblocking(false).unwrap();
+            let Ok((mut s, _)) = listener.accept() else {
+                break;
+            };
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            served += 1;
+            let reply = if head.starts_with("GET /plain") {
+                "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nPLAIN\n"
+                    .to_string()
+            } else {
+                format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            };
+            let _ = s.write_all(reply.as_bytes());
+            if served == 1 && head.contains("x-stop") {
+                break;
+            }
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/kubernetes/SHA256SUMS");
+    let out = std::process::Command::new("curl")
+        .args([
+            "-fsSL",
+            "--proto-redir",
+            "=https",
+            "--max-time",
+            "5",
+            "-H",
+            "x-stop: 1",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "followed: {out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("PLAIN"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("disabled")
+            || String::from_utf8_lossy(&out.stderr).contains("not supported"),
+        "{out:?}"
+    );
+    drop(server);
+}

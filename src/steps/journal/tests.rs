@@ -296,3 +296,203 @@ fn the_log_the_jsonl_and_the_echo_never_hold_a_secret() {
     assert_eq!(records[2]["detail"], "removed --api-key=***");
     // Not checked apart: the -v echo prints this very .log text.
 }
+
+/// Issue 38: the `.jsonl` wrote C1 controls and bidi overrides raw.
+#[test]
+fn the_jsonl_escapes_c1_controls_and_bidi_overrides_as_the_log_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let hostile = "csi\u{9b}2J rtl\u{202e}gnp del\u{7f} esc\u{1b}]52;c;x\u{7}";
+    let out = Output {
+        exit: Some(0),
+        signal: None,
+        stdout: hostile.into(),
+        stderr: String::new(),
+    };
+    j.command(ran("w-1", "read", "true"), &Ok(out), Duration::ZERO);
+    j.event("note", Some("w-1"), hostile);
+    let raw = std::fs::read_to_string(j.events_path()).unwrap();
+    for c in ['\u{9b}', '\u{202e}', '\u{7f}', '\u{1b}', '\u{7}'] {
+        assert!(!raw.contains(c), "{c:?} in {raw}");
+        assert!(!log(&j).contains(c), "{c:?} in the log");
+    }
+    assert!(raw.contains("\\u009b") && raw.contains("\\u202e"), "{raw}");
+    let [command, note] = events(&j).try_into().unwrap();
+    assert_eq!(command["stdout"], hostile);
+    assert_eq!(note["detail"], hostile);
+}
+
+fn out(stdout: String) -> anyhow::Result<Output> {
+    Ok(Output {
+        exit: Some(0),
+        signal: None,
+        stdout,
+        stderr: String::new(),
+    })
+}
+
+/// Issue 38: a node answering every poll with 32 MiB. Each record keeps
+/// 64 KiB of each end, and the same answer again is counted, not copied.
+#[test]
+fn a_32_mib_answer_repeated_leaves_a_small_journal_with_its_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    let big = format!(
+        "{}{}{}",
+        "h".repeat(100),
+        "x".repeat(32 << 20),
+        "t".repeat(100)
+    );
+    for _ in 0..10 {
+        j.command(
+            ran(
+                "w-1",
+                "wait: boot id",
+                "cat /proc/sys/kernel/random/boot_id",
+            ),
+            &out(big.clone()),
+            Duration::ZERO,
+        );
+    }
+    j.command(
+        ran(
+            "w-1",
+            "wait: boot id",
+            "cat /proc/sys/kernel/random/boot_id",
+        ),
+        &out("new\n".into()),
+        Duration::ZERO,
+    );
+    j.command(
+        ran(
+            "w-1",
+            "wait: boot id",
+            "cat /proc/sys/kernel/random/boot_id",
+        ),
+        &out("new\n".into()),
+        Duration::ZERO,
+    );
+    let (log_path, events_path) = (j.path().to_path_buf(), j.events_path().to_path_buf());
+    let records = events(&j);
+    drop(j);
+    let size = std::fs::metadata(&log_path).unwrap().len()
+        + std::fs::metadata(&events_path).unwrap().len();
+    assert!(size < 1 << 20, "{size} bytes");
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        text.contains(&format!(
+            "[fleetctl: {} bytes left out of the journal]",
+            big.len() - 2 * (64 << 10)
+        )),
+        "head/tail"
+    );
+    assert!(
+        text.contains("the same answer 9 more time(s), not copied"),
+        "{}",
+        &text[text.len() - 2000..]
+    );
+    j_events_after_a_task_are_new(dir.path());
+    // The closing count: the last answer came once more.
+    assert!(text.contains("the same answer 1 more time(s), not copied"));
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["command", "repeated", "command"]);
+}
+
+/// A journal past its cap fails, once, and says so to whoever stops the run.
+#[test]
+fn a_journal_past_its_cap_fails_and_tells_the_run_to_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::create(dir.path()).unwrap();
+    j.cap = 16 << 10;
+    let told = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let t = told.clone();
+    j.when_broken(move |why| t.lock().unwrap().push(why.to_string()));
+    for n in 0..100 {
+        j.command(
+            ran("w-1", "read", "cat x"),
+            &out(format!("{n}{}", "y".repeat(1000))),
+            Duration::ZERO,
+        );
+    }
+    assert!(j.check().is_err());
+    let told = told.lock().unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("16 KiB"), "{told:?}");
+    let size = std::fs::metadata(j.path()).unwrap().len()
+        + std::fs::metadata(j.events_path()).unwrap().len();
+    assert!(size <= 16 << 10, "{size}");
+}
+
+/// An event (a task starting) ends a run of repeats: the same answer after
+/// it is recorded again, under its task.
+fn j_events_after_a_task_are_new(state: &Path) {
+    let j = Journal::create(&state.join("second")).unwrap();
+    j.command(
+        ran("w-1", "read", "cat x"),
+        &out("same".into()),
+        Duration::ZERO,
+    );
+    j.command(
+        ran("w-1", "read", "cat x"),
+        &out("same".into()),
+        Duration::ZERO,
+    );
+    j.event("task", None, "2/9 next");
+    j.command(
+        ran("w-1", "read", "cat x"),
+        &out("same".into()),
+        Duration::ZERO,
+    );
+    let kinds: Vec<String> = events(&j)
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["command", "repeated", "task", "command"]);
+}
+
+/// Issue 38: masking a large output ran on the task that holds the lock,
+/// starving the runtime's other tasks (the heartbeat) meanwhile. On one
+/// worker thread, another task must keep running while 8 MiB is journaled.
+#[test]
+fn a_large_output_is_journaled_without_holding_up_the_runtime() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Arc::new(Journal::create(dir.path()).unwrap());
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let counted = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let big = "\"name\":\"token\",--password=x ".repeat((8 << 20) / 30);
+        let journal = j.clone();
+        let before = ticks.load(Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        tokio::spawn(async move {
+            journal.command(ran("w-1", "read", "cat big"), &out(big), Duration::ZERO);
+        })
+        .await
+        .unwrap();
+        let took = started.elapsed();
+        let during = ticks.load(Ordering::SeqCst) - before;
+        ticker.abort();
+        // Starved, the ticker runs once, after the journal is done; free,
+        // about once a millisecond throughout.
+        assert!(
+            took < Duration::from_millis(50) || during >= 10,
+            "another task ran {during} time(s) in the {took:?} the journal took"
+        );
+    });
+}

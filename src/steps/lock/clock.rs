@@ -31,6 +31,15 @@
 //! journal are judged and stamped in the laptop's time. fleetctl refuses to
 //! run and says which clock is ahead by how much.
 //!
+//! **The whole fleet.** Kured on every node judges the lock by that node's
+//! clock, not the control plane's, so apply's gather reads every node's
+//! clock too (beside its facts) and [`fleet_skew`] compares each to the
+//! control plane's: a node more than [`MAX_CLOCK_OFFSET`] off is refused by
+//! name, and the node furthest ahead (its Kured sees the lock older than it
+//! is) makes the lease's safety margin at least that far
+//! (`Stop::widen_margin`), so that apply stops acting before any Kured
+//! could take the lock as expired.
+//!
 //! Test builds (`debug_assertions`) also read `FLEETCTL_TEST_CLOCK_OFFSET`
 //! (`-30m`, `+2m`): the laptop's clock as [`laptop_now`] reads it is moved by
 //! that much, so a cli test can put the laptop behind the fleet. A release
@@ -171,6 +180,92 @@ fn millis(d: Duration) -> String {
     }
 }
 
+/// One node's clock as the gather read it: between this machine's `sent`
+/// and `received`, the node's `date` printed `answer` (or could not).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeClock<'a> {
+    pub node: &'a str,
+    pub sent: SystemTime,
+    pub answer: Result<&'a str, &'a str>,
+    pub received: SystemTime,
+}
+
+/// The fleet's clocks against the one the lock is written in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetSkew {
+    /// How far the clock furthest ahead of the reference is ahead of it,
+    /// plus the uncertainty of both readings (their round trips): Kured
+    /// there sees fleetctl's lock that much older than it is, so the
+    /// lease's margin must be at least this.
+    pub worst_ahead: Duration,
+    /// That node, when one is ahead at all.
+    pub node: Option<String>,
+}
+
+/// Reads every node's clock against `reference`'s (the control plane the
+/// lock is written through, whose clock `created` is in). Refuses, naming
+/// the node, when a clock cannot be read or differs from the reference's by
+/// more than [`MAX_CLOCK_OFFSET`] either way: Kured on that node would
+/// judge the lock's TTL minutes off. A node behind the reference sees the
+/// lock younger than it is, which is safe; one ahead sees it older, and
+/// sets the margin ([`FleetSkew::worst_ahead`]).
+pub fn fleet_skew(clocks: &[NodeClock<'_>], reference: &str) -> anyhow::Result<FleetSkew> {
+    let mut offsets = Vec::with_capacity(clocks.len());
+    for c in clocks {
+        let theirs = match c.answer {
+            Ok(text) => parse_remote_clock(text)
+                .with_context(|| format!("{}: reading its clock", c.node))?,
+            Err(why) => bail!(
+                "{}: its clock could not be read ({why}). Kured judges its reboot lock by each                  node's own clock, so apply needs them all. Nothing was changed",
+                c.node
+            ),
+        };
+        offsets.push((c.node, ClockOffset::measured(c.sent, theirs, c.received)));
+    }
+    let Some(&(_, base)) = offsets.iter().find(|(n, _)| *n == reference) else {
+        bail!("{reference}: its clock was not read, so the fleet's clocks cannot be compared to it")
+    };
+    let signed = |o: &ClockOffset| -> i128 {
+        let nanos = o.by.as_nanos() as i128;
+        if o.cluster_ahead { nanos } else { -nanos }
+    };
+    let mut skew = FleetSkew {
+        worst_ahead: Duration::ZERO,
+        node: None,
+    };
+    for (node, o) in &offsets {
+        let ahead = signed(o) - signed(&base);
+        let apart = Duration::from_nanos(u64::try_from(ahead.unsigned_abs()).unwrap_or(u64::MAX));
+        if apart > MAX_CLOCK_OFFSET {
+            bail!(
+                "{node}'s clock is {} {} {reference}'s (measured over SSH, to within {}), more than \
+                 the {} fleetctl accepts: Kured on {node} judges its reboot lock's TTL by its own \
+                 clock and would {}. Nothing was changed. Set the clock that is wrong \
+                 (`timedatectl`, NTP) and run again",
+                human(apart),
+                if ahead > 0 { "ahead of" } else { "behind" },
+                millis(o.within + base.within),
+                human(MAX_CLOCK_OFFSET),
+                if ahead > 0 {
+                    "see fleetctl's lock as expired while fleetctl still holds it"
+                } else {
+                    "keep a lock past its TTL"
+                },
+            );
+        }
+        if ahead > 0 {
+            let worst = apart + o.within + base.within;
+            if worst > skew.worst_ahead {
+                skew = FleetSkew {
+                    worst_ahead: worst,
+                    node: Some(node.to_string()),
+                };
+            }
+        }
+    }
+    Ok(skew)
+}
+
 /// Parses `date -u +%s.%N`'s output: seconds since the epoch, a dot, nine
 /// digits of nanoseconds (a `date` without `%N` prints `N` or nothing
 /// there: whole seconds are used then).
@@ -188,7 +283,11 @@ pub fn parse_remote_clock(text: &str) -> anyhow::Result<SystemTime> {
     } else {
         0
     };
-    Ok(UNIX_EPOCH + Duration::new(secs, nanos))
+    // `UNIX_EPOCH + ` panics past what a SystemTime holds (a hostile or
+    // broken node answering `18446744073709551615`).
+    UNIX_EPOCH
+        .checked_add(Duration::new(secs, nanos))
+        .with_context(|| format!("not a time this machine can represent: {line:?}"))
 }
 
 /// A signed duration: `-30m`, `+2m`, `90s`.
@@ -244,6 +343,105 @@ mod tests {
         for bad in ["", "yesterday", "17960.1\n17961.2", "-5.0", &"9".repeat(50)] {
             assert!(parse_remote_clock(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Issue 38: `date` answering `u64::MAX` seconds panicked fleetctl.
+    #[test]
+    fn a_clock_past_what_a_system_time_holds_is_an_error_not_a_panic() {
+        for hostile in [
+            "18446744073709551615",
+            "18446744073709551615.999999999",
+            "18446744073709551616",
+            "9223372036854775807.5",
+            "-1",
+            "1e30",
+            "+1796000000",
+            "1796000000.-5",
+        ] {
+            let _ = parse_remote_clock(hostile);
+        }
+        let err = parse_remote_clock("18446744073709551615\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not a time this machine can represent"),
+            "{err:#}"
+        );
+    }
+
+    mod clock_properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn any_answer_to_date_parses_or_fails_without_panicking(text in "\\PC{0,48}") {
+                let _ = parse_remote_clock(&text);
+            }
+
+            #[test]
+            fn any_number_of_seconds_parses_or_fails_without_panicking(
+                secs in any::<u64>(), frac in "[0-9N]{0,12}",
+            ) {
+                let _ = parse_remote_clock(&format!("{secs}.{frac}"));
+                let read = parse_remote_clock(&secs.to_string());
+                if let Ok(t) = read {
+                    prop_assert_eq!(t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok(), Some(secs));
+                }
+            }
+        }
+    }
+
+    fn clock<'a>(node: &'a str, answer: &'a str) -> NodeClock<'a> {
+        NodeClock {
+            node,
+            sent: at(1000, 0),
+            answer: Ok(answer),
+            received: at(1000, 20),
+        }
+    }
+
+    /// Issue 38: a node whose clock is 4 minutes ahead sets the lease's
+    /// margin; one 6 minutes off is refused by name.
+    #[test]
+    fn a_node_four_minutes_ahead_sets_the_margin_and_one_six_minutes_off_is_refused() {
+        let fleet = [
+            clock("cp-1", "1000.010"),
+            clock("w-1", "1240.010"),
+            clock("w-2", "990.0"),
+        ];
+        let skew = fleet_skew(&fleet, "cp-1").unwrap();
+        assert_eq!(skew.node.as_deref(), Some("w-1"));
+        // 4 minutes, plus both readings' 20 ms round trips.
+        assert_eq!(skew.worst_ahead, Duration::from_millis(240_040));
+
+        let level = fleet_skew(&[clock("cp-1", "1000.010"), clock("w-1", "1000.0")], "cp-1");
+        assert_eq!(level.unwrap().worst_ahead, Duration::ZERO);
+
+        for far in ["1360.5", "600.0"] {
+            let err = fleet_skew(&[clock("cp-1", "1000.010"), clock("w-2", far)], "cp-1")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("w-2's clock is 6m"), "{err}");
+            assert!(err.contains("Set the clock that is wrong"), "{err}");
+        }
+        let unread = NodeClock {
+            answer: Err("connection reset"),
+            ..clock("w-3", "")
+        };
+        let err = fleet_skew(&[clock("cp-1", "1000.0"), unread], "cp-1").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("w-3: its clock could not be read"),
+            "{err}"
+        );
+        let hostile = fleet_skew(
+            &[
+                clock("cp-1", "1000.0"),
+                clock("w-4", "18446744073709551615"),
+            ],
+            "cp-1",
+        );
+        assert!(format!("{:#}", hostile.unwrap_err()).starts_with("w-4: reading its clock"));
     }
 
     #[test]

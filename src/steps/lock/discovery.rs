@@ -378,8 +378,9 @@ pub(super) struct FoundKured {
 pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Result<Found> {
     let label = "lock: find Kured (the containers of every DaemonSet)";
     let marker = Marker::new()?;
+    let query = k::list_daemonsets(marker.as_str());
     let out = api
-        .kubectl(label, &k::list_daemonsets(marker.as_str()), None)
+        .kubectl(label, &query.args, Some(&query.template))
         .await?;
     if !out.success() {
         return Err(failed(api, label, &out));
@@ -531,8 +532,9 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
 async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<Vec<String>> {
     let label = "lock: no Kured DaemonSet; look for Kured pods";
     let marker = Marker::new()?;
+    let query = k::list_pods(marker.as_str());
     let out = api
-        .kubectl(label, &k::list_pods(marker.as_str()), None)
+        .kubectl(label, &query.args, Some(&query.template))
         .await?;
     if !out.success() {
         return Err(failed(api, label, &out));

@@ -202,7 +202,10 @@ impl KuredEntry {
             return false;
         }
         match parse_time(&self.created) {
-            Some(created) => created + Duration::from_nanos(ttl) <= now,
+            // A `created` near the end of time cannot expire: no overflow panic.
+            Some(created) => created
+                .checked_add(Duration::from_nanos(ttl))
+                .is_some_and(|expires| expires <= now),
             None => false,
         }
     }

@@ -344,8 +344,9 @@ impl Api {
 
     fn serve(&self, args: &[String], stdin: Option<&str>) -> Output {
         let mut state = self.state();
-        if let Some(m) = listing_marker(args)
-            && args == k::list_daemonsets(&m).as_slice()
+        if let Some(m) = listing_marker(args, stdin)
+            && stdin == Some(k::list_daemonsets(&m).template.as_str())
+            && args == k::list_daemonsets(&m).args.as_slice()
         {
             let mut text = String::new();
             for ((ns, name), ds) in &state.daemonsets {
@@ -357,8 +358,9 @@ impl Api {
             }
             return ok(text);
         }
-        if let Some(m) = listing_marker(args)
-            && args == k::list_pods(&m).as_slice()
+        if let Some(m) = listing_marker(args, stdin)
+            && stdin == Some(k::list_pods(&m).template.as_str())
+            && args == k::list_pods(&m).args.as_slice()
         {
             let mut text = String::new();
             // Every DaemonSet runs a pod per node; one is enough here.

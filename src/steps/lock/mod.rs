@@ -410,6 +410,8 @@ impl Lock {
 }
 
 #[cfg(test)]
+mod lock_fuzz;
+#[cfg(test)]
 mod lock_testkit;
 #[cfg(test)]
 mod tests;

@@ -171,6 +171,7 @@ pub(super) async fn wait_rebooted(
     rerun: Rerun,
 ) -> anyhow::Result<Session> {
     let mut last = String::from("no answer yet");
+    let mut pause = NODE_POLL;
     loop {
         if Instant::now() >= deadline {
             bail!(
@@ -200,7 +201,9 @@ pub(super) async fn wait_rebooted(
             },
             Err(e) => last = format!("{:#}", e),
         }
-        tokio::time::sleep(NODE_POLL).await;
+        // Backing off: each attempt may sign a fresh authentication.
+        tokio::time::sleep(pause).await;
+        pause = super::reconnect_pause::next(pause);
     }
 }
 

@@ -34,6 +34,7 @@ fn whole_cluster_output() {
             ],
             version: Some(v("v1.24.0")),
             kube_proxy: false,
+            apiservers: vec![v("v1.36.4")],
         }
     );
 }

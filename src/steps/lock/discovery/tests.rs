@@ -243,12 +243,9 @@ fn concurrency_is_bounded_before_it_sizes_the_lock() {
 async fn the_fake_api_prints_listings_the_parser_reads() {
     let api = helm_kured();
     let marker = Marker::new().unwrap();
+    let query = crate::remote::kubectl::list_daemonsets(marker.as_str());
     let out = api
-        .kubectl(
-            "",
-            &crate::remote::kubectl::list_daemonsets(marker.as_str()),
-            None,
-        )
+        .kubectl("", &query.args, Some(&query.template))
         .await
         .unwrap();
     let sets = parse_daemonsets(&out.stdout, &marker).unwrap();

@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use super::{Container, State};
+use crate::remote::kubectl as k;
 use crate::ssh::Output;
 
 use super::{fail, ok};
@@ -31,14 +32,11 @@ pub(super) fn container_fields(m: &str, c: &Container) -> String {
 }
 
 /// The marker of a listing's template (`{range .items[*]}MARKER…`).
-pub(super) fn listing_marker(args: &[String]) -> Option<String> {
-    if args.len() != 5
-        || args[..4] != ["get", "daemonsets", "--all-namespaces", "-o"]
-            && args[..4] != ["get", "pods", "--all-namespaces", "-o"]
-    {
+pub(super) fn listing_marker(args: &[String], stdin: Option<&str>) -> Option<String> {
+    if args != k::list_daemonsets("").args && args != k::list_pods("").args {
         return None;
     }
-    let rest = args[4].strip_prefix("jsonpath={range .items[*]}")?;
+    let rest = stdin?.strip_prefix("{range .items[*]}")?;
     let end = rest[2..].find("@@")? + 4;
     Some(rest[..end].to_string())
 }

@@ -263,18 +263,25 @@ async fn only_kureds_own_container_is_read_beyond_names_and_images() {
     acquire(&api, &LockOptions::default(), &me(), at(NOW))
         .await
         .unwrap();
-    let reads: Vec<Vec<String>> = api
+    let calls: Vec<_> = api
         .calls_of("get daemonsets")
         .into_iter()
         .chain(api.calls_of("get daemonset"))
-        .map(|(args, _)| args)
         .collect();
-    let templates: Vec<&str> = reads
+    let reads: Vec<Vec<String>> = calls.iter().map(|(args, _)| args.clone()).collect();
+    // The listing's template comes on stdin (its marker kept off argv).
+    let templates: Vec<String> = calls
         .iter()
-        .filter_map(|a| a.last().map(String::as_str))
+        .filter_map(|(a, stdin)| match a.last().map(String::as_str) {
+            Some("jsonpath-file=/dev/stdin") => stdin.clone(),
+            other => other.map(String::from),
+        })
         .collect();
     assert_eq!(templates.len(), 3, "{reads:?}");
-    assert!(templates[0].contains("{.command[0]}") && !templates[0].contains(".args"));
+    assert!(
+        templates[0].contains("{.command[0]}") && !templates[0].contains(".args"),
+        "{templates:?}"
+    );
     assert!(templates[1].contains(".spec.template.spec.containers[0].args"));
     assert_eq!(
         &reads[1][..6],
