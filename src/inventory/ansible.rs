@@ -23,8 +23,10 @@ mod tree;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde_saphyr::MessageFormatter as _;
 use serde_saphyr::Spanned;
 
+use super::load::is_blank;
 use super::{
     DEFAULT_HUB, HealthCheck, HostKeyChecking, Inventory, KuredRef, Node, Provenance, Role,
     SshDefaults, validate,
@@ -185,15 +187,6 @@ fn yaml<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, St
             Some(loc) => format!("{}: {message}", tree::at(path, loc)),
             None => format!("{}: {message}", path.display()),
         }
-    })
-}
-
-use serde_saphyr::MessageFormatter as _;
-
-fn is_blank(text: &str) -> bool {
-    text.lines().all(|line| {
-        let line = line.trim();
-        line.is_empty() || line.starts_with('#') || line == "---"
     })
 }
 

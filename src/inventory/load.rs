@@ -122,10 +122,10 @@ fn parse_yaml(text: &str, path: &Path) -> anyhow::Result<RawInventory> {
 }
 
 /// Nothing but whitespace and comments: the parser would only say "end of file".
-fn is_blank(text: &str) -> bool {
+pub(super) fn is_blank(text: &str) -> bool {
     text.lines().all(|line| {
         let line = line.trim();
-        line.is_empty() || line.starts_with('#')
+        line.is_empty() || line.starts_with('#') || line == "---"
     })
 }
 

@@ -587,7 +587,10 @@ pub(super) fn glob(pattern: &str, name: &str) -> bool {
 }
 
 mod host_cert;
-pub use host_cert::{HostCert, check as check_host_cert, has_authority as has_cert_authority};
+pub use host_cert::{
+    HostCert, check as check_host_cert, has_authority as has_cert_authority,
+    validity as cert_validity,
+};
 
 #[cfg(test)]
 mod tests;

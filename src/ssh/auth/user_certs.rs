@@ -60,14 +60,8 @@ pub(super) fn problem(cert: &Certificate, user: &str, now: u64) -> Option<String
     if cert.cert_type() != CertType::User {
         return Some("it is a host certificate, not a user certificate".into());
     }
-    if now < cert.valid_after() {
-        return Some(format!(
-            "it is not valid yet (valid after {})",
-            stamp(cert.valid_after())
-        ));
-    }
-    if now >= cert.valid_before() {
-        return Some(format!("it expired ({})", stamp(cert.valid_before())));
+    if let Some(why) = super::known_hosts::cert_validity(cert, now) {
+        return Some(format!("it {why}"));
     }
     let principals = cert.valid_principals();
     if !principals.is_empty() && !principals.iter().any(|p| p == user) {
@@ -78,16 +72,6 @@ pub(super) fn problem(cert: &Certificate, user: &str, now: u64) -> Option<String
         ));
     }
     None
-}
-
-fn stamp(unix: u64) -> String {
-    i64::try_from(unix)
-        .ok()
-        .and_then(|s| jiff::Timestamp::from_second(s).ok())
-        .map_or_else(
-            || unix.to_string(),
-            |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        )
 }
 
 pub(super) fn now() -> u64 {

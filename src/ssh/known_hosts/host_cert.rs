@@ -67,17 +67,8 @@ pub fn check<F: AsRef<HostsFile>>(
     if cert.cert_type() != CertType::Host {
         return invalid("it is a user certificate, not a host certificate".into());
     }
-    if now < cert.valid_after() {
-        return invalid(format!(
-            "the certificate is not valid yet (valid after {})",
-            stamp(cert.valid_after())
-        ));
-    }
-    if now >= cert.valid_before() {
-        return invalid(format!(
-            "the certificate expired ({})",
-            stamp(cert.valid_before())
-        ));
+    if let Some(why) = validity(cert, now) {
+        return invalid(format!("the certificate {why}"));
     }
     let fingerprint = PublicKey::from(signer.clone()).fingerprint(HashAlg::Sha256);
     if let Err(e) = cert.validate_at(now, [&fingerprint]) {
@@ -97,6 +88,21 @@ pub fn check<F: AsRef<HostsFile>>(
         );
     }
     HostCert::Valid { at: ca.place() }
+}
+
+/// Why `cert` is not valid at `now` (Unix seconds), as a phrase after
+/// "the certificate" or "it": user and host certificates alike.
+pub fn validity(cert: &Certificate, now: u64) -> Option<String> {
+    if now < cert.valid_after() {
+        return Some(format!(
+            "is not valid yet (valid after {})",
+            stamp(cert.valid_after())
+        ));
+    }
+    if now >= cert.valid_before() {
+        return Some(format!("expired ({})", stamp(cert.valid_before())));
+    }
+    None
 }
 
 /// A certificate's time, in UTC, as `ssh-keygen -L` shows it.
