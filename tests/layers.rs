@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 /// sit over `gather`, whose facts they read; `cli` (the clap types) sits
 /// under `commands`, which take them.
 const LAYERS: &[&[&str]] = &[
+    // Test-only strategies and timing, under everything they test.
+    &["fuzzkit"],
     &[
         "version",
         "limits",
@@ -26,7 +28,6 @@ const LAYERS: &[&[&str]] = &[
         "redact",
         "local_fs",
         "untrusted_yaml",
-        "fuzzkit",
     ],
     &["ui", "pacing"],
     &["inventory", "hub"],

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::MessageFormatter as _;
 use serde_saphyr::Spanned;
 
-use super::load::is_blank;
+use super::is_blank;
 use super::{
     DEFAULT_HUB, HealthCheck, HostKeyChecking, Inventory, KuredRef, Node, Provenance, Role,
     SshDefaults, validate,

@@ -109,7 +109,7 @@ fn parse_located(
 }
 
 fn parse_yaml(text: &str, path: &Path) -> anyhow::Result<RawInventory> {
-    if is_blank(text) {
+    if super::is_blank(text) {
         return Err(usage!(
             "{}: the file is empty: expected at least kubernetes_version and nodes \
              (see inventory.example.yaml)",
@@ -119,14 +119,6 @@ fn parse_yaml(text: &str, path: &Path) -> anyhow::Result<RawInventory> {
     let options = serde_saphyr::options! { with_snippet: false };
     serde_saphyr::from_str_with_options::<RawInventory>(text, options)
         .map_err(|e| usage!("{}", yaml_message(&e, path)))
-}
-
-/// Nothing but whitespace and comments: the parser would only say "end of file".
-pub(super) fn is_blank(text: &str) -> bool {
-    text.lines().all(|line| {
-        let line = line.trim();
-        line.is_empty() || line.starts_with('#') || line == "---"
-    })
 }
 
 /// `file:line:col: message`, in the parser's user-facing wording, with the

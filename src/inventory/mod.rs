@@ -17,6 +17,15 @@ use crate::version::Minor;
 
 pub use load::{load, parse};
 
+/// Nothing but whitespace, comments and document markers: a parser would
+/// only say "end of file" (either format).
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#') || line == "---"
+    })
+}
+
 /// The default extension hub, as in sysext-bakery's published configs.
 pub const DEFAULT_HUB: &str = "https://extensions.flatcar.org/extensions";
 
