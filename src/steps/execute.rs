@@ -71,12 +71,13 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
     for r in &prepared.rollbacks {
         apply.progress.line(&format!(
             "{}: not up on its new kubelet; --on-failure rollback: back to {}",
-            r.node, r.to
+            r.node,
+            r.to_text()
         ));
         apply.journal_event(
             "rollback",
             Some(&r.node),
-            &format!("from {} back to {} (--on-failure rollback)", r.from, r.to),
+            &format!("{} (--on-failure rollback)", r.from_to()),
         );
     }
     let hops = std::mem::replace(&mut apply.plan.hops, prepared.hops.clone());

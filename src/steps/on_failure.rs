@@ -225,7 +225,7 @@ pub fn outcome(
                 .rollbacks
                 .iter()
                 .find(|r| r.node == n.node)
-                .map_or_else(|| "its kept image".to_string(), |r| r.to.to_string());
+                .map_or_else(|| "its kept image".to_string(), Rollback::to_text);
             format!("{}: {}; rolled back to {to}", n.node, n.cause_text(timeout))
         })
         .collect();
