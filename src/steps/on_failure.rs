@@ -33,6 +33,11 @@ use crate::ssh;
 /// `--node-timeout`, then names it.
 pub const CRASH_LOOP_RESTARTS: u32 = 3;
 
+/// What the screen and the journal say of an offline rollback.
+pub const OFFLINE: &str = "the lone control plane's API server is down: rolled back offline, \
+     NO DRAIN POSSIBLE (its pods were not evicted); pin back, point the symlink back, reboot, then \
+     wait for the API to answer";
+
 /// Why a node that came back from its reboot is not up on its new kubelet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause {
@@ -137,6 +142,9 @@ pub struct Prepared {
     /// One hop per node, in place of the plan's while they run.
     pub hops: Vec<Hop>,
     pub tasks: Vec<Task>,
+    /// A lone control plane whose API server is down: rolled back without
+    /// the API (`roll::roll_offline`): no drain.
+    pub offline: bool,
 }
 
 /// Decides the rollback of `failed` on facts read now: their sessions
@@ -148,7 +156,13 @@ pub async fn prepare(apply: &mut Apply<'_>, failed: Vec<NotUp>) -> anyhow::Resul
     for node in &names {
         reconnect(apply, node).await?;
     }
-    let state = fresh_state(apply, &names).await?;
+    let (state, offline) = match fresh_state(apply, &names).await {
+        Ok(state) => (state, false),
+        Err(e) => match lone_control_plane(apply, &names) {
+            Some(node) => (offline_state(apply, node, &e).await?, true),
+            None => return Err(e),
+        },
+    };
     let rollbacks = plan::rollbacks(&state, &names)
         .map_err(|problems| anyhow::anyhow!("{}", problems.join("; ")))?;
     let mut rb_plan = apply.plan.clone();
@@ -159,6 +173,53 @@ pub async fn prepare(apply: &mut Apply<'_>, failed: Vec<NotUp>) -> anyhow::Resul
         rollbacks,
         hops: rb_plan.hops,
         tasks,
+        offline,
+    })
+}
+
+/// The one failed node when it is the inventory's only control plane: its
+/// API server is the cluster's, so it is down with its kubelet.
+fn lone_control_plane<'n>(apply: &Apply<'_>, names: &'n [String]) -> Option<&'n str> {
+    let cps: Vec<&str> = apply
+        .inv
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::ControlPlane)
+        .map(|n| n.name.as_str())
+        .collect();
+    match (names, cps.as_slice()) {
+        ([node], [cp]) if node == cp => Some(node.as_str()),
+        _ => None,
+    }
+}
+
+/// What `plan::rollbacks` reads, without the API: the node's facts, and
+/// the cluster's version from its own last kubeadm step (on a lone control
+/// plane, `upgrade apply` set kubeadm-config's to exactly that).
+async fn offline_state(
+    apply: &Apply<'_>,
+    node: &str,
+    why: &anyhow::Error,
+) -> anyhow::Result<FleetState> {
+    let facts = settled_facts(&apply.remote(node)?).await?;
+    let version = facts.kubeadm_step.clone().with_context(|| {
+        format!(
+            "{node}: the API server does not answer ({why:#}), and the node has no record of its              last kubeadm step to tell the cluster's version"
+        )
+    })?;
+    Ok(FleetState {
+        hub: apply.plan.hub.clone(),
+        containerd_version: apply.inv.containerd_version,
+        nodes: vec![FleetNode {
+            name: node.to_string(),
+            role: Role::ControlPlane,
+            facts,
+        }],
+        cluster: crate::node::ClusterFacts {
+            nodes: Vec::new(),
+            version: Some(version),
+            kube_proxy: false,
+        },
     })
 }
 

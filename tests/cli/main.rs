@@ -19,6 +19,7 @@ mod integrity;
 mod jump;
 mod kubeadm_writes;
 mod lock;
+mod offline_rollback;
 mod on_failure;
 mod one_path;
 mod pacing;
