@@ -112,17 +112,7 @@ fn a_containerd_staged_with_the_new_kubelet_is_rolled_back_with_it() {
     run(&fleet, &["plan", "v1.35"]).expect_code(0);
     let w1_boot = fleet.boot("w-1").unwrap().boot_id;
 
-    let out = support::apply(
-        &fleet,
-        &[
-            "--yes",
-            "--on-failure",
-            "rollback",
-            "--node-timeout",
-            "120s",
-        ],
-    )
-    .expect_code(1);
+    let out = super::on_failure::apply_rolling_back(&fleet);
     support::assert_has(
         &out.stderr,
         &[

@@ -20,17 +20,7 @@ fn a_lone_control_plane_whose_new_kubelet_crash_loops_is_rolled_back_offline() {
     support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
     let w1_before = fleet.boot("w-1").unwrap().boot_id;
 
-    let run = support::apply(
-        &fleet,
-        &[
-            "--yes",
-            "--on-failure",
-            "rollback",
-            "--node-timeout",
-            "120s",
-        ],
-    )
-    .expect_code(1);
+    let run = crate::on_failure::apply_rolling_back(&fleet);
     let all = format!("{}\n{}", run.stdout, run.stderr);
     support::assert_has(
         &all,
