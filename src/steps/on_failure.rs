@@ -21,6 +21,7 @@ use super::context::{Apply, settled_facts};
 use super::script::{self, Task};
 use crate::inventory::Role;
 use crate::plan::{self, FleetNode, FleetState, Hop, Rollback};
+use crate::remote::kubectl;
 use crate::ssh;
 
 /// How many automatic restarts of kubelet.service while fleetctl watched
@@ -201,7 +202,17 @@ async fn offline_state(
     node: &str,
     why: &anyhow::Error,
 ) -> anyhow::Result<FleetState> {
-    let facts = settled_facts(&apply.remote(node)?).await?;
+    let r = apply.remote(node)?;
+    // Offline only when the API really is down: an API that answers gets
+    // the ordinary rollback (its drain), and the error that stopped it.
+    let answers = r
+        .run_root("is the API server down", &kubectl::readyz(), None)
+        .await
+        .is_ok_and(|out| out.exit == Some(0) && out.stdout.trim() == "ok");
+    if answers {
+        anyhow::bail!("{why:#}");
+    }
+    let facts = settled_facts(&r).await?;
     let version = facts.kubeadm_step.clone().with_context(|| {
         format!(
             "{node}: the API server does not answer ({why:#}), and the node has no record of its              last kubeadm step to tell the cluster's version"
