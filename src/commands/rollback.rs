@@ -66,7 +66,7 @@ pub async fn run(
             locked.journal.event(
                 "rollback",
                 Some(&r.node),
-                &format!("from {} back to {}", r.from, r.to),
+                &r.from_to(),
             );
         }
         let script = Script {
@@ -79,7 +79,7 @@ pub async fn run(
                 "{} rolled back",
                 fresh
                     .iter()
-                    .map(|r| format!("{} to {}", r.node, r.to))
+                    .map(|r| format!("{} to {}", r.node, r.to_text()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -112,6 +112,14 @@ fn describe(chosen: &[Rollback]) -> String {
             r.to,
             r.to.minor()
         ));
+        if let Some(c) = &r.containerd {
+            out.push_str(&format!(
+                "  {}: {} too (changed in the same reboot), config pinned to {}\n",
+                r.node,
+                c.from_to(),
+                c.to.minor().to_string().trim_start_matches('v')
+            ));
+        }
     }
     out
 }

@@ -48,6 +48,20 @@ pub struct NodeFacts {
     /// `crate::checks::check_cgroup`. Not part of `status --output json`.
     #[serde(skip)]
     pub cgroup: CgroupFacts,
+    /// component → the last move of its symlink fleetctl recorded
+    /// (`crate::remote::stage_record`), for a rollback to tell what the
+    /// last reboot changed. Not part of `status --output json`.
+    #[serde(skip)]
+    pub stage_records: BTreeMap<String, StageRecord>,
+}
+
+/// One recorded move of a sysext's symlink.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StageRecord {
+    /// The boot the symlink was moved in.
+    pub boot_id: String,
+    /// What it pointed at before, when that was an image of the component.
+    pub previous: Option<Version>,
 }
 
 /// What decides whether a v1.35+ kubelet starts on the node.

@@ -13,7 +13,8 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
 use super::{
-    CgroupFacts, ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, SysupdateConfig,
+    CgroupFacts, ClusterFacts, ClusterNode, Extension, NodeFacts, OsFacts, Pin, StageRecord,
+    SysupdateConfig,
 };
 use crate::version::{Minor, Version};
 
@@ -56,6 +57,10 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
             .all("kubelet-file")
             .filter(|s| s.status == Some(0))
             .filter_map(|s| Some((s.arg?.to_string(), s.stdout.clone())))
+            .collect(),
+        stage_records: ["kubernetes", "containerd"]
+            .into_iter()
+            .filter_map(|c| Some((c.to_string(), stage_record(&sections, c)?)))
             .collect(),
         cgroup: CgroupFacts {
             v2: match sections.status("cgroup-v2") {
@@ -318,6 +323,27 @@ fn uptime_seconds(text: &str) -> Option<u64> {
     let first = text.split_whitespace().next()?;
     let whole = first.split('.').next()?;
     whole.parse().ok()
+}
+
+/// `/var/lib/fleetctl/staged/<component>`: a boot id, then the previous
+/// target. Anything else (an edited or truncated file) counts as no record.
+fn stage_record(sections: &Sections<'_>, component: &str) -> Option<StageRecord> {
+    let text = sections.trimmed(&format!("{component}-stage-record"))?;
+    let mut lines = text.lines();
+    let boot_id = lines.next()?.trim();
+    let valid = !boot_id.is_empty()
+        && boot_id.len() <= 64
+        && boot_id.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if !valid {
+        return None;
+    }
+    let previous = lines
+        .next()
+        .and_then(|target| image_version(component, file_name(target.trim())));
+    Some(StageRecord {
+        boot_id: boot_id.to_string(),
+        previous,
+    })
 }
 
 fn extension(sections: &Sections<'_>, component: &str, binary: &str) -> Result<Extension> {

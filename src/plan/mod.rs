@@ -25,6 +25,7 @@ mod planner;
 mod reboot;
 mod recheck;
 mod rollback;
+mod rollback_containerd;
 mod rollback_gates;
 mod rollback_skew;
 mod rules;
@@ -58,6 +59,7 @@ pub use recheck::{
     refuse_stale, refuse_unverifiable, uses_image, worker_strategy,
 };
 pub use rollback::{KUBELET_SKEW, Rollback, rollback_hop, rollbacks};
+pub use rollback_containerd::ContainerdBack;
 pub use show::{render, summary};
 pub use state::{FleetNode, FleetState};
 pub use sysupdate::{render_config, render_download_config};

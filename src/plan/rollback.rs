@@ -17,8 +17,8 @@ use crate::node::rollback_image;
 use crate::version::{Minor, Version};
 
 use super::model::{Action, Component, Hop, HopKind, Phase, PhaseKind, Step};
+use super::rollback_containerd::{ContainerdBack, bare, containerd_back, pin_back};
 use super::state::{FleetNode, FleetState};
-use super::sysupdate::render_config;
 
 /// How many minors a kubelet may lag the newest kube-apiserver.
 pub const KUBELET_SKEW: u64 = 3;
@@ -35,6 +35,27 @@ pub struct Rollback {
     /// The sysupdate config pinned to `to`'s minor, so sysupdate brings
     /// patches of that minor only (an [`Action::Pin`]).
     pub pin: Action,
+    /// containerd back too, when the same reboot changed it.
+    pub containerd: Option<ContainerdBack>,
+}
+
+impl Rollback {
+    /// Where the node goes back to: `v1.34.2`, `v1.34.2 and containerd 2.1.4`.
+    pub fn to_text(&self) -> String {
+        match &self.containerd {
+            None => self.to.to_string(),
+            Some(c) => format!("{} and containerd {}", self.to, bare(&c.to)),
+        }
+    }
+
+    /// From where to where, for the journal.
+    pub fn from_to(&self) -> String {
+        let mut text = format!("from {} back to {}", self.from, self.to);
+        if let Some(c) = &self.containerd {
+            text.push_str(&format!("; {}", c.from_to()));
+        }
+        text
+    }
 }
 
 /// The rollbacks of `names`, in inventory order, or every reason one of
@@ -129,31 +150,16 @@ fn one(
     if !too_new.is_empty() {
         return Err(too_new.join("; "));
     }
-    let main = Component::Kubernetes.config_path();
-    let pin = Action::Pin {
-        component: Component::Kubernetes,
-        minor: to.minor(),
-        path: main.clone(),
-        config: render_config(Component::Kubernetes, to.minor(), &state.hub)
-            .map_err(|e| format!("{name}: {e:#}"))?,
-        previous: k8s
-            .configs
-            .iter()
-            .find(|c| c.path == main)
-            .map(|c| c.content.clone()),
-        replaces: k8s
-            .configs
-            .iter()
-            .filter(|c| c.path != main)
-            .map(|c| c.path.clone())
-            .collect(),
-    };
+    let pin = pin_back(Component::Kubernetes, k8s, to.minor(), &state.hub)
+        .map_err(|e| format!("{name}: {e:#}"))?;
+    let containerd = containerd_back(state, name, &node.facts)?;
     Ok(Rollback {
         node: name.clone(),
         role: node.role,
         from,
         to,
         pin,
+        containerd,
     })
 }
 
@@ -166,7 +172,7 @@ pub fn rollback_hop(r: &Rollback) -> Hop {
         Role::ControlPlane => PhaseKind::ControlPlaneReboots,
         Role::Worker => PhaseKind::WorkerReboots,
     };
-    let steps = vec![
+    let mut steps = vec![
         Step::new(&r.node, r.pin.clone()),
         Step::new(
             &r.node,
@@ -176,8 +182,21 @@ pub fn rollback_hop(r: &Rollback) -> Hop {
                 expect: Some(r.to.clone()),
             },
         ),
-        Step::new(&r.node, Action::Roll),
     ];
+    // In the same reboot: kubernetes alone under the containerd that broke
+    // it would fail the same way.
+    if let Some(c) = &r.containerd {
+        steps.push(Step::new(&r.node, c.pin.clone()));
+        steps.push(Step::new(
+            &r.node,
+            Action::Stage {
+                component: Component::Containerd,
+                minor: c.to.minor(),
+                expect: Some(c.to.clone()),
+            },
+        ));
+    }
+    steps.push(Step::new(&r.node, Action::Roll));
     Hop {
         kind: HopKind::Converge,
         minor: r.to.minor(),

@@ -131,6 +131,7 @@ impl Fleet {
                 arch: Some("x86_64".into()),
                 kubelet_files: Default::default(),
                 cgroup: Default::default(),
+                stage_records: Default::default(),
             },
         });
         self.state.cluster.nodes.push(ClusterNode {

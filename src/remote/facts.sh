@@ -47,6 +47,8 @@ component() {
 	probe "$fleetctl_c-running" $fleetctl_timeout "$2" --version
 	probe "$fleetctl_c-staged" readlink "/etc/extensions/$fleetctl_c.raw"
 	probe "$fleetctl_c-images" ls -1 "/opt/extensions/$fleetctl_c/"
+	# The last move of its symlink fleetctl made (crate::remote::stage_record).
+	probe "$fleetctl_c-stage-record" cat "/var/lib/fleetctl/staged/$fleetctl_c"
 	for fleetctl_f in "/etc/sysupdate.$fleetctl_c.d/"*.conf "/etc/sysupdate.$fleetctl_c.d/"*.transfer; do
 		if [ -f "$fleetctl_f" ]; then
 			probe "$fleetctl_c-config $fleetctl_f" cat "$fleetctl_f"

@@ -92,6 +92,7 @@ pub mod markers {
     pub const CLOSE: &str = "@@";
 }
 
+pub mod stage_record;
 pub mod upgrade;
 
 /// The etcd snapshot's file on the first control plane (`steps::etcd`; the

@@ -225,6 +225,11 @@ fn flatcar_control_plane() -> FakeRoot {
         )
         .file("/run/reboot-required", "")
         .file("/var/lib/fleetctl/kubeadm-step", "v1.37.2\n")
+        .file(
+            "/var/lib/fleetctl/staged/kubernetes",
+            "8181f9d7-4fb1-4e32-9102-b1821a4359f0\n\
+             ../../opt/extensions/kubernetes/kubernetes-v1.36.4-x86-64.raw\n",
+        )
         .tool("uname", r#"[ "$1" = -m ] && echo x86_64"#)
         .file(
             "/var/lib/kubelet/kubeadm-flags.env",

@@ -351,6 +351,24 @@ pub fn sysupdate_stage(component: &str) -> String {
     )
 }
 
+/// Stages `version` of a component sysupdate stages (containerd): its
+/// symlink pointed at the image when the node already has it (a rollback to
+/// the kept image: sysupdate never goes back to an older version it has,
+/// src/sysupdate/sysupdate.c `context_make_online` picks the newest), else
+/// sysupdate's update.
+pub fn sysupdate_stage_version(component: &str, version: &str) -> String {
+    let image = quote(&format!(
+        "{}/{}",
+        images_dir(component),
+        image_file(component, version)
+    ));
+    format!(
+        "if [ -f {image} ]; then {}; else {}; fi",
+        stage_image(component, version),
+        sysupdate_stage(component)
+    )
+}
+
 /// Where the component's symlink points now: checked right before a reboot,
 /// since the node's own sysupdate timer may have moved it.
 pub fn staged_target(component: &str) -> String {

@@ -49,6 +49,7 @@ fn facts() -> NodeFacts {
         arch: None,
         kubelet_files: Default::default(),
         cgroup: Default::default(),
+        stage_records: Default::default(),
     }
 }
 

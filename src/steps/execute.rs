@@ -71,13 +71,19 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
     for r in &prepared.rollbacks {
         apply.progress.line(&format!(
             "{}: not up on its new kubelet; --on-failure rollback: back to {}",
-            r.node, r.to
+            r.node,
+            r.to_text()
         ));
         apply.journal_event(
             "rollback",
             Some(&r.node),
-            &format!("from {} back to {} (--on-failure rollback)", r.from, r.to),
+            &format!("{} (--on-failure rollback)", r.from_to()),
         );
+    }
+    if prepared.offline {
+        let why = on_failure::OFFLINE;
+        apply.progress.line(&format!("{}: {why}", names.join(", ")));
+        apply.journal_event("rollback-offline", Some(&names.join(", ")), why);
     }
     let hops = std::mem::replace(&mut apply.plan.hops, prepared.hops.clone());
     let mut result = Ok(());
@@ -85,7 +91,18 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
     for (i, task) in prepared.tasks.iter().enumerate() {
         let title = task.title(&apply.plan);
         apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
-        result = one(apply, task).await;
+        result = match task {
+            Task::Roll {
+                nodes,
+                minor,
+                expect,
+                ..
+            } if prepared.offline => {
+                let node = nodes.join(", ");
+                roll::roll_offline(apply, &node, *minor, expect.as_ref()).await
+            }
+            _ => one(apply, task).await,
+        };
         if result.is_err() {
             break;
         }

@@ -21,6 +21,7 @@ use super::context::{Apply, settled_facts};
 use super::script::{self, Task};
 use crate::inventory::Role;
 use crate::plan::{self, FleetNode, FleetState, Hop, Rollback};
+use crate::remote::kubectl;
 use crate::ssh;
 
 /// How many automatic restarts of kubelet.service while fleetctl watched
@@ -32,6 +33,11 @@ use crate::ssh;
 /// rollback` gives up on it at once; the default waits out
 /// `--node-timeout`, then names it.
 pub const CRASH_LOOP_RESTARTS: u32 = 3;
+
+/// What the screen and the journal say of an offline rollback.
+pub const OFFLINE: &str = "the lone control plane's API server is down: rolled back offline, \
+     NO DRAIN POSSIBLE (its pods were not evicted); pin back, point the symlink back, reboot, then \
+     wait for the API to answer";
 
 /// Why a node that came back from its reboot is not up on its new kubelet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +143,9 @@ pub struct Prepared {
     /// One hop per node, in place of the plan's while they run.
     pub hops: Vec<Hop>,
     pub tasks: Vec<Task>,
+    /// A lone control plane whose API server is down: rolled back without
+    /// the API (`roll::roll_offline`): no drain.
+    pub offline: bool,
 }
 
 /// Decides the rollback of `failed` on facts read now: their sessions
@@ -148,7 +157,13 @@ pub async fn prepare(apply: &mut Apply<'_>, failed: Vec<NotUp>) -> anyhow::Resul
     for node in &names {
         reconnect(apply, node).await?;
     }
-    let state = fresh_state(apply, &names).await?;
+    let (state, offline) = match fresh_state(apply, &names).await {
+        Ok(state) => (state, false),
+        Err(e) => match lone_control_plane(apply, &names) {
+            Some(node) => (offline_state(apply, node, &e).await?, true),
+            None => return Err(e),
+        },
+    };
     let rollbacks = plan::rollbacks(&state, &names)
         .map_err(|problems| anyhow::anyhow!("{}", problems.join("; ")))?;
     let mut rb_plan = apply.plan.clone();
@@ -159,6 +174,66 @@ pub async fn prepare(apply: &mut Apply<'_>, failed: Vec<NotUp>) -> anyhow::Resul
         rollbacks,
         hops: rb_plan.hops,
         tasks,
+        offline,
+    })
+}
+
+/// The one failed node when it is the inventory's only control plane: its
+/// API server is the cluster's, so it is down with its kubelet.
+fn lone_control_plane<'n>(apply: &Apply<'_>, names: &'n [String]) -> Option<&'n str> {
+    let cps: Vec<&str> = apply
+        .inv
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::ControlPlane)
+        .map(|n| n.name.as_str())
+        .collect();
+    match (names, cps.as_slice()) {
+        ([node], [cp]) if node == cp => Some(node.as_str()),
+        _ => None,
+    }
+}
+
+/// What `plan::rollbacks` reads, without the API: the node's facts, and
+/// the cluster's version from its own last kubeadm step (on a lone control
+/// plane, `upgrade apply` set kubeadm-config's to exactly that).
+async fn offline_state(
+    apply: &Apply<'_>,
+    node: &str,
+    why: &anyhow::Error,
+) -> anyhow::Result<FleetState> {
+    let r = apply.remote(node)?;
+    // Offline only when the API really is down: an API that answers gets
+    // the ordinary rollback (its drain), and the error that stopped it.
+    let answers = r
+        .run_root("is the API server down", &kubectl::readyz(), None)
+        .await
+        .is_ok_and(|out| out.exit == Some(0) && out.stdout.trim() == "ok");
+    if answers {
+        anyhow::bail!("{why:#}");
+    }
+    let facts = settled_facts(&r).await?;
+    let version = facts.kubeadm_step.clone().with_context(|| {
+        format!(
+            "{node}: the API server does not answer ({why:#}), and the node has no record of its              last kubeadm step to tell the cluster's version"
+        )
+    })?;
+    Ok(FleetState {
+        hub: apply.plan.hub.clone(),
+        containerd_version: apply.inv.containerd_version,
+        nodes: vec![FleetNode {
+            name: node.to_string(),
+            role: Role::ControlPlane,
+            facts,
+        }],
+        cluster: crate::node::ClusterFacts {
+            nodes: Vec::new(),
+            version: Some(version),
+            kube_proxy: false,
+            // The API is down: its kube-apiserver is this very node's,
+            // whose version `version` (its last kubeadm step) already is.
+            apiservers: Vec::new(),
+        },
     })
 }
 
@@ -225,7 +300,7 @@ pub fn outcome(
                 .rollbacks
                 .iter()
                 .find(|r| r.node == n.node)
-                .map_or_else(|| "its kept image".to_string(), |r| r.to.to_string());
+                .map_or_else(|| "its kept image".to_string(), Rollback::to_text);
             format!("{}: {}; rolled back to {to}", n.node, n.cause_text(timeout))
         })
         .collect();

@@ -31,8 +31,10 @@ use crate::version::{Minor, Version};
 mod after_reboot;
 mod crash_loop;
 mod reconnect_pause;
+mod offline;
 pub use after_reboot::ready_then_uncordon;
 use after_reboot::{Wait, uncordon};
+pub use offline::roll_offline;
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -116,13 +118,33 @@ pub async fn roll(
         };
         return Err(e.context(state));
     }
+    reboot_and_wait(apply, batch, minor, expect, rollback, Some(&api)).await
+}
+
+/// The reboot of a drained `batch` and the wait for each node: its new
+/// boot, its kubelet, its static pods, Ready, uncordoned. `api`: the API
+/// the waits ask, and that uncordons the batch if nothing is rebooted;
+/// `None` for a lone control plane rolled back offline (`offline`), whose
+/// own new session answers once its API server is back.
+async fn reboot_and_wait(
+    apply: &mut Apply<'_>,
+    batch: &[String],
+    minor: Minor,
+    expect: Option<&Version>,
+    rollback: bool,
+    api: Option<&Remote>,
+) -> anyhow::Result<()> {
+    let names = batch.join(", ");
     let mut befores = Vec::new();
     for node in batch {
         let r = apply.remote(node)?;
         match before_reboot(&r, minor, expect).await {
             Ok(b) => befores.push((node.clone(), r, b)),
             Err(e) => {
-                let state = match uncordon_all(apply, &api, batch).await {
+                let Some(api) = api else {
+                    return Err(e.context(format!("{names}: nothing was rebooted")));
+                };
+                let state = match uncordon_all(apply, api, batch).await {
                     Ok(()) => format!("{names}: uncordoned again; nothing was rebooted"),
                     Err(u) => format!("{names}: SOME ARE STILL CORDONED (uncordon failed: {u:#})"),
                 };
@@ -160,7 +182,7 @@ pub async fn roll(
             deadline,
             // The first control plane answers for the API, unless it is the
             // node rebooting: then its own new session does.
-            api: (node != api_node).then(|| api.clone()),
+            api: api.filter(|_| node != api_node).cloned(),
             control_plane: (apply.role(&node) == Role::ControlPlane).then(|| {
                 // A rollback leaves the static pods where kubeadm put
                 // them, at the cluster's version, ahead of the kubelet.

@@ -12,7 +12,7 @@ use super::kubeadm;
 use super::runner::{Remote, succeeded};
 use crate::node;
 use crate::plan::Component;
-use crate::remote::upgrade;
+use crate::remote::{stage_record, upgrade};
 use crate::version::{Minor, Version};
 
 /// Writes the pinned config (atomically, with a backup), disables stray
@@ -62,7 +62,7 @@ pub async fn stage(
         }
         Component::Containerd => (
             format!("stage {component} {minor}"),
-            command(component, minor, None),
+            command(component, minor, expect),
         ),
     };
     let out = r.run_root(&label, &cmd, None).await?;
@@ -108,14 +108,19 @@ pub fn unstage_refusal(node: &str, k8s: &node::Extension, hub: &str) -> Option<S
 
 /// The command that stages `component`: for kubernetes, pointing the
 /// symlink at `expect`'s image (`<newest …>` until it is resolved on the node).
+/// Either records the move of the symlink (`remote::stage_record`), for a
+/// rollback to tell what the reboot changed.
 pub fn command(component: Component, minor: Minor, expect: Option<&Version>) -> String {
-    match component {
-        Component::Kubernetes => upgrade::stage_image(
-            component.name(),
+    let name = component.name();
+    let stage = match (component, expect) {
+        (Component::Kubernetes, _) => upgrade::stage_image(
+            name,
             &expect.map_or_else(|| format!("<newest {minor}>"), Version::to_string),
         ),
-        Component::Containerd => upgrade::sysupdate_stage(component.name()),
-    }
+        (Component::Containerd, Some(v)) => upgrade::sysupdate_stage_version(name, &v.to_string()),
+        (Component::Containerd, None) => upgrade::sysupdate_stage(name),
+    };
+    stage_record::recorded(name, &stage)
 }
 
 pub fn staged_version(component: Component, link_target: &str) -> anyhow::Result<Version> {

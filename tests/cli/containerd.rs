@@ -90,3 +90,75 @@ fn a_node_pinned_to_containerd_2_1_keeps_its_pin_and_a_new_minor_really_stages()
         assert!(!node.unschedulable, "{name}");
     }
 }
+
+#[test]
+fn a_containerd_staged_with_the_new_kubelet_is_rolled_back_with_it() {
+    // One reboot brings w-1 both kubernetes v1.35 and containerd 2.2, and
+    // that containerd serves no CRI: the new kubelet crash-loops because of
+    // containerd, not of itself. `--on-failure rollback` must put both
+    // sysexts back in one reboot; kubernetes alone would still crash.
+    let mut scenario = support::scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.34.2")
+        .kubelet_restart(1.0)
+        .faults(|f| {
+            f.containerd_no_cri = [("w-1".to_string(), "2.2".to_string())].into();
+        });
+    scenario.containerd = Some("2.1.4".into());
+    scenario.hub.containerd = vec!["2.2.0".into()];
+    let fleet = support::start(scenario);
+    pin_containerd(&fleet, "v2.2");
+    run(&fleet, &["plan", "v1.35"]).expect_code(0);
+    let w1_boot = fleet.boot("w-1").unwrap().boot_id;
+
+    let out = super::on_failure::apply_rolling_back(&fleet);
+    support::assert_has(
+        &out.stderr,
+        &[
+            "apply stopped: w-1: its new kubelet is crash-looping",
+            "unknown service runtime.v1.RuntimeService",
+            "rolled back to v1.34.2 and containerd 2.1.4",
+        ],
+    );
+    assert!(!out.stderr.contains("ROLLBACK FAILED"), "{}", out.stderr);
+
+    let boot = fleet.boot("w-1").unwrap();
+    assert_ne!(boot.boot_id, w1_boot);
+    assert_eq!(
+        (boot.kubernetes.as_str(), boot.containerd.as_str()),
+        ("v1.34.2", "2.1.4"),
+        "w-1 booted both kept images in one reboot"
+    );
+    let link = node_says(&fleet, "w-1", "readlink /etc/extensions/containerd.raw");
+    assert!(link.contains("containerd-2.1.4-"), "{link}");
+    assert_eq!(
+        node_says(
+            &fleet,
+            "w-1",
+            "grep MatchPattern /etc/sysupdate.containerd.d/containerd.conf"
+        ),
+        "MatchPattern=containerd-2.1.@v-%a.raw\n",
+        "w-1's containerd config is pinned back to 2.1"
+    );
+    let c = fleet.cluster().unwrap();
+    assert_eq!(c.nodes["w-1"].kubelet_version, "v1.34.2");
+    assert!(
+        c.node_ready("w-1", fleetsim::state::now()) && !c.nodes["w-1"].unschedulable,
+        "w-1 is Ready and schedulable"
+    );
+    // cp-1 took the same hop, under a containerd that works: it keeps both.
+    assert_eq!(fleet.boot("cp-1").unwrap().containerd, "2.2.0");
+    assert!(c.nodes["cp-1"].kubelet_version.starts_with("v1.35."));
+    let rolled: Vec<String> = support::journal_records(&fleet)
+        .iter()
+        .filter(|r| r["kind"] == "rollback")
+        .map(|r| r["detail"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        rolled
+            .iter()
+            .any(|m| m.contains("containerd 2.2.0 back to 2.1.4")),
+        "the journal records containerd's rollback: {rolled:?}"
+    );
+}

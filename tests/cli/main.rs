@@ -21,6 +21,7 @@ mod jump;
 mod kubeadm_writes;
 mod kured_gates;
 mod lock;
+mod offline_rollback;
 mod on_failure;
 mod one_path;
 mod pacing;

@@ -14,6 +14,23 @@ fn fleetctl(fleet: &Fleet, args: &[&str]) -> support::Run {
     support::run(&fleet.inventory(), args)
 }
 
+/// `apply --yes --on-failure rollback` with a node timeout far above a
+/// crash loop's few seconds (a rollback then comes from the loop seen, not
+/// from a wait run out), expected to stop (exit 1).
+pub fn apply_rolling_back(fleet: &Fleet) -> support::Run {
+    support::apply(
+        fleet,
+        &[
+            "--yes",
+            "--on-failure",
+            "rollback",
+            "--node-timeout",
+            "120s",
+        ],
+    )
+    .expect_code(1)
+}
+
 #[test]
 fn a_worker_whose_new_kubelet_crash_loops_is_rolled_back_and_apply_stops_naming_it() {
     let fleet = support::start(
@@ -40,17 +57,7 @@ fn a_worker_whose_new_kubelet_crash_loops_is_rolled_back_and_apply_stops_naming_
 
     // A node timeout far above the crash loop's few seconds: the rollback
     // comes from the loop seen, not from a wait run out.
-    let run = support::apply(
-        &fleet,
-        &[
-            "--yes",
-            "--on-failure",
-            "rollback",
-            "--node-timeout",
-            "120s",
-        ],
-    )
-    .expect_code(1);
+    let run = apply_rolling_back(&fleet);
     support::assert_has(
         &run.stderr,
         &[

@@ -100,6 +100,14 @@ fn expected_cp1() -> NodeFacts {
             ),
             instance_config: None,
         },
+        stage_records: [(
+            "kubernetes".to_string(),
+            crate::node::StageRecord {
+                boot_id: "8181f9d7-4fb1-4e32-9102-b1821a4359f0".into(),
+                previous: Some(v("v1.36.4")),
+            },
+        )]
+        .into(),
     }
 }
 

@@ -416,6 +416,13 @@ pub struct Faults {
     /// catches up with its peers as etcd does. Consumed by that start.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub etcd_late: BTreeMap<String, f64>,
+    /// The containerd of a version on a node serves no CRI (its `cri`
+    /// plugin disabled or failed to load): node → `2.2` (any patch of the
+    /// minor) or `2.2.0` (that patch). Any kubelet booted with it exits 1
+    /// at every start (`crate::tools::kubelet::CRASH`: `unknown service
+    /// runtime.v1.RuntimeService`), whatever its own version.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub containerd_no_cri: BTreeMap<String, String>,
 }
 
 /// [`Faults::kubelet_slow_start`]: which kubelet, how many failed starts.
@@ -432,6 +439,16 @@ impl Faults {
         self.kubelet_crash
             .get(node)
             .is_some_and(|v| version_matches(version, v))
+    }
+
+    /// Whether the `containerd_no_cri` fault holds the containerd
+    /// `version` (as `2.2.0`, the boot record's) on `node`.
+    pub fn containerd_serves_no_cri(&self, node: &str, version: &str) -> bool {
+        !version.is_empty()
+            && self
+                .containerd_no_cri
+                .get(node)
+                .is_some_and(|v| version_matches(version, v))
     }
 
     /// How many starts in a boot the `kubelet_slow_start` fault fails for

@@ -162,10 +162,9 @@ fn start(env: &mut Env, args: &[String]) -> Result<(i32, Pods)> {
         Ok(f) => f,
         Err(msg) => return Ok((fail(env, &boot, version, &msg)?, None)),
     };
-    if env
-        .shared()
-        .faults()?
-        .kubelet_crashes(&boot.name, &version.to_string())
+    let faults = env.shared().faults()?;
+    if faults.kubelet_crashes(&boot.name, &version.to_string())
+        || faults.containerd_serves_no_cri(&boot.name, &merged_containerd(env, &boot))
     {
         return Ok((fail(env, &boot, version, CRASH)?, None));
     }
@@ -303,6 +302,20 @@ fn starts_before(env: &mut Env, boot_id: &str) -> Result<u32> {
     }
     std::fs::write(&path, format!("{boot_id} {}\n", before + 1))?;
     Ok(before)
+}
+
+/// The containerd the kubelet's CRI socket leads to: the merged sysext's
+/// (`/usr/bin/containerd`'s wrapper: a real-OS node's boot record inside
+/// is the boot-time copy, without it), empty for the OS's own.
+fn merged_containerd(env: &Env, boot: &NodeBoot) -> String {
+    if !boot.containerd.is_empty() {
+        return boot.containerd.clone();
+    }
+    std::fs::read_to_string(env.path("/usr/bin/containerd"))
+        .ok()
+        .and_then(|t| crate::containerd::wrapper_version(&t))
+        .filter(|v| v != crate::containerd::FLATCAR_CONTAINERD)
+        .unwrap_or_default()
 }
 
 /// What a kubelet under the `kubelet_slow_start` fault says before it

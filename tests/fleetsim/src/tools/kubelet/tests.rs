@@ -284,3 +284,43 @@ fn the_kubelet_crash_fault_fails_its_version_on_its_node_and_nothing_else() {
         assert_eq!(start(&node).code, 0);
     }
 }
+
+#[test]
+fn a_containerd_that_serves_no_cri_fails_every_kubelet_booted_with_it() {
+    for (fault, containerd, code) in [
+        ("2.2", "2.2.0", 1),
+        ("2.2.0", "2.2.0", 1),
+        ("2.2", "2.1.4", 0),
+        // The OS's own containerd (no sysext) is never the faulty one.
+        ("2.2", "", 0),
+    ] {
+        let node = Node::worker("w1", "v1.34.2");
+        node.write(CONFIG_FILE, &config_yaml("v1.34.2"));
+        let mut boot: crate::state::NodeBoot =
+            serde_json::from_str(&node.read(crate::state::NODE_FILE)).unwrap();
+        boot.containerd = containerd.to_string();
+        node.write(
+            crate::state::NODE_FILE,
+            &serde_json::to_string(&boot).unwrap(),
+        );
+        node.update_cluster(|c| c.nodes.values_mut().for_each(|n| n.kubelet = None));
+        node.shared()
+            .update_faults(|f| f.containerd_no_cri = [("w1".to_string(), fault.to_string())].into())
+            .unwrap();
+        let a = args(UNIT_ARGS);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = node.run_service("kubelet", &a);
+        assert_eq!(
+            r.code, code,
+            "{fault} under containerd {containerd:?}: {}",
+            r.stderr
+        );
+        if code == 1 {
+            assert!(
+                r.stderr
+                    .contains("unknown service runtime.v1.RuntimeService")
+            );
+            assert!(node.cluster().nodes["w1"].kubelet.is_none(), "NotReady");
+        }
+    }
+}
