@@ -30,8 +30,8 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 mod crash_loop;
-mod reconnect_pause;
 mod offline;
+mod reconnect_pause;
 pub use after_reboot::ready_then_uncordon;
 use after_reboot::{Wait, uncordon};
 pub use offline::roll_offline;
