@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::inventory::Role;
 
 /// A kubespray-like layout: hosts under `all`, roles by group, versions in
 /// group_vars/all.yml, a bastion for everyone, one host's port in host_vars.
