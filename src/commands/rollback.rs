@@ -3,7 +3,8 @@
 //! a time, control planes first: its sysupdate config pinned to that
 //! image's minor, its symlink pointed at it, then drained, rebooted, waited
 //! for and uncordoned, with apply's gates, lock, journal, Ctrl-C and report.
-//! A refusal of any node touches nothing.
+//! A refusal of any node touches nothing. When the API answers through no
+//! control plane, `rollback_offline` decides instead.
 
 use std::process::ExitCode;
 
@@ -26,6 +27,11 @@ pub async fn run(
     let (chosen, state) = {
         // What to ask the operator about; decided again under the lock.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
+        if let Err(api) = &gathered.cluster {
+            // No API through any control plane: no lock, no drain; only
+            // a control plane whose own API server is down can go back.
+            return super::rollback_offline::run(&inv, global, args, printer, &gathered, api).await;
+        }
         let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
     };
@@ -83,6 +89,7 @@ pub async fn run(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            offline: false,
         };
         run_script(&inv, global, printer, locked, &gathered, script).await
     })
@@ -90,7 +97,7 @@ pub async fn run(
 }
 
 /// The rollbacks, control planes first; a refusal is exit 2 with every reason.
-fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Rollback>> {
+pub(super) fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Rollback>> {
     let mut chosen = plan::rollbacks(state, names).map_err(|problems| {
         usage!(
             "not rolling back:\n  - {}\nNothing was changed",
@@ -102,7 +109,7 @@ fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Roll
     Ok(chosen)
 }
 
-fn describe(chosen: &[Rollback]) -> String {
+pub(super) fn describe(chosen: &[Rollback]) -> String {
     let mut out = String::from("Roll back, one node at a time:\n");
     for r in chosen {
         out.push_str(&format!(
