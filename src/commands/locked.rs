@@ -155,7 +155,7 @@ pub struct Script {
     pub total: u64,
     /// What was done, for the closing line: `3 nodes upgraded`.
     pub done: String,
-    /// A rollback run without the API (`rollback_offline`): its roll is
+    /// A rollback run without the API (`rollback::without_api`): its roll is
     /// `execute::run_rollback`'s offline one, no gates and no drain.
     pub offline: bool,
 }

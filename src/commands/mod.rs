@@ -7,7 +7,6 @@ mod locked;
 mod plan;
 mod reboot;
 mod rollback;
-mod rollback_offline;
 mod status;
 
 use std::io::Write;

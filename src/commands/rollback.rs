@@ -4,7 +4,7 @@
 //! image's minor, its symlink pointed at it, then drained, rebooted, waited
 //! for and uncordoned, with apply's gates, lock, journal, Ctrl-C and report.
 //! A refusal of any node touches nothing. When the API answers through no
-//! control plane, `rollback_offline` decides instead.
+//! control plane, `without_api` decides instead.
 
 use std::process::ExitCode;
 
@@ -18,6 +18,8 @@ use crate::usage;
 
 use super::locked::{Script, confirm, run_script, under_lock};
 
+mod without_api;
+
 pub async fn run(
     global: &Global,
     args: &RollbackArgs,
@@ -30,7 +32,7 @@ pub async fn run(
         if let Err(api) = &gathered.cluster {
             // No API through any control plane: no lock, no drain; only
             // a control plane whose own API server is down can go back.
-            return super::rollback_offline::run(&inv, global, args, printer, &gathered, api).await;
+            return without_api::run(&inv, global, args, printer, &gathered, api).await;
         }
         let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
@@ -97,7 +99,7 @@ pub async fn run(
 }
 
 /// The rollbacks, control planes first; a refusal is exit 2 with every reason.
-pub(super) fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Rollback>> {
+fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Result<Vec<Rollback>> {
     let mut chosen = plan::rollbacks(state, names).map_err(|problems| {
         usage!(
             "not rolling back:\n  - {}\nNothing was changed",
@@ -109,7 +111,7 @@ pub(super) fn decide(state: &plan::FleetState, names: &[String]) -> anyhow::Resu
     Ok(chosen)
 }
 
-pub(super) fn describe(chosen: &[Rollback]) -> String {
+fn describe(chosen: &[Rollback]) -> String {
     let mut out = String::from("Roll back, one node at a time:\n");
     for r in chosen {
         out.push_str(&format!(

@@ -31,7 +31,9 @@ use crate::steps::{Rerun, Stop, render, script};
 use crate::ui::Printer;
 use crate::usage;
 
-use super::locked::{Locked, Script, confirm, open_journal, run_script, spawn_interrupt_handler};
+use super::super::locked::{
+    Locked, Script, confirm, open_journal, run_script, spawn_interrupt_handler,
+};
 
 /// Rolls back the one control plane named in `args` without the API, which
 /// answered through no control plane while gathering (`api`); refuses
@@ -45,7 +47,7 @@ pub async fn run(
     api: &anyhow::Error,
 ) -> anyhow::Result<ExitCode> {
     let (rollback, state) = decide(inv, gathered, &args.nodes, api).await?;
-    let settings = super::roll_settings(inv, global, &args.roll, Rerun::Rollback)?;
+    let settings = super::super::roll_settings(inv, global, &args.roll, Rerun::Rollback)?;
     let plan = plan::fixed_plan(inv, &state, vec![plan::rollback_hop(&rollback)]);
     let tasks = script::of_rollbacks(&plan);
     let text = describe(&rollback, api);
@@ -62,8 +64,8 @@ pub async fn run(
             rollback.node
         ),
     )?;
-    super::refuse_outside_window(
-        &super::pacing(inv, &args.roll)?,
+    super::super::refuse_outside_window(
+        &super::super::pacing(inv, &args.roll)?,
         &args.roll,
         Rerun::Rollback,
     )?;
@@ -164,7 +166,7 @@ async fn decide(
         api,
     )
     .map_err(|e| usage!("not rolling back {name}: {e:#}. Nothing was changed"))?;
-    let mut chosen = super::rollback::decide(&state, names)?;
+    let mut chosen = super::decide(&state, names)?;
     let rollback = chosen.pop().ok_or_else(|| {
         usage!("not rolling back {name}: nothing to roll back. Nothing was changed")
     })?;
@@ -192,7 +194,7 @@ fn describe(rollback: &Rollback, api: &anyhow::Error) -> String {
          etcd, PodDisruptionBudgets)\n  - take the lock (fleetctl's or Kured's): both live in \
          the API, so nobody else can take\n    them either until it answers; make sure nobody \
          works on the nodes by hand meanwhile\n",
-        super::rollback::describe(std::slice::from_ref(rollback))
+        super::describe(std::slice::from_ref(rollback))
             .trim_start_matches("Roll back, one node at a time:\n")
     )
 }
