@@ -222,4 +222,6 @@ pub fn check_feature_gates(
 }
 
 #[cfg(test)]
+mod source_agreement;
+#[cfg(test)]
 mod tests;

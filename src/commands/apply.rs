@@ -194,6 +194,7 @@ impl Run<'_> {
             settings,
             total,
             done: format!("{} nodes upgraded", self.inv.nodes.len()),
+            offline: false,
         };
         run_script(
             self.inv,

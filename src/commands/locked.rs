@@ -155,6 +155,9 @@ pub struct Script {
     pub total: u64,
     /// What was done, for the closing line: `3 nodes upgraded`.
     pub done: String,
+    /// A rollback run without the API (`rollback::without_api`): its roll is
+    /// `execute::run_rollback`'s offline one, no gates and no drain.
+    pub offline: bool,
 }
 
 /// Runs `script` on the nodes `gathered` reached, raced against a second
@@ -197,13 +200,13 @@ pub async fn run_script(
     }
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
-    let LockedRun { result, at_once } = run_locked(
-        &lease,
-        &locked.second,
-        &ledger,
-        rerun,
-        execute::run(&mut apply, &script.tasks),
-    )
+    let LockedRun { result, at_once } = run_locked(&lease, &locked.second, &ledger, rerun, async {
+        if script.offline {
+            execute::run_rollback(&mut apply, &script.tasks, true).await
+        } else {
+            execute::run(&mut apply, &script.tasks).await
+        }
+    })
     .await;
     progress.finish();
     let journal = locked.journal.path();

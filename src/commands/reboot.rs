@@ -77,6 +77,7 @@ pub async fn run(
                 settings: super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?,
                 total: chosen.len() as u64,
                 done: format!("{} nodes rebooted", chosen.len()),
+                offline: false,
             };
             run_script(&inv, global, printer, locked, &gathered, script).await
         },

@@ -3,7 +3,8 @@
 //! a time, control planes first: its sysupdate config pinned to that
 //! image's minor, its symlink pointed at it, then drained, rebooted, waited
 //! for and uncordoned, with apply's gates, lock, journal, Ctrl-C and report.
-//! A refusal of any node touches nothing.
+//! A refusal of any node touches nothing. When the API answers through no
+//! control plane, `without_api` decides instead.
 
 use std::process::ExitCode;
 
@@ -17,6 +18,8 @@ use crate::usage;
 
 use super::locked::{Script, confirm, run_script, under_lock};
 
+mod without_api;
+
 pub async fn run(
     global: &Global,
     args: &RollbackArgs,
@@ -26,6 +29,11 @@ pub async fn run(
     let (chosen, state) = {
         // What to ask the operator about; decided again under the lock.
         let gathered = super::gather_fleet(&inv, global, printer).await?;
+        if let Err(api) = &gathered.cluster {
+            // No API through any control plane: no lock, no drain; only
+            // a control plane whose own API server is down can go back.
+            return without_api::run(&inv, global, args, printer, &gathered, api).await;
+        }
         let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
     };
@@ -83,6 +91,7 @@ pub async fn run(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            offline: false,
         };
         run_script(&inv, global, printer, locked, &gathered, script).await
     })

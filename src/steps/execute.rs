@@ -86,27 +86,7 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
         apply.journal_event("rollback-offline", Some(&names.join(", ")), why);
     }
     let hops = std::mem::replace(&mut apply.plan.hops, prepared.hops.clone());
-    let mut result = Ok(());
-    let total = prepared.tasks.len();
-    for (i, task) in prepared.tasks.iter().enumerate() {
-        let title = task.title(&apply.plan);
-        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
-        result = match task {
-            Task::Roll {
-                nodes,
-                minor,
-                expect,
-                ..
-            } if prepared.offline => {
-                let node = nodes.join(", ");
-                roll::roll_offline(apply, &node, *minor, expect.as_ref()).await
-            }
-            _ => one(apply, task).await,
-        };
-        if result.is_err() {
-            break;
-        }
-    }
+    let result = run_rollback(apply, &prepared.tasks, prepared.offline).await;
     apply.plan.hops = hops;
     let saved = apply.save();
     if result.is_ok() {
@@ -120,6 +100,37 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
         });
     }
     on_failure::outcome(apply, failure, &prepared, result.and(saved))
+}
+
+/// The tasks of a rollback (`script::of_rollbacks`), each journaled as it
+/// starts, a safe point between any two (a lease that lapsed or a Ctrl-C
+/// stops it before the next); `offline`: the roll is `roll::roll_offline` (a control plane
+/// whose API server is down: no gates, no drain), as `apply --on-failure
+/// rollback` and `fleetctl rollback` both run it.
+pub async fn run_rollback(
+    apply: &mut Apply<'_>,
+    tasks: &[Task],
+    offline: bool,
+) -> anyhow::Result<()> {
+    let total = tasks.len();
+    for (i, task) in tasks.iter().enumerate() {
+        apply.check_stop(None)?;
+        let title = task.title(&apply.plan);
+        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
+        match task {
+            Task::Roll {
+                nodes,
+                minor,
+                expect,
+                ..
+            } if offline => {
+                let node = nodes.join(", ");
+                roll::roll_offline(apply, &node, *minor, expect.as_ref()).await?;
+            }
+            _ => one(apply, task).await?,
+        }
+    }
+    Ok(())
 }
 
 async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {

@@ -213,14 +213,45 @@ async fn offline_state(
         anyhow::bail!("{why:#}");
     }
     let facts = settled_facts(&r).await?;
+    lone_state(
+        apply.plan.hub.clone(),
+        apply.inv.containerd_version,
+        node,
+        facts,
+        why,
+    )
+}
+
+/// Whether the API answers `/readyz` through `session`'s node (its admin
+/// kubeconfig), unjournaled: `fleetctl rollback` asks before it has a
+/// journal, to decide whether the offline rollback may be offered at all.
+pub async fn api_answers(session: &ssh::Session) -> bool {
+    session
+        .exec_root(&kubectl::readyz(), None)
+        .await
+        .is_ok_and(|out| out.exit == Some(0) && out.stdout.trim() == "ok")
+}
+
+/// The fleet as an offline rollback of control plane `node` sees it: only
+/// its own facts, and the cluster's version from its last kubeadm step (the
+/// API that would say it is down: `why`). Shared by `apply --on-failure
+/// rollback` and `fleetctl rollback`.
+pub fn lone_state(
+    hub: String,
+    containerd_version: Option<crate::version::Minor>,
+    node: &str,
+    facts: crate::node::NodeFacts,
+    why: &anyhow::Error,
+) -> anyhow::Result<FleetState> {
     let version = facts.kubeadm_step.clone().with_context(|| {
         format!(
-            "{node}: the API server does not answer ({why:#}), and the node has no record of its              last kubeadm step to tell the cluster's version"
+            "{node}: the API server does not answer ({why:#}), and the node has no record of its \
+             last kubeadm step to tell the cluster's version"
         )
     })?;
     Ok(FleetState {
-        hub: apply.plan.hub.clone(),
-        containerd_version: apply.inv.containerd_version,
+        hub,
+        containerd_version,
         nodes: vec![FleetNode {
             name: node.to_string(),
             role: Role::ControlPlane,

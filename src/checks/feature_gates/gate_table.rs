@@ -16,7 +16,13 @@
 //! `featureGate.unsafeSetFromMap` (staging/src/k8s.io/component-base/featuregate/feature_gate.go)
 //! answers `unrecognized feature gate: <Gate>` and the component exits.
 //!
-//! Not exhaustive: only removals found recorded that way are listed (a sweep
+//! The rows marked `(tests/tools/feature_gates)` come from the source
+//! itself: kubernetes/kubernetes's feature files at v1.29.1, v1.30.0,
+//! v1.31.0 and v1.32.10, run through `tests/tools/feature_gates_from_source.py`
+//! (docs/checks.md, "Deriving the tables from the source"); for v1.30–v1.32
+//! the table is complete, and `source_agreement` fails if it drifts.
+//!
+//! Beyond v1.32 not exhaustive: only removals found recorded that way are listed (a sweep
 //! by `toVersion` of the website's gate pages; no page yet says `toVersion:
 //! "1.37"`, so nothing is listed as removed in v1.38). A gate missing here is
 //! not checked; add it with the page it was read from.
@@ -48,6 +54,62 @@ pub const REMOVED_FEATURE_GATES: &[RemovedGate] = &[
         "RemoveSelfLink",
         30,
         "website feature-gates/RemoveSelfLink.md: stable 1.24–1.29, removed",
+    ),
+    // v1.30, from the source (tests/tools/feature_gates_from_source.py):
+    gate(
+        "APISelfSubjectReview",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "CSIMigrationAzureFile",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ExpandedDNSConfig",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ExperimentalHostUserNamespaceDefaulting",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "IPTablesOwnershipCleanup",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "KubeletPodResources",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "KubeletPodResourcesGetAllocatable",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "LegacyServiceAccountTokenTracking",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "MinimizeIPTablesRestore",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ProxyTerminatingEndpoints",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "SecurityContextDeny",
+        30,
+        "kube_features.go: declared at v1.29.1, gone at v1.30.0 (tests/tools/feature_gates)",
     ),
     // v1.31
     gate(
@@ -84,6 +146,57 @@ pub const REMOVED_FEATURE_GATES: &[RemovedGate] = &[
         "SkipReadOnlyValidationGCE",
         31,
         "website feature-gates/SkipReadOnlyValidationGCE.md: deprecated 1.29–1.30, removed",
+    ),
+    // v1.31, from the source (tests/tools/feature_gates_from_source.py):
+    gate(
+        "APIPriorityAndFairness",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ConsistentHTTPGetHandlers",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "CustomResourceValidationExpressions",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "InTreePluginAzureDiskUnregister",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "InTreePluginAzureFileUnregister",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "InTreePluginOpenStackUnregister",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "InTreePluginRBDUnregister",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "InTreePluginvSphereUnregister",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ReadWriteOncePod",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ServiceNodePortStaticSubrange",
+        31,
+        "kube_features.go: declared at v1.30.0, gone at v1.31.0 (tests/tools/feature_gates)",
     ),
     // v1.32
     gate(
@@ -125,6 +238,42 @@ pub const REMOVED_FEATURE_GATES: &[RemovedGate] = &[
         "ValidatingAdmissionPolicy",
         32,
         "website feature-gates/ValidatingAdmissionPolicy.md: stable 1.30–1.31, removed",
+    ),
+    // v1.32, from the source (tests/tools/feature_gates_from_source.py):
+    gate(
+        "HPAContainerMetrics",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "KMSv2",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "MinDomainsInPodTopologySpread",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "NodeOutOfServiceVolumeDetach",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "PodHostIPs",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ServerSideApply",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
+    ),
+    gate(
+        "ZeroLimitedNominalConcurrencyShares",
+        32,
+        "kube_features.go: declared at v1.31.0, gone at v1.32.10 (tests/tools/feature_gates)",
     ),
     // v1.33
     gate(

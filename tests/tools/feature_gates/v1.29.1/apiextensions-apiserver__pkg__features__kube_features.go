@@ -1,0 +1,1 @@
+	CRDValidationRatcheting featuregate.Feature = "CRDValidationRatcheting"

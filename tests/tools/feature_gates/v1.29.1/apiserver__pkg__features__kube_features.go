@@ -1,0 +1,39 @@
+	AdmissionWebhookMatchConditions featuregate.Feature = "AdmissionWebhookMatchConditions"
+	AggregatedDiscoveryEndpoint featuregate.Feature = "AggregatedDiscoveryEndpoint"
+	APIListChunking featuregate.Feature = "APIListChunking"
+	APIPriorityAndFairness featuregate.Feature = "APIPriorityAndFairness"
+	APIResponseCompression featuregate.Feature = "APIResponseCompression"
+	APIServerIdentity featuregate.Feature = "APIServerIdentity"
+	APIServerTracing featuregate.Feature = "APIServerTracing"
+	ValidatingAdmissionPolicy featuregate.Feature = "ValidatingAdmissionPolicy"
+	CustomResourceValidationExpressions featuregate.Feature = "CustomResourceValidationExpressions"
+	EfficientWatchResumption featuregate.Feature = "EfficientWatchResumption"
+	KMSv1 featuregate.Feature = "KMSv1"
+	KMSv2 featuregate.Feature = "KMSv2"
+	KMSv2KDF featuregate.Feature = "KMSv2KDF"
+	OpenAPIEnums featuregate.Feature = "OpenAPIEnums"
+	RemainingItemCount featuregate.Feature = "RemainingItemCount"
+	RemoveSelfLink featuregate.Feature = "RemoveSelfLink"
+	ServerSideApply featuregate.Feature = "ServerSideApply"
+	ServerSideFieldValidation featuregate.Feature = "ServerSideFieldValidation"
+	UnauthenticatedHTTP2DOSMitigation featuregate.Feature = "UnauthenticatedHTTP2DOSMitigation"
+	StorageVersionAPI featuregate.Feature = "StorageVersionAPI"
+	StorageVersionHash featuregate.Feature = "StorageVersionHash"
+	StructuredAuthenticationConfiguration featuregate.Feature = "StructuredAuthenticationConfiguration"
+	StructuredAuthorizationConfiguration featuregate.Feature = "StructuredAuthorizationConfiguration"
+	WatchBookmark featuregate.Feature = "WatchBookmark"
+	InPlacePodVerticalScaling featuregate.Feature = "InPlacePodVerticalScaling"
+	WatchList featuregate.Feature = "WatchList"
+	ConsistentListFromCache featuregate.Feature = "ConsistentListFromCache"
+	ZeroLimitedNominalConcurrencyShares featuregate.Feature = "ZeroLimitedNominalConcurrencyShares"
+	APIListChunking: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.32
+	APIPriorityAndFairness: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.31
+	CustomResourceValidationExpressions: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.31
+	EfficientWatchResumption: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	KMSv2: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.31
+	KMSv2KDF: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.31
+	RemainingItemCount: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.32
+	RemoveSelfLink: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	ServerSideApply: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.29
+	ServerSideFieldValidation: {Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // remove in 1.29
+	WatchBookmark: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},

@@ -1,0 +1,1 @@
+	ComponentSLIs featuregate.Feature = "ComponentSLIs"

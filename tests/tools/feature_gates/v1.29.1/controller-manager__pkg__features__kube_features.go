@@ -1,0 +1,3 @@
+	CloudControllerManagerWebhook featuregate.Feature = "CloudControllerManagerWebhook"
+	CloudDualStackNodeIPs featuregate.Feature = "CloudDualStackNodeIPs"
+	StableLoadBalancerNodeSet featuregate.Feature = "StableLoadBalancerNodeSet"

@@ -1,0 +1,2 @@
+	CRDValidationRatcheting featuregate.Feature = "CRDValidationRatcheting"
+	CustomResourceFieldSelectors featuregate.Feature = "CustomResourceFieldSelectors"

@@ -1,0 +1,4 @@
+	ComponentSLIs featuregate.Feature = "ComponentSLIs"
+		ComponentSLIs: {
+			{Version: version.MustParse("1.32"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},

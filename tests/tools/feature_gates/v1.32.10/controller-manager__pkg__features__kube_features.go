@@ -1,0 +1,1 @@
+	CloudControllerManagerWebhook featuregate.Feature = "CloudControllerManagerWebhook"
