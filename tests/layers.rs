@@ -57,12 +57,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
 const KNOWN_CIRCLES: &[(&str, &str)] = &[
     // The same two test-only edges as in KNOWN_UPWARD, seen as circles.
     ("crate", "remote"),
-    // workers reads the kubelet-flag rules; rules reads the model, which
-    // holds a WorkerPlan.
-    ("plan", "workers"),
-    ("checks", "cgroup"),
-    // kubeadm's undo unstages; staging resolves the image kubeadm ran.
-    ("steps", "kubeadm"),
 ];
 
 /// Test-only helper modules: tests of a module may use a kit that is built
