@@ -46,18 +46,10 @@ const LAYERS: &[&[&str]] = &[
 /// Edges still wrong today, each written out so the list can only shrink:
 /// a test fails on any edge not listed here, and on a listed one that is
 /// gone. (from module, to module) as the failure messages print them.
-const KNOWN_UPWARD: &[(&str, &str)] = &[
-    // The scripts' round-trip tests parse what the scripts print with the
-    // parsers above them; they belong beside those parsers.
-    ("remote", "node"),
-    ("remote", "checks"),
-];
+const KNOWN_UPWARD: &[(&str, &str)] = &[];
 
 /// Sibling circles still present, as (parent, one module of the circle).
-const KNOWN_CIRCLES: &[(&str, &str)] = &[
-    // The same two test-only edges as in KNOWN_UPWARD, seen as circles.
-    ("crate", "remote"),
-];
+const KNOWN_CIRCLES: &[(&str, &str)] = &[];
 
 /// Test-only helper modules: tests of a module may use a kit that is built
 /// from that module, which is no circle in the code that ships.

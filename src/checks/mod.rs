@@ -20,6 +20,8 @@ mod certs;
 mod cgroup;
 #[cfg(test)]
 mod checks_fuzz;
+#[cfg(test)]
+mod checks_script_tests;
 mod configmaps;
 mod etcd_health;
 mod etcd_members;

@@ -4,6 +4,8 @@
 
 mod mirror_pods;
 mod parse;
+#[cfg(test)]
+mod script_output_tests;
 
 use std::collections::BTreeMap;
 

@@ -162,4 +162,6 @@ pub(crate) fn word(arg: &str) -> String {
 }
 
 #[cfg(test)]
+pub(crate) mod fake_root;
+#[cfg(test)]
 mod tests;
