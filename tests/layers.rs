@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may import only modules on a lower line. The
 /// order is the one the code has: `remote` (the command text) sits under
-/// `node`, whose parsers read its section markers, and over `ssh`, whose
-/// `quote` it uses; `status` and `planning` (planning from the live fleet)
+/// `node`, whose parsers read its section markers, and beside `ssh` (the
+/// transport): neither needs the other, both quote with `shell`; `status` and `planning` (planning from the live fleet)
 /// sit over `gather`, whose facts they read; `cli` (the clap types) sits
 /// under `commands`, which take them.
 const LAYERS: &[&[&str]] = &[
@@ -28,11 +28,11 @@ const LAYERS: &[&[&str]] = &[
         "redact",
         "local_fs",
         "untrusted_yaml",
+        "shell",
     ],
     &["ui", "pacing"],
     &["inventory", "hub"],
-    &["ssh"],
-    &["remote"],
+    &["ssh", "remote"],
     &["node"],
     &["checks"],
     &["plan"],

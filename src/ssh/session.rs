@@ -12,10 +12,11 @@ use anyhow::{Context, anyhow};
 use russh::ChannelMsg;
 use russh::client::Handle;
 
+use super::Output;
 use super::failure::{CommandTimedOut, Disconnected, SudoPasswordRequired};
 use super::known_hosts::Unreadable;
 use super::proxy::ProxyProcess;
-use super::{Output, shell};
+use crate::shell;
 
 mod capture;
 mod dial;
