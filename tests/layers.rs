@@ -2,7 +2,7 @@
 //! parser crate), each `crate::…`, `super::…` and `self::…` path is resolved
 //! to the module it names, and the test fails naming the file and the edge
 //! when a module imports one on its own layer or above, when sibling modules
-//! import each other in a circle, or when two modules or two public types
+//! import each other in a circle, or when two modules or two types
 //! share a name. docs/architecture.md draws the same table.
 //!
 //! A comment, a string or a char literal never counts: the scanner skips
@@ -698,24 +698,28 @@ fn no_two_modules_share_a_name() {
     );
 }
 
+/// Every type the code that ships defines: struct, enum, union, trait and
+/// type alias, public or not, at any depth (a struct inside a function
+/// counts). Test-only code is left out — an inline `#[cfg(test)]` item
+/// and every file under a `#[cfg(test)] mod x;` — since its helpers never
+/// meet the product's names in a reader's head the same way; an associated
+/// type (`type Err = …;` in an impl or trait) is a member, not a type of
+/// its own, and is left out too.
 #[test]
-fn no_two_public_types_share_a_name() {
+fn no_two_types_share_a_name() {
     let krate = read_crate();
+    let test_only = test_only_modules(&krate.files);
     let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for file in &krate.files {
-        let code = code_only(&file.text);
-        let toks = tokens(&code);
-        for (i, w) in toks.windows(3).enumerate() {
-            let (Tok::Ident(p), Tok::Ident(kind), Tok::Ident(name)) = (&w[0].0, &w[1].0, &w[2].0)
-            else {
-                continue;
-            };
-            if p == "pub" && matches!(kind.as_str(), "struct" | "enum" | "trait" | "type") {
-                by_name
-                    .entry(name.clone())
-                    .or_default()
-                    .push(format!("src/{}:{}", file.rel, toks[i].1));
-            }
+        if (1..=file.module.len()).any(|n| test_only.contains(&file.module[..n])) {
+            continue;
+        }
+        let toks = tokens(&code_only(&file.text));
+        for (name, line) in type_definitions(&toks) {
+            by_name
+                .entry(name)
+                .or_default()
+                .push(format!("src/{}:{line}", file.rel));
         }
     }
     let dup: Vec<String> = by_name
@@ -723,11 +727,139 @@ fn no_two_public_types_share_a_name() {
         .filter(|(_, v)| v.len() > 1)
         .map(|(n, v)| format!("{n}: {}", v.join(", ")))
         .collect();
-    assert!(
-        dup.is_empty(),
-        "public types named twice:\n{}",
-        dup.join("\n")
-    );
+    assert!(dup.is_empty(), "types named twice:\n{}", dup.join("\n"));
+}
+
+/// Whether `#[cfg(test)]` starts at `i`.
+fn is_cfg_test(toks: &[(Tok, usize)], i: usize) -> bool {
+    let want = [
+        Tok::Other('#'),
+        Tok::Other('['),
+        Tok::Ident("cfg".into()),
+        Tok::Other('('),
+        Tok::Ident("test".into()),
+        Tok::Other(')'),
+        Tok::Other(']'),
+    ];
+    toks.len() >= i + want.len() && toks[i..i + want.len()].iter().map(|t| &t.0).eq(&want)
+}
+
+/// The index after the item that starts at `i`: after its `;` or after the
+/// `}` that closes its first `{` (whichever comes first at its own level).
+fn end_of_item(toks: &[(Tok, usize)], mut i: usize) -> usize {
+    let mut depth = 0usize;
+    while i < toks.len() {
+        match toks[i].0 {
+            Tok::Open => depth += 1,
+            Tok::Close => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            Tok::Other(';') if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The modules declared as files under `#[cfg(test)]` (`#[cfg(test)] mod
+/// tests;`, other attributes and a visibility allowed in between).
+fn test_only_modules(files: &[SourceFile]) -> BTreeSet<ModPath> {
+    let mut out = BTreeSet::new();
+    for file in files {
+        let toks = tokens(&code_only(&file.text));
+        for i in 0..toks.len() {
+            if !is_cfg_test(&toks, i) {
+                continue;
+            }
+            let mut j = i + 7;
+            while toks.get(j).is_some_and(|t| t.0 == Tok::Other('#')) {
+                while toks.get(j).is_some_and(|t| t.0 != Tok::Other(']')) {
+                    j += 1;
+                }
+                j += 1;
+            }
+            if toks.get(j).is_some_and(|t| t.0 == Tok::Ident("pub".into())) {
+                j += 1;
+                if toks.get(j).is_some_and(|t| t.0 == Tok::Other('(')) {
+                    while toks.get(j).is_some_and(|t| t.0 != Tok::Other(')')) {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            if let (Some(Tok::Ident(m)), Some(Tok::Ident(name)), Some(Tok::Other(';'))) = (
+                toks.get(j).map(|t| &t.0),
+                toks.get(j + 1).map(|t| &t.0),
+                toks.get(j + 2).map(|t| &t.0),
+            ) && m == "mod"
+            {
+                let mut module = file.module.clone();
+                module.push(name.clone());
+                out.insert(module);
+            }
+        }
+    }
+    out
+}
+
+/// (name, line) of each type a file defines outside `#[cfg(test)]` items
+/// and outside impl and trait bodies (whose `type`s are associated types).
+fn type_definitions(toks: &[(Tok, usize)]) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    // For each open brace: whether it is an impl's or a trait's body.
+    let mut blocks: Vec<bool> = Vec::new();
+    let mut header_is_impl = false;
+    let mut i = 0;
+    while i < toks.len() {
+        if is_cfg_test(toks, i) {
+            i = end_of_item(toks, i + 7);
+            continue;
+        }
+        match &toks[i].0 {
+            Tok::Open => {
+                blocks.push(header_is_impl);
+                header_is_impl = false;
+            }
+            Tok::Close => {
+                blocks.pop();
+                header_is_impl = false;
+            }
+            Tok::Other(';') => header_is_impl = false,
+            Tok::Ident(w) if w == "impl" => header_is_impl = true,
+            Tok::Ident(kind)
+                if matches!(
+                    kind.as_str(),
+                    "struct" | "enum" | "union" | "trait" | "type"
+                ) =>
+            {
+                let in_impl = blocks.last().copied().unwrap_or(false);
+                if let Some((Tok::Ident(name), line)) = toks.get(i + 1)
+                    && !(kind == "type" && in_impl)
+                    && (kind != "union" || starts_union(toks, i))
+                {
+                    out.push((name.clone(), *line));
+                }
+                if kind == "trait" {
+                    header_is_impl = true;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `union` is a keyword only before a name and a `{` or generics.
+fn starts_union(toks: &[(Tok, usize)], i: usize) -> bool {
+    matches!(
+        toks.get(i + 2).map(|t| &t.0),
+        Some(Tok::Open | Tok::Other('<'))
+    )
 }
 
 /// The scanner itself: a use tree expands, and literals and comments hide.
@@ -753,6 +885,21 @@ fn the_scanner_reads_use_trees_and_skips_literals() {
         ]
     );
     assert_eq!(inline, vec!["tests".to_string()]);
+}
+
+/// The type scanner: aliases, unions and nested types count; associated
+/// types and `#[cfg(test)]` items do not.
+#[test]
+fn the_type_scanner_skips_test_code_and_associated_types() {
+    let code = "pub struct A;\nenum B { X }\ntype C = u8;\nunion D { a: u8 }\n\
+                let union = 1;\ntrait E { type F; }\nimpl Iterator for A { type Item = u8; }\n\
+                fn g() { struct H; }\n#[cfg(test)]\nmod tests { struct I; }\n\
+                #[cfg(test)]\nstruct J;\nstruct K(u8);\n";
+    let names: Vec<String> = type_definitions(&tokens(code))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["A", "B", "C", "D", "E", "H", "K"]);
 }
 
 /// `cargo test --test layers -- --ignored --nocapture` prints the module

@@ -53,7 +53,7 @@ struct Carriers {
 
 /// What connecting gathers besides the connection itself.
 #[derive(Default)]
-struct Gathered {
+struct ConnectExtras {
     carriers: Carriers,
     warnings: Vec<String>,
     /// (node, line): reported once per run, see `Options::reported`.
