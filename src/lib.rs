@@ -23,6 +23,7 @@ pub mod plan;
 pub mod planning;
 pub mod redact;
 pub mod remote;
+pub mod shell;
 pub mod ssh;
 pub mod status;
 pub mod steps;

@@ -41,44 +41,13 @@
 //! on v1 it is a tmpfs of per-controller hierarchies and has none (the
 //! facts script tests for that file).
 
-use serde::Deserialize;
-
 use super::kubelet_config::KubeletView;
+use super::node_cgroup::{KUBELET_CONFIG, NodeCgroup, fail_cgroup_v1};
 use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::Minor;
 
 /// The first kubelet minor that refuses cgroup v1 by default.
 pub const FAILS_CGROUP_V1_FROM: Minor = Minor::new(1, 35);
-
-/// Where kubeadm writes the kubelet's configuration (`--config`).
-pub const KUBELET_CONFIG: &str = "/var/lib/kubelet/config.yaml";
-
-/// What one node said about its cgroup hierarchy and its kubelet config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeCgroup {
-    pub node: String,
-    /// `Some(true)`: cgroup v2; `Some(false)`: v1; `None`: not known.
-    pub v2: Option<bool>,
-    /// The content of [`KUBELET_CONFIG`], `None` when absent or unreadable.
-    pub kubelet_config: Option<String>,
-    /// `/var/lib/kubelet/instance-config.yaml`, `None` when absent or unreadable.
-    pub instance_config: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct KubeletConfiguration {
-    #[serde(rename = "failCgroupV1")]
-    fail_cgroup_v1: Option<bool>,
-}
-
-/// `failCgroupV1` as the kubelet config sets it: `Ok(None)` when unset (the
-/// kubelet's default then applies), `Err` when the file is not YAML the
-/// kubelet would load.
-pub fn fail_cgroup_v1(config: &str) -> Result<Option<bool>, String> {
-    crate::untrusted_yaml::from_str::<KubeletConfiguration>(config)
-        .map(|c| c.fail_cgroup_v1)
-        .map_err(|e| format!("{KUBELET_CONFIG} is not a kubelet configuration: {e}"))
-}
 
 /// Whether the `minor` kubelet starts on each node with the config.yaml it
 /// has now: the last look before a reboot, after kubeadm wrote the file.

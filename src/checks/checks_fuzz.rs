@@ -11,13 +11,13 @@ use proptest::prelude::*;
 
 use super::apiservers::{ControlPlane, parse_apiserver_instances, parse_internal_ips};
 use super::certs::parse_check_expiration;
-use super::cgroup::fail_cgroup_v1;
 use super::configmaps::{
     ClusterConfiguration, KubeletConfigDoc, parse_kubeadm_configmap, parse_kubelet_configmap,
 };
 use super::etcd_health::parse_snapshot_status;
 use super::hub_images::HubImage;
 use super::metrics::parse_deprecated_apis;
+use super::node_cgroup::fail_cgroup_v1;
 use super::pdb::{parse_pdbs, parse_pods};
 use crate::fuzzkit::{config, json_soup, json_value, linear, text, yaml_soup};
 

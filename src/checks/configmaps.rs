@@ -16,13 +16,17 @@
 //! Only what the checks need is kept, as parsed YAML: the whole kubelet
 //! document (any field may matter to a later rule) and the extra arguments
 //! per component, whichever kubeadm API version stored them (v1beta3: a
-//! map; v1beta4: a list of `name`/`value`, duplicates allowed).
+//! map; v1beta4: a list of `name`/`value`, duplicates allowed). The
+//! ClusterConfiguration has one parser for all of fleetctl,
+//! `crate::node::kubeadm_config`, re-exported here.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::node::configmap_data;
+pub use crate::node::{ClusterConfiguration, ControlPlaneComponent, parse_kubeadm_configmap};
 
 /// The ConfigMap key kubeadm keeps the KubeletConfiguration under
 /// (`constants.KubeletBaseConfigurationConfigMapKey`).
@@ -77,154 +81,6 @@ impl KubeletConfigDoc {
     }
 }
 
-/// The control-plane components kubeadm writes static pods for, as the
-/// ClusterConfiguration names their sections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ControlPlaneComponent {
-    ApiServer,
-    ControllerManager,
-    Scheduler,
-    /// `etcd.local` (stacked etcd only).
-    Etcd,
-}
-
-impl ControlPlaneComponent {
-    pub const ALL: [ControlPlaneComponent; 4] = [
-        ControlPlaneComponent::ApiServer,
-        ControlPlaneComponent::ControllerManager,
-        ControlPlaneComponent::Scheduler,
-        ControlPlaneComponent::Etcd,
-    ];
-
-    /// The binary (and static pod) name: `kube-apiserver`.
-    pub fn binary(self) -> &'static str {
-        match self {
-            ControlPlaneComponent::ApiServer => "kube-apiserver",
-            ControlPlaneComponent::ControllerManager => "kube-controller-manager",
-            ControlPlaneComponent::Scheduler => "kube-scheduler",
-            ControlPlaneComponent::Etcd => "etcd",
-        }
-    }
-
-    /// Where its extra arguments sit in a ClusterConfiguration.
-    pub fn section(self) -> &'static str {
-        match self {
-            ControlPlaneComponent::ApiServer => "apiServer.extraArgs",
-            ControlPlaneComponent::ControllerManager => "controllerManager.extraArgs",
-            ControlPlaneComponent::Scheduler => "scheduler.extraArgs",
-            ControlPlaneComponent::Etcd => "etcd.local.extraArgs",
-        }
-    }
-
-    fn path(self) -> &'static [&'static str] {
-        match self {
-            ControlPlaneComponent::ApiServer => &["apiServer"],
-            ControlPlaneComponent::ControllerManager => &["controllerManager"],
-            ControlPlaneComponent::Scheduler => &["scheduler"],
-            ControlPlaneComponent::Etcd => &["etcd", "local"],
-        }
-    }
-}
-
-/// What the checks read from kubeadm's ClusterConfiguration.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterConfiguration {
-    /// `kubernetesVersion`, as written.
-    pub kubernetes_version: Option<String>,
-    /// Each component's `extraArgs` as (flag name without dashes, value),
-    /// in the order the document gives them.
-    pub extra_args: BTreeMap<ControlPlaneComponent, Vec<(String, String)>>,
-    /// `featureGates`: kubeadm's own gates, gate → value (kubeadm reads
-    /// them as `map[string]bool`; an entry that is not a boolean is kept
-    /// out, kubeadm refuses the whole document for it).
-    pub feature_gates: BTreeMap<String, bool>,
-}
-
-impl ClusterConfiguration {
-    pub fn parse(text: &str) -> Result<Self> {
-        let value: Value = crate::untrusted_yaml::from_str(text)
-            .context("the ClusterConfiguration is not YAML")?;
-        let mut config = ClusterConfiguration {
-            kubernetes_version: value
-                .get("kubernetesVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            feature_gates: value
-                .get("featureGates")
-                .and_then(Value::as_object)
-                .map(|gates| {
-                    gates
-                        .iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_bool()?)))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            ..Default::default()
-        };
-        for component in ControlPlaneComponent::ALL {
-            let mut at = Some(&value);
-            for key in component.path() {
-                at = at.and_then(|v| v.get(*key));
-            }
-            let args = at
-                .and_then(|v| v.get("extraArgs"))
-                .map(extra_args)
-                .transpose()
-                .with_context(|| {
-                    format!(
-                        "{} is neither v1beta3's map nor v1beta4's list",
-                        component.section()
-                    )
-                })?
-                .unwrap_or_default();
-            if !args.is_empty() {
-                config.extra_args.insert(component, args);
-            }
-        }
-        Ok(config)
-    }
-
-    /// The values of one flag (`feature-gates`) of one component, in order.
-    pub fn args(&self, component: ControlPlaneComponent, name: &str) -> Vec<&str> {
-        self.extra_args
-            .get(&component)
-            .into_iter()
-            .flatten()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-}
-
-/// v1beta3: `{name: value}`; v1beta4: `[{name, value}]`.
-fn extra_args(v: &Value) -> Result<Vec<(String, String)>> {
-    fn text(v: &Value) -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            Value::Null => String::new(),
-            other => other.to_string(),
-        }
-    }
-    match v {
-        Value::Null => Ok(Vec::new()),
-        Value::Object(map) => Ok(map.iter().map(|(k, v)| (k.clone(), text(v))).collect()),
-        Value::Array(list) => list
-            .iter()
-            .map(|entry| {
-                let name = entry
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .context("an extraArgs entry without a name")?;
-                Ok((
-                    name.to_string(),
-                    entry.get("value").map(text).unwrap_or_default(),
-                ))
-            })
-            .collect(),
-        other => anyhow::bail!("extraArgs is `{other}`"),
-    }
-}
-
 /// Both ConfigMaps as far as they could be read: `Ok(None)` when the API
 /// server says the ConfigMap does not exist, `Err` why it could not be read.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,14 +99,8 @@ impl Default for ClusterConfigs {
     }
 }
 
-#[derive(Deserialize)]
-struct ConfigMap {
-    #[serde(default)]
-    data: BTreeMap<String, String>,
-}
-
-fn configmap(json: &str, name: &str) -> Result<ConfigMap> {
-    serde_json::from_str(json).with_context(|| {
+fn configmap(json: &str, name: &str) -> Result<BTreeMap<String, String>> {
+    configmap_data(json).with_context(|| {
         format!("`kubectl get configmap {name} -o json` printed something that is not a ConfigMap")
     })
 }
@@ -260,21 +110,10 @@ fn configmap(json: &str, name: &str) -> Result<ConfigMap> {
 /// upgrade then fails the same way).
 pub fn parse_kubelet_configmap(json: &str) -> Result<KubeletConfigDoc> {
     let map = configmap(json, "kubelet-config")?;
-    let text = map.data.get(KUBELET_CONFIGMAP_KEY).with_context(|| {
+    let text = map.get(KUBELET_CONFIGMAP_KEY).with_context(|| {
         format!("{KUBELET_CONFIGMAP} has no `{KUBELET_CONFIGMAP_KEY}` key, which kubeadm's upgrade reads")
     })?;
     KubeletConfigDoc::parse(text).with_context(|| format!("in {KUBELET_CONFIGMAP}"))
-}
-
-/// `kubectl -n kube-system get configmap kubeadm-config -o json`: its
-/// ClusterConfiguration.
-pub fn parse_kubeadm_configmap(json: &str) -> Result<ClusterConfiguration> {
-    let map = configmap(json, "kubeadm-config")?;
-    let text = map
-        .data
-        .get("ClusterConfiguration")
-        .context("the kubeadm-config ConfigMap has no `ClusterConfiguration` key")?;
-    ClusterConfiguration::parse(text).context("in the kubeadm-config ConfigMap")
 }
 
 #[cfg(test)]
@@ -307,43 +146,5 @@ mod tests {
             KubeletConfigDoc::parse("").unwrap(),
             KubeletConfigDoc::default()
         );
-    }
-
-    #[test]
-    fn extra_args_of_both_kubeadm_api_versions() {
-        let v1beta3 = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\n\
-                       kubernetesVersion: v1.34.2\napiServer:\n  extraArgs:\n    \
-                       feature-gates: Foo=true\n    audit-log-maxage: \"30\"\n";
-        let c = parse_kubeadm_configmap(&cm("ClusterConfiguration", v1beta3)).unwrap();
-        assert_eq!(c.kubernetes_version.as_deref(), Some("v1.34.2"));
-        assert_eq!(
-            c.args(ControlPlaneComponent::ApiServer, "feature-gates"),
-            ["Foo=true"]
-        );
-        assert!(
-            c.args(ControlPlaneComponent::Scheduler, "feature-gates")
-                .is_empty()
-        );
-        let v1beta4 = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
-                       controllerManager:\n  extraArgs:\n  - name: feature-gates\n    value: A=true\n  \
-                       - name: feature-gates\n    value: B=false\netcd:\n  local:\n    extraArgs:\n    \
-                       - name: quota-backend-bytes\n      value: \"8589934592\"\n";
-        let c = parse_kubeadm_configmap(&cm("ClusterConfiguration", v1beta4)).unwrap();
-        assert_eq!(
-            c.args(ControlPlaneComponent::ControllerManager, "feature-gates"),
-            ["A=true", "B=false"]
-        );
-        assert_eq!(
-            c.args(ControlPlaneComponent::Etcd, "quota-backend-bytes"),
-            ["8589934592"]
-        );
-        let gates = "featureGates:\n  NodeLocalCRISocket: false\n  Odd: maybe\n";
-        let c = parse_kubeadm_configmap(&cm("ClusterConfiguration", gates)).unwrap();
-        assert_eq!(
-            c.feature_gates,
-            BTreeMap::from([("NodeLocalCRISocket".to_string(), false)])
-        );
-        let bad = "apiServer:\n  extraArgs: 3\n";
-        assert!(parse_kubeadm_configmap(&cm("ClusterConfiguration", bad)).is_err());
     }
 }

@@ -25,11 +25,11 @@
 //! [`SnapshotVerifier`] makes the same two checks on this machine, so a copy
 //! that would fail that restore never counts as a backup.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+
+use crate::node::{CLUSTER_CONFIGURATION_KEY, ClusterConfiguration, configmap_data};
 
 /// Where kubeadm's local etcd keeps its data when `dataDir` is not set.
 pub const DEFAULT_ETCD_DATA_DIR: &str = "/var/lib/etcd";
@@ -174,49 +174,17 @@ pub enum EtcdTopology {
     External { endpoints: Vec<String> },
 }
 
-#[derive(Deserialize)]
-struct ConfigMap {
-    #[serde(default)]
-    data: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ClusterConfiguration {
-    #[serde(default)]
-    etcd: Etcd,
-    /// kubeadm's default is `kubernetes`.
-    cluster_name: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Etcd {
-    local: Option<Local>,
-    external: Option<External>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Local {
-    data_dir: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct External {
-    #[serde(default)]
-    endpoints: Vec<String>,
-}
-
 /// The ClusterConfiguration in `kubectl -n kube-system get configmap
-/// kubeadm-config -o json`.
+/// kubeadm-config -o json`, read by the one parser of it
+/// (`crate::node::kubeadm_config`).
 fn cluster_configuration(configmap_json: &str) -> Result<ClusterConfiguration> {
-    let map: ConfigMap = serde_json::from_str(configmap_json).context(
+    let map = configmap_data(configmap_json).context(
         "`kubectl get configmap kubeadm-config -o json` printed something that is not a ConfigMap",
     )?;
-    let Some(yaml) = map.data.get("ClusterConfiguration") else {
+    let Some(yaml) = map.get(CLUSTER_CONFIGURATION_KEY) else {
         bail!("the kubeadm-config ConfigMap has no ClusterConfiguration");
     };
-    crate::untrusted_yaml::from_str(yaml)
+    ClusterConfiguration::parse(yaml)
         .context("the ClusterConfiguration in kubeadm-config is not valid YAML")
 }
 
@@ -233,14 +201,12 @@ pub fn cluster_name(configmap_json: &str) -> Result<String> {
 /// an `etcd` section is kubeadm's default: local, in [`DEFAULT_ETCD_DATA_DIR`].
 pub fn etcd_topology(configmap_json: &str) -> Result<EtcdTopology> {
     let config = cluster_configuration(configmap_json)?;
-    match (config.etcd.local, config.etcd.external) {
+    match (config.etcd_local, config.etcd_external) {
         (Some(_), Some(_)) => bail!(
             "kubeadm-config sets both etcd.local and etcd.external, which kubeadm refuses; \
              check the ConfigMap"
         ),
-        (_, Some(external)) => Ok(EtcdTopology::External {
-            endpoints: external.endpoints,
-        }),
+        (_, Some(endpoints)) => Ok(EtcdTopology::External { endpoints }),
         (local, None) => Ok(EtcdTopology::Local {
             data_dir: local
                 .and_then(|l| l.data_dir)

@@ -4,9 +4,9 @@
 //! the per-node view of the kubelet after the hop that the cgroup check
 //! reads, so both judge the same prediction.
 
-use super::cgroup::NodeCgroup;
 use super::configmaps::{KUBELET_CONFIGMAP, KubeletConfigDoc};
 use super::flags::{KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles};
+use super::node_cgroup::{KUBELET_CONFIG, NodeCgroup};
 use super::prediction::{Predicted, all_flags, lost_remedy, lost_settings, predict};
 use super::verdicts::{Check, CheckName, Verdict};
 use crate::version::{Minor, Version};
@@ -57,12 +57,12 @@ impl KubeletView {
             Some(Ok(p)) => Ok((Some(p.config.clone()), KUBELET_CONFIGMAP)),
             Some(Err(e)) => Err(e.to_string()),
             None => match self.current.as_deref().map(KubeletConfigDoc::parse) {
-                Some(Ok(doc)) => Ok((Some(doc), super::cgroup::KUBELET_CONFIG)),
+                Some(Ok(doc)) => Ok((Some(doc), KUBELET_CONFIG)),
                 Some(Err(e)) => Err(format!(
                     "{} is not a kubelet configuration: {e:#}",
-                    super::cgroup::KUBELET_CONFIG
+                    KUBELET_CONFIG
                 )),
-                None => Ok((None, super::cgroup::KUBELET_CONFIG)),
+                None => Ok((None, KUBELET_CONFIG)),
             },
         }
     }
@@ -161,8 +161,7 @@ pub fn check_kubelet_config(
             Err(e) => {
                 unknown.push(format!(
                     "{}: its {} could not be read: {e:#}",
-                    v.node,
-                    super::cgroup::KUBELET_CONFIG
+                    v.node, KUBELET_CONFIG
                 ));
                 continue;
             }
@@ -181,10 +180,7 @@ pub fn check_kubelet_config(
             blocking.push(format!(
                 "{}: `{}: {}` in its {} is lost at the kubeadm step: kubeadm {minor} rewrites the \
                  file from {KUBELET_CONFIGMAP}, where it {after}",
-                v.node,
-                lost.field,
-                lost.now,
-                super::cgroup::KUBELET_CONFIG,
+                v.node, lost.field, lost.now, KUBELET_CONFIG,
             ));
         }
     }

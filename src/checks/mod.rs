@@ -20,6 +20,8 @@ mod certs;
 mod cgroup;
 #[cfg(test)]
 mod checks_fuzz;
+#[cfg(test)]
+mod checks_script_tests;
 mod configmaps;
 mod etcd_health;
 mod etcd_members;
@@ -30,6 +32,7 @@ mod kubeadm_gates;
 mod kubelet_config;
 mod kured_flags;
 mod metrics;
+mod node_cgroup;
 mod pdb;
 mod prediction;
 mod verdicts;
@@ -39,10 +42,7 @@ pub use apiservers::{
     parse_apiserver_instances, parse_internal_ips,
 };
 pub use certs::{CertExpiration, CertKind, Residual, check_certificates, parse_check_expiration};
-pub use cgroup::{
-    FAILS_CGROUP_V1_FROM, KUBELET_CONFIG, NodeCgroup, check_cgroup, check_cgroup_hop,
-    fail_cgroup_v1, skips_system_verification,
-};
+pub use cgroup::{FAILS_CGROUP_V1_FROM, check_cgroup, check_cgroup_hop, skips_system_verification};
 pub use configmaps::{
     ClusterConfigs, ClusterConfiguration, ControlPlaneComponent, KUBELET_CONFIGMAP,
     KubeletConfigDoc, parse_kubeadm_configmap, parse_kubelet_configmap,
@@ -68,6 +68,7 @@ pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubea
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use kured_flags::{KuredGates, parse_kured_gates};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
+pub use node_cgroup::{KUBELET_CONFIG, NodeCgroup, fail_cgroup_v1};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
 };

@@ -130,24 +130,24 @@ impl Pod {
 /// `kubectl get pdb -A -o json`.
 pub fn parse_pdbs(json: &str) -> Result<Vec<Budget>> {
     #[derive(Deserialize)]
-    struct Raw {
-        metadata: Meta,
+    struct PdbJson {
+        metadata: KubectlMeta,
         #[serde(default)]
-        spec: Spec,
+        spec: PdbSpecJson,
         #[serde(default)]
-        status: Status,
+        status: PdbStatusJson,
     }
     #[derive(Deserialize, Default)]
-    struct Spec {
+    struct PdbSpecJson {
         selector: Option<LabelSelector>,
     }
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
-    struct Status {
+    struct PdbStatusJson {
         #[serde(default)]
         disruptions_allowed: i64,
     }
-    let list: List<Raw> = serde_json::from_str(json).context(
+    let list: KubectlList<PdbJson> = serde_json::from_str(json).context(
         "`kubectl get pdb -A -o json` printed something that is not a list of PodDisruptionBudgets",
     )?;
     Ok(list
@@ -165,24 +165,24 @@ pub fn parse_pdbs(json: &str) -> Result<Vec<Budget>> {
 /// `kubectl get pods -A -o json` (or one node's, with a field selector).
 pub fn parse_pods(json: &str) -> Result<Vec<Pod>> {
     #[derive(Deserialize)]
-    struct Raw {
-        metadata: Meta,
+    struct PodJson {
+        metadata: KubectlMeta,
         #[serde(default)]
-        spec: Spec,
+        spec: PodSpecJson,
         #[serde(default)]
-        status: Status,
+        status: PodStatusJson,
     }
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
-    struct Spec {
+    struct PodSpecJson {
         node_name: Option<String>,
     }
     #[derive(Deserialize, Default)]
-    struct Status {
+    struct PodStatusJson {
         #[serde(default)]
         phase: String,
     }
-    let list: List<Raw> = serde_json::from_str(json)
+    let list: KubectlList<PodJson> = serde_json::from_str(json)
         .context("`kubectl get pods -A -o json` printed something that is not a list of pods")?;
     Ok(list
         .items
@@ -208,13 +208,13 @@ pub fn parse_pods(json: &str) -> Result<Vec<Pod>> {
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 #[derive(Deserialize)]
-struct List<T> {
+struct KubectlList<T> {
     items: Vec<T>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Meta {
+struct KubectlMeta {
     name: String,
     #[serde(default)]
     namespace: String,

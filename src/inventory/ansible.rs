@@ -77,7 +77,7 @@ impl Var {
 
 /// What the file is: fleetctl's own inventory, or one of Ansible's.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum InventoryKind {
     Fleetctl,
     AnsibleYaml,
     /// `ansible-inventory --list` output.
@@ -89,10 +89,10 @@ pub(super) enum Kind {
 /// Tells the kinds apart by their shape: fleetctl's has `nodes:`,
 /// Ansible's YAML has groups at the top (`all:` usually), the listing has
 /// `_meta`, an inventory plugin's config has `plugin:`.
-pub(super) fn kind(text: &str) -> Kind {
+pub(super) fn kind(text: &str) -> InventoryKind {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
-        return Kind::AnsibleJson;
+        return InventoryKind::AnsibleJson;
     }
     let top: Vec<&str> = text
         .lines()
@@ -100,36 +100,36 @@ pub(super) fn kind(text: &str) -> Kind {
         .filter_map(|l| l.split(':').next())
         .collect();
     if top.iter().any(|k| k.trim() == "nodes") {
-        return Kind::Fleetctl;
+        return InventoryKind::Fleetctl;
     }
     if top.iter().any(|k| k.trim() == "plugin") {
-        return Kind::NeedsAnsible("an inventory plugin's configuration");
+        return InventoryKind::NeedsAnsible("an inventory plugin's configuration");
     }
     if text
         .lines()
         .any(|l| l.trim_start().starts_with('[') && l.trim_end().ends_with(']'))
     {
-        return Kind::NeedsAnsible("an INI inventory");
+        return InventoryKind::NeedsAnsible("an INI inventory");
     }
     if top.iter().any(|k| k.trim() == "all")
         || text.contains("\n  hosts:")
         || text.contains("\n  children:")
     {
-        return Kind::AnsibleYaml;
+        return InventoryKind::AnsibleYaml;
     }
-    Kind::Fleetctl
+    InventoryKind::Fleetctl
 }
 
 /// Reads an Ansible inventory at `path` (its text already read).
 pub(super) fn load(
     text: &str,
     path: &Path,
-    kind: Kind,
+    kind: InventoryKind,
     home: Option<&Path>,
     ansible_inventory: Option<&Path>,
 ) -> Result<(Inventory, Vec<(PathBuf, String)>), String> {
     let hosts = match kind {
-        Kind::AnsibleYaml => {
+        InventoryKind::AnsibleYaml => {
             let raw: tree::RawFile = yaml(text, path)?;
             let resolved = tree::resolve(raw, path).map_err(|p| p.join("\n"))?;
             // A variable fleetctl uses that only Ansible can decrypt: let
@@ -141,9 +141,11 @@ pub(super) fn load(
                 resolved.hosts
             }
         }
-        Kind::AnsibleJson => listed::parse(text, &path.display().to_string())?,
-        Kind::NeedsAnsible(why) => listed::run(ansible_inventory, path, &format!("it is {why}"))?,
-        Kind::Fleetctl => return Err("not an Ansible inventory".into()),
+        InventoryKind::AnsibleJson => listed::parse(text, &path.display().to_string())?,
+        InventoryKind::NeedsAnsible(why) => {
+            listed::run(ansible_inventory, path, &format!("it is {why}"))?
+        }
+        InventoryKind::Fleetctl => return Err("not an Ansible inventory".into()),
     };
     build::build(&hosts, path, home)
 }

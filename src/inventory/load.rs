@@ -50,7 +50,7 @@ fn parse_any(
     home: Option<&Path>,
 ) -> anyhow::Result<(Inventory, Vec<KeyFile>)> {
     match ansible::kind(text) {
-        ansible::Kind::Fleetctl => parse_located(text, path, home),
+        ansible::InventoryKind::Fleetctl => parse_located(text, path, home),
         kind => {
             let (inventory, keys) = ansible::load(
                 text,

@@ -48,22 +48,22 @@ pub struct MirrorPod {
 }
 
 #[derive(Deserialize)]
-struct List {
+struct MirrorPodList {
     #[serde(default)]
-    items: Vec<Pod>,
+    items: Vec<MirrorPodJson>,
 }
 
 #[derive(Deserialize)]
-struct Pod {
-    metadata: Meta,
+struct MirrorPodJson {
+    metadata: MirrorPodMeta,
     #[serde(default)]
-    spec: Spec,
+    spec: MirrorPodSpec,
     #[serde(default)]
-    status: Status,
+    status: MirrorPodStatus,
 }
 
 #[derive(Deserialize)]
-struct Meta {
+struct MirrorPodMeta {
     name: String,
     #[serde(default)]
     annotations: std::collections::BTreeMap<String, String>,
@@ -71,7 +71,7 @@ struct Meta {
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct Spec {
+struct MirrorPodSpec {
     #[serde(default)]
     node_name: String,
     #[serde(default)]
@@ -86,7 +86,7 @@ struct Container {
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct Status {
+struct MirrorPodStatus {
     #[serde(default)]
     phase: String,
     #[serde(default)]
@@ -98,11 +98,11 @@ struct ContainerStatus {
     #[serde(default)]
     ready: bool,
     #[serde(default)]
-    state: State,
+    state: ContainerState,
 }
 
 #[derive(Deserialize, Default)]
-struct State {
+struct ContainerState {
     running: Option<Running>,
 }
 
@@ -115,7 +115,7 @@ struct Running {
 /// `kubectl -n kube-system get pods --field-selector spec.nodeName=NODE -o
 /// json`: the pods of one node.
 pub fn parse_mirror_pods(json: &str) -> Result<Vec<MirrorPod>> {
-    let list: List = serde_json::from_str(json)
+    let list: MirrorPodList = serde_json::from_str(json)
         .context("`kubectl get pods -o json` printed something that is not a list of pods")?;
     Ok(list
         .items

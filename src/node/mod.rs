@@ -2,8 +2,11 @@
 //! one round trip by the script in `crate::remote` and parsed here by pure
 //! functions (tested with real command output kept under `fixtures/`).
 
+mod kubeadm_config;
 mod mirror_pods;
 mod parse;
+#[cfg(test)]
+mod script_output_tests;
 
 use std::collections::BTreeMap;
 
@@ -11,6 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::version::{Minor, Version};
 
+pub use kubeadm_config::{
+    CLUSTER_CONFIGURATION_KEY, ClusterConfiguration, ControlPlaneComponent, EtcdLocal,
+    configmap_data, parse_kubeadm_configmap,
+};
 pub use mirror_pods::{
     MIRROR_ANNOTATION, MirrorPod, mirror_pod_lag, parse_boot_time, parse_mirror_pods,
 };

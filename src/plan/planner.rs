@@ -116,7 +116,7 @@ struct Work {
 }
 
 /// Facts shared by every hop.
-struct Ctx<'a> {
+struct HopInputs<'a> {
     hub: &'a str,
     containerd: Option<Minor>,
     /// Where each jumping worker stops (`workers::stops`).
@@ -167,7 +167,7 @@ fn build(
 
     let minors: Vec<Minor> = wants.keys().copied().collect();
     let (stops, why) = workers::stops(state, &minors, strategy);
-    let ctx = Ctx {
+    let ctx = HopInputs {
         hub: &state.hub,
         containerd: state.containerd_version,
         stops,
@@ -250,7 +250,7 @@ fn build(
 /// One hop per minor from the cluster's to the target, each computed on the
 /// state the previous ones leave; empty hops are dropped.
 fn build_hops(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     sims: &mut [NodeSim],
     mut cluster: Level,
     wants: &BTreeMap<Minor, Level>,
@@ -312,7 +312,7 @@ fn build_hops(
 /// plane reboots onto the new kubelet, every control plane rebooted before
 /// any worker is staged.
 fn hop_phases(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     sims: &mut [NodeSim],
     cluster: &mut Level,
     kind: HopKind,

@@ -12,10 +12,8 @@ use super::level::Level;
 use super::model::{Action, Component, Hop, Refusal, StrayConfig, Warning};
 use super::state::{FleetNode, FleetState};
 use super::sysupdate::render_config;
+use super::workers::KUBELET_MAX_BEHIND;
 use crate::hub::HubVersions;
-
-/// How many minors a kubelet may trail kube-apiserver (skew policy, since v1.28).
-pub(super) const KUBELET_MAX_BEHIND: u64 = 3;
 
 /// More minors than this in one plan is a typo in the target (`v1.370`), not
 /// an upgrade anyone means to run unattended.

@@ -31,8 +31,12 @@ use crate::checks::{KUBEADM_FLAGS_ENV, REMOVED_KUBELET_FLAGS, kubelet_flags};
 use crate::inventory::Role;
 use crate::version::Minor;
 
-use super::rules::KUBELET_MAX_BEHIND;
 use super::state::FleetState;
+
+/// How many minors a kubelet may trail kube-apiserver (skew policy, since v1.28).
+/// Here, under the workers' pacing that keeps to it, so that the rules (which
+/// read the model, which holds a [`WorkerPlan`]) import it and not the reverse.
+pub(super) const KUBELET_MAX_BEHIND: u64 = 3;
 
 /// How workers take a plan of several hops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]

@@ -100,7 +100,7 @@ pub mod upgrade;
 /// streamed to the laptop, and its removal, which runs whatever else failed
 /// (the file holds every Secret).
 pub mod snapshot_file {
-    use crate::ssh::quote;
+    use crate::shell::quote;
 
     pub fn sha256(path: &str) -> String {
         format!("sha256sum -- {}", quote(path))
@@ -124,7 +124,7 @@ pub mod snapshot_file {
 /// Prometheus or Alertmanager is usually reachable from the nodes (a
 /// Service's ClusterIP, a NodePort), not from the operator's laptop.
 pub mod alerts {
-    use crate::ssh::quote;
+    use crate::shell::quote;
 
     /// `url` was checked by `pacing::AlertGate::new` (http(s), no
     /// credentials); quoted all the same. `-f`: an HTTP error is a failed
@@ -157,9 +157,11 @@ pub(crate) fn word(arg: &str) -> String {
     if !arg.is_empty() && arg.chars().all(plain) {
         arg.to_string()
     } else {
-        crate::ssh::quote(arg)
+        crate::shell::quote(arg)
     }
 }
 
+#[cfg(test)]
+pub(crate) mod fake_root;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@
 //! found the node already there (a rerun, sysupdate with nothing newer)
 //! leaves the record of the change that did happen.
 
-use crate::ssh::quote;
+use crate::shell::quote;
 
 use super::upgrade::{BOOT_ID, current_symlink};
 

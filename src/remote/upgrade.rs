@@ -5,7 +5,7 @@
 //! data where noted) so `apply --dry-run` prints exactly what `apply` runs.
 
 use super::word;
-use crate::ssh::quote;
+use crate::shell::quote;
 
 /// kubeadm's `--skip-phases` value on every upgrade call: a cluster built
 /// before `proxy.disabled` keeps `proxy: {}` in its kubeadm-config, and

@@ -236,18 +236,18 @@ pub fn check<F: AsRef<HostsFile>>(files: &[F], name: &str, key: &PublicKey) -> H
     let mut known = None;
     for entry in entries(files).filter(|e| e.matches(name)) {
         match entry.marker {
-            Marker::Revoked if same_key(entry.key, key) => {
+            HostMarker::Revoked if same_key(entry.key, key) => {
                 return HostKeyStatus::Revoked { at: entry.place() };
             }
-            Marker::Revoked => {}
-            Marker::CertAuthority => cert_authorities.push(entry.place()),
-            Marker::None if same_key(entry.key, key) => {
+            HostMarker::Revoked => {}
+            HostMarker::CertAuthority => cert_authorities.push(entry.place()),
+            HostMarker::None if same_key(entry.key, key) => {
                 known.get_or_insert_with(|| entry.place());
             }
-            Marker::None if same_type(entry.key, key) => {
+            HostMarker::None if same_type(entry.key, key) => {
                 changed.get_or_insert_with(|| entry.place());
             }
-            Marker::None => other_types.push((entry.place(), entry.key.algorithm())),
+            HostMarker::None => other_types.push((entry.place(), entry.key.algorithm())),
         }
     }
     match (known, changed) {
@@ -265,7 +265,7 @@ pub fn check<F: AsRef<HostsFile>>(files: &[F], name: &str, key: &PublicKey) -> H
 /// ECDSA key is not reported unknown because Ed25519 was negotiated.
 pub fn recorded_algorithms<F: AsRef<HostsFile>>(files: &[F], name: &str) -> Vec<Algorithm> {
     let mut algorithms: Vec<Algorithm> = Vec::new();
-    for entry in entries(files).filter(|e| e.marker == Marker::None && e.matches(name)) {
+    for entry in entries(files).filter(|e| e.marker == HostMarker::None && e.matches(name)) {
         let algorithm = entry.key.algorithm();
         if !algorithms.contains(&algorithm) {
             algorithms.push(algorithm);
@@ -411,7 +411,7 @@ fn same_type(a: &PublicKey, b: &PublicKey) -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marker {
+enum HostMarker {
     None,
     CertAuthority,
     Revoked,
@@ -422,7 +422,7 @@ enum Marker {
 struct Parsed {
     /// 1-based.
     line: usize,
-    marker: Marker,
+    marker: HostMarker,
     patterns: Vec<HostPattern>,
     key: PublicKey,
 }
@@ -453,7 +453,7 @@ impl HostPattern {
 struct Entry<'a> {
     file: &'a Path,
     line: usize,
-    marker: Marker,
+    marker: HostMarker,
     patterns: &'a [HostPattern],
     key: &'a PublicKey,
 }
@@ -504,7 +504,7 @@ fn entries<F: AsRef<HostsFile>>(files: &[F]) -> impl Iterator<Item = Entry<'_>> 
 
 /// `Ok(None)` for blanks and comments, `Err(why)` for a line that cannot be
 /// read (it is skipped, as ssh skips it, and reported).
-fn parse_line(text: &str) -> Result<Option<(Marker, &str, PublicKey)>, String> {
+fn parse_line(text: &str) -> Result<Option<(HostMarker, &str, PublicKey)>, String> {
     let text = text.trim_start();
     if text.is_empty() || text.starts_with('#') {
         return Ok(None);
@@ -512,12 +512,12 @@ fn parse_line(text: &str) -> Result<Option<(Marker, &str, PublicKey)>, String> {
     let mut fields = text.split_whitespace();
     let mut hosts = fields.next().ok_or("empty line")?;
     let marker = match hosts {
-        "@cert-authority" => Marker::CertAuthority,
-        "@revoked" => Marker::Revoked,
+        "@cert-authority" => HostMarker::CertAuthority,
+        "@revoked" => HostMarker::Revoked,
         other if other.starts_with('@') => return Err(format!("unknown marker {other}")),
-        _ => Marker::None,
+        _ => HostMarker::None,
     };
-    if marker != Marker::None {
+    if marker != HostMarker::None {
         hosts = fields.next().ok_or("a marker and nothing else")?;
     }
     if let Some(bad) = hosts

@@ -10,7 +10,6 @@
 //! - `session`: connect (jump hosts, timeouts, keepalive) and run commands
 //! - [`handshake`]: pacing handshakes under sshd's MaxStartups, retrying its drops
 //! - `proxy`: a `ProxyCommand` as the connection's transport
-//! - [`shell`]: quoting for `sh -c`
 
 mod auth;
 pub mod config;
@@ -20,7 +19,6 @@ mod keyfile;
 pub mod known_hosts;
 mod proxy;
 mod session;
-pub mod shell;
 
 #[cfg(test)]
 mod tests_sshd;
@@ -39,7 +37,6 @@ pub use failure::{
     is_disconnected,
 };
 pub use session::{Session, connect};
-pub use shell::quote;
 
 /// Nodes connected at once by [`connect_all`] callers that do not say
 /// (fleetctl's commands use `--parallel`). Whatever the number, no sshd —

@@ -12,10 +12,11 @@ use anyhow::{Context, anyhow};
 use russh::ChannelMsg;
 use russh::client::Handle;
 
+use super::Output;
 use super::failure::{CommandTimedOut, Disconnected, SudoPasswordRequired};
 use super::known_hosts::Unreadable;
 use super::proxy::ProxyProcess;
-use super::{Output, shell};
+use crate::shell;
 
 mod capture;
 mod dial;
@@ -52,7 +53,7 @@ struct Carriers {
 
 /// What connecting gathers besides the connection itself.
 #[derive(Default)]
-struct Gathered {
+struct ConnectExtras {
     carriers: Carriers,
     warnings: Vec<String>,
     /// (node, line): reported once per run, see `Options::reported`.

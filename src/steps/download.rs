@@ -60,6 +60,30 @@ pub fn definition(minor: Minor, hub: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// The image a step without a known patch uses: the newest of `minor` on the node.
+/// Both the kubeadm step (which runs that image's kubeadm) and staging (which
+/// points the symlink at it) resolve it here, among the downloaded images.
+pub async fn resolve_image(r: &Remote, minor: Minor) -> anyhow::Result<Version> {
+    let dir = upgrade::images_dir(Component::Kubernetes.name());
+    let out = r
+        .check_root(
+            "list kubernetes images",
+            &upgrade::list_images(Component::Kubernetes.name()),
+        )
+        .await?;
+    out.stdout
+        .lines()
+        .filter_map(|l| node::image_version(Component::Kubernetes.name(), l.trim()))
+        .filter(|v| v.minor() == minor)
+        .max()
+        .with_context(|| {
+            format!(
+                "{}: no kubernetes {minor} image in {dir}/ to run kubeadm from",
+                r.node()
+            )
+        })
+}
+
 /// Downloads the newest `minor` image the hub serves, refusing another
 /// patch than `image`'s (the hub changed since the plan), and checks the
 /// downloaded file against `image`'s sha256 (the hub's `SHA256SUMS`,

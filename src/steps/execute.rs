@@ -292,7 +292,7 @@ async fn one_step(
             let mut job = Job::of(apply, node, hop)?;
             let v = match version {
                 Some(v) => v.clone(),
-                None => kubeadm::resolve_image(&job.remote, *minor).await?,
+                None => download::resolve_image(&job.remote, *minor).await?,
             };
             let result = job.kubeadm(Kind::Apply, &v).await;
             apply.set_remote(node, job.remote);
@@ -543,7 +543,7 @@ impl Job {
         if let Action::UpgradeNode { minor, version } = action {
             let v = match version {
                 Some(v) => v.clone(),
-                None => kubeadm::resolve_image(&self.remote, *minor).await?,
+                None => download::resolve_image(&self.remote, *minor).await?,
             };
             return self.kubeadm(Kind::Node, &v).await;
         }

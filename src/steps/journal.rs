@@ -77,7 +77,7 @@ struct Files {
 
 /// One line of the `.jsonl` file. Field order is the documented one.
 #[derive(Serialize)]
-struct Record<'a> {
+struct JournalLine<'a> {
     t: String,
     kind: &'a str,
     node: Option<&'a str>,
@@ -262,7 +262,7 @@ impl Journal {
                 error: Some(e.clone()),
             },
         };
-        let record = Record {
+        let record = JournalLine {
             t: rfc3339(now),
             kind: "command",
             node: Some(ran.node),
@@ -295,7 +295,7 @@ impl Journal {
     fn record_event(&self, kind: &str, node: Option<&str>, detail: &str) {
         let now = SystemTime::now();
         let detail = mask_secrets(detail);
-        let record = Record {
+        let record = JournalLine {
             t: rfc3339(now),
             kind,
             node,
@@ -317,7 +317,7 @@ impl Journal {
         }
     }
 
-    fn write(&self, text: &str, record: &Record<'_>) {
+    fn write(&self, text: &str, record: &JournalLine<'_>) {
         // DEL, the C1 controls and the bidi overrides as `\uXXXX`, as the
         // `.log` escapes them: serde_json escapes only C0.
         let mut line = match serde_json::to_string(record) {

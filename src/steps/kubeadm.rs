@@ -13,15 +13,14 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use super::context::settled_facts;
 use super::detached::{self, Reconnect};
 use super::runner::{CommandFailed, Remote, succeeded};
-use crate::node;
 use crate::plan::{self, Component, Image};
 use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
-use crate::version::{Minor, Version};
+use crate::version::Version;
 
 /// How long kubeadm may take. The lock's TTL outlasts it
 /// (`commands::lock_run::lock_ttl`).
@@ -75,28 +74,6 @@ impl Preflight {
             Preflight::All
         }
     }
-}
-
-/// The image a step without a known patch uses: the newest of `minor` on the node.
-pub async fn resolve_image(r: &Remote, minor: Minor) -> anyhow::Result<Version> {
-    let dir = upgrade::images_dir(Component::Kubernetes.name());
-    let out = r
-        .check_root(
-            "list kubernetes images",
-            &upgrade::list_images(Component::Kubernetes.name()),
-        )
-        .await?;
-    out.stdout
-        .lines()
-        .filter_map(|l| node::image_version(Component::Kubernetes.name(), l.trim()))
-        .filter(|v| v.minor() == minor)
-        .max()
-        .with_context(|| {
-            format!(
-                "{}: no kubernetes {minor} image in {dir}/ to run kubeadm from",
-                r.node()
-            )
-        })
 }
 
 /// The detached step's id (its unit is `fleetctl-<id>`) and what it does.

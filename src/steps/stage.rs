@@ -8,7 +8,7 @@
 
 use anyhow::{Context, bail};
 
-use super::kubeadm;
+use super::download;
 use super::runner::{Remote, succeeded};
 use crate::node;
 use crate::plan::Component;
@@ -55,7 +55,7 @@ pub async fn stage(
         Component::Kubernetes => {
             let version = match expect {
                 Some(v) => v.clone(),
-                None => kubeadm::resolve_image(r, minor).await?,
+                None => download::resolve_image(r, minor).await?,
             };
             let label = format!("stage kubernetes {version}");
             (label, command(component, minor, Some(&version)))

@@ -253,12 +253,18 @@ fn the_listing_of_ansible_inventory_is_read() {
 fn the_kinds_are_told_apart() {
     assert_eq!(
         kind("kubernetes_version: v1.37\nnodes:\n  - {}\n"),
-        Kind::Fleetctl
+        InventoryKind::Fleetctl
     );
-    assert_eq!(kind("all:\n  hosts:\n    a:\n"), Kind::AnsibleYaml);
-    assert_eq!(kind("{\"_meta\": {}}"), Kind::AnsibleJson);
-    assert!(matches!(kind("[kube_node]\nw-1\n"), Kind::NeedsAnsible(_)));
-    assert!(matches!(kind("plugin: aws_ec2\n"), Kind::NeedsAnsible(_)));
+    assert_eq!(kind("all:\n  hosts:\n    a:\n"), InventoryKind::AnsibleYaml);
+    assert_eq!(kind("{\"_meta\": {}}"), InventoryKind::AnsibleJson);
+    assert!(matches!(
+        kind("[kube_node]\nw-1\n"),
+        InventoryKind::NeedsAnsible(_)
+    ));
+    assert!(matches!(
+        kind("plugin: aws_ec2\n"),
+        InventoryKind::NeedsAnsible(_)
+    ));
 }
 
 #[test]

@@ -8,10 +8,10 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 
 use super::ClusterNode;
+use crate::node::{CLUSTER_CONFIGURATION_KEY, ClusterConfiguration, configmap_data};
 use crate::version::Version;
 
 use super::sections::excerpt;
-use super::unquote;
 
 #[derive(Deserialize)]
 pub(super) struct NodeList {
@@ -129,33 +129,24 @@ pub(super) fn found_objects(json: &str, what: &str) -> Result<BTreeMap<(String, 
     Ok(found)
 }
 
-#[derive(Deserialize)]
-pub(super) struct ConfigMap {
-    #[serde(default)]
-    pub(super) data: BTreeMap<String, String>,
-}
-
-/// `kubernetesVersion` from the ClusterConfiguration YAML inside the
-/// kubeadm-config ConfigMap. Only that one top-level line is needed, so it is
-/// read as a line rather than by parsing kubeadm's whole schema.
+/// `kubernetesVersion` from the ClusterConfiguration inside the
+/// kubeadm-config ConfigMap, read by the one parser of that document
+/// (`node::kubeadm_config`).
 pub(super) fn kubeadm_version(json: &str) -> Result<Option<Version>> {
-    let map: ConfigMap = serde_json::from_str(json).with_context(|| {
+    let map = configmap_data(json).with_context(|| {
         format!(
             "`kubectl get configmap kubeadm-config -o json` printed something that is \
              not a ConfigMap: {}",
             excerpt(json)
         )
     })?;
-    let Some(config) = map.data.get("ClusterConfiguration") else {
+    let Some(config) = map.get(CLUSTER_CONFIGURATION_KEY) else {
         return Ok(None);
     };
-    let Some(raw) = config
-        .lines()
-        .find_map(|l| l.strip_prefix("kubernetesVersion:"))
-    else {
+    let config = ClusterConfiguration::parse(config).context("in the kubeadm-config ConfigMap")?;
+    let Some(raw) = config.kubernetes_version else {
         return Ok(None);
     };
-    let raw = unquote(raw.trim());
     let version = raw.parse().with_context(|| {
         format!("kubeadm-config says kubernetesVersion `{raw}`, which is not a version")
     })?;

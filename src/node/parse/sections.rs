@@ -44,7 +44,7 @@ impl<'a> Section<'a> {
     }
 }
 
-pub(super) enum Marker<'a> {
+pub(super) enum SectionMarker<'a> {
     Begin(&'a str, Option<&'a str>),
     Stderr,
     End(Option<i32>),
@@ -53,7 +53,7 @@ pub(super) enum Marker<'a> {
 }
 
 /// A line that is a marker, and whether it ended in CRLF.
-pub(super) fn marker(line: &str) -> Option<(Marker<'_>, bool)> {
+pub(super) fn marker(line: &str) -> Option<(SectionMarker<'_>, bool)> {
     let body = line.strip_suffix('\n').unwrap_or(line);
     let (body, crlf) = match body.strip_suffix('\r') {
         Some(b) => (b, true),
@@ -63,7 +63,7 @@ pub(super) fn marker(line: &str) -> Option<(Marker<'_>, bool)> {
         return None;
     }
     if body == markers::STDERR {
-        return Some((Marker::Stderr, crlf));
+        return Some((SectionMarker::Stderr, crlf));
     }
     let inner = |prefix: &str| {
         body.strip_prefix(prefix)
@@ -71,13 +71,13 @@ pub(super) fn marker(line: &str) -> Option<(Marker<'_>, bool)> {
     };
     let found = if let Some(rest) = inner(markers::BEGIN) {
         match rest.split_once(' ') {
-            Some((name, arg)) => Marker::Begin(name, Some(arg)),
-            None => Marker::Begin(rest, None),
+            Some((name, arg)) => SectionMarker::Begin(name, Some(arg)),
+            None => SectionMarker::Begin(rest, None),
         }
     } else if let Some(status) = inner(markers::END) {
-        Marker::End(status.trim().parse().ok())
+        SectionMarker::End(status.trim().parse().ok())
     } else {
-        Marker::Other
+        SectionMarker::Other
     };
     Some((found, crlf))
 }
@@ -117,16 +117,16 @@ impl<'a> Sections<'a> {
         let mut in_stderr = false;
         for line in output.split_inclusive('\n') {
             match (marker(line), current.as_mut()) {
-                (Some((Marker::Begin(name, arg), _)), _) => {
+                (Some((SectionMarker::Begin(name, arg), _)), _) => {
                     list.extend(current.take());
                     current = Some(Section::new(name, arg));
                     in_stderr = false;
                 }
-                (Some((Marker::Stderr, crlf)), Some(section)) if !in_stderr => {
+                (Some((SectionMarker::Stderr, crlf)), Some(section)) if !in_stderr => {
                     strip_separator(&mut section.stdout, crlf);
                     in_stderr = true;
                 }
-                (Some((Marker::End(status), crlf)), Some(section)) => {
+                (Some((SectionMarker::End(status), crlf)), Some(section)) => {
                     if !in_stderr {
                         strip_separator(&mut section.stdout, crlf);
                     }

@@ -17,7 +17,7 @@ use super::*;
 /// * containerd rides the node's first reboot (or, in the last hop, gets
 ///   one if it still needs it).
 pub(super) fn node_work(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     sim: &NodeSim,
     kind: HopKind,
     want: &Level,
@@ -127,7 +127,7 @@ pub(super) fn uncordon_only(sim: &NodeSim) -> Option<Work> {
 /// unless it is on disk, pin the config, stage the image (after the kubeadm
 /// step, which the caller places). Returns whether the node must reboot.
 fn converge_kubernetes(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     sim: &mut ComponentSim,
     want: &Level,
     download: &mut Option<Action>,
@@ -161,7 +161,7 @@ fn converge_kubernetes(
 /// (containerd), recording the actions and the predicted result. Returns
 /// whether the node must reboot for it.
 fn converge_sysupdate(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     component: Component,
     sim: &mut ComponentSim,
     want: &Level,
@@ -181,7 +181,7 @@ fn converge_sysupdate(
 
 /// The pinned config for `minor`, unless the node has exactly that and nothing else.
 fn pin(
-    ctx: &Ctx,
+    ctx: &HopInputs,
     component: Component,
     sim: &mut ComponentSim,
     minor: Minor,

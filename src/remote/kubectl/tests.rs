@@ -74,7 +74,7 @@ fn the_command_also_survives_sudo_sh_c_wrapping() {
         LOCK_CONFIGMAP,
         &[("holder", "fleetctl/it's me@host"), ("pid", "42")],
     );
-    let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&args));
+    let wrapped = crate::shell::sudo_wrap(&kubectl(&args));
     // Without sudo here: strip it and run the inner `sh -c '…'` as is.
     let inner = wrapped.strip_prefix("sudo -n ").unwrap();
     let seen = argv_seen_by_kubectl(inner);
@@ -117,7 +117,7 @@ fn the_jsonpath_templates_reach_kubectl_byte_for_byte_even_through_sudo() {
         get_lock_annotation("kured", "kured", "weave.works/kured-node-lock"),
         get_lock_configmap(LOCK_NAMESPACE, LOCK_CONFIGMAP),
     ] {
-        let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&args));
+        let wrapped = crate::shell::sudo_wrap(&kubectl(&args));
         let inner = wrapped.strip_prefix("sudo -n ").unwrap();
         assert_eq!(argv_seen_by_kubectl(inner)[2..], args);
     }
@@ -282,7 +282,7 @@ fn the_preconditioned_delete_sends_its_body_on_stdin() {
             },
         })
     );
-    let wrapped = crate::ssh::shell::sudo_wrap(&kubectl(&call.args));
+    let wrapped = crate::shell::sudo_wrap(&kubectl(&call.args));
     let inner = wrapped.strip_prefix("sudo -n ").unwrap();
     let (seen, stdin) = seen_by_kubectl(inner, &call.stdin);
     assert_eq!(seen[2..], call.args);

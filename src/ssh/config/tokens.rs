@@ -43,7 +43,7 @@ pub(super) fn expand_command(value: &str, tokens: &[(char, &str)]) -> Result<Str
                  characters: fleetctl passes only plain values there (letters, digits, `._/:@,+%=-`)"
             ))
         } else {
-            Ok(crate::ssh::quote(value))
+            Ok(crate::shell::quote(value))
         }
     })
 }

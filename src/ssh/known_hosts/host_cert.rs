@@ -17,7 +17,7 @@
 use russh::keys::ssh_key::certificate::CertType;
 use russh::keys::{Certificate, HashAlg, PublicKey};
 
-use super::{HostsFile, Marker, Place, entries};
+use super::{HostMarker, HostsFile, Place, entries};
 
 /// What a host certificate is worth here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum HostCert {
 /// for host certificates in the key exchange, as OpenSSH orders its host
 /// key algorithms (`sshconnect2.c` `order_hostkeyalgs`).
 pub fn has_authority<F: AsRef<HostsFile>>(files: &[F], name: &str) -> bool {
-    entries(files).any(|e| e.marker == Marker::CertAuthority && e.matches(name))
+    entries(files).any(|e| e.marker == HostMarker::CertAuthority && e.matches(name))
 }
 
 /// Judges `cert`, presented by the host known as `name`, whose principal
@@ -50,14 +50,14 @@ pub fn check<F: AsRef<HostsFile>>(
 ) -> HostCert {
     let signer = cert.signature_key();
     let ca = entries(files).find(|e| {
-        e.marker == Marker::CertAuthority && e.matches(name) && e.key.key_data() == signer
+        e.marker == HostMarker::CertAuthority && e.matches(name) && e.key.key_data() == signer
     });
     let Some(ca) = ca else {
         return HostCert::NoAuthority;
     };
     let invalid = |reason: String| HostCert::Invalid { reason };
     if let Some(revoked) = entries(files)
-        .find(|e| e.marker == Marker::Revoked && e.matches(name) && e.key.key_data() == signer)
+        .find(|e| e.marker == HostMarker::Revoked && e.matches(name) && e.key.key_data() == signer)
     {
         return invalid(format!(
             "its certificate authority is marked @revoked in {}",

@@ -18,13 +18,13 @@ use crate::ssh::known_hosts::{self, HostKeyStatus, HostsFile, Unreadable};
 use crate::ssh::proxy::{self};
 use crate::ssh::{Options, Target, auth, handshake};
 
-use super::{Gathered, Session};
+use super::{ConnectExtras, Session};
 
 /// Connects to `target` (through its jump hosts or ProxyCommand), checks the
 /// host key and authenticates. A refused host key is a [`HostKeyRejected`]
 /// in the chain.
 pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session> {
-    let mut got = Gathered::default();
+    let mut got = ConnectExtras::default();
     let handle = connect_chain(target, opts, &mut got).await?;
     // Only a connection that succeeded uses up the once-per-run report of a
     // bad line: a failed one shows its error instead, and the next may warn.
@@ -62,7 +62,7 @@ fn unreadable_warning(node: &str, bad: &Unreadable) -> String {
 async fn connect_chain(
     target: &Target,
     opts: &Options,
-    got: &mut Gathered,
+    got: &mut ConnectExtras,
 ) -> anyhow::Result<Handle<Client>> {
     let Some(jump) = &target.jump else {
         return connect_one(target, opts, None, got).await;
@@ -88,7 +88,7 @@ async fn connect_one(
     target: &Target,
     opts: &Options,
     via: Option<(&Target, &Handle<Client>)>,
-    got: &mut Gathered,
+    got: &mut ConnectExtras,
 ) -> anyhow::Result<Handle<Client>> {
     let lookup = Arc::new(
         Lookup::read(target, opts)
@@ -165,9 +165,9 @@ async fn attempt(
     via: Option<(&Target, &Handle<Client>)>,
     lookup: &Arc<Lookup>,
     config: &Arc<client::Config>,
-    got: &mut Gathered,
+    got: &mut ConnectExtras,
 ) -> Result<Handle<Client>, Failed> {
-    let verdict = Arc::new(Mutex::new(Verdict::default()));
+    let verdict = Arc::new(Mutex::new(HostKeyVerdict::default()));
     let client = Client {
         node: target.node.clone(),
         principal: target
@@ -393,12 +393,12 @@ fn fmt_duration(d: Duration) -> humantime::FormattedDuration {
 
 /// What the host key check decided, read back after the handshake.
 #[derive(Debug, Default)]
-struct Verdict {
+struct HostKeyVerdict {
     rejected: Option<HostKeyRejected>,
     warnings: Vec<String>,
 }
 
-fn take(verdict: &Mutex<Verdict>) -> Verdict {
+fn take(verdict: &Mutex<HostKeyVerdict>) -> HostKeyVerdict {
     std::mem::take(
         &mut *verdict
             .lock()
@@ -416,7 +416,7 @@ pub(crate) struct Client {
     port: u16,
     lookup: Arc<Lookup>,
     checking: HostKeyChecking,
-    verdict: Arc<Mutex<Verdict>>,
+    verdict: Arc<Mutex<HostKeyVerdict>>,
 }
 
 impl Client {

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 
 use super::{
-    ATTEMPTS, Holder, Identity, Kubectl, Lock, LockHeld, LockKind, LockLost, LockOptions,
-    LockState, Mine, Released, Verdict, describe_holder, failed, judge, rfc3339,
+    ATTEMPTS, ForeignLockAction, Holder, Identity, Kubectl, Lock, LockHeld, LockKind, LockLost,
+    LockOptions, LockState, Mine, Released, describe_holder, failed, judge, rfc3339,
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
@@ -157,8 +157,8 @@ pub(super) async fn acquire<K: Kubectl>(
         };
         let state = LockState::Held(vec![current.holder.clone()]);
         match judge(&what, state, opts, now, forced.is_some()) {
-            Verdict::Refuse(held) => return Err(anyhow::Error::new(held)),
-            Verdict::Remove(held) => {
+            ForeignLockAction::Refuse(held) => return Err(anyhow::Error::new(held)),
+            ForeignLockAction::Remove(held) => {
                 let label = format!("lock: force-unlock {what}");
                 if delete_if_unchanged(api, &label, namespace, name, &current).await? {
                     api.note(

@@ -482,7 +482,7 @@ pub(super) fn failed<K: Kubectl>(api: &K, label: &str, out: &Output) -> anyhow::
 }
 
 /// What to do about a lock someone else holds.
-pub(super) enum Verdict {
+pub(super) enum ForeignLockAction {
     /// Stop with this.
     Refuse(LockHeld),
     /// `--force-unlock` allows removing it (then journal this).
@@ -499,7 +499,7 @@ pub(super) fn judge(
     opts: &LockOptions,
     now: SystemTime,
     already_forced: bool,
-) -> Verdict {
+) -> ForeignLockAction {
     opts.local.mark_gone(&mut state);
     let all_dead = state.all_dead(now, opts.dead_after);
     let mut held = LockHeld {
@@ -510,11 +510,11 @@ pub(super) fn judge(
         refused_force: false,
     };
     if !opts.force_unlock || already_forced {
-        return Verdict::Refuse(held);
+        return ForeignLockAction::Refuse(held);
     }
     if all_dead || opts.force_yes {
-        return Verdict::Remove(held);
+        return ForeignLockAction::Remove(held);
     }
     held.refused_force = true;
-    Verdict::Refuse(held)
+    ForeignLockAction::Refuse(held)
 }

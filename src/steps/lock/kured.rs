@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use super::discovery::FoundKured;
 use super::{
-    ATTEMPTS, Holder, Identity, Kubectl, Lock, LockKind, LockLost, LockOptions, LockState, Mine,
-    Released, Verdict, describe_holder, failed, human, judge, parse_time, rfc3339,
+    ATTEMPTS, ForeignLockAction, Holder, Identity, Kubectl, Lock, LockKind, LockLost, LockOptions,
+    LockState, Mine, Released, describe_holder, failed, human, judge, parse_time, rfc3339,
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
@@ -351,8 +351,8 @@ pub(super) async fn acquire<K: Kubectl>(
             return Err(failed(api, &label, &out));
         }
         match judge(&what, state, opts, now, forced.is_some()) {
-            Verdict::Refuse(held) => return Err(anyhow::Error::new(held)),
-            Verdict::Remove(held) => {
+            ForeignLockAction::Refuse(held) => return Err(anyhow::Error::new(held)),
+            ForeignLockAction::Remove(held) => {
                 let label = format!("lock: force-unlock {what}");
                 let args =
                     k::remove_daemonset_annotation(namespace, name, key, &current.resource_version);

@@ -71,10 +71,10 @@ pub use configmap::{LockConfigMap, parse_lock_configmap};
 pub use discovery::{
     KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, KuredConfig, KuredInfo, MAX_CONCURRENCY,
 };
+use holder::{ForeignLockAction, Mine, describe_holder, failed, human, judge, parse_time, rfc3339};
 pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };
-use holder::{Mine, Verdict, describe_holder, failed, human, judge, parse_time, rfc3339};
 pub use kured::{kured_lock_state, kured_lock_value};
 pub use listing::{ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets};
 

@@ -77,7 +77,7 @@ pub(super) fn kubelet_unit(stdout: &str) -> Option<KubeletUnit> {
 
 /// What one sample of the unit says, given the ones before.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum CrashLoopVerdict {
     /// Failing now, after `grew` restarts since fleetctl began to count.
     Looping { grew: u32, total: u32 },
     /// Its main process has run longer than [`RESTART_SEC`].
@@ -100,7 +100,7 @@ pub(super) struct Judge {
 
 impl Judge {
     /// Judges the sample `unit` taken at `at`.
-    pub(super) fn see(&mut self, unit: &KubeletUnit, at: Instant) -> Verdict {
+    pub(super) fn see(&mut self, unit: &KubeletUnit, at: Instant) -> CrashLoopVerdict {
         let from = *self.from.get_or_insert(unit.restarts);
         self.grew = unit.restarts.saturating_sub(from);
         if unit.active == "active" && unit.main_pid != 0 {
@@ -110,26 +110,26 @@ impl Judge {
                         // Recovered: a later loop counts from here.
                         self.from = Some(unit.restarts);
                         self.grew = 0;
-                        return Verdict::Running;
+                        return CrashLoopVerdict::Running;
                     }
                 }
                 _ => self.running = Some((unit.main_pid, at)),
             }
-            return Verdict::Watching;
+            return CrashLoopVerdict::Watching;
         }
         self.running = None;
         match self.grew >= CRASH_LOOP_RESTARTS {
-            true => Verdict::Looping {
+            true => CrashLoopVerdict::Looping {
                 grew: self.grew,
                 total: unit.restarts,
             },
-            false => Verdict::Watching,
+            false => CrashLoopVerdict::Watching,
         }
     }
 
     /// Samples the node's kubelet.service once into the judgement; `None`
     /// when it cannot be read (the judgement is left as it was).
-    async fn sample(&mut self, r: &Remote) -> Option<Verdict> {
+    async fn sample(&mut self, r: &Remote) -> Option<CrashLoopVerdict> {
         let out = r
             .run_root("kubelet.service state", upgrade::KUBELET_UNIT, None)
             .await
@@ -152,7 +152,7 @@ pub(super) async fn first_sample(r: &Remote) -> Judge {
 pub(super) async fn crash_loop(r: &Remote, want: &Version, mut judge: Judge) -> anyhow::Error {
     loop {
         tokio::time::sleep(POLL).await;
-        if let Some(Verdict::Looping { grew, total }) = judge.sample(r).await
+        if let Some(CrashLoopVerdict::Looping { grew, total }) = judge.sample(r).await
             && let Ok(Some(looping)) = looping(r, want, grew, total).await
         {
             return anyhow::Error::new(looping);
@@ -182,7 +182,7 @@ pub(super) async fn name_crash_loop(
     let until = Instant::now() + RESTART_SEC + POLL;
     loop {
         match judge.sample(r).await {
-            Some(Verdict::Looping { grew, total }) => {
+            Some(CrashLoopVerdict::Looping { grew, total }) => {
                 return match looping(r, want, grew, total).await {
                     Ok(Some(mut looping)) => {
                         looping.message = format!("{}\n{next}", looping.message);
@@ -191,7 +191,7 @@ pub(super) async fn name_crash_loop(
                     _ => timed_out,
                 };
             }
-            Some(Verdict::Watching)
+            Some(CrashLoopVerdict::Watching)
                 if judge.grew >= CRASH_LOOP_RESTARTS && Instant::now() < until =>
             {
                 tokio::time::sleep(POLL).await
@@ -286,11 +286,17 @@ mod tests {
         // nothing grew while it watched.
         let t = Instant::now();
         let mut j = Judge::default();
-        assert_eq!(j.see(&unit("activating", 0, 3), t), Verdict::Watching);
-        assert_eq!(j.see(&unit("activating", 0, 5), t), Verdict::Watching);
+        assert_eq!(
+            j.see(&unit("activating", 0, 3), t),
+            CrashLoopVerdict::Watching
+        );
+        assert_eq!(
+            j.see(&unit("activating", 0, 5), t),
+            CrashLoopVerdict::Watching
+        );
         assert_eq!(
             j.see(&unit("activating", 0, 6), t),
-            Verdict::Looping { grew: 3, total: 6 }
+            CrashLoopVerdict::Looping { grew: 3, total: 6 }
         );
     }
 
@@ -298,17 +304,26 @@ mod tests {
     fn a_kubelet_that_fails_three_times_and_then_runs_is_never_looping() {
         let t = Instant::now();
         let mut j = Judge::default();
-        assert_eq!(j.see(&unit("activating", 0, 0), t), Verdict::Watching);
+        assert_eq!(
+            j.see(&unit("activating", 0, 0), t),
+            CrashLoopVerdict::Watching
+        );
         // Restarted three times, now active: not failing now.
         let s = Duration::from_secs(1);
-        assert_eq!(j.see(&unit("active", 812, 3), t + s), Verdict::Watching);
+        assert_eq!(
+            j.see(&unit("active", 812, 3), t + s),
+            CrashLoopVerdict::Watching
+        );
         assert_eq!(
             j.see(&unit("active", 812, 3), t + s + RESTART_SEC),
-            Verdict::Running
+            CrashLoopVerdict::Running
         );
         // A single crash much later counts from where it recovered.
         let later = t + 10 * RESTART_SEC;
-        assert_eq!(j.see(&unit("activating", 0, 4), later), Verdict::Watching);
+        assert_eq!(
+            j.see(&unit("activating", 0, 4), later),
+            CrashLoopVerdict::Watching
+        );
     }
 
     #[test]
@@ -318,13 +333,25 @@ mod tests {
         let t = Instant::now();
         let s = Duration::from_secs(1);
         let mut j = Judge::default();
-        assert_eq!(j.see(&unit("active", 100, 0), t), Verdict::Watching);
-        assert_eq!(j.see(&unit("activating", 0, 1), t + s), Verdict::Watching);
-        assert_eq!(j.see(&unit("active", 200, 2), t + 2 * s), Verdict::Watching);
-        assert_eq!(j.see(&unit("active", 300, 3), t + 3 * s), Verdict::Watching);
+        assert_eq!(
+            j.see(&unit("active", 100, 0), t),
+            CrashLoopVerdict::Watching
+        );
+        assert_eq!(
+            j.see(&unit("activating", 0, 1), t + s),
+            CrashLoopVerdict::Watching
+        );
+        assert_eq!(
+            j.see(&unit("active", 200, 2), t + 2 * s),
+            CrashLoopVerdict::Watching
+        );
+        assert_eq!(
+            j.see(&unit("active", 300, 3), t + 3 * s),
+            CrashLoopVerdict::Watching
+        );
         assert_eq!(
             j.see(&unit("failed", 0, 3), t + 4 * s),
-            Verdict::Looping { grew: 3, total: 3 }
+            CrashLoopVerdict::Looping { grew: 3, total: 3 }
         );
     }
 
@@ -334,11 +361,14 @@ mod tests {
         let mut j = Judge::default();
         j.see(&unit("activating", 0, 0), t);
         let almost = RESTART_SEC - Duration::from_millis(1);
-        assert_eq!(j.see(&unit("active", 7, 3), t), Verdict::Watching);
-        assert_eq!(j.see(&unit("active", 7, 3), t + almost), Verdict::Watching);
+        assert_eq!(j.see(&unit("active", 7, 3), t), CrashLoopVerdict::Watching);
+        assert_eq!(
+            j.see(&unit("active", 7, 3), t + almost),
+            CrashLoopVerdict::Watching
+        );
         assert_eq!(
             j.see(&unit("active", 7, 3), t + RESTART_SEC),
-            Verdict::Running
+            CrashLoopVerdict::Running
         );
     }
 }

@@ -1,6 +1,10 @@
 //! Turning a command into a string a remote POSIX shell reads back exactly,
 //! and into a short label for error messages.
 //!
+//! Pure, and at the bottom of the layers: `remote` writes the command text
+//! with it and `ssh` wraps and labels what it sends with it, so neither of
+//! the two needs the other for it.
+//!
 //! SSH sends one command string, which the login shell parses; `sudo sh -c`
 //! adds a second parse. Quoting is therefore the one place where a stray
 //! quote in a path could run something else as root, so it is small and
