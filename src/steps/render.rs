@@ -164,6 +164,22 @@ impl Ctx<'_> {
                 );
                 self.gates(out);
             }
+            Task::KeptImages { hop, node } => {
+                let hop = &self.plan.hops[*hop];
+                for (component, version) in super::kept_images::kept_of(hop, node) {
+                    let name = component.name();
+                    let v = version.to_string();
+                    let url = super::kept_images::sums_url(&self.plan.hub, component);
+                    out.line(node, &upgrade::fetch(&url));
+                    out.line(
+                        node,
+                        &format!(
+                            "(must print ok, else the rollback is refused and the file kept) {}",
+                            upgrade::image_sha256(name, &v, &format!("<its sum in {url}>"))
+                        ),
+                    );
+                }
+            }
         }
     }
 
