@@ -1,0 +1,55 @@
+//! Issue 38, end to end: what one hostile or broken node may cost the
+//! operator's machine and the run.
+
+use std::fs;
+
+use crate::support::{self, Fleet};
+
+/// Bytes of every file in `.fleetctl/journal/`.
+fn journal_bytes(fleet: &Fleet) -> u64 {
+    fs::read_dir(fleet.dir().join(".fleetctl/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn a_node_answering_every_poll_after_its_reboot_with_32_mib_leaves_a_small_journal_and_apply_stops_at_its_node_timeout()
+ {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .faults(|f| {
+                f.kubelet_version_flood.insert("w-1".into(), "v1.35".into());
+            }),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes", "--node-timeout", "20s"]).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("w-1: after the reboot kubelet reports `Kubernetes v1.35."),
+        "{}",
+        &run.stderr[..run.stderr.len().min(4000)]
+    );
+    // The 32 MiB line is not echoed whole in the error either.
+    assert!(
+        run.stderr.len() < 256 << 10,
+        "stderr holds {} bytes",
+        run.stderr.len()
+    );
+    // Every poll answered 32 MiB; the journal kept one answer's head and
+    // tail and counted the rest.
+    let bytes = journal_bytes(&fleet);
+    assert!(bytes < 4 << 20, "the journal holds {bytes} bytes");
+    let records = support::journal_records(&fleet);
+    let repeated = records.iter().any(|r| {
+        r["kind"] == "repeated"
+            && r["node"] == "w-1"
+            && r["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("kubelet unit and version: the same answer"))
+    });
+    assert!(repeated, "the polls were not counted as repeats");
+}
