@@ -53,3 +53,34 @@ fn a_node_answering_every_poll_after_its_reboot_with_32_mib_leaves_a_small_journ
     });
     assert!(repeated, "the polls were not counted as repeats");
 }
+
+#[test]
+fn a_node_whose_clock_is_4_minutes_ahead_sets_the_locks_margin() {
+    // Nothing to upgrade: apply takes the lock, gathers, judges the
+    // clocks, and finds nothing to do.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.3")
+            .with_node("w-1", |n| n.clock_offset = 240),
+    );
+    let ahead = fleet.ssh_ok("w-1", "root", "date -u +%s").unwrap();
+    let now = fleet.ssh_ok("cp-1", "root", "date -u +%s").unwrap();
+    let diff = ahead.trim().parse::<i64>().unwrap() - now.trim().parse::<i64>().unwrap();
+    assert!((239..=241).contains(&diff), "w-1's date is {diff} s ahead");
+    support::run(&fleet.inventory(), &["plan", "v1.34"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        run.stderr.contains("w-1's clock is 4m ahead of cp-1's")
+            || run.stderr.contains("w-1's clock is 3m 59s ahead of cp-1's"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("ahead of cp-1's: the lock's safety margin is at least that"),
+        "{}",
+        run.stderr
+    );
+}
