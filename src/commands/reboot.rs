@@ -133,5 +133,24 @@ fn describe(chosen: &[Reboot], batches: &[(Vec<String>, Minor)]) -> String {
     for (i, (batch, _)) in batches.iter().enumerate() {
         out.push_str(&format!("  {}. {}\n", i + 1, batch.join(", ")));
     }
-    out
+    // A reason is the node's word (its Flatcar version): escaped whole, as
+    // this text has no colours of its own for `Printer::out` to keep.
+    crate::ui::escape::escape_controls(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_words_in_the_summary_cannot_carry_our_colours_or_act_on_the_terminal() {
+        let r = Reboot {
+            node: "w-1".into(),
+            role: crate::inventory::Role::Worker,
+            minor: Minor::new(1, 35),
+            reasons: vec![crate::ui::escape::HOSTILE.into()],
+        };
+        let text = describe(&[r], &[(vec!["w-1".into()], Minor::new(1, 35))]);
+        crate::ui::escape::assert_inert(&text);
+    }
 }

@@ -130,5 +130,25 @@ fn describe(chosen: &[Rollback]) -> String {
             ));
         }
     }
-    out
+    // No colours of its own: escaped whole before `Printer::out` (issue 38).
+    crate::ui::escape::escape_controls(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_summary_cannot_carry_our_colours_or_act_on_the_terminal() {
+        let v = |s: &str| s.parse::<crate::version::Version>().unwrap();
+        let r = super::Rollback {
+            node: crate::ui::escape::HOSTILE.into(),
+            role: crate::inventory::Role::Worker,
+            from: v("v1.35.1"),
+            to: v("v1.34.3"),
+            pin: crate::plan::Action::RemoveImages {
+                versions: Vec::new(),
+            },
+            containerd: None,
+        };
+        crate::ui::escape::assert_inert(&super::describe(&[r]));
+    }
 }

@@ -61,7 +61,7 @@ pub fn etcd_report(read: anyhow::Result<Option<EtcdMembers>>) -> Option<EtcdRepo
 /// One line: `etcd: cp-1 healthy, leader, raft index 45 · cp-2 …`.
 pub fn render(r: &EtcdReport) -> String {
     if let Some(e) = &r.error {
-        return format!("etcd: {} ({e})\n", ui::attention("unknown"));
+        return format!("etcd: {} ({})\n", ui::attention("unknown"), esc(e));
     }
     let members: Vec<String> = r
         .members
@@ -80,19 +80,50 @@ pub fn render(r: &EtcdReport) -> String {
             if let Some(i) = m.raft_index {
                 words.push(format!("raft index {i}"));
             }
-            format!("{} {}", m.name, words.join(", "))
+            format!("{} {}", esc(&m.name), words.join(", "))
         })
         .collect();
     let mut out = format!("etcd: {}\n", members.join(" · "));
     for p in r.members.iter().filter_map(|m| m.problem.as_ref()) {
-        out.push_str(&format!("{} {p}\n", ui::attention("warning:")));
+        out.push_str(&format!("{} {}\n", ui::attention("warning:"), esc(p)));
     }
     out
+}
+
+/// What etcd said (a member's name, why it is unhealthy), escaped before it
+/// meets our colours: the table keeps those (issue 38).
+fn esc(text: &str) -> std::borrow::Cow<'_, str> {
+    ui::escape::escape_controls(text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_etcd_says_cannot_carry_our_colours_or_act_on_the_terminal() {
+        let hostile = crate::ui::escape::HOSTILE;
+        let r = EtcdReport {
+            members: vec![EtcdMemberReport {
+                name: hostile.into(),
+                healthy: false,
+                leader: false,
+                learner: false,
+                raft_index: None,
+                raft_applied_index: None,
+                problem: Some(hostile.into()),
+            }],
+            error: None,
+        };
+        let line = render(&r);
+        crate::ui::escape::assert_inert(&line);
+        assert_eq!(line.matches("\\033[32mfine").count(), 2, "{line:?}");
+        let failed = EtcdReport {
+            members: Vec::new(),
+            error: Some(hostile.into()),
+        };
+        crate::ui::escape::assert_inert(&render(&failed));
+    }
 
     #[test]
     fn members_in_one_line_with_whatever_is_wrong() {

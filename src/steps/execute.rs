@@ -22,7 +22,8 @@ use super::kubeadm::{self, Kind};
 use super::runner::Remote;
 use super::script::{At, Task, hop_version, last_steps};
 use super::{
-    POLL, download, etcd, gates, hold, last_look, on_failure, preflight, roll, stage, verify,
+    POLL, download, etcd, gates, hold, kept_images, last_look, on_failure, preflight, roll, stage,
+    verify,
 };
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, Image, Phase, PhaseKind, Step};
@@ -227,6 +228,12 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
                 hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
                 gates::healthy(apply, &what).await?;
             }
+        }
+        Task::KeptImages { hop: h, node } => {
+            let hop = apply.plan.hops[*h].clone();
+            apply.begin(node, "check the kept images against the hub");
+            let r = apply.remote(node)?;
+            kept_images::verify(&r, &apply.plan.hub, &hop).await?;
         }
     }
     Ok(())

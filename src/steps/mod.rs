@@ -23,6 +23,7 @@ pub mod execute;
 mod gates;
 pub mod hold;
 pub mod journal;
+mod kept_images;
 mod kubeadm;
 pub mod kured_gates;
 mod kured_takeover;

@@ -34,7 +34,7 @@ pub fn render(tasks: &[Task], plan: &Plan, inv: &Inventory, settings: &Settings)
         api: &api,
     };
     for (i, task) in tasks.iter().enumerate() {
-        out.text.push_str(&format!(
+        out.push(&format!(
             "== {}/{} {}\n",
             i + 1,
             tasks.len(),
@@ -53,7 +53,16 @@ struct Out {
 
 impl Out {
     fn line(&mut self, node: &str, text: &str) {
-        self.text.push_str(&format!("[{node}] {text}\n"));
+        self.push(&format!("[{node}] {text}\n"));
+    }
+
+    /// Every byte of the listing passes here, escaped: remote text reaches
+    /// it (a stray sysupdate config's file name in a pin, a version), and
+    /// the listing has no colours of its own, so nothing in it may reach
+    /// `Printer::out` as an ESC it would keep as fleetctl's colour (issue 38).
+    fn push(&mut self, text: &str) {
+        self.text
+            .push_str(&crate::ui::escape::escape_controls(text));
     }
 }
 
@@ -163,6 +172,22 @@ impl Ctx<'_> {
                     ),
                 );
                 self.gates(out);
+            }
+            Task::KeptImages { hop, node } => {
+                let hop = &self.plan.hops[*hop];
+                for (component, version) in super::kept_images::kept_of(hop, node) {
+                    let name = component.name();
+                    let v = version.to_string();
+                    let url = super::kept_images::sums_url(&self.plan.hub, component);
+                    out.line(node, &upgrade::fetch(&url));
+                    out.line(
+                        node,
+                        &format!(
+                            "(must print ok, else the rollback is refused and the file kept) {}",
+                            upgrade::image_sha256(name, &v, &format!("<its sum in {url}>"))
+                        ),
+                    );
+                }
             }
         }
     }
@@ -455,4 +480,22 @@ fn etcd(out: &mut Out, node: &str, minor: Minor) {
 
 fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_cannot_carry_our_colours_or_act_on_the_terminal() {
+        let hostile = crate::ui::escape::HOSTILE;
+        let mut out = Out::default();
+        out.push(&format!("== 1/1 {hostile}\n"));
+        // A stray config's file name, as the node listed it, in a pin.
+        out.line(
+            "w-1",
+            &upgrade::pin_config("/etc/sysupdate.d/k.conf", &[hostile.into()]),
+        );
+        crate::ui::escape::assert_inert(&out.text);
+    }
 }

@@ -69,6 +69,9 @@ pub enum Task {
     HopDone { hop: usize },
     /// After a hop: watch the fleet for `--soak`, then the gates again.
     Soak { hop: usize },
+    /// A rollback's kept images on `node` checked against the hub's
+    /// `SHA256SUMS` before its first step (`super::kept_images`).
+    KeptImages { hop: usize, node: String },
 }
 
 /// What shapes the list beyond the plan: known before any node is touched.
@@ -199,6 +202,15 @@ pub fn of_reboots(batches: &[(Vec<String>, Minor)]) -> Vec<Task> {
 pub fn of_rollbacks(plan: &Plan) -> Vec<Task> {
     let mut tasks = Vec::new();
     for (h, hop) in plan.hops.iter().enumerate() {
+        // Before anything of the node moves: what it will boot is checked.
+        let mut nodes: Vec<&str> = hop.steps().map(|s| s.node.as_str()).collect();
+        nodes.dedup();
+        for node in nodes {
+            tasks.push(Task::KeptImages {
+                hop: h,
+                node: node.to_string(),
+            });
+        }
         for (p, phase) in hop.phases.iter().enumerate() {
             for (i, step) in phase.steps.iter().enumerate() {
                 if step.action == Action::Roll {
@@ -306,13 +318,18 @@ impl Task {
                 "soak after the hop to {}, then the gates",
                 hop_version(&plan.hops[*hop])
             ),
+            Task::KeptImages { node, .. } => format!(
+                "{node}: check the kept images it goes back to against the hub's SHA256SUMS"
+            ),
         }
     }
 
     /// The node the task works on, when there is one.
     pub fn node(&self) -> Option<&str> {
         match self {
-            Task::ControlPlanesReady { node } | Task::EtcdSnapshot { node, .. } => Some(node),
+            Task::ControlPlanesReady { node }
+            | Task::EtcdSnapshot { node, .. }
+            | Task::KeptImages { node, .. } => Some(node),
             Task::Roll { nodes, .. } | Task::LastLook { nodes, .. } if nodes.len() == 1 => {
                 Some(&nodes[0])
             }

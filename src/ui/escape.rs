@@ -129,6 +129,29 @@ fn escape(text: &str, keep_colours: bool) -> Cow<'_, str> {
     }
 }
 
+/// Remote text at its most hostile, for the tests of each place that
+/// prints remote text: fleetctl's own green (ANSI), a C1 CSI (U+009B, read
+/// as `ESC [` by some terminals) and a bidi override (U+202E).
+#[cfg(test)]
+pub const HOSTILE: &str = "\u{1b}[32mfine\u{1b}[0m \u{9b}2J \u{202e}txt.exe";
+
+/// `text`, as `Printer::out` shows it with colour on, carries none of
+/// [`HOSTILE`]'s sequences as such: each is written as its octal escape.
+#[cfg(test)]
+pub fn assert_inert(text: &str) {
+    let shown = escape_controls_keeping_colours(text);
+    for raw in ["\u{1b}[32mfine", "\u{9b}", "\u{202e}"] {
+        assert!(!shown.contains(raw), "{raw:?} survives in {shown:?}");
+    }
+    for escaped in [
+        "\\033[32mfine\\033[0m",
+        "\\302\\2332J",
+        "\\342\\200\\256txt",
+    ] {
+        assert!(shown.contains(escaped), "no {escaped} in {shown:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod etcd_gate;
 mod etcd_restore;
 mod feature_gates;
 mod hardening;
+mod hostile_nodes;
 mod integrity;
 mod jump;
 mod kubeadm_writes;

@@ -140,3 +140,44 @@ fn a_node_with_no_kept_image_or_one_that_would_break_the_skew_is_refused_and_not
         "a refused rollback changed a node"
     );
 }
+
+#[test]
+fn a_kept_image_altered_on_the_node_is_refused_before_anything_moves() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.35.1")
+            .with_node("w-1", |n| n.images = vec!["v1.34.3".into()]),
+    );
+    let kept = "/opt/extensions/kubernetes/kubernetes-v1.34.3-x86-64.raw";
+    // One byte more: what a disk error or someone with root on w-1 leaves.
+    fleet
+        .ssh_ok("w-1", "root", &format!("printf x >> {kept}"))
+        .unwrap();
+    let found = fleet
+        .ssh_ok("w-1", "root", &format!("sha256sum {kept}"))
+        .unwrap();
+    let found = found.split_whitespace().next().unwrap().to_string();
+    let before = node_state(&fleet, "w-1");
+
+    let run = fleetctl(&fleet, &["rollback", "w-1", "--yes"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    for why in [
+        format!("w-1: the kept {kept} has sha256 {found}, but the hub's "),
+        "/kubernetes/SHA256SUMS gives ".to_string(),
+        "The rollback of w-1 was refused before it changed anything".to_string(),
+        "Replace it with kubernetes-v1.34.3-x86-64.raw from the hub".to_string(),
+    ] {
+        assert!(run.stderr.contains(&why), "no `{why}` in\n{}", run.stderr);
+    }
+    assert_eq!(
+        node_state(&fleet, "w-1"),
+        before,
+        "the refused rollback changed w-1"
+    );
+    // The file is kept for the operator to inspect.
+    fleet
+        .ssh_ok("w-1", "root", &format!("test -f {kept}"))
+        .unwrap();
+}

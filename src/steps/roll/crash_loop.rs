@@ -34,13 +34,35 @@ pub(super) struct KubeletState {
     pub(super) journal: Vec<String>,
 }
 
+/// What of one line of the node's answer is kept: errors quote these, and
+/// a node may answer a poll with one line of 32 MiB (issue 38), which the
+/// terminal must not get whole.
+const LINE_MAX: usize = 512;
+
+/// The journal lines kept: [`upgrade::KUBELET_STATE`] asks for 15, and
+/// journalctl may add a `-- Boot …` or `-- No entries --` line.
+const JOURNAL_LINES: usize = 20;
+
 pub(super) fn kubelet_state(stdout: &str) -> KubeletState {
     let mut lines = stdout.lines();
     KubeletState {
-        unit: lines.next().unwrap_or("").trim().to_string(),
-        version: lines.next().unwrap_or("").trim().to_string(),
-        journal: lines.map(str::to_string).collect(),
+        unit: bounded(lines.next().unwrap_or("").trim()),
+        version: bounded(lines.next().unwrap_or("").trim()),
+        journal: lines.take(JOURNAL_LINES).map(bounded).collect(),
     }
+}
+
+/// `line` up to [`LINE_MAX`] bytes (at a character boundary), with how
+/// much was cut.
+fn bounded(line: &str) -> String {
+    if line.len() <= LINE_MAX {
+        return line.to_string();
+    }
+    let mut end = LINE_MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}[… {} more bytes]", &line[..end], line.len() - end)
 }
 
 /// The bakery's `RestartSec=10`: a main process seen running longer than
@@ -266,6 +288,22 @@ mod tests {
         let ok = kubelet_state("active\nKubernetes v1.35.3\n");
         assert_eq!((ok.unit.as_str(), ok.journal.len()), ("active", 0));
         assert_eq!(kubelet_state("").unit, "");
+    }
+
+    #[test]
+    fn a_flood_in_the_answer_is_kept_to_a_line_each_and_a_few_lines() {
+        let huge = format!("Kubernetes v1.35.3 {}", "é".repeat(1 << 20));
+        let text = format!("failed\n{huge}\n{}", format!("{huge}\n").repeat(40));
+        let s = kubelet_state(&text);
+        assert!(s.version.len() < 600, "{}", s.version.len());
+        assert!(
+            s.version.starts_with("Kubernetes v1.35.3 é"),
+            "{}",
+            &s.version[..40]
+        );
+        assert!(s.version.ends_with(" more bytes]"), "{}", s.version);
+        assert_eq!(s.journal.len(), JOURNAL_LINES);
+        assert!(s.journal.iter().all(|l| l.len() < 600));
     }
 
     #[test]

@@ -142,7 +142,27 @@ pub fn provision(
     crate::etcd_pod::install(&disk, fleet)?;
     hide_host_tools(&disk)?;
     write_os_containerd(&disk)?;
+    write_clock(&disk, plan.spec.clock_offset)?;
     write_mount_points(&disk)
+}
+
+/// A node whose clock is `offset` seconds off: `/usr/local/bin/date`, first
+/// in root's `PATH` (`/usr/local/sbin:/usr/local/bin:…`, sshd's and sudo's
+/// `secure_path`), shows every reading that far from the host's clock, to
+/// the nanosecond, in whatever format it is asked. A `-d` or `-s` of the
+/// caller's own is refused by GNU date beside this one (its options to
+/// name a date are mutually exclusive); nothing fleetctl runs uses them.
+fn write_clock(disk: &Disk, offset: i64) -> Result<()> {
+    if offset == 0 {
+        return Ok(());
+    }
+    let script = format!(
+        "#!/bin/sh\n\
+         # fleetsim: this node's clock is {offset} s off (the scenario's clock_offset).\n\
+         t=$(/usr/bin/date +%s.%N)\n\
+         exec /usr/bin/date -d \"@$(( ${{t%.*}} + ({offset}) )).${{t#*.}}\" \"$@\"\n"
+    );
+    disk.file("/usr/local/bin/date", script.as_bytes(), 0o755, (0, 0))
 }
 
 /// `upper/<top>` and `work/<top>` for every overlaid directory; each upper

@@ -176,6 +176,17 @@ pub struct NodeSpec {
     /// `containerd-@v-%a.raw`).
     #[serde(default)]
     pub containerd_pin: Pin,
+    /// Seconds this node's clock is off (ahead when positive): its `date`
+    /// reads that far from the host's (`provision::write_clock`). Only
+    /// `date` is shifted, which is all fleetctl reads of a node's clock; a
+    /// node cannot have a realtime clock of its own (time namespaces move
+    /// only the monotonic and boot-time clocks, time_namespaces(7)).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_offset: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// A node's OS layer (`Scenario::os`).
@@ -290,6 +301,7 @@ impl NodeSpec {
             sysupdate_timer: false,
             containerd: None,
             containerd_pin: Pin::Pinned,
+            clock_offset: 0,
         }
     }
 }

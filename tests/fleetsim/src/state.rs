@@ -423,6 +423,13 @@ pub struct Faults {
     /// runtime.v1.RuntimeService`), whatever its own version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub containerd_no_cri: BTreeMap<String, String>,
+    /// The kubelet of a version on a node answers `--version` with one
+    /// line of 32 MiB (`Kubernetes vX.Y.Z` and then junk, as a broken or
+    /// hostile binary may): node → version as in `kubelet_crash`. The
+    /// service itself runs; every poll of fleetctl's wait after the reboot
+    /// gets the whole line, as much as fleetctl reads of one output.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet_version_flood: BTreeMap<String, String>,
 }
 
 /// [`Faults::kubelet_slow_start`]: which kubelet, how many failed starts.
@@ -449,6 +456,14 @@ impl Faults {
                 .containerd_no_cri
                 .get(node)
                 .is_some_and(|v| version_matches(version, v))
+    }
+
+    /// Whether the `kubelet_version_flood` fault holds the kubelet
+    /// `version` on `node`.
+    pub fn kubelet_floods(&self, node: &str, version: &str) -> bool {
+        self.kubelet_version_flood
+            .get(node)
+            .is_some_and(|v| version_matches(version, v))
     }
 
     /// How many starts in a boot the `kubelet_slow_start` fault fails for

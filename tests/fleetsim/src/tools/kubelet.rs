@@ -55,6 +55,17 @@ pub fn run(env: &mut Env, args: &[String]) -> Result<i32> {
     match args {
         [a] if a == "--version" || a == "--version=true" => {
             let version = env.binary_version(NAME)?;
+            let boot = env.boot()?;
+            if env
+                .shared()
+                .faults()?
+                .kubelet_floods(&boot.name, &version.to_string())
+            {
+                // One write: the junk is the answer, not a slow trickle.
+                let junk = "x".repeat(FLOOD);
+                say!(env, "Kubernetes {version} {junk}");
+                return Ok(0);
+            }
             say!(env, "Kubernetes {version}");
             Ok(0)
         }
@@ -326,6 +337,11 @@ pub(crate) const NO_RUNTIME: &str = "failed to run Kubelet: validate service con
      v1 runtime API for endpoint \\\"unix:///run/containerd/containerd.sock\\\": rpc error: code = \
      Unavailable desc = connection error: desc = \\\"transport: Error while dialing: dial unix \
      /run/containerd/containerd.sock: connect: no such file or directory\\\"";
+
+/// How much junk a kubelet under the `kubelet_version_flood` fault adds
+/// to its `--version` line: with the words before it, past the 32 MiB of
+/// stdout fleetctl keeps of one command.
+const FLOOD: usize = 32 << 20;
 
 /// What a kubelet under the `kubelet_crash` fault says before it exits 1:
 /// the error a kubelet gives when its container runtime does not serve the

@@ -1,0 +1,100 @@
+//! Issue 38, end to end: what one hostile or broken node may cost the
+//! operator's machine and the run.
+
+use std::fs;
+
+use crate::support::{self, Fleet};
+
+/// Bytes of every file in `.fleetctl/journal/`.
+fn journal_bytes(fleet: &Fleet) -> u64 {
+    fs::read_dir(fleet.dir().join(".fleetctl/journal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn a_node_answering_every_poll_after_its_reboot_with_32_mib_leaves_a_small_journal_and_apply_stops_at_its_node_timeout()
+ {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .faults(|f| {
+                f.kubelet_version_flood.insert("w-1".into(), "v1.35".into());
+            }),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes", "--node-timeout", "40s"]).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("w-1: after the reboot kubelet reports `Kubernetes v1.35."),
+        "{}",
+        &run.stderr[..run.stderr.len().min(4000)]
+    );
+    // The 32 MiB line is not echoed whole in the error either.
+    assert!(
+        run.stderr.len() < 256 << 10,
+        "stderr holds {} bytes",
+        run.stderr.len()
+    );
+    // Every poll answered 32 MiB; the journal kept one answer's head and
+    // tail and counted the rest.
+    let bytes = journal_bytes(&fleet);
+    assert!(bytes < 4 << 20, "the journal holds {bytes} bytes");
+    // Every poll is in it: the first answer copied (cut), the same ones
+    // after it counted.
+    let records = support::journal_records(&fleet);
+    let of_w1 = |r: &&serde_json::Value| r["node"] == "w-1";
+    let copied = records
+        .iter()
+        .filter(of_w1)
+        .filter(|r| r["detail"] == "kubelet unit and version")
+        .count();
+    let counted: u64 = records
+        .iter()
+        .filter(of_w1)
+        .filter(|r| r["kind"] == "repeated")
+        .filter_map(|r| {
+            let d = r["detail"].as_str()?;
+            let n = d.strip_prefix("kubelet unit and version: the same answer ")?;
+            n.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    assert!(
+        copied as u64 + counted >= 2,
+        "polls of w-1: {copied} copied, {counted} counted"
+    );
+}
+
+#[test]
+fn a_node_whose_clock_is_4_minutes_ahead_sets_the_locks_margin() {
+    // Nothing to upgrade: apply takes the lock, gathers, judges the
+    // clocks, and finds nothing to do.
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.3")
+            .with_node("w-1", |n| n.clock_offset = 240),
+    );
+    let ahead = fleet.ssh_ok("w-1", "root", "date -u +%s").unwrap();
+    let now = fleet.ssh_ok("cp-1", "root", "date -u +%s").unwrap();
+    let diff = ahead.trim().parse::<i64>().unwrap() - now.trim().parse::<i64>().unwrap();
+    assert!((239..=241).contains(&diff), "w-1's date is {diff} s ahead");
+    support::run(&fleet.inventory(), &["plan", "v1.34"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes"]).expect_code(0);
+    assert!(
+        run.stderr.contains("w-1's clock is 4m ahead of cp-1's")
+            || run.stderr.contains("w-1's clock is 3m 59s ahead of cp-1's"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("ahead of cp-1's: the lock's safety margin is at least that"),
+        "{}",
+        run.stderr
+    );
+}
