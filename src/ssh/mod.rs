@@ -38,7 +38,7 @@ pub use failure::{
     CommandTimedOut, Disconnected, HostKeyRejected, Rejection, SudoPasswordRequired,
     is_disconnected,
 };
-pub use session::{Session, connect};
+pub use session::{Session, Unconnected, connect, connect_or_say};
 pub use shell::quote;
 
 /// Nodes connected at once by [`connect_all`] callers that do not say
