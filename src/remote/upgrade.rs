@@ -174,7 +174,24 @@ pub fn step_unit(id: &str) -> String {
 /// so the name can be used again; the result lives in [`STEPS_DIR`]. An
 /// earlier run's result files are removed first; starting fails (as
 /// systemd-run does) if the unit is still running.
-pub fn start_detached(id: &str, what: &str, script: &str) -> String {
+///
+/// A unit still running from an earlier run is not started again: the
+/// first line says `resumed`, else `started`. Then, in the same round trip,
+/// the step is waited for as [`poll_detached`] waits (`wait_tenths`): a
+/// step that ends within that wait (most drains) costs one command, not
+/// three (is it running? start; its result).
+pub fn start_detached(id: &str, what: &str, script: &str, wait_tenths: u32) -> String {
+    let unit = word(&step_unit(id));
+    format!(
+        "case $(systemctl is-active {unit} 2>/dev/null) in active|activating|deactivating) echo resumed ;; \
+         *) {{ {start}; }} || exit $?; echo started ;; esac; {poll}",
+        start = start_unit(id, what, script),
+        poll = poll_detached(id, wait_tenths),
+    )
+}
+
+/// The systemd-run that starts the step's unit (see [`start_detached`]).
+fn start_unit(id: &str, what: &str, script: &str) -> String {
     let log = quote(&format!("{STEPS_DIR}/{id}.log"));
     let exit = quote(&format!("{STEPS_DIR}/{id}.exit"));
     let exit_new = quote(&format!("{STEPS_DIR}/{id}.exit.new"));

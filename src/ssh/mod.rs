@@ -36,7 +36,7 @@ pub use failure::{
     CommandTimedOut, Disconnected, HostKeyRejected, Rejection, SudoPasswordRequired,
     is_disconnected,
 };
-pub use session::{Session, connect};
+pub use session::{Session, Unconnected, connect, connect_or_say};
 
 /// Nodes connected at once by [`connect_all`] callers that do not say
 /// (fleetctl's commands use `--parallel`). Whatever the number, no sshd —

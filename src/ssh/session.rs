@@ -23,7 +23,7 @@ mod dial;
 pub use capture::DEFAULT_MAX_OUTPUT;
 use capture::{Capture, MAX_STDERR};
 use dial::Client;
-pub use dial::connect;
+pub use dial::{Unconnected, connect, connect_or_say};
 
 /// What sudo prints when `-n` meets a password requirement.
 const SUDO_NEEDS_PASSWORD: &str = "a password is required";
@@ -60,6 +60,8 @@ struct ConnectExtras {
     unreadable: Vec<(String, Unreadable)>,
     /// Connections sshd dropped before its banner and that then succeeded.
     retried: Vec<String>,
+    /// Authentication began on some hop (`dial::Unconnected`).
+    authenticated: bool,
 }
 
 impl std::fmt::Debug for Session {

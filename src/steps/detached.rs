@@ -15,7 +15,7 @@ use super::POLL;
 /// How long one poll waits on the node for the step to end, in tenths of a
 /// second: long enough to make polls rare, short enough that a deadline or
 /// a Ctrl-C is noticed quickly.
-const WAIT_TENTHS: u32 = 50;
+pub const WAIT_TENTHS: u32 = 50;
 use super::runner::{Remote, succeeded};
 use crate::remote::upgrade;
 use crate::ssh::{self, Output};
@@ -63,6 +63,8 @@ pub struct Reconnect<'a> {
 /// Runs `script` on `r`'s node as the detached step `id` and waits for it
 /// (at most `timeout`), returning its output like a command run over SSH.
 /// A step still running from an earlier run is waited for, not started again.
+/// Starting it and the first wait are one command: a step that ends
+/// within [`WAIT_TENTHS`] costs one round trip.
 pub async fn run(
     r: &mut Remote,
     reconnect: Option<&Reconnect<'_>>,
@@ -71,29 +73,22 @@ pub async fn run(
     script: &str,
     timeout: Duration,
 ) -> anyhow::Result<Output> {
-    let state = r
-        .run_root(
-            &format!("{what}: is it running?"),
-            &upgrade::poll_detached(id, 0),
-            None,
-        )
-        .await?;
+    let deadline = Instant::now() + timeout;
+    let mut first = start(r, reconnect, id, what, script).await?;
     // Each poll waits on the node for up to this long while the step runs.
     let poll = upgrade::poll_detached(id, WAIT_TENTHS);
-    match parse_state(&state.stdout) {
-        State::Running(_) => r.journal().event(
-            "step-resumed",
-            Some(r.node()),
-            &format!("{what} is still running from an earlier run; waiting for it"),
-        ),
-        _ => start(r, reconnect, id, what, script).await?,
-    }
-    let deadline = Instant::now() + timeout;
     loop {
         // Whether this round's poll already waited on the node.
         let mut waited = false;
-        match r.run_root(&format!("{what}: result"), &poll, None).await {
-            Ok(out) => match parse_state(&out.stdout) {
+        let answer = match first.take() {
+            Some(stdout) => Ok(stdout),
+            None => r
+                .run_root(&format!("{what}: result"), &poll, None)
+                .await
+                .map(|o| o.stdout),
+        };
+        match answer {
+            Ok(stdout) => match parse_state(&stdout) {
                 State::Finished { exit, output } => {
                     return Ok(Output {
                         exit: Some(exit),
@@ -135,22 +130,39 @@ pub async fn run(
     }
 }
 
-/// Starts the step's unit. A connection that drops while the start command
-/// runs leaves it unknown whether the unit started: reconnect and ask, and
-/// start it only if it is not there (never a second kubeadm beside one).
+/// The first answer of the command that starts a step and waits for it:
+/// what follows its first line (`started`, or `resumed`, which the journal
+/// is told: the step was already running).
+fn started(r: &Remote, what: &str, stdout: &str) -> String {
+    let (first, rest) = stdout.split_once('\n').unwrap_or((stdout, ""));
+    if first.trim() == "resumed" {
+        r.journal().event(
+            "step-resumed",
+            Some(r.node()),
+            &format!("{what} is still running from an earlier run; waiting for it"),
+        );
+    }
+    rest.to_string()
+}
+
+/// Starts the step's unit, unless it runs already, and waits for it the
+/// first time, returning that answer. A connection that drops while the
+/// start command runs leaves it unknown whether the unit started:
+/// reconnect and ask, and start it only if it is not there (never a
+/// second kubeadm beside one); then there is no first answer (`None`).
 async fn start(
     r: &mut Remote,
     reconnect: Option<&Reconnect<'_>>,
     id: &str,
     what: &str,
     script: &str,
-) -> anyhow::Result<()> {
-    let command = upgrade::start_detached(id, what, script);
+) -> anyhow::Result<Option<String>> {
+    let command = upgrade::start_detached(id, what, script, WAIT_TENTHS);
     for attempt in 0..2 {
         match r.run_root(what, &command, None).await {
             Ok(out) => {
-                succeeded(r.node(), what, out)?;
-                return Ok(());
+                let out = succeeded(r.node(), what, out)?;
+                return Ok(Some(started(r, what, &out.stdout)));
             }
             Err(e) if attempt == 0 && ssh::is_disconnected(&e) && reconnect.is_some() => {
                 let Some(again) = reconnect else {
@@ -174,13 +186,13 @@ async fn start(
                     )
                     .await?;
                 if parse_state(&state.stdout) != State::Absent {
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -212,33 +224,38 @@ mod tests {
     }
 
     /// The wrapper the unit runs keeps the script's output and status in
-    /// the result files, whatever the script does.
+    /// the result files, whatever the script does; the same command then
+    /// answers with the result. A unit still running is not started again.
     #[test]
     fn the_detached_wrapper_records_output_and_status() {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("bin");
         std::fs::create_dir(&fake).unwrap();
-        // systemd-run: run the command in the foreground, as the unit would.
-        let run = fake.join("systemd-run");
-        std::fs::write(
-            &run,
-            "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
         let steps = dir.path().join("steps");
-        let cmd = upgrade::start_detached("t", "a test", "echo out; echo err >&2; exit 3")
-            .replace(upgrade::STEPS_DIR, steps.to_str().unwrap());
-        let status = std::process::Command::new("sh")
-            .args(["-c", &cmd])
-            .env(
-                "PATH",
-                format!("{}:{}", fake.display(), std::env::var("PATH").unwrap()),
-            )
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let script = |unit_state: &str| {
+            // systemd-run: run the command in the foreground, as the unit would.
+            executable(
+                &fake.join("systemd-run"),
+                "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n",
+            );
+            executable(
+                &fake.join("systemctl"),
+                &format!("#!/bin/sh\necho {unit_state}\n"),
+            );
+            let cmd = upgrade::start_detached("t", "a test", "echo out; echo err >&2; exit 3", 0)
+                .replace(upgrade::STEPS_DIR, steps.to_str().unwrap());
+            let out = std::process::Command::new("sh")
+                .args(["-c", &cmd])
+                .env(
+                    "PATH",
+                    format!("{}:{}", fake.display(), std::env::var("PATH").unwrap()),
+                )
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert_eq!(script("inactive"), "started\nexit 3\nout\nerr\n");
         assert_eq!(
             std::fs::read_to_string(steps.join("t.exit")).unwrap(),
             "3\n"
@@ -247,5 +264,15 @@ mod tests {
             std::fs::read_to_string(steps.join("t.log")).unwrap(),
             "out\nerr\n"
         );
+        // Running from an earlier run: left alone, its results too.
+        std::fs::remove_file(steps.join("t.exit")).unwrap();
+        assert_eq!(script("active"), "resumed\nrunning active\n");
+        assert!(!steps.join("t.exit").exists(), "not started again");
+    }
+
+    fn executable(path: &std::path::Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }

@@ -94,23 +94,24 @@ fn last_line(s: &str) -> String {
 
 /// Before the drain of `batch`: holds (saying what holds, how long, what
 /// releases it) until etcd can spare each control plane in it, for at most
-/// `--node-timeout`; then stops the run naming etcd, nothing changed. A
+/// `--node-timeout`; then stops the run naming etcd, nothing changed.
+/// `true` when it held before it released. A
 /// rollback's node is out of service already: its own member may be down.
 pub async fn before_drain(
     apply: &Apply<'_>,
     batch: &[String],
     rollback: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let cps: Vec<&String> = batch
         .iter()
         .filter(|n| apply.role(n) == Role::ControlPlane)
         .collect();
     let Some(first) = cps.first() else {
-        return Ok(());
+        return Ok(false);
     };
     let api = apply.api()?;
     if !stacked(&api).await? {
-        return Ok(());
+        return Ok(false);
     }
     let timeout = apply.settings.node_timeout;
     let started = Instant::now();
@@ -136,7 +137,7 @@ pub async fn before_drain(
                         apply.progress.line(&format!("  etcd gate: {text}"));
                         apply.journal_event("etcd-gate-released", None, &text);
                     }
-                    return Ok(());
+                    return Ok(said.is_some());
                 }
                 problems.join("; ")
             }

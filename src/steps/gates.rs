@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 
 use super::context::Apply;
 use super::runner::Remote;
+pub use super::storage_gate::Spared;
 use crate::node::{self, ClusterFacts};
 use crate::remote;
 
@@ -21,9 +22,7 @@ pub async fn before_drain(
     apply: &Apply<'_>,
     batch: &[String],
     rollback: bool,
-) -> anyhow::Result<()> {
-    super::storage_gate::before_drain(apply, batch, rollback).await?;
-    super::etcd_gate::before_drain(apply, batch, rollback).await?;
+) -> anyhow::Result<Spared> {
     let node = batch.join(", ");
     let tolerated = match rollback {
         true => Tolerated {
@@ -35,9 +34,32 @@ pub async fn before_drain(
         },
         false => Tolerated::default(),
     };
-    let problems = problems(apply, batch, &tolerated).await?;
+    // Ceph's and etcd's readings and the fleet's own are independent:
+    // asked at once, they cost one round trip's time between two reboots
+    // instead of three. A gate that held was waited out, and what the
+    // others saw meanwhile is stale: all are read again, until a round in
+    // which none held judges the fleet as it is now.
+    let mut rounds = 0;
+    let (spared, problems) = loop {
+        let (storage, etcd, problems) = tokio::join!(
+            super::storage_gate::before_drain(apply, batch, rollback),
+            super::etcd_gate::before_drain(apply, batch, rollback),
+            problems(apply, batch, &tolerated),
+        );
+        let storage = storage?;
+        if !etcd? && storage != Spared::Released {
+            break (storage, problems?);
+        }
+        rounds += 1;
+        if rounds >= MAX_HOLD_ROUNDS {
+            bail!(
+                "not taking {node} down: Ceph's and etcd's gates held in turn {rounds} times                  without both being clear at once. Nothing was changed on {node}; once the                  cluster is calm, run `{}` again",
+                apply.settings.rerun
+            );
+        }
+    };
     if problems.is_empty() {
-        return Ok(());
+        return Ok(spared);
     }
     bail!(
         "not taking {node} down: the fleet is not healthy enough:\n  - {}\nNothing was changed on {node}. \
@@ -46,6 +68,11 @@ pub async fn before_drain(
         apply.settings.rerun
     )
 }
+
+/// Rounds of the gates before a drain in which Ceph or etcd held (each
+/// bounded by its own timeout) before the run stops: each such round was
+/// released, so only gates that keep taking turns reach it.
+const MAX_HOLD_ROUNDS: u32 = 10;
 
 /// After a soak (`--soak`, after a hop): the same gates, with nothing
 /// about to go down.

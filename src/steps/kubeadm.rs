@@ -94,7 +94,12 @@ pub fn detached_command(
     preflight: Preflight,
 ) -> String {
     let (id, label) = step_id(kind, version);
-    upgrade::start_detached(&id, &label, &command(kind, version, sha256, preflight))
+    upgrade::start_detached(
+        &id,
+        &label,
+        &command(kind, version, sha256, preflight),
+        detached::WAIT_TENTHS,
+    )
 }
 
 /// The step's script for the node: it checks the image against `sha256`

@@ -325,6 +325,7 @@ impl Ctx<'_> {
                     &format!("drain-{node}"),
                     &format!("cordon and drain {node}"),
                     &super::roll::drain_command(node, self.settings.drain_timeout),
+                    super::detached::WAIT_TENTHS,
                 ),
             );
         }

@@ -71,7 +71,7 @@ pub async fn roll(
     // The ledger says which stage each node is in, so a stop (a failure, a
     // second Ctrl-C) names it precisely.
     apply.begin(&names, "gates and drain");
-    gates::before_drain(apply, batch, rollback).await?;
+    let spared = gates::before_drain(apply, batch, rollback).await?;
     for node in batch {
         apply.mark(node)?;
     }
@@ -118,14 +118,17 @@ pub async fn roll(
         };
         return Err(e.context(state));
     }
-    reboot_and_wait(apply, batch, minor, expect, rollback, Some(&api)).await
+    let ceph = spared != gates::Spared::NoCeph;
+    reboot_and_wait(apply, batch, minor, expect, rollback, Some(&api), ceph).await
 }
 
 /// The reboot of a drained `batch` and the wait for each node: its new
 /// boot, its kubelet, its static pods, Ready, uncordoned. `api`: the API
 /// the waits ask, and that uncordons the batch if nothing is rebooted;
 /// `None` for a lone control plane rolled back offline (`offline`), whose
-/// own new session answers once its API server is back.
+/// own new session answers once its API server is back. `ceph`: Ceph's
+/// recovery is waited for once the batch is back (false when the gate
+/// before its drain found no CephCluster).
 async fn reboot_and_wait(
     apply: &mut Apply<'_>,
     batch: &[String],
@@ -133,6 +136,7 @@ async fn reboot_and_wait(
     expect: Option<&Version>,
     rollback: bool,
     api: Option<&Remote>,
+    ceph: bool,
 ) -> anyhow::Result<()> {
     let names = batch.join(", ");
     let mut befores = Vec::new();
@@ -217,7 +221,9 @@ async fn reboot_and_wait(
         }
     }
     if failures.is_empty() {
-        super::storage_gate::after_return(apply, batch).await?;
+        if ceph {
+            super::storage_gate::after_return(apply, batch).await?;
+        }
         apply.back_at = Some(Instant::now());
         Ok(())
     } else {

@@ -35,17 +35,32 @@ impl RunRoot for Remote {
     }
 }
 
+/// What the gate before a drain found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spared {
+    /// No CephCluster (or no Rook CRD), or the gate is off: the batch's
+    /// return has nothing to wait for (the next drain's gate reads Ceph
+    /// again, and holds on any degraded PG).
+    NoCeph,
+    /// Ceph could spare the batch at once.
+    Clear,
+    /// Ceph held the batch, then released it.
+    Released,
+    /// Not asked (a rollback's batch): its return still reads Ceph.
+    NotAsked,
+}
+
 /// Before `batch` is drained: waits until Ceph can spare it, or fails
-/// after `--ceph-timeout` with nothing changed. A rollback's batch is
-/// down already (its new kubelet failed): holding it would keep its OSDs
-/// down longer, so only the wait after it returns applies.
+/// after `--ceph-timeout` with nothing changed. A rollback's batch is down
+/// already (its new kubelet failed): holding it would keep its OSDs down
+/// longer, so only the wait after it returns applies.
 pub async fn before_drain(
     apply: &Apply<'_>,
     batch: &[String],
     rollback: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Spared> {
     if rollback {
-        return Ok(());
+        return Ok(Spared::NotAsked);
     }
     let names = batch.join(", ");
     spare(
@@ -70,6 +85,7 @@ pub async fn before_upgrade(apply: &Apply<'_>, node: &str) -> anyhow::Result<()>
         "(nothing was upgraded or drained)",
     )
     .await
+    .map(|_| ())
 }
 
 /// Waits until Ceph can spare `batch` (none: judges Ceph's health alone),
@@ -80,10 +96,10 @@ async fn spare(
     what: &str,
     refusal: &str,
     unchanged: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Spared> {
     let gate = &apply.settings.pace.ceph;
     if !gate.enabled {
-        return Ok(());
+        return Ok(Spared::NoCeph);
     }
     let policy = Policy {
         hold_on: gate.hold_on.clone(),
@@ -108,7 +124,9 @@ async fn spare(
     )
     .await?;
     match outcome {
-        Held::Never | Held::Released => Ok(()),
+        Held::Absent => Ok(Spared::NoCeph),
+        Held::Never => Ok(Spared::Clear),
+        Held::Released => Ok(Spared::Released),
         Held::TimedOut(why) => Err(anyhow::anyhow!(
             "{refusal}: Ceph still holds after {}: {why}. Nothing was changed {unchanged}; \
              once Ceph can spare it ({release}), run `{}` again. --ceph-timeout waits longer",
@@ -131,6 +149,9 @@ pub async fn after_return(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
     let api = apply.api()?;
     // Only a status checked after this moment, in the cluster's time, counts.
     let since = match rook_reading::discover(&api).await {
+        // No CephCluster (or no Rook CRD): nothing to wait for, and no
+        // second reading to say so between two reboots.
+        Ok(d) if d.clusters.as_ref().is_ok_and(Vec::is_empty) => return Ok(()),
         Ok(d) => d.now.unwrap_or(i64::MAX),
         Err(_) => i64::MAX,
     };
@@ -146,7 +167,7 @@ pub async fn after_return(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
     )
     .await?;
     match outcome {
-        Held::Never | Held::Released => Ok(()),
+        Held::Absent | Held::Never | Held::Released => Ok(()),
         Held::TimedOut(why) => Err(anyhow::anyhow!(
             "{names} returned and is uncordoned, but Ceph has not recovered within {}: {why}. \
              No other node was started; once every placement group is active+clean, run `{}` \
@@ -159,7 +180,9 @@ pub async fn after_return(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result
 }
 
 enum Held {
-    /// No Ceph, or nothing held.
+    /// No CephCluster.
+    Absent,
+    /// Nothing held.
     Never,
     Released,
     TimedOut(String),
@@ -185,7 +208,7 @@ async fn hold(
         apply.check_stop(None)?;
         let readings = rook_reading::read(&api, stopping.unwrap_or_default()).await;
         let readings = match readings {
-            Ok(None) => return Ok(Held::Never),
+            Ok(None) => return Ok(Held::Absent),
             Ok(Some(r)) => r,
             Err(e) => vec![("Ceph".to_string(), Reading::Unreadable(format!("{e:#}")))],
         };

@@ -24,8 +24,32 @@ use super::{ConnectExtras, Session};
 /// host key and authenticates. A refused host key is a [`HostKeyRejected`]
 /// in the chain.
 pub async fn connect(target: &Target, opts: &Options) -> anyhow::Result<Session> {
+    connect_or_say(target, opts).await.map_err(|u| u.error)
+}
+
+/// A connection that failed, and whether it got as far as authenticating
+/// on some hop (a jump host's, or the node's own): only then may the
+/// operator's key have signed anything.
+#[derive(Debug)]
+pub struct Unconnected {
+    pub error: anyhow::Error,
+    pub authenticated: bool,
+}
+
+/// [`connect`], telling a failure before any authentication (a node still
+/// booting refuses TCP, or closes before its banner: nothing was signed, so
+/// trying again soon costs no signature) from one after it.
+pub async fn connect_or_say(target: &Target, opts: &Options) -> Result<Session, Unconnected> {
     let mut got = ConnectExtras::default();
-    let handle = connect_chain(target, opts, &mut got).await?;
+    let handle = match connect_chain(target, opts, &mut got).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            return Err(Unconnected {
+                error,
+                authenticated: got.authenticated,
+            });
+        }
+    };
     // Only a connection that succeeded uses up the once-per-run report of a
     // bad line: a failed one shows its error instead, and the next may warn.
     let mut warnings: Vec<String> = got
@@ -133,6 +157,7 @@ async fn connect_one(
             said_note(&dropped)
         ));
     }
+    got.authenticated = true;
     auth::authenticate(&mut handle, target, opts).await?;
     if slot.contended() {
         // See `Slot::contended`. Only pacing: whatever the outcome, go on.

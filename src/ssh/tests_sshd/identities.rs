@@ -267,3 +267,32 @@ async fn identities_only_keeps_the_agent_to_the_identity_files_keys() {
     assert_eq!(session.exec("echo ok", None).await.unwrap().stdout, "ok\n");
     assert_eq!(sshd.accepted(), 2);
 }
+
+/// Issue 40: a rebooting node is polled quickly only while no attempt
+/// could have signed anything; `connect_or_say` tells the two apart.
+#[tokio::test]
+async fn a_failure_says_whether_authentication_began() {
+    require_sshd!();
+    let fx = Fixture::new();
+    let key = fx.user_key("id_ed25519", "ed25519", "");
+    let stranger = keygen(&fx.path("id_stranger"), "ed25519", "");
+    let sshd = fx.sshd("node", "");
+    fx.trust(&sshd);
+    let opts = fx.options(HostKeyChecking::Strict);
+    let refused = Target {
+        port: free_port(),
+        ..target("w-1", &sshd, "root", &[&key])
+    };
+    let down = crate::ssh::connect_or_say(&refused, &opts)
+        .await
+        .unwrap_err();
+    assert!(!down.authenticated, "{:#}", down.error);
+    let wrong = target("w-1", &sshd, "root", &[&stranger]);
+    let denied = crate::ssh::connect_or_say(&wrong, &opts).await.unwrap_err();
+    assert!(denied.authenticated, "{:#}", denied.error);
+    assert!(
+        crate::ssh::connect_or_say(&target("w-1", &sshd, "root", &[&key]), &opts)
+            .await
+            .is_ok()
+    );
+}

@@ -182,7 +182,12 @@ pub(super) async fn wait_rebooted(
         }
         let mut quick = opts.clone();
         quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        match ssh::connect(target, &quick).await {
+        // Only an attempt that authenticated may have signed with the
+        // operator's key: those back off (`reconnect_pause`); a node that
+        // refuses TCP or closes before its banner while it boots is tried
+        // again at once, so the new boot is seen within a poll of sshd's
+        // start rather than up to the back-off's two seconds later.
+        let signed = match ssh::connect_or_say(target, &quick).await {
             // Bounded: a node half-way through its shutdown must not hold
             // this attempt until the 10-minute command timeout.
             Ok(s) => match s
@@ -196,14 +201,23 @@ pub(super) async fn wait_rebooted(
                 {
                     return Ok(s);
                 }
-                Ok(_) => last = "still the old boot".into(),
-                Err(e) => last = format!("{e:#}"),
+                Ok(_) => {
+                    last = "still the old boot".into();
+                    true
+                }
+                Err(e) => {
+                    last = format!("{e:#}");
+                    true
+                }
             },
-            Err(e) => last = format!("{:#}", e),
-        }
-        // Backing off: each attempt may sign a fresh authentication.
-        tokio::time::sleep(pause).await;
-        pause = super::reconnect_pause::next(pause);
+            Err(u) => {
+                last = format!("{:#}", u.error);
+                u.authenticated
+            }
+        };
+        let (wait, backoff) = super::reconnect_pause::after(signed, pause, NODE_POLL);
+        tokio::time::sleep(wait).await;
+        pause = backoff;
     }
 }
 

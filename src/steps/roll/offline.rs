@@ -32,5 +32,5 @@ pub async fn roll_offline(
         node,
         "reboot into the kept image (no drain: the API is down)",
     );
-    reboot_and_wait(apply, &[node.to_string()], minor, expect, true, None).await
+    reboot_and_wait(apply, &[node.to_string()], minor, expect, true, None, true).await
 }

@@ -6,7 +6,9 @@
 //! a node slow to come back would see up to 6,000 signatures over a
 //! 10-minute `--node-timeout`; doubling from 100 ms to [`MAX`] keeps the
 //! first attempts quick (a node usually answers within seconds) and the
-//! total to a few hundred.
+//! total to a few hundred. Only attempts that authenticated count: one
+//! that failed before (a node still booting refuses TCP) signed nothing
+//! and is tried again after the node poll (`after_reboot::wait_rebooted`).
 
 use std::time::Duration;
 
@@ -16,6 +18,16 @@ pub const MAX: Duration = Duration::from_secs(2);
 /// The pause after `previous`: twice as long, at most [`MAX`].
 pub fn next(previous: Duration) -> Duration {
     previous.saturating_mul(2).min(MAX)
+}
+
+/// After a failed attempt: how long to wait, and the back-off to keep. An
+/// attempt that `authenticated` waits `backoff`, which doubles; one that
+/// did not (nothing signed) waits `poll` and leaves the back-off as it is.
+pub fn after(authenticated: bool, backoff: Duration, poll: Duration) -> (Duration, Duration) {
+    match authenticated {
+        true => (backoff, next(backoff)),
+        false => (poll, backoff),
+    }
 }
 
 #[cfg(test)]
@@ -39,5 +51,20 @@ mod tests {
             n += 1;
         }
         assert!(n < 310, "{n}");
+    }
+
+    #[test]
+    fn only_an_attempt_that_authenticated_backs_off() {
+        let poll = Duration::from_millis(100);
+        let mut backoff = Duration::from_millis(400);
+        let (wait, kept) = after(false, backoff, poll);
+        assert_eq!((wait, kept), (poll, backoff));
+        (_, backoff) = after(true, kept, poll);
+        assert_eq!(backoff, Duration::from_millis(800));
+        // Refused attempts between two signed ones leave the back-off grown.
+        for _ in 0..50 {
+            assert_eq!(after(false, backoff, poll), (poll, backoff));
+        }
+        assert_eq!(after(true, backoff, poll).0, Duration::from_millis(800));
     }
 }
