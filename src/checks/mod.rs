@@ -30,6 +30,7 @@ mod kubeadm_gates;
 mod kubelet_config;
 mod kured_flags;
 mod metrics;
+mod node_labels;
 mod pdb;
 mod prediction;
 mod verdicts;
@@ -68,6 +69,7 @@ pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubea
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use kured_flags::{KuredGates, parse_kured_gates};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
+pub use node_labels::{NodeLabel, label_key_ok, label_value_ok, parse_node_labels};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
 };

@@ -25,6 +25,7 @@ pub mod hold;
 pub mod journal;
 mod kubeadm;
 pub mod kured_gates;
+mod kured_labels;
 mod kured_takeover;
 mod last_look;
 pub mod lock;

@@ -149,3 +149,90 @@ fn with_kured_window_apply_holds_to_kureds_own_reboot_window() {
     );
     assert!(drained(&fleet).is_empty(), "nothing was drained");
 }
+
+/// Where a successful `kubectl label node NODE LABEL` ran, in the log.
+fn labelled(log: &[fleetsim::state::Event], node: &str, label: &str) -> Option<usize> {
+    log.iter().position(|e| {
+        support::is_ok(e)
+            && support::kubectl_words(e).is_some_and(|w| w == ["label", "node", node, label])
+    })
+}
+
+#[test]
+fn kureds_pre_reboot_labels_are_on_the_node_while_it_is_down_and_its_post_labels_after() {
+    let fleet = support::start(
+        support::scenario()
+            .control_planes(1)
+            .workers(1)
+            .kubernetes("v1.34.2")
+            .kured_with(|k| {
+                k.extra_args = vec![
+                    "--pre-reboot-node-labels=kured=rebooting".into(),
+                    "--post-reboot-node-labels=kured=done".into(),
+                ];
+            }),
+    );
+    support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
+    let run = support::apply(&fleet, &["--yes"]).expect_code(0);
+    assert_has(
+        &run.stderr,
+        &[
+            "--pre-reboot-node-labels=kured=rebooting: set on each node before its drain",
+            "w-1: labelled kured=rebooting (Kured's --pre-reboot-node-labels)",
+            "w-1: labelled kured=done (Kured's --post-reboot-node-labels)",
+        ],
+    );
+    let log = fleet.events().unwrap();
+    for node in ["cp-1", "w-1"] {
+        let at = |verb: &str| {
+            log.iter()
+                .position(|e| support::schedulability(e) == Some((verb, node)))
+                .unwrap_or_else(|| panic!("no {verb} of {node}"))
+        };
+        let pre = labelled(&log, node, "kured=rebooting")
+            .unwrap_or_else(|| panic!("{node} never got Kured's pre-reboot label"));
+        let reboot = log
+            .iter()
+            .position(|e| support::is_reboot(e) && support::is_ok(e) && e.node == node)
+            .unwrap_or_else(|| panic!("{node} was not rebooted"));
+        let post = labelled(&log, node, "kured=done")
+            .unwrap_or_else(|| panic!("{node} never got Kured's post-reboot label"));
+        // As Kured: pre label, drain, reboot (the label on the node while
+        // it is down), uncordon, post label.
+        assert!(
+            pre < at("drain")
+                && at("drain") < reboot
+                && reboot < at("uncordon")
+                && at("uncordon") < post,
+            "{node}: pre {pre}, drain {}, reboot {reboot}, uncordon {}, post {post}",
+            at("drain"),
+            at("uncordon")
+        );
+    }
+    let cluster = fleet.shared().cluster().unwrap();
+    for node in ["cp-1", "w-1"] {
+        assert_eq!(
+            cluster.nodes[node].labels.get("kured").map(String::as_str),
+            Some("done"),
+            "the API server keeps the post label on {node}"
+        );
+    }
+    let journaled: Vec<String> = support::journal_records(&fleet)
+        .iter()
+        .filter(|r| {
+            r["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("kured-labels"))
+        })
+        .map(|r| format!("{} {}", r["kind"], r["node"]))
+        .collect();
+    assert_eq!(
+        journaled,
+        [
+            "\"kured-labels-pre\" \"cp-1\"",
+            "\"kured-labels-post\" \"cp-1\"",
+            "\"kured-labels-pre\" \"w-1\"",
+            "\"kured-labels-post\" \"w-1\"",
+        ]
+    );
+}
