@@ -179,6 +179,37 @@ pub fn parse_kured_gates(argv: &[String]) -> Result<KuredGates> {
 }
 
 impl KuredGates {
+    /// Kured's `--prometheus-url` and its filters as an alert gate (Kured's
+    /// `PrometheusBlockingChecker`, `pkg/blockers/prometheus.go`), held for
+    /// at most `timeout`; `None` without a URL. `daemonset` names it in
+    /// errors.
+    pub fn alert_gate(
+        &self,
+        daemonset: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<crate::pacing::AlertGate>> {
+        let Some(url) = &self.prometheus_url else {
+            return Ok(None);
+        };
+        let exclude = match &self.alert_filter_regexp {
+            None => None,
+            Some(re) => Some(regex_lite::Regex::new(re).map_err(|e| {
+                anyhow::anyhow!(
+                    "Kured's --alert-filter-regexp {re:?} in daemonset {daemonset} is not a \
+                     regular expression fleetctl can read: {e}"
+                )
+            })?),
+        };
+        let filter = crate::pacing::Filter {
+            exclude,
+            firing_only: self.alert_firing_only,
+            match_only: self.alert_filter_match_only,
+        };
+        crate::pacing::AlertGate::new(url, filter, timeout)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("Kured's --prometheus-url in daemonset {daemonset}: {e}"))
+    }
+
     /// Kured's reboot window in `crate::pacing::Window`'s grammar, `DAYS
     /// START-END ZONE`, with Kured's defaults for what it does not set
     /// (`--reboot-days` every day, `--start-time=0:00`,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::checks::{KuredGates, parse_kured_gates};
-use crate::pacing::{AlertGate, Filter};
+use crate::pacing::AlertGate;
 
 /// What fleetctl took over from the Kured whose lock it holds.
 #[derive(Debug, Clone, Default)]
@@ -33,28 +33,7 @@ impl KuredTakeover {
         let gates = parse_kured_gates(argv).map_err(|e| {
             anyhow::anyhow!("reading Kured's flags in daemonset {daemonset}: {e:#}")
         })?;
-        let alert_gate = match &gates.prometheus_url {
-            None => None,
-            Some(url) => {
-                let exclude = match &gates.alert_filter_regexp {
-                    None => None,
-                    Some(re) => Some(regex_lite::Regex::new(re).map_err(|e| {
-                        anyhow::anyhow!(
-                            "Kured's --alert-filter-regexp {re:?} in daemonset {daemonset} is not \
-                             a regular expression fleetctl can read: {e}"
-                        )
-                    })?),
-                };
-                let filter = Filter {
-                    exclude,
-                    firing_only: gates.alert_firing_only,
-                    match_only: gates.alert_filter_match_only,
-                };
-                Some(AlertGate::new(url, filter, alert_timeout).map_err(|e| {
-                    anyhow::anyhow!("Kured's --prometheus-url in daemonset {daemonset}: {e}")
-                })?)
-            }
-        };
+        let alert_gate = gates.alert_gate(daemonset, alert_timeout)?;
         Ok(KuredTakeover {
             daemonset: daemonset.to_string(),
             gates,

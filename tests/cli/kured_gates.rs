@@ -236,3 +236,36 @@ fn kureds_pre_reboot_labels_are_on_the_node_while_it_is_down_and_its_post_labels
         ]
     );
 }
+
+#[test]
+fn status_shows_a_kured_blocker_active_now() {
+    let mut scenario = support::scenario()
+        .control_planes(1)
+        .workers(1)
+        .kubernetes("v1.34.2")
+        .kured_with(|k| k.blocking_pod_selectors = vec!["app=backup".into()]);
+    scenario.pods.push(PodSpec {
+        namespace: "default".into(),
+        name: "backup-29104".into(),
+        node: "w-1".into(),
+        labels: [("app".to_string(), "backup".to_string())].into(),
+        annotations: Default::default(),
+        owner: Some("Job/backup".into()),
+        phase: "Running".into(),
+        image: None,
+    });
+    let fleet = support::start(scenario);
+    let run = support::run(&fleet.inventory(), &["status"]).expect_code(0);
+    assert_has(
+        &run.stdout,
+        &[
+            "kured kube-system/kured: blockers active now",
+            "w-1: pods backup-29104 (--blocking-pod-selector=app=backup)",
+        ],
+    );
+    assert!(!run.stdout.contains("cp-1: pods"), "{}", run.stdout);
+    let json = support::run(&fleet.inventory(), &["status", "-o", "json"]).expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["kured"]["blockers"][0]["node"], "w-1");
+    assert_eq!(v["kured"]["blockers"][0]["what"], "pods backup-29104");
+}
