@@ -284,7 +284,7 @@ impl KuredGates {
             .collect();
         if !set.is_empty() {
             lines.push(format!(
-                "Kured's reboot window {} (shown; --kured-window holds fleetctl to it)",
+                "Kured's reboot window {} (shown; `--window kured` holds fleetctl to it)",
                 set.join(" ")
             ));
         }
@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(g.time_zone.as_deref(), Some("Europe/Berlin"));
         assert_eq!(g.window_text(), "mon,tue 2am-5am Europe/Berlin");
         assert_eq!(KuredGates::default().window_text(), "* 0:00-23:59:59 UTC");
-        // What --kured-window hands to the maintenance window's parser.
+        // What `--window kured` hands to the maintenance window's parser.
         let mut hm = g.clone();
         hm.start_time = Some("02:00".into());
         hm.end_time = Some("05:30".into());

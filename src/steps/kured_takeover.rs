@@ -16,7 +16,7 @@ pub struct KuredTakeover {
     pub gates: KuredGates,
     /// Kured's `--prometheus-url` as an alert gate.
     pub alert_gate: Option<AlertGate>,
-    /// With `--kured-window`: Kured's reboot window, held to before each
+    /// With `--window kured`: Kured's reboot window, held to before each
     /// node as `--window` is (`crate::steps::hold`).
     pub window: Option<crate::pacing::Window>,
 }

@@ -122,7 +122,7 @@ fn an_alert_at_kureds_prometheus_holds_every_drain_and_an_excluded_one_never_doe
 }
 
 #[test]
-fn with_kured_window_apply_holds_to_kureds_own_reboot_window() {
+fn with_window_kured_apply_holds_to_kureds_own_reboot_window() {
     // A one-hour window that opens two hours from now (UTC): closed now.
     let hour = (fleetsim::state::now() as u64 / 3600 + 2) % 24;
     let fleet = support::start(
@@ -139,7 +139,7 @@ fn with_kured_window_apply_holds_to_kureds_own_reboot_window() {
             }),
     );
     support::run(&fleet.inventory(), &["plan", "v1.35"]).expect_code(0);
-    let run = support::apply(&fleet, &["--yes", "--kured-window"]).expect_code(75);
+    let run = support::apply(&fleet, &["--yes", "--window", "kured"]).expect_code(75);
     assert_has(
         &run.stderr,
         &[
