@@ -56,7 +56,12 @@ pub async fn read(
     let Some(kured) = checks::find_kured(&out.stdout)? else {
         return Ok(None);
     };
-    let gates = checks::parse_kured_gates(&kured.argv)?;
+    let gates = checks::parse_kured_settings(
+        &kured.daemonset,
+        &kured.argv,
+        &kured.env,
+        checks::env_precedence(&kured.image),
+    )?;
     let mut blockers = Vec::new();
     for node in nodes {
         for selector in &gates.pod_selectors {

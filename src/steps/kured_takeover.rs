@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::checks::{KuredGates, parse_kured_gates};
+use crate::checks::{EnvPrecedence, KuredGates, env_precedence, parse_kured_settings};
 use crate::pacing::AlertGate;
 
 /// What fleetctl took over from the Kured whose lock it holds.
@@ -30,7 +30,19 @@ impl KuredTakeover {
         argv: &[String],
         alert_timeout: Duration,
     ) -> anyhow::Result<KuredTakeover> {
-        let gates = parse_kured_gates(argv).map_err(|e| {
+        Self::from_settings(daemonset, argv, &[], EnvPrecedence::Ignored, alert_timeout)
+    }
+
+    /// From Kured's command line and `KURED_*` environment, combined as its
+    /// release does (`crate::checks::parse_kured_settings`).
+    pub fn from_settings(
+        daemonset: &str,
+        argv: &[String],
+        env: &[(String, Option<String>)],
+        rule: EnvPrecedence,
+        alert_timeout: Duration,
+    ) -> anyhow::Result<KuredTakeover> {
+        let gates = parse_kured_settings(daemonset, argv, env, rule).map_err(|e| {
             anyhow::anyhow!("reading Kured's flags in daemonset {daemonset}: {e:#}")
         })?;
         let alert_gate = gates.alert_gate(daemonset, alert_timeout)?;
@@ -56,6 +68,7 @@ pub fn takeover(
     let (Some(argv), Some(ds)) = (lock.kured_argv(), lock.kured_daemonset()) else {
         return Ok(None);
     };
-    let taken = KuredTakeover::from_argv(&ds, argv, alert_timeout)?;
+    let (env, image) = lock.kured_env().unwrap_or((&[], ""));
+    let taken = KuredTakeover::from_settings(&ds, argv, env, env_precedence(image), alert_timeout)?;
     Ok((!taken.describe().is_empty()).then_some(taken))
 }
