@@ -211,6 +211,7 @@ fn roll_settings(
         pace: pacing(inv, roll)?,
         on_failure: crate::steps::OnFailure::Stop,
         rerun,
+        kured_gates: !roll.no_kured_gates,
     })
 }
 

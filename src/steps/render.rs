@@ -270,7 +270,9 @@ impl Ctx<'_> {
                 ),
             );
         }
+        self.kured_blockers(out, nodes);
         self.gates(out);
+        self.ceph_before(out, nodes);
         if nodes.iter().any(|n| {
             self.inv
                 .node(n)
@@ -293,6 +295,17 @@ impl Ctx<'_> {
         }
         let version =
             expect.map_or_else(|| format!("its staged {minor} patch"), Version::to_string);
+        if self.settings.kured_gates {
+            for node in nodes {
+                out.line(
+                    api,
+                    &format!(
+                        "(when the lock is Kured's and it sets --pre-reboot-node-labels) {}",
+                        kubectl::label_node(node, &["<its labels>".to_string()])
+                    ),
+                );
+            }
+        }
         for node in nodes {
             out.line(
                 api,
@@ -347,6 +360,15 @@ impl Ctx<'_> {
                 api,
                 &format!("(until Ready) {}", kubectl::ready_then_uncordon(node)),
             );
+            if self.settings.kured_gates {
+                out.line(
+                    api,
+                    &format!(
+                        "(when the lock is Kured's and it sets --post-reboot-node-labels) {}",
+                        kubectl::label_node(node, &["<its labels>".to_string()])
+                    ),
+                );
+            }
             out.line(
                 node,
                 "(the facts script, to record the node's new state in the plan)",
@@ -364,6 +386,65 @@ impl Ctx<'_> {
                 );
             }
         }
+        self.ceph_after(out);
+    }
+
+    /// Kured's blockers, judged before the drain when the lock is Kured's
+    /// (`steps::kured_gates`, after the alert gate in `steps::hold`).
+    fn kured_blockers(&self, out: &mut Out, nodes: &[String]) {
+        if !self.settings.kured_gates {
+            out.line("-", "(Kured's blockers are not judged: --no-kured-gates)");
+            return;
+        }
+        let alerts = match &self.settings.pace.alert_gate {
+            Some(_) => "",
+            None => "the alerts at its --prometheus-url, then ",
+        };
+        for node in nodes {
+            out.line(
+                self.api,
+                &format!(
+                    "(when the lock is Kured's, the Kured blockers taken over, until none holds: \
+                     {alerts}the pods matching its --blocking-pod-selector on {node}, up to {}) {}",
+                    human(self.settings.node_timeout),
+                    crate::remote::kured_pods::blocking_pods("<selector>", node)
+                ),
+            );
+        }
+    }
+
+    /// The Ceph gate after the batch is back (`steps::storage_gate`).
+    fn ceph_after(&self, out: &mut Out) {
+        let ceph = &self.settings.pace.ceph;
+        if ceph.enabled {
+            out.line(
+                self.api,
+                &format!(
+                    "(when a CephCluster exists: the Ceph gate, until every PG is active+clean \
+                     again, up to {})",
+                    human(ceph.recovery_timeout)
+                ),
+            );
+        }
+    }
+
+    /// The Ceph gate before the drain (`steps::storage_gate`).
+    fn ceph_before(&self, out: &mut Out, nodes: &[String]) {
+        let ceph = &self.settings.pace.ceph;
+        if !ceph.enabled {
+            out.line("-", "(the Ceph gate is OFF: --no-ceph-gate)");
+            return;
+        }
+        out.line(
+            self.api,
+            &format!(
+                "(when a CephCluster exists: the Ceph gate, until Ceph can spare {}: `ceph osd \
+                 ok-to-stop` in Rook's toolbox, else the CephCluster's .status.ceph, with no PG \
+                 degraded, undersized or inactive and no health code that holds; up to {})",
+                nodes.join(", "),
+                human(ceph.timeout)
+            ),
+        );
     }
 
     /// The gates before a node goes down (`steps::gates`).
