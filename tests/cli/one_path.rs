@@ -137,7 +137,11 @@ fn the_dry_run_shows_the_tasks_and_commands_the_run_then_carries_out() {
          its --prometheus-url, then the pods matching its --blocking-pod-selector on w-2",
         "(when the lock is Kured's and it sets --pre-reboot-node-labels)",
     ] {
-        assert!(dry.stdout.contains(gate), "no `{gate}` in the dry run:\n{}", dry.stdout);
+        assert!(
+            dry.stdout.contains(gate),
+            "no `{gate}` in the dry run:\n{}",
+            dry.stdout
+        );
     }
 
     let mut run = vec!["--yes"];
