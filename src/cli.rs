@@ -245,10 +245,8 @@ pub struct RollArgs {
     #[arg(long)]
     pub no_kured_gates: bool,
 
-    /// Hold each node to Kured's own reboot window (its --reboot-days,
-    /// --start-time, --end-time, --time-zone) while its lock is held, when
-    /// no --window is given
-    #[arg(long, conflicts_with = "no_kured_gates")]
+    /// Kept for scripts written before `--window kured`, which it means
+    #[arg(long, hide = true, conflicts_with = "no_kured_gates")]
     pub kured_window: bool,
 
     /// How many workers may be down at once: a count (2) or a percentage of
@@ -272,10 +270,12 @@ pub struct PaceArgs {
     /// Start a node or batch only inside this weekly window, and only if it
     /// can finish (drain and node timeouts) before the window closes:
     /// 'DAYS START-END [ZONE]', e.g. 'Sat,Sun 01:00-05:00' (UTC unless a
-    /// time zone such as Europe/Berlin is given) [default: the inventory's
+    /// time zone such as Europe/Berlin is given); or `kured`: the reboot
+    /// window of the Kured whose lock is held (its --reboot-days,
+    /// --start-time, --end-time, --time-zone) [default: the inventory's
     /// `window:`]
     #[arg(long, value_name = "WINDOW", value_parser = parse_window)]
-    pub window: Option<crate::pacing::Window>,
+    pub window: Option<WindowArg>,
 
     /// Hold each drain while alerts fire: a Prometheus URL (its ALERTS, as
     /// Kured's --prometheus-url) or an Alertmanager URL ending in
@@ -382,15 +382,38 @@ impl PaceArgs {
         };
         Ok(crate::pacing::Pace {
             soak: self.soak,
-            window: self.window.clone().or_else(|| inventory_window.cloned()),
+            // `--window kured`: Kured's, known once its lock is held.
+            window: match &self.window {
+                Some(WindowArg::Given(w)) => Some(w.clone()),
+                Some(WindowArg::Kured) => None,
+                None => inventory_window.cloned(),
+            },
             alert_gate,
             ceph: self.ceph.gate(),
         })
     }
 }
 
-fn parse_window(s: &str) -> Result<crate::pacing::Window, String> {
-    crate::pacing::Window::parse(s)
+/// What `--window` names: a window, or Kured's own.
+#[derive(Debug, Clone)]
+pub enum WindowArg {
+    Given(crate::pacing::Window),
+    /// `--window kured`: the reboot window of the Kured whose lock is held.
+    Kured,
+}
+
+impl RollArgs {
+    /// `--window kured` (or the older `--kured-window`).
+    pub fn kured_window(&self) -> bool {
+        self.kured_window || matches!(self.pace.window, Some(WindowArg::Kured))
+    }
+}
+
+fn parse_window(s: &str) -> Result<WindowArg, String> {
+    if s.trim().eq_ignore_ascii_case("kured") {
+        return Ok(WindowArg::Kured);
+    }
+    crate::pacing::Window::parse(s).map(WindowArg::Given)
 }
 
 fn parse_regex(s: &str) -> Result<regex_lite::Regex, String> {
@@ -459,6 +482,32 @@ mod tests {
             panic!("not apply")
         };
         assert_eq!(a.etcd_snapshot_max, 8 << 30);
+    }
+
+    #[test]
+    fn window_kured_names_kureds_window_and_the_old_flag_still_does() {
+        let roll = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Apply(a) = cli.command else {
+                panic!("not apply")
+            };
+            a.roll
+        };
+        let r = roll(&["fleetctl", "apply", "--window", "kured"]);
+        assert!(r.kured_window());
+        // Kured's window is read after the lock: none before it, not even
+        // the inventory's.
+        let inventory = crate::pacing::Window::parse("Sat 01:00-05:00").unwrap();
+        assert!(r.pace.pace(Some(&inventory)).unwrap().window.is_none());
+        assert!(roll(&["fleetctl", "apply", "--kured-window"]).kured_window());
+        let r = roll(&["fleetctl", "apply", "--window", "Sat,Sun 01:00-05:00"]);
+        assert!(!r.kured_window());
+        assert!(r.pace.pace(None).unwrap().window.is_some());
+        assert!(!roll(&["fleetctl", "apply"]).kured_window());
+        assert!(
+            Cli::try_parse_from(["fleetctl", "apply", "--window", "kurd"]).is_err(),
+            "a typo is no window"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! The sessions are kept so that `apply` reuses them. A [`Progress`] counts
 //! the nodes that have answered (or failed) as they do.
 
+pub mod kured_reading;
 mod roles;
 pub mod rook_reading;
 

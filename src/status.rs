@@ -29,6 +29,10 @@ pub struct StatusReport {
     /// With kubeadm's stacked etcd (`status` only): each member.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub etcd: Option<etcd_table::EtcdReport>,
+    /// Kured's DaemonSet and its blockers active now (`status` only);
+    /// absent without Kured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kured: Option<kured_blockers::KuredReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -300,6 +304,7 @@ pub fn build(
         nodes: statuses,
         ceph: None,
         etcd: None,
+        kured: None,
     }
 }
 
@@ -469,6 +474,9 @@ pub fn render_table(r: &StatusReport) -> String {
     if let Some(ceph) = &r.ceph {
         out.push_str(&storage::render(ceph));
     }
+    if let Some(kured) = &r.kured {
+        out.push_str(&kured_blockers::render(kured));
+    }
     out
 }
 
@@ -495,6 +503,7 @@ pub fn report(gathered: &Gathered) -> StatusReport {
 
 mod etcd_table;
 pub use etcd_table::{EtcdReport, etcd_report};
+pub mod kured_blockers;
 
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,11 @@
 //!   (`pkg/blockers/prometheus.go`): the alerts of the `ALERTS` query hold
 //!   every node (`crate::pacing::alert_gate`);
 //! - `--pre-reboot-node-labels` / `--post-reboot-node-labels` (comma
-//!   separated `key=value`): labels Kured sets on the node before its drain
-//!   and after its reboot;
+//!   separated `key=value`, pflag's StringSlice): labels Kured sets on the
+//!   node before it cordons and drains it (`drain`) and after it uncordons
+//!   it once back (`uncordon`), each with a strategic merge patch of
+//!   `metadata.labels` (`updateNodeLabels`); read and checked by
+//!   `super::node_labels`;
 //! - `--reboot-days`, `--start-time`, `--end-time`, `--time-zone`: Kured's
 //!   reboot window.
 //!
@@ -29,6 +32,8 @@
 //! these flags go; anything past that is refused, not guessed.
 
 use anyhow::{Result, bail};
+
+use super::node_labels::{NodeLabel, parse_node_labels};
 
 /// The most words of Kured's command line read.
 pub const MAX_ARGS: usize = 512;
@@ -45,8 +50,8 @@ pub struct KuredGates {
     pub alert_filter_regexp: Option<String>,
     pub alert_filter_match_only: bool,
     pub alert_firing_only: bool,
-    pub pre_reboot_node_labels: Vec<String>,
-    pub post_reboot_node_labels: Vec<String>,
+    pub pre_reboot_node_labels: Vec<NodeLabel>,
+    pub post_reboot_node_labels: Vec<NodeLabel>,
     pub reboot_days: Vec<String>,
     pub start_time: Option<String>,
     pub end_time: Option<String>,
@@ -140,6 +145,7 @@ fn split_list(v: &str) -> Vec<String> {
 /// Kured's gates from its container's `command` then `args`.
 pub fn parse_kured_gates(argv: &[String]) -> Result<KuredGates> {
     let mut g = KuredGates::default();
+    let (mut pre, mut post) = (Vec::new(), Vec::new());
     for (flag, value) in flags(argv)? {
         match flag {
             "blocking-pod-selector" => {
@@ -158,8 +164,8 @@ pub fn parse_kured_gates(argv: &[String]) -> Result<KuredGates> {
             "alert-filter-regexp" => g.alert_filter_regexp = Some(value).filter(|v| !v.is_empty()),
             "alert-filter-match-only" => g.alert_filter_match_only = parse_bool(flag, &value)?,
             "alert-firing-only" => g.alert_firing_only = parse_bool(flag, &value)?,
-            "pre-reboot-node-labels" => g.pre_reboot_node_labels.extend(split_list(&value)),
-            "post-reboot-node-labels" => g.post_reboot_node_labels.extend(split_list(&value)),
+            "pre-reboot-node-labels" => pre.extend(split_list(&value)),
+            "post-reboot-node-labels" => post.extend(split_list(&value)),
             "reboot-days" => g.reboot_days.extend(split_list(&value)),
             "start-time" => g.start_time = Some(value),
             "end-time" => g.end_time = Some(value),
@@ -167,10 +173,43 @@ pub fn parse_kured_gates(argv: &[String]) -> Result<KuredGates> {
             _ => {}
         }
     }
+    g.pre_reboot_node_labels = parse_node_labels("pre-reboot-node-labels", &pre)?;
+    g.post_reboot_node_labels = parse_node_labels("post-reboot-node-labels", &post)?;
     Ok(g)
 }
 
 impl KuredGates {
+    /// Kured's `--prometheus-url` and its filters as an alert gate (Kured's
+    /// `PrometheusBlockingChecker`, `pkg/blockers/prometheus.go`), held for
+    /// at most `timeout`; `None` without a URL. `daemonset` names it in
+    /// errors.
+    pub fn alert_gate(
+        &self,
+        daemonset: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<crate::pacing::AlertGate>> {
+        let Some(url) = &self.prometheus_url else {
+            return Ok(None);
+        };
+        let exclude = match &self.alert_filter_regexp {
+            None => None,
+            Some(re) => Some(regex_lite::Regex::new(re).map_err(|e| {
+                anyhow::anyhow!(
+                    "Kured's --alert-filter-regexp {re:?} in daemonset {daemonset} is not a \
+                     regular expression fleetctl can read: {e}"
+                )
+            })?),
+        };
+        let filter = crate::pacing::Filter {
+            exclude,
+            firing_only: self.alert_firing_only,
+            match_only: self.alert_filter_match_only,
+        };
+        crate::pacing::AlertGate::new(url, filter, timeout)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("Kured's --prometheus-url in daemonset {daemonset}: {e}"))
+    }
+
     /// Kured's reboot window in `crate::pacing::Window`'s grammar, `DAYS
     /// START-END ZONE`, with Kured's defaults for what it does not set
     /// (`--reboot-days` every day, `--start-time=0:00`,
@@ -219,9 +258,14 @@ impl KuredGates {
             ("post-reboot-node-labels", &self.post_reboot_node_labels),
         ] {
             if !labels.is_empty() {
+                let when = match flag {
+                    "pre-reboot-node-labels" => "set on each node before its drain",
+                    _ => "set on each node once it is back and uncordoned",
+                };
+                let text: Vec<String> = labels.iter().map(ToString::to_string).collect();
                 lines.push(format!(
-                    "--{flag}={} (shown only: fleetctl does not set them)",
-                    labels.join(",")
+                    "--{flag}={}: {when}, as Kured does",
+                    text.join(",")
                 ));
             }
         }
@@ -240,7 +284,7 @@ impl KuredGates {
             .collect();
         if !set.is_empty() {
             lines.push(format!(
-                "Kured's reboot window {} (shown; --kured-window holds fleetctl to it)",
+                "Kured's reboot window {} (shown; `--window kured` holds fleetctl to it)",
                 set.join(" ")
             ));
         }
@@ -288,14 +332,19 @@ mod tests {
             Some("^(Watchdog|InfoInhibitor)$")
         );
         assert!(g.alert_firing_only && !g.alert_filter_match_only);
-        assert_eq!(g.pre_reboot_node_labels, ["kured=rebooting", "zone=x"]);
+        let pre: Vec<String> = g
+            .pre_reboot_node_labels
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(pre, ["kured=rebooting", "zone=x"]);
         assert_eq!(g.reboot_days, ["mon", "tue"]);
         assert_eq!(g.start_time.as_deref(), Some("2am"));
         assert_eq!(g.end_time.as_deref(), Some("5am"));
         assert_eq!(g.time_zone.as_deref(), Some("Europe/Berlin"));
         assert_eq!(g.window_text(), "mon,tue 2am-5am Europe/Berlin");
         assert_eq!(KuredGates::default().window_text(), "* 0:00-23:59:59 UTC");
-        // What --kured-window hands to the maintenance window's parser.
+        // What `--window kured` hands to the maintenance window's parser.
         let mut hm = g.clone();
         hm.start_time = Some("02:00".into());
         hm.end_time = Some("05:30".into());
@@ -345,6 +394,8 @@ mod tests {
             vec!["kured", "--blocking-pod-selector=a;b"],
             vec!["kured", "--blocking-pod-selector"],
             vec!["kured", "--alert-firing-only=maybe"],
+            vec!["kured", "--pre-reboot-node-labels=kured"],
+            vec!["kured", "--post-reboot-node-labels=bad key=x"],
         ] {
             assert!(parse_kured_gates(&argv(&bad)).is_err(), "{bad:?}");
         }

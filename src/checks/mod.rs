@@ -30,9 +30,12 @@ mod flags;
 mod hub_images;
 mod kubeadm_gates;
 mod kubelet_config;
+mod kured_env;
 mod kured_flags;
+mod kured_found;
 mod metrics;
 mod node_cgroup;
+mod node_labels;
 mod pdb;
 mod prediction;
 mod verdicts;
@@ -66,9 +69,12 @@ pub use flags::{
 pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
+pub use kured_env::{EnvPrecedence, KuredEnvVar, env_precedence, parse_kured_settings};
 pub use kured_flags::{KuredGates, parse_kured_gates};
+pub use kured_found::{KuredContainer, find_kured};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use node_cgroup::{KUBELET_CONFIG, NodeCgroup, fail_cgroup_v1};
+pub use node_labels::{NodeLabel, label_key_ok, label_value_ok, parse_node_labels};
 pub use pdb::{
     Budget, LabelSelector, Operator, Pod, Requirement, check_drains, parse_pdbs, parse_pods,
 };

@@ -237,6 +237,7 @@ fn settings(
         pace: super::pacing(inv, &args.roll)?,
         on_failure: args.on_failure,
         rerun: Rerun::Apply,
+        kured_gates: !args.roll.no_kured_gates,
     })
 }
 

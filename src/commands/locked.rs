@@ -50,6 +50,12 @@ fn kured_gates(
     journal: &Journal,
 ) -> anyhow::Result<Option<KuredTakeover>> {
     let Some(taken) = takeover(held.lock(), roll.pace.alert_gate_timeout)? else {
+        if roll.kured_window() && held.lock().kured_daemonset().is_none() {
+            anyhow::bail!(
+                "--window kured: the lock fleetctl holds is not Kured's (no Kured was found), so \
+                 there is no Kured reboot window to hold to; pass --window 'DAYS START-END [ZONE]'"
+            );
+        }
         return Ok(None);
     };
     let lines = taken.describe();
@@ -65,12 +71,12 @@ fn kured_gates(
         return Ok(None);
     }
     let mut taken = taken;
-    if roll.kured_window && roll.pace.window.is_none() {
+    if roll.kured_window() {
         let text = taken.gates.window_text();
         let window = crate::pacing::Window::parse(&text).map_err(|e| {
             anyhow::anyhow!(
-                "--kured-window: Kured's reboot window in daemonset {} ({text}) is not one \
-                 fleetctl can read: {e}; pass --window instead",
+                "--window kured: Kured's reboot window in daemonset {} ({text}) is not one \
+                 fleetctl can read: {e}; pass --window 'DAYS START-END [ZONE]' instead",
                 taken.daemonset
             )
         })?;
@@ -194,7 +200,7 @@ pub async fn run_script(
         script.plan,
     );
     apply.kured = locked.kured.clone();
-    // --kured-window: Kured's window where the operator gave none.
+    // --window kured: Kured's window, read once its lock was held.
     if let Some(w) = locked.kured.as_ref().and_then(|k| k.window.clone()) {
         apply.settings.pace.window.get_or_insert(w);
     }

@@ -153,6 +153,12 @@ pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
 /// The run's pacing (`--soak`, `--window`, `--alert-gate`); a bad flag is
 /// exit 2, before anything is touched.
 pub fn pacing(inv: &Inventory, roll: &crate::cli::RollArgs) -> anyhow::Result<crate::pacing::Pace> {
+    if roll.kured_window() && roll.no_kured_gates {
+        return Err(crate::usage!(
+            "--window kured holds each node to Kured's reboot window, one of the Kured gates \
+             --no-kured-gates turns off: pass one of them, or a --window of your own"
+        ));
+    }
     roll.pace
         .pace(inv.window.as_ref())
         .map_err(|e| crate::usage!("{e}"))
@@ -205,6 +211,7 @@ fn roll_settings(
         pace: pacing(inv, roll)?,
         on_failure: crate::steps::OnFailure::Stop,
         rerun,
+        kured_gates: !roll.no_kured_gates,
     })
 }
 

@@ -23,6 +23,12 @@ pub async fn run(
         .filter(|n| n.node.role == crate::inventory::Role::ControlPlane)
         .find_map(|n| n.session.clone())
     {
+        // Kured's blockers active now, read as apply reads them while it
+        // keeps Kured's gates.
+        let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
+        report.kured = status::kured_blockers::kured_report(
+            crate::gather::kured_reading::read(&api, &nodes).await,
+        );
         report.ceph = match crate::gather::rook_reading::read(&api, &[]).await {
             Ok(Some(r)) if r.iter().any(|(_, x)| !x.is_unreadable()) => {
                 Some(status::storage::ceph_reports(&r))

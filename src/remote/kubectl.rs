@@ -326,6 +326,19 @@ pub fn uncordon(node: &str) -> String {
     kubectl(&["uncordon", node])
 }
 
+/// `kubectl label node NODE k=v… --overwrite`: Kured's pre- and
+/// post-reboot labels. kubectl GETs the node and PATCHes it with a JSON
+/// merge patch of `metadata.labels` (`cmd/label/label.go`:
+/// `jsonpatch.CreateMergePatch`, `types.MergePatchType`); the API server
+/// checks the keys. `labels` are `key=value` words checked by
+/// `crate::checks::parse_node_labels`, each one argument.
+pub fn label_node(node: &str, labels: &[String]) -> String {
+    let mut args = vec!["label".to_string(), "node".to_string(), node.to_string()];
+    args.extend(labels.iter().cloned());
+    args.push("--overwrite".to_string());
+    kubectl(&args)
+}
+
 /// The line in which `kubectl cordon`/`uncordon` says the API refused the
 /// change. Their exit status does not: kubectl's RunCordonOrUncordon
 /// (staging/src/k8s.io/kubectl/pkg/cmd/drain/drain.go) prints `error: unable

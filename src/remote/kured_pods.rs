@@ -29,6 +29,17 @@ pub fn blocking_pods(selector: &str, node: &str) -> String {
     ])
 }
 
+/// Every DaemonSet's containers, for `status` to find Kured's
+/// (`crate::checks::find_kured`): one line per DaemonSet, `NAMESPACE NAME`
+/// then per container `NAME IMAGE COMMAND ARGS ENV`, tab-separated, the
+/// lists as JSON (kubectl's jsonpath prints lists as JSON since 1.19,
+/// kubernetes/kubernetes#89660; JSON escapes tabs and newlines), empty when
+/// unset. Read-only.
+pub fn daemonset_containers() -> String {
+    let template = r#"jsonpath={range .items[*]}{.metadata.namespace}{"\t"}{.metadata.name}{range .spec.template.spec.containers[*]}{"\t"}{.name}{"\t"}{.image}{"\t"}{.command}{"\t"}{.args}{"\t"}{.env}{end}{"\n"}{end}"#;
+    kubectl(&["get", "daemonsets", "-A", "-o", template])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

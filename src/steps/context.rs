@@ -285,6 +285,9 @@ pub struct Settings {
     pub on_failure: OnFailure,
     /// The command that resumes after a failure.
     pub rerun: Rerun,
+    /// Kured's gates are kept while its lock is held (not
+    /// `--no-kured-gates`): what the dry run says will be judged.
+    pub kured_gates: bool,
 }
 
 /// What apply does when a node comes back from its reboot but not up on

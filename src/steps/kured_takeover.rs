@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::checks::{KuredGates, parse_kured_gates};
-use crate::pacing::{AlertGate, Filter};
+use crate::checks::{EnvPrecedence, KuredGates, env_precedence, parse_kured_settings};
+use crate::pacing::AlertGate;
 
 /// What fleetctl took over from the Kured whose lock it holds.
 #[derive(Debug, Clone, Default)]
@@ -16,7 +16,7 @@ pub struct KuredTakeover {
     pub gates: KuredGates,
     /// Kured's `--prometheus-url` as an alert gate.
     pub alert_gate: Option<AlertGate>,
-    /// With `--kured-window`: Kured's reboot window, held to before each
+    /// With `--window kured`: Kured's reboot window, held to before each
     /// node as `--window` is (`crate::steps::hold`).
     pub window: Option<crate::pacing::Window>,
 }
@@ -30,31 +30,22 @@ impl KuredTakeover {
         argv: &[String],
         alert_timeout: Duration,
     ) -> anyhow::Result<KuredTakeover> {
-        let gates = parse_kured_gates(argv).map_err(|e| {
+        Self::from_settings(daemonset, argv, &[], EnvPrecedence::Ignored, alert_timeout)
+    }
+
+    /// From Kured's command line and `KURED_*` environment, combined as its
+    /// release does (`crate::checks::parse_kured_settings`).
+    pub fn from_settings(
+        daemonset: &str,
+        argv: &[String],
+        env: &[(String, Option<String>)],
+        rule: EnvPrecedence,
+        alert_timeout: Duration,
+    ) -> anyhow::Result<KuredTakeover> {
+        let gates = parse_kured_settings(daemonset, argv, env, rule).map_err(|e| {
             anyhow::anyhow!("reading Kured's flags in daemonset {daemonset}: {e:#}")
         })?;
-        let alert_gate = match &gates.prometheus_url {
-            None => None,
-            Some(url) => {
-                let exclude = match &gates.alert_filter_regexp {
-                    None => None,
-                    Some(re) => Some(regex_lite::Regex::new(re).map_err(|e| {
-                        anyhow::anyhow!(
-                            "Kured's --alert-filter-regexp {re:?} in daemonset {daemonset} is not \
-                             a regular expression fleetctl can read: {e}"
-                        )
-                    })?),
-                };
-                let filter = Filter {
-                    exclude,
-                    firing_only: gates.alert_firing_only,
-                    match_only: gates.alert_filter_match_only,
-                };
-                Some(AlertGate::new(url, filter, alert_timeout).map_err(|e| {
-                    anyhow::anyhow!("Kured's --prometheus-url in daemonset {daemonset}: {e}")
-                })?)
-            }
-        };
+        let alert_gate = gates.alert_gate(daemonset, alert_timeout)?;
         Ok(KuredTakeover {
             daemonset: daemonset.to_string(),
             gates,
@@ -77,6 +68,7 @@ pub fn takeover(
     let (Some(argv), Some(ds)) = (lock.kured_argv(), lock.kured_daemonset()) else {
         return Ok(None);
     };
-    let taken = KuredTakeover::from_argv(&ds, argv, alert_timeout)?;
+    let (env, image) = lock.kured_env().unwrap_or((&[], ""));
+    let taken = KuredTakeover::from_settings(&ds, argv, env, env_precedence(image), alert_timeout)?;
     Ok((!taken.describe().is_empty()).then_some(taken))
 }

@@ -26,6 +26,7 @@ pub mod journal;
 mod kept_images;
 mod kubeadm;
 pub mod kured_gates;
+mod kured_labels;
 mod kured_takeover;
 mod last_look;
 pub mod lock;

@@ -295,7 +295,9 @@ impl Ctx<'_> {
                 ),
             );
         }
+        self.kured_blockers(out, nodes);
         self.gates(out);
+        self.ceph_before(out, nodes);
         if nodes.iter().any(|n| {
             self.inv
                 .node(n)
@@ -318,6 +320,17 @@ impl Ctx<'_> {
         }
         let version =
             expect.map_or_else(|| format!("its staged {minor} patch"), Version::to_string);
+        if self.settings.kured_gates {
+            for node in nodes {
+                out.line(
+                    api,
+                    &format!(
+                        "(when the lock is Kured's and it sets --pre-reboot-node-labels) {}",
+                        kubectl::label_node(node, &["<its labels>".to_string()])
+                    ),
+                );
+            }
+        }
         for node in nodes {
             out.line(
                 api,
@@ -373,6 +386,15 @@ impl Ctx<'_> {
                 api,
                 &format!("(until Ready) {}", kubectl::ready_then_uncordon(node)),
             );
+            if self.settings.kured_gates {
+                out.line(
+                    api,
+                    &format!(
+                        "(when the lock is Kured's and it sets --post-reboot-node-labels) {}",
+                        kubectl::label_node(node, &["<its labels>".to_string()])
+                    ),
+                );
+            }
             out.line(
                 node,
                 "(the facts script, to record the node's new state in the plan)",
@@ -390,6 +412,7 @@ impl Ctx<'_> {
                 );
             }
         }
+        self.ceph_after(out);
     }
 
     /// The gates before a node goes down (`steps::gates`).
@@ -482,6 +505,8 @@ fn etcd(out: &mut Out, node: &str, minor: Minor) {
 fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
+
+mod gate_lines;
 
 #[cfg(test)]
 mod tests {

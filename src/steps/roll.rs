@@ -72,6 +72,7 @@ pub async fn roll(
     // second Ctrl-C) names it precisely.
     apply.begin(&names, "gates and drain");
     let spared = gates::before_drain(apply, batch, rollback).await?;
+    super::kured_labels::set(apply, batch, super::kured_labels::When::BeforeDrain).await?;
     for node in batch {
         apply.mark(node)?;
     }
@@ -207,9 +208,11 @@ async fn reboot_and_wait(
         });
     }
     let mut failures = Vec::new();
+    let mut back = Vec::new();
     while let Some(joined) = waits.join_next().await {
         match joined {
             Ok((node, Ok((fresh, facts)))) => {
+                back.push(node.clone());
                 apply.set_remote(&node, fresh);
                 apply.ledger(|l| {
                     l.cordoned.remove(&node);
@@ -220,13 +223,20 @@ async fn reboot_and_wait(
             Err(e) => failures.push(anyhow::anyhow!("waiting for {names} failed: {e}")),
         }
     }
+    // Kured's post labels on each node back and uncordoned, as Kured's
+    // `uncordon` sets them.
+    back.sort_by_key(|n| batch.iter().position(|b| b == n));
+    let labelled =
+        super::kured_labels::set(apply, &back, super::kured_labels::When::AfterUncordon).await;
     if failures.is_empty() {
+        labelled?;
         if ceph {
             super::storage_gate::after_return(apply, batch).await?;
         }
         apply.back_at = Some(Instant::now());
         Ok(())
     } else {
+        failures.extend(labelled.err());
         Err(batch_error(failures, Ok(())))
     }
 }

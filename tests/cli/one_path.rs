@@ -126,6 +126,23 @@ fn the_dry_run_shows_the_tasks_and_commands_the_run_then_carries_out() {
             dry.stdout
         );
     }
+    // Where a node goes down, the dry run names the gates judged there:
+    // Ceph's (when a CephCluster exists), etcd's (control planes) and the
+    // Kured blockers taken over (when the lock is Kured's).
+    for gate in [
+        "(when a CephCluster exists: the Ceph gate, until Ceph can spare w-1, w-2: `ceph osd ok-to-stop`",
+        "(when a CephCluster exists: the Ceph gate, until every PG is active+clean again",
+        "(with a stacked etcd: the etcd gate, until every member is healthy",
+        "(when the lock is Kured's, the Kured blockers taken over, until none holds: the alerts at \
+         its --prometheus-url, then the pods matching its --blocking-pod-selector on w-2",
+        "(when the lock is Kured's and it sets --pre-reboot-node-labels)",
+    ] {
+        assert!(
+            dry.stdout.contains(gate),
+            "no `{gate}` in the dry run:\n{}",
+            dry.stdout
+        );
+    }
 
     let mut run = vec!["--yes"];
     run.extend(args);

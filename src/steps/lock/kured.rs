@@ -336,6 +336,12 @@ pub(super) async fn acquire<K: Kubectl>(
                         annotation: key.clone(),
                         concurrency: config.concurrency,
                         argv: kured.argv.clone(),
+                        env: kured
+                            .env
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                        image: kured.image.clone(),
                     },
                     mine,
                     ttl: opts.ttl,

@@ -255,6 +255,11 @@ enum LockKind {
         /// Kured's container's `command` then `args`: the blockers it
         /// checks before each reboot (`crate::checks::parse_kured_gates`).
         argv: Vec<String>,
+        /// Its `env` (`None`: a `valueFrom`) and image, which say how
+        /// `KURED_*` variables add to those flags
+        /// (`crate::checks::parse_kured_settings`).
+        env: Vec<crate::checks::KuredEnvVar>,
+        image: String,
     },
     ConfigMap {
         namespace: String,
@@ -336,6 +341,14 @@ impl Lock {
     pub fn kured_argv(&self) -> Option<&[String]> {
         match &self.kind {
             LockKind::Kured { argv, .. } => Some(argv),
+            LockKind::ConfigMap { .. } => None,
+        }
+    }
+
+    /// Kured's container's env and image when the lock is Kured's.
+    pub fn kured_env(&self) -> Option<(&[crate::checks::KuredEnvVar], &str)> {
+        match &self.kind {
+            LockKind::Kured { env, image, .. } => Some((env, image)),
             LockKind::ConfigMap { .. } => None,
         }
     }

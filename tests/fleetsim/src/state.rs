@@ -231,6 +231,11 @@ pub struct ClusterNode {
     /// names (see [`ClusterNode::kubelet_running`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletRun>,
+    /// Labels set through the API (`kubectl label`, Kured's pre- and
+    /// post-reboot labels) on top of those the kubelet and kubeadm put
+    /// (`api::objects::nodes::node_json`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A kubelet that started and is running.

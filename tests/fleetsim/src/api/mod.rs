@@ -28,6 +28,7 @@ pub mod discovery;
 pub mod evict;
 pub mod exec;
 pub mod identity;
+pub mod labels;
 pub mod metrics;
 pub mod objects;
 pub mod patch;

@@ -4,7 +4,8 @@
 //! one state, as etcd's compare-and-swap does.
 //!
 //! The sim stores only what fleetctl and Kured change: a Node's
-//! `spec.unschedulable`, Kured's DaemonSet's annotations and labels, the
+//! `spec.unschedulable` and the labels `kubectl label` adds (checked as
+//! the API server checks them: `labels.rs`), Kured's DaemonSet's annotations and labels, the
 //! data of ConfigMaps other than kubeadm-config, pods' existence. A write
 //! that changes anything else is refused with 422 naming the field, rather
 //! than accepted and silently forgotten. `status` sent to the main resource
@@ -69,6 +70,10 @@ fn comparable(r: &Resource, o: &Value) -> Value {
     }
     match r.name {
         "nodes" => {
+            // Compared by `node_labels`.
+            if let Some(m) = o["metadata"].as_object_mut() {
+                m.remove("labels");
+            }
             if let Some(spec) = o["spec"].as_object_mut() {
                 spec.remove("unschedulable");
                 if let Some(Value::Array(t)) = spec.get_mut("taints") {
@@ -121,6 +126,54 @@ fn kubeadm_config(ns: &str, name: &str) -> bool {
     ns == "kube-system" && name == "kubeadm-config"
 }
 
+/// The labels a write leaves on a Node beyond the kubelet's and kubeadm's
+/// own (`set`: those stored now), refused as the API server refuses them:
+/// 422 naming `metadata.labels` and the first key or value
+/// `ValidateLabels` rejects (k8s.io/apimachinery
+/// `pkg/apis/meta/v1/validation`: `IsQualifiedName` on the key,
+/// `IsValidLabelValue` on the value, with their messages). Changing or
+/// removing one of the kubelet's labels is not modelled, and refused so.
+fn node_labels(
+    r: &Resource,
+    name: &str,
+    set: &std::collections::BTreeMap<String, String>,
+    current: &Value,
+    new: &Value,
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    let strings = |v: &Value| -> Result<std::collections::BTreeMap<String, String>, Failure> {
+        serde_json::from_value(if v.is_null() { json!({}) } else { v.clone() })
+            .map_err(|e| status::bad_request(&format!("metadata.labels: {e}")))
+    };
+    let now = strings(&current["metadata"]["labels"])?;
+    let mut want = strings(&new["metadata"]["labels"])?;
+    for (k, v) in &want {
+        if let Some(why) = super::labels::key_error(k).or_else(|| super::labels::value_error(v)) {
+            let bad = if super::labels::key_error(k).is_some() {
+                k
+            } else {
+                v
+            };
+            return Err(status::invalid(
+                r.gr(),
+                r.kind,
+                name,
+                &format!("metadata.labels: Invalid value: {bad:?}: {why}"),
+            ));
+        }
+    }
+    for (k, v) in now.iter().filter(|(k, _)| !set.contains_key(*k)) {
+        if want.remove(k).as_ref() != Some(v) {
+            return Err(status::invalid(
+                r.gr(),
+                r.kind,
+                name,
+                &format!("metadata.labels.{k}: fleetsim does not model changes to this label"),
+            ));
+        }
+    }
+    Ok(want)
+}
+
 /// Stores `new` over `current` of `r`; false when nothing changed.
 fn store(
     c: &mut Cluster,
@@ -160,8 +213,10 @@ fn store(
             let Some(n) = c.nodes.get_mut(name) else {
                 return Err(status::not_found(r.gr(), name));
             };
-            let changed = n.unschedulable != want;
+            let labels = node_labels(r, name, &n.labels, current, new)?;
+            let changed = n.unschedulable != want || n.labels != labels;
             n.unschedulable = want;
+            n.labels = labels;
             changed
         }
         "daemonsets" => {
@@ -457,19 +512,41 @@ mod tests {
             err.body["message"],
             format!("Operation cannot be fulfilled on nodes \"w-1\": {MODIFIED}")
         );
+        // `kubectl label node w-1 x=y --overwrite`: a merge patch of the
+        // labels, stored and shown.
         let label = Change::Patch(
             PatchType::Merge,
             json!({"metadata": {"labels": {"x": "y"}}}),
         );
-        let err = modify(&shared, &removed, nodes, "", "w-1", label).unwrap_err();
+        let (_, node) = modify(&shared, &removed, nodes, "", "w-1", label).unwrap();
+        assert_eq!(node["metadata"]["labels"]["x"], "y");
+        assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "w-1");
+        assert_eq!(shared.cluster().unwrap().nodes["w-1"].labels["x"], "y");
+        // A value the API server's ValidateLabels refuses: 422, nothing stored.
+        let bad = Change::Patch(
+            PatchType::Merge,
+            json!({"metadata": {"labels": {"x": "not ok"}}}),
+        );
+        let err = modify(&shared, &removed, nodes, "", "w-1", bad).unwrap_err();
         assert_eq!(err.code, 422);
         assert!(
-            err.body["message"]
-                .as_str()
-                .unwrap()
-                .contains("metadata.labels"),
+            err.body["message"].as_str().unwrap().starts_with(
+                "Node \"w-1\" is invalid: metadata.labels: Invalid value: \"not ok\": a valid label"
+            ),
             "{}",
             err.body
+        );
+        assert_eq!(shared.cluster().unwrap().nodes["w-1"].labels["x"], "y");
+        // The kubelet's own labels are not modelled: refused.
+        let theirs = Change::Patch(
+            PatchType::Merge,
+            json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}}),
+        );
+        assert_eq!(
+            modify(&shared, &removed, nodes, "", "w-1", theirs)
+                .unwrap_err()
+                .code,
+            422
         );
         let directive = Change::Patch(
             PatchType::Strategic,

@@ -17,6 +17,7 @@ fn node(role: Role, started: Option<f64>) -> ClusterNode {
             started_at: s,
             manifests_out: Vec::new(),
         }),
+        labels: Default::default(),
     }
 }
 

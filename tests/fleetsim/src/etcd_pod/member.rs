@@ -367,6 +367,7 @@ mod tests {
             boot_id: String::new(),
             address: address.into(),
             kubelet: None,
+            labels: Default::default(),
         }
     }
 

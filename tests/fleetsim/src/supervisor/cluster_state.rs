@@ -24,6 +24,7 @@ pub(super) fn init_cluster(fleet: &FleetDir, scenario: &Scenario, subnet: &Subne
                 boot_id: String::new(),
                 kubelet: None,
                 address: subnet.address(i).to_string(),
+                labels: Default::default(),
             },
         );
     }

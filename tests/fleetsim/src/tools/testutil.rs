@@ -151,6 +151,7 @@ impl Fleet {
                             started_at: booted_at,
                             manifests_out: Vec::new(),
                         }),
+                        labels: Default::default(),
                     },
                 );
                 Ok(())

@@ -150,6 +150,12 @@ pub(crate) fn node_json(c: &Cluster, name: &str, n: &ClusterNode, index: usize, 
         labels["node-role.kubernetes.io/control-plane"] = json!("");
         labels["node.kubernetes.io/exclude-from-external-load-balancers"] = json!("");
     }
+    // What `kubectl label` set (`api::write`), never over the kubelet's own.
+    for (k, v) in &n.labels {
+        if labels.get(k).is_none() {
+            labels[k] = json!(v);
+        }
+    }
     let cidr = format!("10.244.{index}.0/24");
     let mut spec = json!({ "podCIDR": cidr, "podCIDRs": [cidr] });
     let taints = taints(&r, n);

@@ -1,0 +1,98 @@
+//! Kured's `--pre-reboot-node-labels` and `--post-reboot-node-labels`, set
+//! around each reboot while fleetctl holds Kured's lock, where Kured sets
+//! them (kubereboot/kured `cmd/kured/main.go`): the pre labels in `drain`,
+//! before it cordons and drains the node (here: once the gates let the node
+//! go, right before its drain); the post labels in `uncordon`, only after
+//! the uncordon succeeded (here: once the node is back, Ready and
+//! uncordoned). Operators hang things on them (silenced alerts, a
+//! scheduler's avoidance), so they are set as Kured would.
+//!
+//! Kured only logs a label it could not set and goes on; fleetctl stops
+//! instead (the first failure stops the run): before the drain nothing is
+//! down yet, and after the return the node is up and the operator is told
+//! which labels to set by hand.
+
+use anyhow::bail;
+
+use super::context::Apply;
+use crate::checks::NodeLabel;
+use crate::remote::kubectl;
+
+/// Which of Kured's two label flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    BeforeDrain,
+    AfterUncordon,
+}
+
+impl When {
+    fn flag(self) -> &'static str {
+        match self {
+            When::BeforeDrain => "pre-reboot-node-labels",
+            When::AfterUncordon => "post-reboot-node-labels",
+        }
+    }
+}
+
+/// The labels Kured sets on a node at `when`, when its lock is held and
+/// its gates kept; empty otherwise.
+pub fn labels_of<'a>(apply: &'a Apply<'_>, when: When) -> &'a [NodeLabel] {
+    match (&apply.kured, when) {
+        (None, _) => &[],
+        (Some(k), When::BeforeDrain) => &k.gates.pre_reboot_node_labels,
+        (Some(k), When::AfterUncordon) => &k.gates.post_reboot_node_labels,
+    }
+}
+
+/// Sets Kured's labels for `when` on each of `nodes`, journaled; the first
+/// that fails stops the run, saying what was and was not done.
+pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Result<()> {
+    let labels: Vec<String> = labels_of(apply, when)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if labels.is_empty() || nodes.is_empty() {
+        return Ok(());
+    }
+    let api = apply.api()?;
+    let text = labels.join(" ");
+    for node in nodes {
+        apply.check_stop(Some(node))?;
+        let out = api
+            .run_root(
+                &format!("{node}: Kured's --{} {text}", when.flag()),
+                &kubectl::label_node(node, &labels),
+                None,
+            )
+            .await?;
+        if !out.success() {
+            let why = out.stderr.trim().lines().last().unwrap_or("no output");
+            let state = match when {
+                When::BeforeDrain => format!("{node} was not drained; nothing was rebooted"),
+                When::AfterUncordon => format!(
+                    "{node} is back and uncordoned; set them yourself (`kubectl label node {node} \
+                     {text} --overwrite`)"
+                ),
+            };
+            bail!(
+                "{node}: Kured's --{} ({text}) could not be set: {why}. {state}; then run `{}` \
+                 again",
+                when.flag(),
+                apply.settings.rerun
+            );
+        }
+        apply.journal_event(
+            match when {
+                When::BeforeDrain => "kured-labels-pre",
+                When::AfterUncordon => "kured-labels-post",
+            },
+            Some(node),
+            &text,
+        );
+        apply.progress.line(&format!(
+            "  {node}: labelled {text} (Kured's --{})",
+            when.flag()
+        ));
+    }
+    Ok(())
+}
