@@ -3,7 +3,7 @@
 //! window, Ctrl-C, the journal, the lock taken and given back on every
 //! path), [`run_script`], their script run under it with its report, and
 //! the confirmation. The lock itself, and the harness that races the work
-//! against its lease, are `lock_run.rs`.
+//! against its lease, are `steps::lock` (`keeper.rs`, `within_lease.rs`).
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -28,8 +28,8 @@ use crate::steps::{Apply, Interrupted, Ledger, Rerun, Settings, Stop, execute};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 
-use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
 use crate::steps::kured_gates::{KuredTakeover, takeover};
+use crate::steps::lock::{HeldLock, LockRequest, LockedRun, run_locked, take_lock};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
 /// lock), the second Ctrl-C that ends it at once, and its journal.
@@ -44,12 +44,18 @@ pub struct Locked {
 /// Kured's gates fleetctl keeps while it holds Kured's lock, said before
 /// anything changes; `--no-kured-gates` drops them, loudly.
 fn kured_gates(
-    held: &super::lock_run::HeldLock,
+    held: &HeldLock,
     roll: &RollArgs,
     printer: &Printer,
     journal: &Journal,
 ) -> anyhow::Result<Option<KuredTakeover>> {
-    let Some(taken) = takeover(held.lock(), roll.pace.alert_gate_timeout)? else {
+    let lock = held.lock();
+    let Some(taken) = takeover(
+        lock.kured_daemonset(),
+        lock.kured_argv(),
+        roll.pace.alert_gate_timeout,
+    )?
+    else {
         return Ok(None);
     };
     let lines = taken.describe();
@@ -88,6 +94,19 @@ fn kured_gates(
     Ok(Some(taken))
 }
 
+/// What the operator asked about the lock, from the command line and the
+/// inventory.
+fn lock_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> LockRequest {
+    LockRequest {
+        rerun,
+        kured: roll.kured.clone().or_else(|| inv.kured.clone()),
+        force_unlock: roll.force_unlock,
+        yes: roll.yes,
+        node_timeout: roll.node_timeout,
+        drain_timeout: roll.drain_timeout,
+    }
+}
+
 /// Runs `work` under the lock: refused outside the maintenance window, with
 /// the signal handler installed before the lock is taken and the journal
 /// open, and the lock given back on every path, a panic included; then the
@@ -119,8 +138,9 @@ pub async fn under_lock(
              nothing more is started"
         ))
     });
-    let request = LockRequest::new(inv, roll, rerun);
-    let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
+    let request = lock_request(inv, roll, rerun);
+    let opts = super::ssh_options(inv, global);
+    let held = take_lock(inv, opts, &request, &journal, printer, &stop).await?;
     let kured = match kured_gates(&held, roll, printer, &journal) {
         Ok(k) => k,
         Err(e) => {

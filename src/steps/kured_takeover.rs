@@ -69,12 +69,17 @@ impl KuredTakeover {
     }
 }
 
-/// Kured's gates when `lock` is Kured's and Kured sets any; `None` else.
+/// Kured's gates when the lock is Kured's and Kured sets any; `None` else.
+/// `daemonset` and `argv` are the lock's (`Lock::kured_daemonset`,
+/// `Lock::kured_argv`), passed as plain values: the lock's keeper works
+/// with the run's context, which holds this takeover, so this module does
+/// not import the lock back.
 pub fn takeover(
-    lock: &super::lock::Lock,
+    daemonset: Option<String>,
+    argv: Option<&[String]>,
     alert_timeout: Duration,
 ) -> anyhow::Result<Option<KuredTakeover>> {
-    let (Some(argv), Some(ds)) = (lock.kured_argv(), lock.kured_daemonset()) else {
+    let (Some(argv), Some(ds)) = (argv, daemonset) else {
         return Ok(None);
     };
     let taken = KuredTakeover::from_argv(&ds, argv, alert_timeout)?;

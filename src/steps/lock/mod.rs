@@ -57,8 +57,10 @@ pub mod clock;
 mod configmap;
 mod discovery;
 mod holder;
+mod keeper;
 mod kured;
 mod listing;
+mod within_lease;
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -75,8 +77,10 @@ pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };
 use holder::{Mine, Verdict, describe_holder, failed, human, judge, parse_time, rfc3339};
+pub use keeper::{HeldLock, LAPSE_MARGIN, LockRequest, heartbeat_every, lock_ttl, take_lock};
 pub use kured::{kured_lock_state, kured_lock_value};
 pub use listing::{ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets};
+pub use within_lease::{LockedRun, run_locked, stopped_at_once};
 
 /// How long a lock fleetctl holds stays valid without a heartbeat. Kured
 /// takes an entry back once its TTL ran out, so this must outlast the

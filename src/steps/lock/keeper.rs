@@ -1,39 +1,24 @@
-//! The lock while `apply` or `reboot` works under it: taken through a
-//! control plane, refreshed by a heartbeat (through any control plane that
-//! answers), watched for its lease running out, and given back on every
-//! path; and [`run_locked`], the one harness both commands run their work
-//! in, so that they cannot drift apart (before issue 24 only apply raced
-//! its work against the lease).
+//! The lock while `apply`, `reboot` or `rollback` works under it: taken
+//! through a control plane, refreshed by a heartbeat (through any control
+//! plane that answers), watched for its lease running out, and given back
+//! on every path.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::cli::Global;
+use super::clock::ClockOffset;
+use super::{Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
 use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::steps::journal::Journal;
-use crate::steps::lock::clock::ClockOffset;
-use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
+use crate::steps::lock;
 use crate::steps::runner::Remote;
-use crate::steps::{Interrupted, Lease, Ledger, Rerun, Stop};
+use crate::steps::{Lease, Rerun, Stop};
 use crate::ui::Printer;
 use crate::usage;
-
-impl LockRequest {
-    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs, rerun: Rerun) -> LockRequest {
-        LockRequest {
-            rerun,
-            kured: roll.kured.clone().or_else(|| inv.kured.clone()),
-            force_unlock: roll.force_unlock,
-            yes: roll.yes,
-            node_timeout: roll.node_timeout,
-            drain_timeout: roll.drain_timeout,
-        }
-    }
-}
 
 /// What the operator asked about the lock.
 pub struct LockRequest {
@@ -51,7 +36,7 @@ pub struct LockRequest {
 }
 
 /// The lock while apply (or reboot) holds it: refreshed in the background
-/// every [`heartbeat_every`], watched by [`run_locked`], and given back by [`HeldLock::release`]
+/// every [`heartbeat_every`], watched by [`run_locked`](super::run_locked), and given back by [`HeldLock::release`]
 /// on every path (the caller runs its work under `catch_unwind` so that a
 /// panic releases it too).
 pub struct HeldLock {
@@ -134,12 +119,12 @@ fn test_duration(name: &str) -> Option<Duration> {
 /// start: room for two missed beats and a slow API server.
 pub const LAPSE_MARGIN: Duration = Duration::from_secs(60);
 
-/// Connects to the first control-plane node, takes the lock there and
-/// starts its heartbeat; a lost lock makes `stop` stop the run at its next
+/// Connects to the first control-plane node (with `opts`, the run's SSH
+/// settings), takes the lock there and starts its heartbeat; a lost lock makes `stop` stop the run at its next
 /// safe point, and `stop` knows the lock's lease from then on.
 pub async fn take_lock(
     inv: &Inventory,
-    global: &Global,
+    opts: ssh::Options,
     request: &LockRequest,
     journal: &Arc<Journal>,
     printer: &Printer,
@@ -153,7 +138,6 @@ pub async fn take_lock(
         .map(|n| ssh::resolve(inv, n))
         .collect::<anyhow::Result<_>>()
         .map_err(|e| usage!("{e:#}"))?;
-    let opts = super::ssh_options(inv, global);
     let Some(target) = targets.first() else {
         return Err(usage!(
             "the inventory has no control-plane node to take the lock through"
@@ -357,60 +341,6 @@ pub fn heartbeat_every() -> Duration {
     test_duration("FLEETCTL_TEST_HEARTBEAT").unwrap_or(lock::HEARTBEAT_EVERY)
 }
 
-/// How the work done under the lock ended: its result, and whether a
-/// second Ctrl-C abandoned it half-way (then the fleet is not read again
-/// for the report: the operator asked to stop now).
-pub struct LockedRun<T> {
-    pub result: anyhow::Result<T>,
-    pub at_once: bool,
-}
-
-/// Runs `work` (apply's hops, reboot's rolling reboots) under the lock:
-/// the one loop both commands share, so they cannot drift apart again.
-/// `work` ends early, at once and whatever it waits for (a node's boot,
-/// kubeadm, a drain, a soak), on a second Ctrl-C or when the lock's lease
-/// reaches its margin without a heartbeat ([`Stop::lapsing`]: the TTL after
-/// the last heartbeat that landed, less [`LAPSE_MARGIN`]); then nothing
-/// else starts and no other node is rebooted. The heartbeat itself runs
-/// from [`take_lock`] until [`HeldLock::release`].
-pub async fn run_locked<T>(
-    stop: &Stop,
-    second: &tokio::sync::Notify,
-    ledger: &Mutex<Ledger>,
-    rerun: Rerun,
-    work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> LockedRun<T> {
-    tokio::select! {
-        result = work => LockedRun { result, at_once: false },
-        _ = second.notified() => LockedRun {
-            result: Err(stopped_at_once(ledger, rerun)),
-            at_once: true,
-        },
-        lapsing = stop.lapsing() => LockedRun {
-            result: Err(anyhow::Error::new(lapsing)),
-            at_once: false,
-        },
-    }
-}
-
-/// A second Ctrl-C abandons the step in progress: say which node was left
-/// half-way, and that a rerun (not a fix) is what comes next.
-pub fn stopped_at_once(ledger: &Mutex<Ledger>, rerun: Rerun) -> anyhow::Error {
-    let current = ledger.lock().ok().and_then(|l| l.current.clone());
-    let msg = match current {
-        Some((node, step)) => format!(
-            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
-             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
-             then run `{rerun}` again: it resumes from the fleet's real state"
-        ),
-        None => format!(
-            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
-             `{rerun}` again: it resumes from the fleet's real state"
-        ),
-    };
-    anyhow::Error::new(Interrupted(msg))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,67 +362,6 @@ mod tests {
         let quitting = Arc::new(AtomicBool::new(true));
         watch_heartbeat(tokio::spawn(async {}), stop.clone(), quitting).await;
         assert!(!stop.requested(), "released on purpose");
-    }
-
-    #[tokio::test]
-    async fn work_under_the_lock_stops_at_once_when_the_lease_reaches_its_margin() {
-        let stop = Stop::default();
-        let second = tokio::sync::Notify::new();
-        let ledger = Mutex::new(Ledger::default());
-        // Valid for 400 ms after the last heartbeat, less a 200 ms margin;
-        // no heartbeat lands. The work waits for ever (a node that hangs).
-        let t0 = Instant::now();
-        stop.hold_lease(Lease {
-            what: "fleetctl's lock".into(),
-            renewed: t0,
-            ttl: Duration::from_millis(400),
-            margin: Duration::from_millis(200),
-            rerun: Rerun::Apply,
-        });
-        let ran: LockedRun<()> = tokio::time::timeout(
-            Duration::from_secs(10),
-            run_locked(
-                &stop,
-                &second,
-                &ledger,
-                Rerun::Apply,
-                std::future::pending(),
-            ),
-        )
-        .await
-        .expect("the lapsing lease ends the work");
-        assert!(t0.elapsed() >= Duration::from_millis(200));
-        assert!(!ran.at_once);
-        let e = ran.result.unwrap_err();
-        assert!(e.is::<crate::steps::context::LeaseLapsing>(), "{e:#}");
-        assert!(
-            e.to_string()
-                .starts_with("stopped at once: fleetctl's lock was last refreshed"),
-            "{e}"
-        );
-
-        // A second Ctrl-C ends it at once too, and says so.
-        let stop = Stop::default();
-        second.notify_one();
-        let ran: LockedRun<()> = run_locked(
-            &stop,
-            &second,
-            &ledger,
-            Rerun::Rollback,
-            std::future::pending(),
-        )
-        .await;
-        assert!(ran.at_once);
-        let e = ran.result.unwrap_err();
-        assert!(e.is::<Interrupted>());
-        assert!(
-            e.to_string().contains("then run `fleetctl rollback` again"),
-            "names the command that resumes: {e}"
-        );
-
-        // Work that ends first is what counts.
-        let ran = run_locked(&stop, &second, &ledger, Rerun::Apply, async { Ok(7) }).await;
-        assert_eq!(ran.result.unwrap(), 7);
     }
 
     #[test]
