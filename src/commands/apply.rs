@@ -27,7 +27,7 @@ use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
 use crate::steps::{Interrupted, Rerun, Settings, etcd, render};
 
-use super::locked::{Locked, Script, confirm, run_script, under_lock};
+use super::locked::{RunHandles, Script, confirm, run_script, run_under_lock};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -52,7 +52,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         return Ok(ExitCode::SUCCESS);
     }
 
-    under_lock(
+    run_under_lock(
         &inv,
         global,
         &args.roll,
@@ -129,7 +129,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Everything between taking the lock and giving it back.
-    async fn locked(&self, saved: &Plan, locked: &Locked) -> anyhow::Result<ExitCode> {
+    async fn locked(&self, saved: &Plan, locked: &RunHandles) -> anyhow::Result<ExitCode> {
         let (fresh, gathered, hub_images) =
             recheck(self.inv, self.global, self.printer, saved, self.args).await?;
         super::fleet_clocks::judge(self.inv, &gathered, &locked.stop, self.printer)?;
@@ -174,7 +174,7 @@ impl Run<'_> {
         gathered: &Gathered,
         hub_images: Option<Vec<HubImage>>,
         checks_judged: Option<Instant>,
-        locked: &Locked,
+        locked: &RunHandles,
     ) -> anyhow::Result<ExitCode> {
         let settings = settings(
             self.inv,

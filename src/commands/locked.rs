@@ -1,9 +1,11 @@
 //! What `apply`, `reboot` and `rollback` share around their work on the
-//! nodes: [`under_lock`], the one skeleton each runs in (the maintenance
+//! nodes: [`run_under_lock`], the one skeleton each runs in (the maintenance
 //! window, Ctrl-C, the journal, the lock taken and given back on every
-//! path), [`run_script`], their script run under it with its report, and
-//! the confirmation. The lock itself, and the harness that races the work
-//! against its lease, are `steps::lock` (`keeper.rs`, `within_lease.rs`).
+//! path) with [`RunHandles`] at hand, [`run_script`], their script run
+//! under it with its report, and the confirmation. The lock itself (its
+//! [`LockKeeper`]) and the harness that races the work against its lease
+//! ([`run_within_lease`]) are `steps::lock`, whose module doc names each
+//! piece.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -29,11 +31,12 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 
 use crate::steps::kured_gates::{KuredTakeover, takeover};
-use crate::steps::lock::{HeldLock, LockRequest, LockedRun, run_locked, take_lock};
+use crate::steps::lock::{LockKeeper, TakeRequest, WorkOutcome, run_within_lease, take_lock};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
-/// lock), the second Ctrl-C that ends it at once, and its journal.
-pub struct Locked {
+/// lock), the second Ctrl-C that ends it at once, and its journal. (The
+/// offline rollback, `rollback::without_api`, runs with these and no lock.)
+pub struct RunHandles {
     pub stop: Stop,
     pub second: Arc<tokio::sync::Notify>,
     pub journal: Arc<Journal>,
@@ -44,12 +47,12 @@ pub struct Locked {
 /// Kured's gates fleetctl keeps while it holds Kured's lock, said before
 /// anything changes; `--no-kured-gates` drops them, loudly.
 fn kured_gates(
-    held: &HeldLock,
+    keeper: &LockKeeper,
     roll: &RollArgs,
     printer: &Printer,
     journal: &Journal,
 ) -> anyhow::Result<Option<KuredTakeover>> {
-    let lock = held.lock();
+    let lock = keeper.lock();
     let Some(taken) = takeover(
         lock.kured_daemonset(),
         lock.kured_argv(),
@@ -94,10 +97,10 @@ fn kured_gates(
     Ok(Some(taken))
 }
 
-/// What the operator asked about the lock, from the command line and the
-/// inventory.
-fn lock_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> LockRequest {
-    LockRequest {
+/// The request to take the lock: what the operator asked on the command
+/// line, else in the inventory.
+fn take_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> TakeRequest {
+    TakeRequest {
         rerun,
         kured: roll.kured.clone().or_else(|| inv.kured.clone()),
         force_unlock: roll.force_unlock,
@@ -111,13 +114,13 @@ fn lock_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> LockRequest {
 /// the signal handler installed before the lock is taken and the journal
 /// open, and the lock given back on every path, a panic included; then the
 /// journal is checked.
-pub async fn under_lock(
+pub async fn run_under_lock(
     inv: &Inventory,
     global: &Global,
     roll: &RollArgs,
     rerun: Rerun,
     printer: &Printer,
-    work: impl AsyncFnOnce(&Locked) -> anyhow::Result<ExitCode>,
+    work: impl AsyncFnOnce(&RunHandles) -> anyhow::Result<ExitCode>,
 ) -> anyhow::Result<ExitCode> {
     super::refuse_outside_window(&super::pacing(inv, roll)?, roll, rerun)?;
     let stop = Stop::default();
@@ -138,17 +141,17 @@ pub async fn under_lock(
              nothing more is started"
         ))
     });
-    let request = lock_request(inv, roll, rerun);
+    let request = take_request(inv, roll, rerun);
     let opts = super::ssh_options(inv, global);
-    let held = take_lock(inv, opts, &request, &journal, printer, &stop).await?;
-    let kured = match kured_gates(&held, roll, printer, &journal) {
+    let keeper = take_lock(inv, opts, &request, &journal, printer, &stop).await?;
+    let kured = match kured_gates(&keeper, roll, printer, &journal) {
         Ok(k) => k,
         Err(e) => {
-            held.release(printer).await;
+            keeper.release(printer).await;
             return Err(e);
         }
     };
-    let locked = Locked {
+    let locked = RunHandles {
         stop,
         second,
         journal,
@@ -156,7 +159,7 @@ pub async fn under_lock(
     };
     // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
     let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
-    held.release(printer).await;
+    keeper.release(printer).await;
     if let Err(e) = locked.journal.check() {
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
@@ -181,14 +184,14 @@ pub struct Script {
 }
 
 /// Runs `script` on the nodes `gathered` reached, raced against a second
-/// Ctrl-C and the lock's lease ([`run_locked`]); says it is done, or what
+/// Ctrl-C and the lock's lease ([`run_within_lease`]); says it is done, or what
 /// the operator reads after a failure (the fleet read again, unless told
 /// to stop at once).
 pub async fn run_script(
     inv: &Inventory,
     global: &Global,
     printer: &Printer,
-    locked: &Locked,
+    locked: &RunHandles,
     gathered: &Gathered,
     script: Script,
 ) -> anyhow::Result<ExitCode> {
@@ -220,14 +223,15 @@ pub async fn run_script(
     }
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
-    let LockedRun { result, at_once } = run_locked(&lease, &locked.second, &ledger, rerun, async {
-        if script.offline {
-            execute::run_rollback(&mut apply, &script.tasks, true).await
-        } else {
-            execute::run(&mut apply, &script.tasks).await
-        }
-    })
-    .await;
+    let WorkOutcome { result, at_once } =
+        run_within_lease(&lease, &locked.second, &ledger, rerun, async {
+            if script.offline {
+                execute::run_rollback(&mut apply, &script.tasks, true).await
+            } else {
+                execute::run(&mut apply, &script.tasks).await
+            }
+        })
+        .await;
     progress.finish();
     let journal = locked.journal.path();
     match result {

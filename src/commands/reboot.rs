@@ -15,7 +15,7 @@ use crate::ui::Printer;
 use crate::usage;
 use crate::version::Minor;
 
-use super::locked::{Script, confirm, run_script, under_lock};
+use super::locked::{Script, confirm, run_script, run_under_lock};
 
 pub async fn run(
     global: &Global,
@@ -52,7 +52,7 @@ pub async fn run(
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
-    under_lock(
+    run_under_lock(
         &inv,
         global,
         &args.roll,

@@ -16,7 +16,7 @@ use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
 
-use super::locked::{Script, confirm, run_script, under_lock};
+use super::locked::{Script, confirm, run_script, run_under_lock};
 
 mod without_api;
 
@@ -54,7 +54,7 @@ pub async fn run(
         "Roll these nodes back? Each is drained and rebooted, one at a time.",
     )?;
 
-    under_lock(&inv, global, &args.roll, Rerun::Rollback, printer, async |locked| {
+    run_under_lock(&inv, global, &args.roll, Rerun::Rollback, printer, async |locked| {
         // As apply does: the fleet again, now that nobody else may reboot
         // a node until the lock is given back; the operator said yes to
         // exactly these images.

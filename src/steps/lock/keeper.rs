@@ -1,7 +1,8 @@
 //! The lock while `apply`, `reboot` or `rollback` works under it: taken
-//! through a control plane, refreshed by a heartbeat (through any control
-//! plane that answers), watched for its lease running out, and given back
-//! on every path.
+//! through a control plane ([`take_lock`], as a [`TakeRequest`] asks),
+//! kept by a [`LockKeeper`] (a heartbeat through any control plane that
+//! answers, watched, with the lease renewed in the run's [`Stop`]), and
+//! given back on every path ([`LockKeeper::release`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +21,10 @@ use crate::steps::{Lease, Rerun, Stop};
 use crate::ui::Printer;
 use crate::usage;
 
-/// What the operator asked about the lock.
-pub struct LockRequest {
+/// A request to take the lock: what the operator asked about it, as plain
+/// values (`commands/locked.rs` builds it from the command line and the
+/// inventory).
+pub struct TakeRequest {
     /// `--kured`, else the inventory's `kured:`; `None`: find Kured.
     pub kured: Option<KuredRef>,
     pub force_unlock: bool,
@@ -35,23 +38,26 @@ pub struct LockRequest {
     pub rerun: Rerun,
 }
 
-/// The lock while apply (or reboot) holds it: refreshed in the background
-/// every [`heartbeat_every`], watched by [`run_locked`](super::run_locked), and given back by [`HeldLock::release`]
-/// on every path (the caller runs its work under `catch_unwind` so that a
-/// panic releases it too).
-pub struct HeldLock {
+/// The lock held, with the heartbeat that keeps it: refreshed in the
+/// background every [`heartbeat_every`] through [`ControlPlanes`], the run
+/// stopped when that fails for good (and the work raced against the lease
+/// by [`run_within_lease`](super::run_within_lease)), and given back by
+/// [`LockKeeper::release`] on every path (the caller runs its work under
+/// `catch_unwind` so that a panic releases it too).
+pub struct LockKeeper {
     lock: Arc<Lock>,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
+    planes: Arc<tokio::sync::Mutex<ControlPlanes>>,
     /// Watches the heartbeat task; ends when it does.
     watching: tokio::task::JoinHandle<()>,
     quit: Arc<tokio::sync::Notify>,
     quitting: Arc<AtomicBool>,
 }
 
-/// The session the lock is kept through: a control-plane node's, any that
-/// answers. In HA the API stays up while one control plane reboots, so a
-/// heartbeat that fails through one is tried through the next.
-struct LockSession {
+/// The control-plane nodes the lock is kept through, and the session to
+/// the one that answered last. In HA the API stays up while one control
+/// plane reboots, so a heartbeat that fails through one is tried through
+/// the next.
+struct ControlPlanes {
     remote: Remote,
     /// Every control-plane node, in inventory order, and which one `remote`
     /// is connected to.
@@ -61,7 +67,7 @@ struct LockSession {
     journal: Arc<Journal>,
 }
 
-impl LockSession {
+impl ControlPlanes {
     /// A new connection: to the current node first, then to each other
     /// control plane in turn; the first that answers is used from now on.
     async fn failover(&mut self) -> anyhow::Result<()> {
@@ -119,17 +125,18 @@ fn test_duration(name: &str) -> Option<Duration> {
 /// start: room for two missed beats and a slow API server.
 pub const LAPSE_MARGIN: Duration = Duration::from_secs(60);
 
-/// Connects to the first control-plane node (with `opts`, the run's SSH
-/// settings), takes the lock there and starts its heartbeat; a lost lock makes `stop` stop the run at its next
+/// Takes the lock as `request` asks: connects to the first control-plane
+/// node (with `opts`, the run's SSH settings), takes the lock there and
+/// starts its heartbeat; a lost lock makes `stop` stop the run at its next
 /// safe point, and `stop` knows the lock's lease from then on.
 pub async fn take_lock(
     inv: &Inventory,
     opts: ssh::Options,
-    request: &LockRequest,
+    request: &TakeRequest,
     journal: &Arc<Journal>,
     printer: &Printer,
     stop: &Stop,
-) -> anyhow::Result<HeldLock> {
+) -> anyhow::Result<LockKeeper> {
     let first = inv.first_control_plane();
     let targets: Vec<ssh::Target> = inv
         .nodes
@@ -198,7 +205,7 @@ pub async fn take_lock(
         printer.warn(w);
     }
     printer.note(&format!("holding {}", held.describe()));
-    let session = Arc::new(tokio::sync::Mutex::new(LockSession {
+    let planes = Arc::new(tokio::sync::Mutex::new(ControlPlanes {
         remote: api,
         targets,
         current: 0,
@@ -210,15 +217,15 @@ pub async fn take_lock(
     let beating = tokio::spawn(heartbeat(
         held.clone(),
         clock,
-        session.clone(),
+        planes.clone(),
         quit.clone(),
         stop.clone(),
         printer.clone(),
     ));
     let watching = tokio::spawn(watch_heartbeat(beating, stop.clone(), quitting.clone()));
-    Ok(HeldLock {
+    Ok(LockKeeper {
         lock: held,
-        session,
+        planes,
         watching,
         quit,
         quitting,
@@ -254,7 +261,7 @@ async fn watch_heartbeat(
 async fn heartbeat(
     lock: Arc<Lock>,
     clock: ClockOffset,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
+    planes: Arc<tokio::sync::Mutex<ControlPlanes>>,
     quit: Arc<tokio::sync::Notify>,
     stop: Stop,
     printer: Printer,
@@ -265,7 +272,7 @@ async fn heartbeat(
             _ = quit.notified() => return,
             _ = tokio::time::sleep(heartbeat_every()) => {}
         }
-        let mut s = session.lock().await;
+        let mut s = planes.lock().await;
         let mut result = beat(&lock, clock, &s.remote, &stop).await;
         if let Err(e) = &result
             && !e.chain().any(|c| c.is::<LockLost>())
@@ -289,7 +296,7 @@ async fn heartbeat(
             }
             Err(_) => {}
         }
-        // run_locked also races the whole run against this (at once); here
+        // run_within_lease also races the whole run against this (at once); here
         // any run stops at its next safe point, should it not be racing.
         if let Some(lapsing) = stop.lapsed_now() {
             stop.abort(lapsing.to_string());
@@ -307,7 +314,7 @@ async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> 
     Ok(())
 }
 
-impl HeldLock {
+impl LockKeeper {
     /// The lock as taken.
     pub fn lock(&self) -> &lock::Lock {
         &self.lock
@@ -319,7 +326,7 @@ impl HeldLock {
         self.quitting.store(true, Ordering::SeqCst);
         self.quit.notify_one();
         let _ = self.watching.await;
-        let mut s = self.session.lock().await;
+        let mut s = self.planes.lock().await;
         let mut result = self.lock.release(&s.remote).await;
         if result.is_err() && s.failover().await.is_ok() {
             result = self.lock.release(&s.remote).await;

@@ -1,7 +1,8 @@
 //! The work done under the lock, raced against its lease and a second
-//! Ctrl-C: [`run_locked`], the one harness `apply`, `reboot` and `rollback`
-//! run their work in, so that they cannot drift apart (before issue 24 only
-//! apply raced its work against the lease).
+//! Ctrl-C: [`run_within_lease`], the one harness `apply`, `reboot` and
+//! `rollback` run their work in, so that they cannot drift apart (before
+//! issue 24 only apply raced its work against the lease), and
+//! [`WorkOutcome`], how that work ended.
 
 use std::sync::Mutex;
 
@@ -10,34 +11,35 @@ use crate::steps::{Interrupted, Ledger, Rerun, Stop};
 /// How the work done under the lock ended: its result, and whether a
 /// second Ctrl-C abandoned it half-way (then the fleet is not read again
 /// for the report: the operator asked to stop now).
-pub struct LockedRun<T> {
+pub struct WorkOutcome<T> {
     pub result: anyhow::Result<T>,
     pub at_once: bool,
 }
 
-/// Runs `work` (apply's hops, reboot's rolling reboots) under the lock:
-/// the one loop both commands share, so they cannot drift apart again.
-/// `work` ends early, at once and whatever it waits for (a node's boot,
-/// kubeadm, a drain, a soak), on a second Ctrl-C or when the lock's lease
-/// reaches its margin without a heartbeat ([`Stop::lapsing`]: the TTL after
-/// the last heartbeat that landed, less [`LAPSE_MARGIN`](super::LAPSE_MARGIN)); then nothing
-/// else starts and no other node is rebooted. The heartbeat itself runs
+/// Runs `work` (apply's hops, reboot's rolling reboots, rollback's) within
+/// the lock's lease: the one loop the commands share, so they cannot drift
+/// apart again. `work` ends early, at once and whatever it waits for (a
+/// node's boot, kubeadm, a drain, a soak), on a second Ctrl-C or when the
+/// lock's lease reaches its margin without a heartbeat ([`Stop::lapsing`]:
+/// the TTL after the last heartbeat that landed, less
+/// [`LAPSE_MARGIN`](super::LAPSE_MARGIN)); then nothing else starts and no
+/// other node is rebooted. The heartbeat itself runs
 /// from [`take_lock`](super::take_lock) until
-/// [`HeldLock::release`](super::HeldLock::release).
-pub async fn run_locked<T>(
+/// [`LockKeeper::release`](super::LockKeeper::release).
+pub async fn run_within_lease<T>(
     stop: &Stop,
     second: &tokio::sync::Notify,
     ledger: &Mutex<Ledger>,
     rerun: Rerun,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> LockedRun<T> {
+) -> WorkOutcome<T> {
     tokio::select! {
-        result = work => LockedRun { result, at_once: false },
-        _ = second.notified() => LockedRun {
+        result = work => WorkOutcome { result, at_once: false },
+        _ = second.notified() => WorkOutcome {
             result: Err(stopped_at_once(ledger, rerun)),
             at_once: true,
         },
-        lapsing = stop.lapsing() => LockedRun {
+        lapsing = stop.lapsing() => WorkOutcome {
             result: Err(anyhow::Error::new(lapsing)),
             at_once: false,
         },
@@ -83,9 +85,9 @@ mod tests {
             margin: Duration::from_millis(200),
             rerun: Rerun::Apply,
         });
-        let ran: LockedRun<()> = tokio::time::timeout(
+        let ran: WorkOutcome<()> = tokio::time::timeout(
             Duration::from_secs(10),
-            run_locked(
+            run_within_lease(
                 &stop,
                 &second,
                 &ledger,
@@ -108,7 +110,7 @@ mod tests {
         // A second Ctrl-C ends it at once too, and says so.
         let stop = Stop::default();
         second.notify_one();
-        let ran: LockedRun<()> = run_locked(
+        let ran: WorkOutcome<()> = run_within_lease(
             &stop,
             &second,
             &ledger,
@@ -125,7 +127,7 @@ mod tests {
         );
 
         // Work that ends first is what counts.
-        let ran = run_locked(&stop, &second, &ledger, Rerun::Apply, async { Ok(7) }).await;
+        let ran = run_within_lease(&stop, &second, &ledger, Rerun::Apply, async { Ok(7) }).await;
         assert_eq!(ran.result.unwrap(), 7);
     }
 }
