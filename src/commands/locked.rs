@@ -1,11 +1,12 @@
 //! What `apply`, `reboot` and `rollback` share around their work on the
 //! nodes: [`run_under_lock`], the one skeleton each runs in (the maintenance
 //! window, Ctrl-C, the journal, the lock taken and given back on every
-//! path) with [`RunHandles`] at hand, [`run_script`], their script run
-//! under it with its report, and the confirmation. The lock itself (its
-//! [`LockKeeper`]) and the harness that races the work against its lease
-//! ([`run_within_lease`]) are `steps::lock`, whose module doc names each
-//! piece.
+//! path) with [`RunHandles`] at hand, [`recheck_under_lock`], the one "still
+//! valid under the lock?" each asks before changing anything,
+//! [`run_script`], their script run under it with its report, and the
+//! confirmation. The lock itself (its [`LockKeeper`]) and the harness that
+//! races the work against its lease ([`run_within_lease`]) are
+//! `steps::lock`, whose module doc names each piece.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -164,6 +165,27 @@ pub async fn run_under_lock(
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Still valid under the lock? The one re-check apply, reboot and rollback
+/// make once the lock is held and before anything changes: the fleet read
+/// again, now that nobody else (Kured, another fleetctl, another operator)
+/// may reboot a node until the lock is given back, and judged by
+/// `decide_again`, the command's own part, against what the operator
+/// confirmed (apply: the saved plan; reboot: the reboots; rollback: the
+/// images). `decide_again` answers `Some(work)` to go on, `None` when
+/// nothing is left to do (having said so), or an error when the fleet moved
+/// away from what was confirmed: then nothing is changed and the command
+/// exits. Going on, the work comes back with the fleet as read, whose
+/// sessions the run uses.
+pub async fn recheck_under_lock<T>(
+    inv: &Inventory,
+    global: &Global,
+    printer: &Printer,
+    decide_again: impl AsyncFnOnce(&Gathered) -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<Option<(T, Gathered)>> {
+    let gathered = super::gather_fleet(inv, global, printer).await?;
+    Ok(decide_again(&gathered).await?.map(|work| (work, gathered)))
 }
 
 /// A script to run under the lock and what its report says.
