@@ -63,8 +63,10 @@
 //! Above them, in `commands/locked.rs`: `run_under_lock`, the skeleton each
 //! locked command runs in (window, signals, journal, [`take_lock`], Kured's
 //! gates, the work, [`LockKeeper::release`] on every path); `RunHandles`,
-//! what the work has at hand there; and `run_script`, the script run
-//! through [`run_within_lease`].
+//! what the work has at hand there; `recheck_under_lock`, the one "still
+//! valid under the lock?" (the fleet read again, judged by the command's
+//! own closure); and `run_script`, the script run through
+//! [`run_within_lease`].
 //!
 //! This file holds what both backends share (the seam, who we are, the
 //! options, and the dispatch); `holder.rs` judges holders and words the
