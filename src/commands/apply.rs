@@ -27,7 +27,7 @@ use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
 use crate::steps::{Interrupted, Rerun, Settings, etcd, render};
 
-use super::locked::{Locked, Script, confirm, run_script, under_lock};
+use super::locked::{RunHandles, Script, confirm, recheck_under_lock, run_script, run_under_lock};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -40,7 +40,8 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
     let saved = load(&plan_path)?;
     plan::refuse_insecure_hub(&inv.hub, args.allow_insecure_hub)?;
     if args.roll.dry_run {
-        let (fresh, _, hub_images) = recheck(&inv, global, printer, &saved, args).await?;
+        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let (fresh, hub_images) = replan(&inv, printer, &saved, args, &gathered).await?;
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
@@ -52,7 +53,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         return Ok(ExitCode::SUCCESS);
     }
 
-    under_lock(
+    run_under_lock(
         &inv,
         global,
         &args.roll,
@@ -86,20 +87,20 @@ fn load(path: &Path) -> anyhow::Result<Plan> {
     Ok(saved)
 }
 
-/// Gathers the fleet, plans again with the saved plan's target (the checks
-/// with it) and refuses a plan the fleet has moved away from.
-async fn recheck(
+/// Plans again from the `gathered` fleet with the saved plan's target (the
+/// checks with it) and refuses a plan the fleet has moved away from:
+/// apply's part of the re-check under the lock, and its dry run.
+async fn replan(
     inv: &Inventory,
-    global: &Global,
     printer: &Printer,
     saved: &Plan,
     args: &ApplyArgs,
-) -> anyhow::Result<(Plan, Gathered, Option<Vec<HubImage>>)> {
-    let gathered = super::gather_fleet(inv, global, printer).await?;
+    gathered: &Gathered,
+) -> anyhow::Result<(Plan, Option<Vec<HubImage>>)> {
     let ignored = plan::ignored_checks(saved, &args.checks.ignore_check);
     let (mut fresh, hub_images) = planning::compute(
         inv,
-        &gathered,
+        gathered,
         &saved.requested,
         &ignored,
         plan::worker_strategy(saved, args.workers),
@@ -114,7 +115,7 @@ async fn recheck(
     }
     plan::refuse_stale(saved, &fresh)?;
     plan::refuse_unverifiable(&fresh)?;
-    Ok((fresh, gathered, hub_images))
+    Ok((fresh, hub_images))
 }
 
 /// What the locked part of apply works with.
@@ -129,18 +130,25 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Everything between taking the lock and giving it back.
-    async fn locked(&self, saved: &Plan, locked: &Locked) -> anyhow::Result<ExitCode> {
-        let (fresh, gathered, hub_images) =
-            recheck(self.inv, self.global, self.printer, saved, self.args).await?;
-        super::fleet_clocks::judge(self.inv, &gathered, &locked.stop, self.printer)?;
-        let judged = Instant::now();
-        if fresh.hops.is_empty() {
-            self.printer.out(&plan::summary(&fresh));
-            self.printer
-                .note("nothing to do: the fleet already matches the plan's target");
-            plan::save(&fresh, self.plan_path)?;
+    async fn locked(&self, saved: &Plan, locked: &RunHandles) -> anyhow::Result<ExitCode> {
+        let rechecked = recheck_under_lock(self.inv, self.global, self.printer, async |gathered| {
+            let (fresh, hub_images) =
+                replan(self.inv, self.printer, saved, self.args, gathered).await?;
+            super::fleet_clocks::judge(self.inv, gathered, &locked.stop, self.printer)?;
+            let judged = Instant::now();
+            if fresh.hops.is_empty() {
+                self.printer.out(&plan::summary(&fresh));
+                self.printer
+                    .note("nothing to do: the fleet already matches the plan's target");
+                plan::save(&fresh, self.plan_path)?;
+                return Ok(None);
+            }
+            Ok(Some((fresh, hub_images, judged)))
+        })
+        .await?;
+        let Some(((fresh, hub_images, judged), gathered)) = rechecked else {
             return Ok(ExitCode::SUCCESS);
-        }
+        };
         self.printer
             .out(&plan::render(&fresh, console::colors_enabled()));
         plan::refuse_blocked(&fresh)?;
@@ -174,7 +182,7 @@ impl Run<'_> {
         gathered: &Gathered,
         hub_images: Option<Vec<HubImage>>,
         checks_judged: Option<Instant>,
-        locked: &Locked,
+        locked: &RunHandles,
     ) -> anyhow::Result<ExitCode> {
         let settings = settings(
             self.inv,

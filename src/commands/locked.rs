@@ -1,9 +1,12 @@
 //! What `apply`, `reboot` and `rollback` share around their work on the
-//! nodes: [`under_lock`], the one skeleton each runs in (the maintenance
+//! nodes: [`run_under_lock`], the one skeleton each runs in (the maintenance
 //! window, Ctrl-C, the journal, the lock taken and given back on every
-//! path), [`run_script`], their script run under it with its report, and
-//! the confirmation. The lock itself, and the harness that races the work
-//! against its lease, are `lock_run.rs`.
+//! path) with [`RunHandles`] at hand, [`recheck_under_lock`], the one "still
+//! valid under the lock?" each asks before changing anything,
+//! [`run_script`], their script run under it with its report, and the
+//! confirmation. The lock itself (its [`LockKeeper`]) and the harness that
+//! races the work against its lease ([`run_within_lease`]) are
+//! `steps::lock`, whose module doc names each piece.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -28,12 +31,13 @@ use crate::steps::{Apply, Interrupted, Ledger, Rerun, Settings, Stop, execute};
 use crate::ui::{Printer, Progress};
 use crate::usage;
 
-use super::lock_run::{LockRequest, LockedRun, run_locked, take_lock};
 use crate::steps::kured_gates::{KuredTakeover, takeover};
+use crate::steps::lock::{LockKeeper, TakeRequest, WorkOutcome, run_within_lease, take_lock};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
-/// lock), the second Ctrl-C that ends it at once, and its journal.
-pub struct Locked {
+/// lock), the second Ctrl-C that ends it at once, and its journal. (The
+/// offline rollback, `rollback::without_api`, runs with these and no lock.)
+pub struct RunHandles {
     pub stop: Stop,
     pub second: Arc<tokio::sync::Notify>,
     pub journal: Arc<Journal>,
@@ -44,13 +48,20 @@ pub struct Locked {
 /// Kured's gates fleetctl keeps while it holds Kured's lock, said before
 /// anything changes; `--no-kured-gates` drops them, loudly.
 fn kured_gates(
-    held: &super::lock_run::HeldLock,
+    keeper: &LockKeeper,
     roll: &RollArgs,
     printer: &Printer,
     journal: &Journal,
 ) -> anyhow::Result<Option<KuredTakeover>> {
-    let Some(taken) = takeover(held.lock(), roll.pace.alert_gate_timeout)? else {
-        if roll.kured_window() && held.lock().kured_daemonset().is_none() {
+    let lock = keeper.lock();
+    let Some(taken) = takeover(
+        lock.kured_daemonset(),
+        lock.kured_argv(),
+        lock.kured_env(),
+        roll.pace.alert_gate_timeout,
+    )?
+    else {
+        if roll.kured_window() && lock.kured_daemonset().is_none() {
             anyhow::bail!(
                 "--window kured: the lock fleetctl holds is not Kured's (no Kured was found), so \
                  there is no Kured reboot window to hold to; pass --window 'DAYS START-END [ZONE]'"
@@ -94,17 +105,30 @@ fn kured_gates(
     Ok(Some(taken))
 }
 
+/// The request to take the lock: what the operator asked on the command
+/// line, else in the inventory.
+fn take_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> TakeRequest {
+    TakeRequest {
+        rerun,
+        kured: roll.kured.clone().or_else(|| inv.kured.clone()),
+        force_unlock: roll.force_unlock,
+        yes: roll.yes,
+        node_timeout: roll.node_timeout,
+        drain_timeout: roll.drain_timeout,
+    }
+}
+
 /// Runs `work` under the lock: refused outside the maintenance window, with
 /// the signal handler installed before the lock is taken and the journal
 /// open, and the lock given back on every path, a panic included; then the
 /// journal is checked.
-pub async fn under_lock(
+pub async fn run_under_lock(
     inv: &Inventory,
     global: &Global,
     roll: &RollArgs,
     rerun: Rerun,
     printer: &Printer,
-    work: impl AsyncFnOnce(&Locked) -> anyhow::Result<ExitCode>,
+    work: impl AsyncFnOnce(&RunHandles) -> anyhow::Result<ExitCode>,
 ) -> anyhow::Result<ExitCode> {
     super::refuse_outside_window(&super::pacing(inv, roll)?, roll, rerun)?;
     let stop = Stop::default();
@@ -125,16 +149,17 @@ pub async fn under_lock(
              nothing more is started"
         ))
     });
-    let request = LockRequest::new(inv, roll, rerun);
-    let held = take_lock(inv, global, &request, &journal, printer, &stop).await?;
-    let kured = match kured_gates(&held, roll, printer, &journal) {
+    let request = take_request(inv, roll, rerun);
+    let opts = super::ssh_options(inv, global);
+    let keeper = take_lock(inv, opts, &request, &journal, printer, &stop).await?;
+    let kured = match kured_gates(&keeper, roll, printer, &journal) {
         Ok(k) => k,
         Err(e) => {
-            held.release(printer).await;
+            keeper.release(printer).await;
             return Err(e);
         }
     };
-    let locked = Locked {
+    let locked = RunHandles {
         stop,
         second,
         journal,
@@ -142,11 +167,32 @@ pub async fn under_lock(
     };
     // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
     let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
-    held.release(printer).await;
+    keeper.release(printer).await;
     if let Err(e) = locked.journal.check() {
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Still valid under the lock? The one re-check apply, reboot and rollback
+/// make once the lock is held and before anything changes: the fleet read
+/// again, now that nobody else (Kured, another fleetctl, another operator)
+/// may reboot a node until the lock is given back, and judged by
+/// `decide_again`, the command's own part, against what the operator
+/// confirmed (apply: the saved plan; reboot: the reboots; rollback: the
+/// images). `decide_again` answers `Some(work)` to go on, `None` when
+/// nothing is left to do (having said so), or an error when the fleet moved
+/// away from what was confirmed: then nothing is changed and the command
+/// exits. Going on, the work comes back with the fleet as read, whose
+/// sessions the run uses.
+pub async fn recheck_under_lock<T>(
+    inv: &Inventory,
+    global: &Global,
+    printer: &Printer,
+    decide_again: impl AsyncFnOnce(&Gathered) -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<Option<(T, Gathered)>> {
+    let gathered = super::gather_fleet(inv, global, printer).await?;
+    Ok(decide_again(&gathered).await?.map(|work| (work, gathered)))
 }
 
 /// A script to run under the lock and what its report says.
@@ -167,14 +213,14 @@ pub struct Script {
 }
 
 /// Runs `script` on the nodes `gathered` reached, raced against a second
-/// Ctrl-C and the lock's lease ([`run_locked`]); says it is done, or what
+/// Ctrl-C and the lock's lease ([`run_within_lease`]); says it is done, or what
 /// the operator reads after a failure (the fleet read again, unless told
 /// to stop at once).
 pub async fn run_script(
     inv: &Inventory,
     global: &Global,
     printer: &Printer,
-    locked: &Locked,
+    locked: &RunHandles,
     gathered: &Gathered,
     script: Script,
 ) -> anyhow::Result<ExitCode> {
@@ -206,14 +252,15 @@ pub async fn run_script(
     }
     let ledger = apply.ledger.clone();
     let lease = apply.stop.clone();
-    let LockedRun { result, at_once } = run_locked(&lease, &locked.second, &ledger, rerun, async {
-        if script.offline {
-            execute::run_rollback(&mut apply, &script.tasks, true).await
-        } else {
-            execute::run(&mut apply, &script.tasks).await
-        }
-    })
-    .await;
+    let WorkOutcome { result, at_once } =
+        run_within_lease(&lease, &locked.second, &ledger, rerun, async {
+            if script.offline {
+                execute::run_rollback(&mut apply, &script.tasks, true).await
+            } else {
+                execute::run(&mut apply, &script.tasks).await
+            }
+        })
+        .await;
     progress.finish();
     let journal = locked.journal.path();
     match result {

@@ -2,7 +2,6 @@
 
 mod apply;
 mod fleet_clocks;
-mod lock_run;
 mod locked;
 mod plan;
 mod reboot;

@@ -15,7 +15,7 @@ use crate::ui::Printer;
 use crate::usage;
 use crate::version::Minor;
 
-use super::locked::{Script, confirm, run_script, under_lock};
+use super::locked::{Script, confirm, recheck_under_lock, run_script, run_under_lock};
 
 pub async fn run(
     global: &Global,
@@ -52,23 +52,28 @@ pub async fn run(
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
-    under_lock(
+    run_under_lock(
         &inv,
         global,
         &args.roll,
         Rerun::Reboot,
         printer,
         async |locked| {
-            // As apply does: the fleet again, now that nobody else may reboot
-            // a node (Kured, another operator) until the lock is given back.
-            let gathered = super::gather_fleet(&inv, global, printer).await?;
-            let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
-            let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
-            let chosen = still_confirmed(&chosen, fresh, printer)?;
-            if chosen.is_empty() {
-                printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
+            // The reboots still due, of those the operator confirmed.
+            let rechecked = recheck_under_lock(&inv, global, printer, async |gathered| {
+                let state = planning::fleet_state(&inv, gathered, "rebooting")?;
+                let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+                let chosen = still_confirmed(&chosen, fresh, printer)?;
+                if chosen.is_empty() {
+                    printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
+                    return Ok(None);
+                }
+                Ok(Some((chosen, state)))
+            })
+            .await?;
+            let Some(((chosen, state), gathered)) = rechecked else {
                 return Ok(ExitCode::SUCCESS);
-            }
+            };
             let order = plan::reboot_batches(&inv, &chosen, args.roll.max_unavailable);
             let script = Script {
                 tasks: script::of_reboots(&order),

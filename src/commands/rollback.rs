@@ -16,7 +16,7 @@ use crate::steps::{Rerun, render, script};
 use crate::ui::Printer;
 use crate::usage;
 
-use super::locked::{Script, confirm, run_script, under_lock};
+use super::locked::{Script, confirm, recheck_under_lock, run_script, run_under_lock};
 
 mod without_api;
 
@@ -54,47 +54,59 @@ pub async fn run(
         "Roll these nodes back? Each is drained and rebooted, one at a time.",
     )?;
 
-    under_lock(&inv, global, &args.roll, Rerun::Rollback, printer, async |locked| {
-        // As apply does: the fleet again, now that nobody else may reboot
-        // a node until the lock is given back; the operator said yes to
-        // exactly these images.
-        let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
-        let fresh = decide(&state, &args.nodes)?;
-        if fresh != chosen {
-            anyhow::bail!(
-                "the fleet changed between the confirmation and taking the lock: {}. Nothing was \
-                 rolled back; run `fleetctl rollback` again to see and confirm what it does now",
-                describe(&fresh).trim_end().replace('\n', "; ")
-            );
-        }
-        let plan = plan::fixed_plan(&inv, &state, fresh.iter().map(plan::rollback_hop).collect());
-        let tasks = script::of_rollbacks(&plan);
-        for r in &fresh {
-            locked.journal.event(
-                "rollback",
-                Some(&r.node),
-                &r.from_to(),
-            );
-        }
-        let script = Script {
-            tasks,
-            plan,
-            plan_path: None,
-            settings,
-            total: fresh.len() as u64,
-            done: format!(
-                "{} rolled back",
-                fresh
-                    .iter()
-                    .map(|r| format!("{} to {}", r.node, r.to_text()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            offline: false,
-        };
-        run_script(&inv, global, printer, locked, &gathered, script).await
-    })
+    run_under_lock(
+        &inv,
+        global,
+        &args.roll,
+        Rerun::Rollback,
+        printer,
+        async |locked| {
+            // The operator said yes to exactly these images.
+            let rechecked = recheck_under_lock(&inv, global, printer, async |gathered| {
+                let state = planning::fleet_state(&inv, gathered, "rolling back")?;
+                let fresh = decide(&state, &args.nodes)?;
+                if fresh != chosen {
+                    anyhow::bail!(
+                        "the fleet changed between the confirmation and taking the lock: {}. \
+                     Nothing was rolled back; run `fleetctl rollback` again to see and confirm \
+                     what it does now",
+                        describe(&fresh).trim_end().replace('\n', "; ")
+                    );
+                }
+                Ok(Some((fresh, state)))
+            })
+            .await?;
+            // decide refuses an empty rollback, so the re-check always goes on.
+            let Some(((fresh, state), gathered)) = rechecked else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let plan =
+                plan::fixed_plan(&inv, &state, fresh.iter().map(plan::rollback_hop).collect());
+            let tasks = script::of_rollbacks(&plan);
+            for r in &fresh {
+                locked
+                    .journal
+                    .event("rollback", Some(&r.node), &r.from_to());
+            }
+            let script = Script {
+                tasks,
+                plan,
+                plan_path: None,
+                settings,
+                total: fresh.len() as u64,
+                done: format!(
+                    "{} rolled back",
+                    fresh
+                        .iter()
+                        .map(|r| format!("{} to {}", r.node, r.to_text()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                offline: false,
+            };
+            run_script(&inv, global, printer, locked, &gathered, script).await
+        },
+    )
     .await
 }
 

@@ -23,7 +23,7 @@ use crate::remote::upgrade::{self, KubeadmStep, kubeadm_exit};
 use crate::version::Version;
 
 /// How long kubeadm may take. The lock's TTL outlasts it
-/// (`commands::lock_run::lock_ttl`).
+/// (`steps::lock::keeper::lock_ttl`).
 pub const TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// Which kubeadm upgrade a node runs.

@@ -60,15 +60,21 @@ impl KuredTakeover {
     }
 }
 
-/// Kured's gates when `lock` is Kured's and Kured sets any; `None` else.
+/// Kured's gates when the lock is Kured's and Kured sets any; `None` else.
+/// `daemonset`, `argv` and `env` are the lock's (`Lock::kured_daemonset`,
+/// `Lock::kured_argv`, `Lock::kured_env`), passed as plain values: the lock's keeper works
+/// with the run's context, which holds this takeover, so this module does
+/// not import the lock back.
 pub fn takeover(
-    lock: &super::lock::Lock,
+    daemonset: Option<String>,
+    argv: Option<&[String]>,
+    env: Option<(&[crate::checks::KuredEnvVar], &str)>,
     alert_timeout: Duration,
 ) -> anyhow::Result<Option<KuredTakeover>> {
-    let (Some(argv), Some(ds)) = (lock.kured_argv(), lock.kured_daemonset()) else {
+    let (Some(argv), Some(ds)) = (argv, daemonset) else {
         return Ok(None);
     };
-    let (env, image) = lock.kured_env().unwrap_or((&[], ""));
+    let (env, image) = env.unwrap_or((&[], ""));
     let taken = KuredTakeover::from_settings(&ds, argv, env, env_precedence(image), alert_timeout)?;
     Ok((!taken.describe().is_empty()).then_some(taken))
 }

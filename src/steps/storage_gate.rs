@@ -9,7 +9,7 @@
 //! `osd tree` through it (and `osd ok-to-stop` for the OSDs of the nodes
 //! about to stop); a cluster without a toolbox is judged from its
 //! `.status.ceph` (`checks::ceph`). While held, the lock's heartbeat goes
-//! on (`commands::lock_run` renews it beside this loop) and Ctrl-C stops
+//! on (`steps::lock::keeper` renews it beside this loop) and Ctrl-C stops
 //! the wait at once; nothing has been cordoned yet.
 
 use std::time::{Duration, Instant};

@@ -32,7 +32,7 @@ use crate::ui::Printer;
 use crate::usage;
 
 use super::super::locked::{
-    Locked, Script, confirm, open_journal, run_script, spawn_interrupt_handler,
+    RunHandles, Script, confirm, open_journal, run_script, spawn_interrupt_handler,
 };
 
 /// Rolls back the one control plane named in `args` without the API, which
@@ -77,7 +77,7 @@ pub async fn run(
     journal.event("rollback", Some(&node), &rollback.from_to());
     journal.event("rollback-offline", Some(&node), &no_lock_text(api));
     printer.warn(&format!("{node}: {OFFLINE}"));
-    let locked = Locked {
+    let locked = RunHandles {
         stop,
         second,
         journal,

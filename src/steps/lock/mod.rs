@@ -46,19 +46,45 @@
 //! which [`Remote`] implements (kubectl as root on a control-plane node) and
 //! the tests fake.
 //!
+//! **The words**, one thing each, from the object in the API to the work
+//! done under it:
+//!
+//! | name | what it is | where |
+//! |---|---|---|
+//! | [`Lock`] | the lock as taken: Kured's annotation or fleetctl's configmap, with [`Lock::heartbeat`] and [`Lock::release`] | this file |
+//! | [`LockOptions`] | how [`acquire`] judges a lock someone else holds, and the TTL it writes | this file |
+//! | [`TakeRequest`] | a request to take the lock: what the operator asked (`--kured`, `--force-unlock`, the timeouts the TTL outlasts), in plain values | `keeper.rs` |
+//! | [`take_lock`] | takes it through the first control plane, in the cluster's time | `keeper.rs` |
+//! | [`LockKeeper`] | the lock held with its heartbeat: refreshed through any control plane that answers (`ControlPlanes`), the lease renewed in the run's `Stop`, given back by [`LockKeeper::release`] | `keeper.rs` |
+//! | [`lock_ttl`], [`LAPSE_MARGIN`] | how long the lock lives, and how long before it would lapse the run stops | `keeper.rs` |
+//! | [`run_within_lease`] | runs the work raced against the lease and a second Ctrl-C | `within_lease.rs` |
+//! | [`WorkOutcome`] | how the work under the lock ended: its result, and whether it was abandoned at once | `within_lease.rs` |
+//!
+//! Above them, in `commands/locked.rs`: `run_under_lock`, the skeleton each
+//! locked command runs in (window, signals, journal, [`take_lock`], Kured's
+//! gates, the work, [`LockKeeper::release`] on every path); `RunHandles`,
+//! what the work has at hand there; `recheck_under_lock`, the one "still
+//! valid under the lock?" (the fleet read again, judged by the command's
+//! own closure); and `run_script`, the script run through
+//! [`run_within_lease`].
+//!
 //! This file holds what both backends share (the seam, who we are, the
 //! options, and the dispatch); `holder.rs` judges holders and words the
 //! messages, `clock.rs` measures the cluster's time, `listing.rs` reads
-//! kubectl's listings, `discovery.rs` finds Kured and reads its flags, `kured.rs` is
-//! Kured's annotation lock, `configmap.rs` fleetctl's own. Each has its
-//! tests beside it, against the fake API server in `testkit.rs`.
+//! kubectl's listings, `discovery.rs` finds Kured and reads its flags,
+//! `kured.rs` is Kured's annotation lock, `configmap.rs` fleetctl's own;
+//! `keeper.rs` keeps it while a command works, `within_lease.rs` races that
+//! work against its lease. Each has its tests beside it, against the fake
+//! API server in `lock_testkit.rs` where they need the API.
 
 pub mod clock;
 mod configmap;
 mod discovery;
 mod holder;
+mod keeper;
 mod kured;
 mod listing;
+mod within_lease;
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -75,8 +101,10 @@ use holder::{ForeignLockAction, Mine, describe_holder, failed, human, judge, par
 pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };
+pub use keeper::{LAPSE_MARGIN, LockKeeper, TakeRequest, heartbeat_every, lock_ttl, take_lock};
 pub use kured::{kured_lock_state, kured_lock_value};
 pub use listing::{ContainerInfo, DaemonSetInfo, Marker, parse_daemonsets};
+pub use within_lease::{WorkOutcome, run_within_lease, stopped_at_once};
 
 /// How long a lock fleetctl holds stays valid without a heartbeat. Kured
 /// takes an entry back once its TTL ran out, so this must outlast the

@@ -1,42 +1,30 @@
-//! The lock while `apply` or `reboot` works under it: taken through a
-//! control plane, refreshed by a heartbeat (through any control plane that
-//! answers), watched for its lease running out, and given back on every
-//! path; and [`run_locked`], the one harness both commands run their work
-//! in, so that they cannot drift apart (before issue 24 only apply raced
-//! its work against the lease).
+//! The lock while `apply`, `reboot` or `rollback` works under it: taken
+//! through a control plane ([`take_lock`], as a [`TakeRequest`] asks),
+//! kept by a [`LockKeeper`] (a heartbeat through any control plane that
+//! answers, watched, with the lease renewed in the run's [`Stop`]), and
+//! given back on every path ([`LockKeeper::release`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::cli::Global;
+use super::clock::ClockOffset;
+use super::{Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
 use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::steps::journal::Journal;
-use crate::steps::lock::clock::ClockOffset;
-use crate::steps::lock::{self, Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
+use crate::steps::lock;
 use crate::steps::runner::Remote;
-use crate::steps::{Interrupted, Lease, Ledger, Rerun, Stop};
+use crate::steps::{Lease, Rerun, Stop};
 use crate::ui::Printer;
 use crate::usage;
 
-impl LockRequest {
-    pub fn new(inv: &Inventory, roll: &crate::cli::RollArgs, rerun: Rerun) -> LockRequest {
-        LockRequest {
-            rerun,
-            kured: roll.kured.clone().or_else(|| inv.kured.clone()),
-            force_unlock: roll.force_unlock,
-            yes: roll.yes,
-            node_timeout: roll.node_timeout,
-            drain_timeout: roll.drain_timeout,
-        }
-    }
-}
-
-/// What the operator asked about the lock.
-pub struct LockRequest {
+/// A request to take the lock: what the operator asked about it, as plain
+/// values (`commands/locked.rs` builds it from the command line and the
+/// inventory).
+pub struct TakeRequest {
     /// `--kured`, else the inventory's `kured:`; `None`: find Kured.
     pub kured: Option<KuredRef>,
     pub force_unlock: bool,
@@ -50,23 +38,26 @@ pub struct LockRequest {
     pub rerun: Rerun,
 }
 
-/// The lock while apply (or reboot) holds it: refreshed in the background
-/// every [`heartbeat_every`], watched by [`run_locked`], and given back by [`HeldLock::release`]
-/// on every path (the caller runs its work under `catch_unwind` so that a
-/// panic releases it too).
-pub struct HeldLock {
+/// The lock held, with the heartbeat that keeps it: refreshed in the
+/// background every [`heartbeat_every`] through [`ControlPlanes`], the run
+/// stopped when that fails for good (and the work raced against the lease
+/// by [`run_within_lease`](super::run_within_lease)), and given back by
+/// [`LockKeeper::release`] on every path (the caller runs its work under
+/// `catch_unwind` so that a panic releases it too).
+pub struct LockKeeper {
     lock: Arc<Lock>,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
+    planes: Arc<tokio::sync::Mutex<ControlPlanes>>,
     /// Watches the heartbeat task; ends when it does.
     watching: tokio::task::JoinHandle<()>,
     quit: Arc<tokio::sync::Notify>,
     quitting: Arc<AtomicBool>,
 }
 
-/// The session the lock is kept through: a control-plane node's, any that
-/// answers. In HA the API stays up while one control plane reboots, so a
-/// heartbeat that fails through one is tried through the next.
-struct LockSession {
+/// The control-plane nodes the lock is kept through, and the session to
+/// the one that answered last. In HA the API stays up while one control
+/// plane reboots, so a heartbeat that fails through one is tried through
+/// the next.
+struct ControlPlanes {
     remote: Remote,
     /// Every control-plane node, in inventory order, and which one `remote`
     /// is connected to.
@@ -76,7 +67,7 @@ struct LockSession {
     journal: Arc<Journal>,
 }
 
-impl LockSession {
+impl ControlPlanes {
     /// A new connection: to the current node first, then to each other
     /// control plane in turn; the first that answers is used from now on.
     async fn failover(&mut self) -> anyhow::Result<()> {
@@ -134,17 +125,18 @@ fn test_duration(name: &str) -> Option<Duration> {
 /// start: room for two missed beats and a slow API server.
 pub const LAPSE_MARGIN: Duration = Duration::from_secs(60);
 
-/// Connects to the first control-plane node, takes the lock there and
+/// Takes the lock as `request` asks: connects to the first control-plane
+/// node (with `opts`, the run's SSH settings), takes the lock there and
 /// starts its heartbeat; a lost lock makes `stop` stop the run at its next
 /// safe point, and `stop` knows the lock's lease from then on.
 pub async fn take_lock(
     inv: &Inventory,
-    global: &Global,
-    request: &LockRequest,
+    opts: ssh::Options,
+    request: &TakeRequest,
     journal: &Arc<Journal>,
     printer: &Printer,
     stop: &Stop,
-) -> anyhow::Result<HeldLock> {
+) -> anyhow::Result<LockKeeper> {
     let first = inv.first_control_plane();
     let targets: Vec<ssh::Target> = inv
         .nodes
@@ -153,7 +145,6 @@ pub async fn take_lock(
         .map(|n| ssh::resolve(inv, n))
         .collect::<anyhow::Result<_>>()
         .map_err(|e| usage!("{e:#}"))?;
-    let opts = super::ssh_options(inv, global);
     let Some(target) = targets.first() else {
         return Err(usage!(
             "the inventory has no control-plane node to take the lock through"
@@ -214,7 +205,7 @@ pub async fn take_lock(
         printer.warn(w);
     }
     printer.note(&format!("holding {}", held.describe()));
-    let session = Arc::new(tokio::sync::Mutex::new(LockSession {
+    let planes = Arc::new(tokio::sync::Mutex::new(ControlPlanes {
         remote: api,
         targets,
         current: 0,
@@ -226,15 +217,15 @@ pub async fn take_lock(
     let beating = tokio::spawn(heartbeat(
         held.clone(),
         clock,
-        session.clone(),
+        planes.clone(),
         quit.clone(),
         stop.clone(),
         printer.clone(),
     ));
     let watching = tokio::spawn(watch_heartbeat(beating, stop.clone(), quitting.clone()));
-    Ok(HeldLock {
+    Ok(LockKeeper {
         lock: held,
-        session,
+        planes,
         watching,
         quit,
         quitting,
@@ -270,7 +261,7 @@ async fn watch_heartbeat(
 async fn heartbeat(
     lock: Arc<Lock>,
     clock: ClockOffset,
-    session: Arc<tokio::sync::Mutex<LockSession>>,
+    planes: Arc<tokio::sync::Mutex<ControlPlanes>>,
     quit: Arc<tokio::sync::Notify>,
     stop: Stop,
     printer: Printer,
@@ -281,7 +272,7 @@ async fn heartbeat(
             _ = quit.notified() => return,
             _ = tokio::time::sleep(heartbeat_every()) => {}
         }
-        let mut s = session.lock().await;
+        let mut s = planes.lock().await;
         let mut result = beat(&lock, clock, &s.remote, &stop).await;
         if let Err(e) = &result
             && !e.chain().any(|c| c.is::<LockLost>())
@@ -305,7 +296,7 @@ async fn heartbeat(
             }
             Err(_) => {}
         }
-        // run_locked also races the whole run against this (at once); here
+        // run_within_lease also races the whole run against this (at once); here
         // any run stops at its next safe point, should it not be racing.
         if let Some(lapsing) = stop.lapsed_now() {
             stop.abort(lapsing.to_string());
@@ -323,7 +314,7 @@ async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> 
     Ok(())
 }
 
-impl HeldLock {
+impl LockKeeper {
     /// The lock as taken.
     pub fn lock(&self) -> &lock::Lock {
         &self.lock
@@ -335,7 +326,7 @@ impl HeldLock {
         self.quitting.store(true, Ordering::SeqCst);
         self.quit.notify_one();
         let _ = self.watching.await;
-        let mut s = self.session.lock().await;
+        let mut s = self.planes.lock().await;
         let mut result = self.lock.release(&s.remote).await;
         if result.is_err() && s.failover().await.is_ok() {
             result = self.lock.release(&s.remote).await;
@@ -355,60 +346,6 @@ impl HeldLock {
 /// or in a test build `FLEETCTL_TEST_HEARTBEAT` ([`test_duration`]).
 pub fn heartbeat_every() -> Duration {
     test_duration("FLEETCTL_TEST_HEARTBEAT").unwrap_or(lock::HEARTBEAT_EVERY)
-}
-
-/// How the work done under the lock ended: its result, and whether a
-/// second Ctrl-C abandoned it half-way (then the fleet is not read again
-/// for the report: the operator asked to stop now).
-pub struct LockedRun<T> {
-    pub result: anyhow::Result<T>,
-    pub at_once: bool,
-}
-
-/// Runs `work` (apply's hops, reboot's rolling reboots) under the lock:
-/// the one loop both commands share, so they cannot drift apart again.
-/// `work` ends early, at once and whatever it waits for (a node's boot,
-/// kubeadm, a drain, a soak), on a second Ctrl-C or when the lock's lease
-/// reaches its margin without a heartbeat ([`Stop::lapsing`]: the TTL after
-/// the last heartbeat that landed, less [`LAPSE_MARGIN`]); then nothing
-/// else starts and no other node is rebooted. The heartbeat itself runs
-/// from [`take_lock`] until [`HeldLock::release`].
-pub async fn run_locked<T>(
-    stop: &Stop,
-    second: &tokio::sync::Notify,
-    ledger: &Mutex<Ledger>,
-    rerun: Rerun,
-    work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> LockedRun<T> {
-    tokio::select! {
-        result = work => LockedRun { result, at_once: false },
-        _ = second.notified() => LockedRun {
-            result: Err(stopped_at_once(ledger, rerun)),
-            at_once: true,
-        },
-        lapsing = stop.lapsing() => LockedRun {
-            result: Err(anyhow::Error::new(lapsing)),
-            at_once: false,
-        },
-    }
-}
-
-/// A second Ctrl-C abandons the step in progress: say which node was left
-/// half-way, and that a rerun (not a fix) is what comes next.
-pub fn stopped_at_once(ledger: &Mutex<Ledger>, rerun: Rerun) -> anyhow::Error {
-    let current = ledger.lock().ok().and_then(|l| l.current.clone());
-    let msg = match current {
-        Some((node, step)) => format!(
-            "stopped at once by a second Ctrl-C: {node} was left half-way through `{step}`. \
-             Check {node} (`fleetctl status`; if it was rebooting, wait until it is back), \
-             then run `{rerun}` again: it resumes from the fleet's real state"
-        ),
-        None => format!(
-            "stopped at once by a second Ctrl-C. Check the nodes (`fleetctl status`), then run \
-             `{rerun}` again: it resumes from the fleet's real state"
-        ),
-    };
-    anyhow::Error::new(Interrupted(msg))
 }
 
 #[cfg(test)]
@@ -432,67 +369,6 @@ mod tests {
         let quitting = Arc::new(AtomicBool::new(true));
         watch_heartbeat(tokio::spawn(async {}), stop.clone(), quitting).await;
         assert!(!stop.requested(), "released on purpose");
-    }
-
-    #[tokio::test]
-    async fn work_under_the_lock_stops_at_once_when_the_lease_reaches_its_margin() {
-        let stop = Stop::default();
-        let second = tokio::sync::Notify::new();
-        let ledger = Mutex::new(Ledger::default());
-        // Valid for 400 ms after the last heartbeat, less a 200 ms margin;
-        // no heartbeat lands. The work waits for ever (a node that hangs).
-        let t0 = Instant::now();
-        stop.hold_lease(Lease {
-            what: "fleetctl's lock".into(),
-            renewed: t0,
-            ttl: Duration::from_millis(400),
-            margin: Duration::from_millis(200),
-            rerun: Rerun::Apply,
-        });
-        let ran: LockedRun<()> = tokio::time::timeout(
-            Duration::from_secs(10),
-            run_locked(
-                &stop,
-                &second,
-                &ledger,
-                Rerun::Apply,
-                std::future::pending(),
-            ),
-        )
-        .await
-        .expect("the lapsing lease ends the work");
-        assert!(t0.elapsed() >= Duration::from_millis(200));
-        assert!(!ran.at_once);
-        let e = ran.result.unwrap_err();
-        assert!(e.is::<crate::steps::context::LeaseLapsing>(), "{e:#}");
-        assert!(
-            e.to_string()
-                .starts_with("stopped at once: fleetctl's lock was last refreshed"),
-            "{e}"
-        );
-
-        // A second Ctrl-C ends it at once too, and says so.
-        let stop = Stop::default();
-        second.notify_one();
-        let ran: LockedRun<()> = run_locked(
-            &stop,
-            &second,
-            &ledger,
-            Rerun::Rollback,
-            std::future::pending(),
-        )
-        .await;
-        assert!(ran.at_once);
-        let e = ran.result.unwrap_err();
-        assert!(e.is::<Interrupted>());
-        assert!(
-            e.to_string().contains("then run `fleetctl rollback` again"),
-            "names the command that resumes: {e}"
-        );
-
-        // Work that ends first is what counts.
-        let ran = run_locked(&stop, &second, &ledger, Rerun::Apply, async { Ok(7) }).await;
-        assert_eq!(ran.result.unwrap(), 7);
     }
 
     #[test]
