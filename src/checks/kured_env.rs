@@ -72,22 +72,22 @@ pub fn env_precedence(image: &str) -> EnvPrecedence {
 
 /// The gate flags Kured reads, and whether each is a list (`stringSlice`,
 /// `stringArray`) rather than a single value.
-const GATE_FLAGS: &[(&str, Kind)] = &[
-    ("blocking-pod-selector", Kind::Array),
-    ("prometheus-url", Kind::Single),
-    ("alert-filter-regexp", Kind::Single),
-    ("alert-filter-match-only", Kind::Single),
-    ("alert-firing-only", Kind::Single),
-    ("pre-reboot-node-labels", Kind::Slice),
-    ("post-reboot-node-labels", Kind::Slice),
-    ("reboot-days", Kind::Slice),
-    ("start-time", Kind::Single),
-    ("end-time", Kind::Single),
-    ("time-zone", Kind::Single),
+const GATE_FLAGS: &[(&str, FlagShape)] = &[
+    ("blocking-pod-selector", FlagShape::Array),
+    ("prometheus-url", FlagShape::Single),
+    ("alert-filter-regexp", FlagShape::Single),
+    ("alert-filter-match-only", FlagShape::Single),
+    ("alert-firing-only", FlagShape::Single),
+    ("pre-reboot-node-labels", FlagShape::Slice),
+    ("post-reboot-node-labels", FlagShape::Slice),
+    ("reboot-days", FlagShape::Slice),
+    ("start-time", FlagShape::Single),
+    ("end-time", FlagShape::Single),
+    ("time-zone", FlagShape::Single),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum FlagShape {
     Single,
     Slice,
     Array,
@@ -139,7 +139,7 @@ pub fn parse_kured_settings(
         let used = match (rule, kind) {
             (EnvPrecedence::Ignored, _) => false,
             (EnvPrecedence::FlagFirst, _) => on_line.is_empty(),
-            (EnvPrecedence::EnvFirst, Kind::Array) => false,
+            (EnvPrecedence::EnvFirst, FlagShape::Array) => false,
             (EnvPrecedence::EnvFirst, _) => true,
             (EnvPrecedence::Unknown, _) => true,
         };
@@ -161,7 +161,7 @@ pub fn parse_kured_settings(
                  say which release this is. Make them agree",
                 on_line.join(","),
                 match kind {
-                    Kind::Slice => " as well",
+                    FlagShape::Slice => " as well",
                     _ => "",
                 }
             );
