@@ -291,12 +291,15 @@ pub fn parse_remote_clock(text: &str) -> anyhow::Result<SystemTime> {
 }
 
 /// A signed duration: `-30m`, `+2m`, `90s`.
+// Read only by test builds (`FLEETCTL_TEST_CLOCK_OFFSET`, above).
+#[cfg(any(test, debug_assertions))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shift {
     back: bool,
     by: Duration,
 }
 
+#[cfg(any(test, debug_assertions))]
 impl Shift {
     fn apply(self, t: SystemTime) -> SystemTime {
         let moved = if self.back {
@@ -308,6 +311,7 @@ impl Shift {
     }
 }
 
+#[cfg(any(test, debug_assertions))]
 fn parse_signed(text: &str) -> Option<Shift> {
     let text = text.trim();
     let (back, rest) = match text.strip_prefix('-') {
