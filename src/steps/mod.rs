@@ -34,6 +34,7 @@ pub mod on_failure;
 mod preflight;
 pub mod render;
 mod roll;
+mod safe_point;
 pub mod runner;
 pub mod script;
 mod stage;
