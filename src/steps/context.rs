@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-pub use super::safe_point::{Interrupted, Lease, LeaseLapsing, Rerun, Stop};
 use super::runner::Remote;
+pub use super::safe_point::{Interrupted, Lease, LeaseLapsing, Rerun, Stop};
 use crate::inventory::{Inventory, Role};
 use crate::node::{self, NodeFacts};
 use crate::plan::{self, FleetNode, NodeFingerprint, Plan};
