@@ -8,26 +8,24 @@
 //! A phase whose steps may run in parallel runs them across nodes, bounded
 //! by `--parallel`, each node keeping its own order.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use futures_util::future::join_all;
-use tokio::sync::Semaphore;
 
 use super::context::{Apply, OnFailure, settled_facts};
-use super::detached::Reconnect;
-use super::kubeadm::{self, Kind};
+use super::kubeadm::Kind;
 use super::runner::Remote;
-use super::script::{At, Task, hop_version, last_steps};
+use super::script::{At, Task, last_steps};
 use super::{
-    POLL, download, etcd, gates, hold, kept_images, last_look, on_failure, preflight, roll, stage,
-    verify,
+    POLL, download, etcd, gates, hold, kept_images, last_look, on_failure, preflight, roll, verify,
 };
 use crate::node::NodeFacts;
-use crate::plan::{Action, Hop, Image, Phase, PhaseKind, Step};
-use crate::version::Version;
+use crate::plan::{Action, Hop, Step};
+
+mod parallel_phase;
+use parallel_phase::{Job, parallel};
 
 /// Runs the tasks in order: a safe point between any two, each journaled
 /// as it starts with the title the dry run shows for it. A roll that fails
@@ -371,232 +369,5 @@ async fn wait_control_planes_ready(apply: &Apply<'_>, api: &Remote) -> anyhow::R
             );
         }
         tokio::time::sleep(POLL).await;
-    }
-}
-
-/// The steps of a parallel phase, one task per node, at most `--parallel`
-/// at once. Every node's steps run to their end (or failure) before the
-/// phase reports; the nodes that finished are recorded either way.
-async fn parallel(
-    apply: &mut Apply<'_>,
-    hop: &Hop,
-    p: usize,
-    phase: &Phase,
-    last: &BTreeMap<String, At>,
-) -> anyhow::Result<()> {
-    let mut per_node: BTreeMap<String, Vec<&Step>> = BTreeMap::new();
-    let mut finishes: BTreeSet<String> = BTreeSet::new();
-    let mut order = Vec::new();
-    for (i, s) in phase.steps.iter().enumerate() {
-        if !per_node.contains_key(&s.node) {
-            order.push(s.node.clone());
-        }
-        per_node.entry(s.node.clone()).or_default().push(s);
-        if is_last(last, &s.node, (p, i)) {
-            finishes.insert(s.node.clone());
-        }
-    }
-    for n in &order {
-        if per_node[n].iter().any(|s| changes_fingerprint(&s.action)) {
-            apply.mark(n)?;
-        }
-    }
-    let names = order.join(", ");
-    apply.begin(&names, phase.kind.title());
-    apply
-        .progress
-        .step(&format!("{names}: {}", phase.kind.title()));
-    let permits = Arc::new(Semaphore::new(apply.settings.parallel.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for n in &order {
-        let mut job = Job::of(apply, n, hop)?;
-        let actions: Vec<Action> = per_node[n].iter().map(|s| s.action.clone()).collect();
-        let finishing =
-            finishes.contains(n) && apply.plan.fingerprint.in_progress.contains(n.as_str());
-        let permits = permits.clone();
-        tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            for action in &actions {
-                job.run(action).await?;
-            }
-            let facts = match finishing {
-                // Read here, while other nodes may still be working.
-                true => Some(settled_facts(&job.remote).await?),
-                false => None,
-            };
-            Ok::<_, anyhow::Error>((job.remote.node().to_string(), facts, job.remote))
-        });
-    }
-    let mut failures = Vec::new();
-    let mut finished = BTreeMap::new();
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok(Ok((node, facts, remote))) => {
-                apply.set_remote(&node, remote);
-                finished.insert(node, facts);
-            }
-            Ok(Err(e)) => failures.push(format!("{e:#}")),
-            Err(e) => failures.push(format!("a task of this phase failed: {e}")),
-        }
-    }
-    let done: Vec<String> = order
-        .iter()
-        .filter(|n| finished.contains_key(*n))
-        .cloned()
-        .collect();
-    for n in &done {
-        for _ in &per_node[n] {
-            apply.progress.advance();
-        }
-        if finishes.contains(n) {
-            let facts = finished.remove(n).flatten();
-            finish_node(apply, n, facts).await?;
-        }
-    }
-    if !failures.is_empty() {
-        let what = match phase.kind {
-            PhaseKind::WorkerPreparation => {
-                "workers' kubeadm step and staging stopped; no worker was rebooted"
-            }
-            PhaseKind::Prepare => "preparing the hop stopped before any kubeadm step or reboot",
-            _ => "the phase stopped",
-        };
-        bail!(
-            "{what} (hop {}):\n  {}",
-            hop_version(hop),
-            failures.join("\n  ")
-        );
-    }
-    Ok(())
-}
-
-/// What a step that needs no more than its node, the API node and the hub
-/// runs with: cheap to clone into a task of a parallel phase. Its session is
-/// replaced if the connection dropped during a detached step.
-struct Job {
-    remote: Remote,
-    api: Remote,
-    hub: String,
-    deadline: Instant,
-    target: Option<crate::ssh::Target>,
-    ssh: crate::ssh::Options,
-    /// The hop's image and its sha256 from the hub; `None` for a hop whose
-    /// steps use no image (re-pinning only), and then no step may use one.
-    image: Option<Image>,
-    /// Whose lease a kubeadm step must fit in.
-    stop: super::Stop,
-    /// Which preflight errors of kubeadm the plan lets through on this node.
-    preflight: kubeadm::Preflight,
-    rerun: super::Rerun,
-}
-
-impl Job {
-    fn of(apply: &Apply<'_>, node: &str, hop: &Hop) -> anyhow::Result<Job> {
-        Ok(Job {
-            remote: apply.remote(node)?,
-            api: apply.api()?,
-            hub: apply.plan.hub.clone(),
-            deadline: apply.deadline(),
-            target: apply.settings.targets.get(node).cloned(),
-            ssh: apply.settings.ssh.clone(),
-            image: hop.image(),
-            stop: apply.stop.clone(),
-            preflight: kubeadm::Preflight::of(hop, node),
-            rerun: apply.settings.rerun,
-        })
-    }
-
-    /// The hop's image, which must be `version`'s: a step never downloads,
-    /// checks or runs an image the plan records no sha256 for.
-    fn image(&self, version: &Version) -> anyhow::Result<&Image> {
-        download::image_of(self.remote.node(), self.image.as_ref(), version)
-    }
-
-    /// Runs a kubeadm step on the job's node, detached, reconnecting if need be.
-    async fn kubeadm(&mut self, kind: Kind, v: &crate::version::Version) -> anyhow::Result<()> {
-        let reconnect = self.target.as_ref().map(|target| Reconnect {
-            target,
-            opts: &self.ssh,
-        });
-        // Never start kubeadm on a lock that could lapse before it ends.
-        self.stop.ensure_lease(
-            &format!("{}: kubeadm upgrade {}", self.remote.node(), kind.name()),
-            kubeadm::TIMEOUT,
-        )?;
-        let image = download::image_of(self.remote.node(), self.image.as_ref(), v)?.clone();
-        if self.preflight == kubeadm::Preflight::SkipSystemVerification {
-            self.remote.journal().event(
-                "kubeadm-preflight-ignored",
-                Some(self.remote.node()),
-                &format!(
-                    "kubeadm {} {v} runs with --ignore-preflight-errors=SystemVerification: \
-                     cgroup v1 node, let through with --ignore-check cgroup",
-                    kind.name()
-                ),
-            );
-        }
-        kubeadm::run(
-            &mut self.remote,
-            reconnect.as_ref(),
-            kind,
-            &image,
-            self.preflight,
-            &self.hub,
-        )
-        .await
-    }
-
-    async fn run(&mut self, action: &Action) -> anyhow::Result<()> {
-        if let Action::UpgradeNode { minor, version } = action {
-            let v = match version {
-                Some(v) => v.clone(),
-                None => download::resolve_image(&self.remote, *minor).await?,
-            };
-            return self.kubeadm(Kind::Node, &v).await;
-        }
-        self.quick(action).await
-    }
-
-    /// The steps that run over the session as plain commands.
-    async fn quick(&self, action: &Action) -> anyhow::Result<()> {
-        let r = &self.remote;
-        match action {
-            Action::Download { minor, expect, .. } => {
-                let image = match expect {
-                    Some(v) => self.image(v)?,
-                    None => self
-                        .image
-                        .as_ref()
-                        .with_context(|| download::no_sum(r.node(), &minor.to_string()))?,
-                };
-                download::run(r, &self.hub, *minor, image).await?;
-            }
-            Action::Pin {
-                component,
-                path,
-                config,
-                replaces,
-                ..
-            } => stage::pin(r, *component, path, config, replaces).await?,
-            Action::Stage {
-                component,
-                minor,
-                expect,
-            } => {
-                stage::stage(r, *component, *minor, expect.as_ref()).await?;
-            }
-            Action::Uncordon => {
-                roll::ready_then_uncordon(&self.api, r.node(), self.deadline, self.rerun).await?;
-            }
-            Action::RemoveImages { versions } => verify::remove_images(r, versions).await?,
-            Action::UpgradeNode { .. } | Action::UpgradeApply { .. } | Action::Roll => {
-                bail!(
-                    "{}: internal error: `{}` needs the whole apply, not a job",
-                    r.node(),
-                    action.describe()
-                )
-            }
-        }
-        Ok(())
     }
 }

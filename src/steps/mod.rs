@@ -35,6 +35,7 @@ mod preflight;
 pub mod render;
 mod roll;
 pub mod runner;
+mod safe_point;
 pub mod script;
 mod stage;
 mod storage_gate;

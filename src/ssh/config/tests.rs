@@ -1,5 +1,5 @@
 use super::*;
-use crate::inventory::{HostKeyChecking, Role, SshDefaults};
+use crate::inventory::{HostKeyChecking, Jump, Role, SshDefaults};
 use crate::version::Minor;
 
 pub(crate) fn env() -> LocalEnv {

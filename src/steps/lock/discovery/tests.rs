@@ -1,7 +1,9 @@
 //! Finding Kured against Kured's real manifests and flag rules, with the
 //! fake API server.
 
+use super::kured_settings::*;
 use super::*;
+use crate::steps::lock::listing::ContainerInfo;
 use crate::steps::lock::lock_testkit::*;
 
 fn container(command: &[&str], args: &[&str], image: &str) -> ContainerInfo {
