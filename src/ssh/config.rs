@@ -254,7 +254,8 @@ fn honour_options(
     if let Some(args) = option("knownhostscommand").filter(|a| !is_none(a)) {
         return Err(refuse(
             &format!("KnownHostsCommand {}", args.join(" ")),
-            "which fleetctl does not run: record the host keys in a known_hosts file instead              (KnownHostsCommand none for this host, or remove the line)",
+            "which fleetctl does not run: record the host keys in a known_hosts file instead \
+             (KnownHostsCommand none for this host, or remove the line)",
         ));
     }
     if let Some(args) = option("proxyusefdpass")
@@ -262,7 +263,8 @@ fn honour_options(
     {
         return Err(refuse(
             &format!("ProxyUseFdpass {}", args.join(" ")),
-            "and fleetctl cannot take a file descriptor from a ProxyCommand: remove it, the command's              stdin/stdout work as well",
+            "and fleetctl cannot take a file descriptor from a ProxyCommand: remove it, the command's \
+             stdin/stdout work as well",
         ));
     }
 

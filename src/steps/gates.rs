@@ -53,7 +53,9 @@ pub async fn before_drain(
         rounds += 1;
         if rounds >= MAX_HOLD_ROUNDS {
             bail!(
-                "not taking {node} down: Ceph's and etcd's gates held in turn {rounds} times                  without both being clear at once. Nothing was changed on {node}; once the                  cluster is calm, run `{}` again",
+                "not taking {node} down: Ceph's and etcd's gates held in turn {rounds} times \
+                 without both being clear at once. Nothing was changed on {node}; once the \
+                 cluster is calm, run `{}` again",
                 apply.settings.rerun
             );
         }

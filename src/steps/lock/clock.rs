@@ -216,7 +216,8 @@ pub fn fleet_skew(clocks: &[NodeClock<'_>], reference: &str) -> anyhow::Result<F
             Ok(text) => parse_remote_clock(text)
                 .with_context(|| format!("{}: reading its clock", c.node))?,
             Err(why) => bail!(
-                "{}: its clock could not be read ({why}). Kured judges its reboot lock by each                  node's own clock, so apply needs them all. Nothing was changed",
+                "{}: its clock could not be read ({why}). Kured judges its reboot lock by each \
+                 node's own clock, so apply needs them all. Nothing was changed",
                 c.node
             ),
         };
