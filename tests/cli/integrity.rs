@@ -3,7 +3,8 @@
 //! A hub that stops giving one clear sum since the plan makes the plan
 //! stale; a hub that cannot be read needs the saved plan's sum; a saved
 //! sum that is not 64 hex characters is refused; an http:// hub needs
-//! `--allow-insecure-hub`. Each refusal is exit 2 before any node changes,
+//! `--allow-insecure-hub`, and an https:// hub's redirect to http:// is
+//! not followed. Each refusal is exit 2 before any node changes,
 //! checked on the fleet's own event log.
 
 use std::path::PathBuf;
@@ -175,4 +176,58 @@ fn an_http_hub_blocks_apply_unless_allowed() {
     .output()
     .unwrap();
     Run::of(dry).expect_code(0);
+}
+
+/// Issue 38, item 7: a hub that answers over https and then redirects to
+/// plain HTTP is not followed. The fleet's hub is https (its own CA, which
+/// every node trusts in its system store), so `plan` reads SHA256SUMS over
+/// TLS through cp-1's real curl: the control that TLS itself works. Under
+/// `redirect_to_http` the same read gets `302 Found` to the plain hub:
+/// curl's `--proto-redir =https` refuses it, the plan says why, and apply
+/// refuses the image it cannot verify, naming the node, the hub and curl's
+/// reason, before any node changes. Without `--allow-insecure-hub`.
+#[test]
+fn an_https_hub_that_redirects_to_http_is_refused() {
+    let fleet = support::start(scenario().hub(|h| h.https = true));
+    let hub = fleet.hub_url().to_string();
+    assert!(hub.starts_with("https://127.0.0.1:"), "{hub}");
+    let run_plain = |args: &[&str]| {
+        let out = support::fleetctl(&fleet.inventory(), args)
+            .env_remove("FLEETCTL_ALLOW_INSECURE_HUB")
+            .output()
+            .unwrap();
+        Run::of(out)
+    };
+
+    // The control: over https, the plan resolves the patch and its sum.
+    let run = run_plain(&["plan", "v1.35"]).expect_code(0);
+    assert!(!run.stdout.contains("could not read"), "{}", run.stdout);
+    let saved = fleetctl::plan::load(&plan_path(&fleet)).unwrap();
+    assert!(saved.hops[0].sha256.is_some(), "read over https: {saved:?}");
+
+    fleet.faults(|f| f.redirect_to_http = true).unwrap();
+    let sums = format!("{hub}/kubernetes/SHA256SUMS");
+    // curl's words: `Protocol "http" disabled (in redirect)` (8.x, the
+    // real-OS root's), `… not supported or disabled in libcurl` (7.88).
+    let why = "Protocol \"http\"";
+    let run = run_plain(&["plan", "v1.35"]).expect_code(0);
+    assert_has(
+        &format!("{}{}", run.stdout, run.stderr),
+        &[&format!("cp-1 could not read {sums}"), why, "disabled"],
+    );
+    let saved = fleetctl::plan::load(&plan_path(&fleet)).unwrap();
+    assert_eq!(saved.hops[0].sha256, None, "followed the redirect");
+
+    let run = run_plain(&["apply", "--yes"]).expect_code(2);
+    assert_has(
+        &run.stderr,
+        &[
+            "fleetctl cannot verify an image this plan needs",
+            &format!("cp-1 could not read {sums}"),
+            why,
+            "disabled",
+            "Nothing was changed",
+        ],
+    );
+    assert_untouched(&fleet);
 }

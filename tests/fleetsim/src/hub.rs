@@ -149,11 +149,24 @@ fn write_sums(dir: &Path) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct Hub {
     pub addr: SocketAddr,
+    /// The same files over TLS, when the scenario asks (`hub.https`,
+    /// `crate::hub_tls`).
+    pub tls: Option<SocketAddr>,
 }
 
 impl Hub {
+    /// The plain-HTTP hub.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The hub the fleet is given (inventory, sysupdate configs): the
+    /// https one when there is one.
+    pub fn fleet_url(&self) -> String {
+        match self.tls {
+            Some(tls) => format!("https://{tls}"),
+            None => self.url(),
+        }
     }
 }
 
@@ -166,7 +179,7 @@ pub fn serve(root: PathBuf, shared: Shared) -> Result<Hub> {
         .name("hub".into())
         .spawn(move || accept_loop(listener, root, shared))
         .context("starting the hub thread")?;
-    Ok(Hub { addr })
+    Ok(Hub { addr, tls: None })
 }
 
 fn accept_loop(listener: TcpListener, root: PathBuf, shared: Shared) {
@@ -223,21 +236,42 @@ pub fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
 fn handle(stream: TcpStream, root: &Path, shared: &Shared) -> Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
     stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
-    let mut reader = BufReader::new(stream.try_clone().context("cloning the hub socket")?);
+    serve_one(stream, root, shared, None)
+}
+
+/// Answers one request on `stream` (plain or TLS, `crate::hub_tls`).
+/// `plain` is the plain-HTTP hub's address when this is the https one:
+/// under the `redirect_to_http` fault every GET and HEAD is sent there.
+pub(crate) fn serve_one<S: Read + Write>(
+    stream: S,
+    root: &Path,
+    shared: &Shared,
+    plain: Option<SocketAddr>,
+) -> Result<()> {
+    let mut reader = BufReader::new(stream);
     let Some(first) = read_head(&mut reader)? else {
         return Ok(());
     };
-    let mut out = stream;
+    let out = reader.get_mut();
     let Some(req) = parse_request_line(&first) else {
-        return respond(&mut out, 400, "text/plain", b"bad request\n", true);
+        return respond(out, 400, "text/plain", b"bad request\n", true);
     };
     let head_only = req.method == "HEAD";
     if req.method != "GET" && !head_only {
-        return respond(&mut out, 405, "text/plain", b"only GET and HEAD\n", false);
+        return respond(out, 405, "text/plain", b"only GET and HEAD\n", false);
     }
-    if shared.faults().map(|f| f.hub_down).unwrap_or(false) {
+    let faults = shared.faults().unwrap_or_default();
+    if faults.hub_down {
         let body = b"extension hub unavailable (fleetsim fault hub_down)\n";
-        return respond(&mut out, 503, "text/plain", body, head_only);
+        return respond(out, 503, "text/plain", body, head_only);
+    }
+    if let Some(plain) = plain.filter(|_| faults.redirect_to_http) {
+        // What a misconfigured or hostile https server does: the same path,
+        // on plain HTTP, where anyone on the path can answer instead.
+        let location = format!("http://{plain}{}", req.path);
+        let body = format!("moved to {location}\n");
+        let extra = format!("Location: {location}\r\n");
+        return respond_with(out, 302, "text/plain", body.as_bytes(), head_only, &extra);
     }
     let file = resolve(root, &req.path).filter(|p| p.is_file());
     match file.map(|p| fs::read(&p).map(|b| (p, b))) {
@@ -247,9 +281,9 @@ fn handle(stream: TcpStream, root: &Path, shared: &Shared) -> Result<()> {
             } else {
                 "application/octet-stream"
             };
-            respond(&mut out, 200, kind, &body, head_only)
+            respond(out, 200, kind, &body, head_only)
         }
-        _ => respond(&mut out, 404, "text/plain", b"not found\n", head_only),
+        _ => respond(out, 404, "text/plain", b"not found\n", head_only),
     }
 }
 
@@ -283,21 +317,34 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> Result<Option<String>> {
 }
 
 pub(crate) fn respond(
-    out: &mut TcpStream,
+    out: &mut impl Write,
     status: u16,
     kind: &str,
     body: &[u8],
     head_only: bool,
 ) -> Result<()> {
+    respond_with(out, status, kind, body, head_only, "")
+}
+
+/// [`respond`] with `extra` header lines (each ending in CRLF).
+fn respond_with(
+    out: &mut impl Write,
+    status: u16,
+    kind: &str,
+    body: &[u8],
+    head_only: bool,
+    extra: &str,
+) -> Result<()> {
     let reason = match status {
         200 => "OK",
+        302 => "Found",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
         _ => "Service Unavailable",
     };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\nServer: fleetsim-hub\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{extra}Connection: close\r\nServer: fleetsim-hub\r\n\r\n",
         body.len()
     );
     out.write_all(head.as_bytes())

@@ -14,6 +14,7 @@ pub mod etcd_pod;
 pub mod feature_gates;
 pub mod harness;
 pub mod hub;
+pub mod hub_tls;
 pub mod image;
 pub mod invariants;
 pub mod inventory;

@@ -122,6 +122,11 @@ pub struct HubSpec {
     /// containerd versions served under `containerd/` besides those the
     /// nodes run (`2.1.5`).
     pub containerd: Vec<String>,
+    /// Also serve the hub over TLS (`crate::hub_tls`) and give the fleet
+    /// that one: the inventory's `hub:` and the nodes' sysupdate configs
+    /// name `https://127.0.0.1:PORT`, and every node trusts the hub's CA.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub https: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +284,7 @@ impl Default for HubSpec {
             missing: Vec::new(),
             extra: Vec::new(),
             containerd: Vec::new(),
+            https: false,
         }
     }
 }

@@ -435,6 +435,11 @@ pub struct Faults {
     /// gets the whole line, as much as fleetctl reads of one output.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kubelet_version_flood: BTreeMap<String, String>,
+    /// The https hub (scenario `hub.https`) answers every request with
+    /// `302 Found` and a `Location:` on the same path of the plain-HTTP
+    /// hub, as a misconfigured or hostile server would.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redirect_to_http: bool,
 }
 
 /// [`Faults::kubelet_slow_start`]: which kubelet, how many failed starts.

@@ -138,7 +138,7 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
         started.elapsed().as_secs_f64(),
         setup.subnet.describe(),
         scenario.port,
-        setup.hub.url(),
+        setup.hub.fleet_url(),
         fleet.inventory().display()
     );
     let why = wait_for_stop(parent);
@@ -256,7 +256,8 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
     if !containerd.is_empty() {
         hub::populate_containerd(&fleet.hub(), &cache, &containerd)?;
     }
-    let hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
+    let mut hub = hub::serve(fleet.hub(), Shared::new(fleet.cluster()))?;
+    let hub_ca = crate::hub_tls::start(fleet, scenario, &mut hub)?;
     let prometheus = crate::prometheus::serve(Shared::new(fleet.cluster()))?;
     if scenario.kured.spec().is_some_and(|k| k.prometheus) {
         Shared::new(fleet.cluster()).update_cluster(|c| {
@@ -276,10 +277,21 @@ fn setup(scenario: &Scenario, fleet: &FleetDir) -> Result<Setup> {
             port: scenario.port,
         })
         .collect();
-    let known_hosts = provision_all(fleet, scenario, &plans, &hub.url(), &operator_key, &cache)?;
+    let known_hosts = provision_all(
+        fleet,
+        scenario,
+        &plans,
+        &hub.fleet_url(),
+        &operator_key,
+        &cache,
+    )?;
+    if let Some(ca) = &hub_ca {
+        crate::hub_tls::trust_all(fleet, scenario, &plans, ca)?;
+    }
     fs::write(fleet.known_hosts(), known_hosts.concat()).context("writing known_hosts")?;
     let minor = scenario.cluster_version()?.minor_series();
-    let inventory = crate::inventory::render(fleet, &minor, &hub.url(), scenario.port, &plans);
+    let inventory =
+        crate::inventory::render(fleet, &minor, &hub.fleet_url(), scenario.port, &plans);
     fs::write(fleet.inventory(), inventory).context("writing inventory.yaml")?;
     write_info(fleet, &hub, &prometheus.url(), scenario.port, &plans)?;
     let api = start_api(fleet, &subnet, &plans, scenario.external_etcd.is_empty())?;
@@ -470,7 +482,7 @@ fn write_info(
     plans: &[NodePlan],
 ) -> Result<()> {
     let info = FleetInfo {
-        hub: hub.url(),
+        hub: hub.fleet_url(),
         prometheus: prometheus.to_string(),
         port,
         supervisor_pid: std::process::id(),
