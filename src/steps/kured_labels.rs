@@ -57,7 +57,14 @@ pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Res
     let api = apply.api()?;
     let text = labels.join(" ");
     for node in nodes {
-        apply.check_stop(Some(node))?;
+        // Before the drain a stop is a safe point (nothing is cordoned yet).
+        // After the return it is not one: the node is back and uncordoned,
+        // its roll is done but for these labels, and a rerun would not set
+        // them (as Kured's `uncordon` does, they finish the node's reboot);
+        // the stop is seen at the next node's holds.
+        if when == When::BeforeDrain {
+            apply.check_stop(None)?;
+        }
         let out = api
             .run_root(
                 &format!("{node}: Kured's --{} {text}", when.flag()),

@@ -6,17 +6,18 @@
 //! in a leading parenthesis: `[cp-1] (until Ready) kubectl …`. Commands are
 //! built by the same functions the steps run them with; a placeholder in
 //! angle brackets stands for what is only known when it runs (a time, a
-//! directory read from the cluster).
+//! directory read from the cluster). A roll is not copied here: its lines
+//! are the roll's own order run over the dry world (`roll::dry_world`).
 
 use std::time::Duration;
 
-use super::context::{OnFailure, Settings};
+use super::context::Settings;
 use super::kubeadm;
-use super::on_failure::CRASH_LOOP_RESTARTS;
+use super::roll::dry_world;
 use super::script::{Task, hop_version};
-use crate::inventory::{Inventory, Role};
+use crate::inventory::Inventory;
 use crate::plan::{Action, Component, Hop, Plan};
-use crate::remote::{alerts, before_hop, kubectl, snapshot_file, upgrade};
+use crate::remote::{before_hop, kubectl, snapshot_file, upgrade};
 use crate::version::{Minor, Version};
 
 /// The whole dry run: the lock, every task, the lock given back.
@@ -83,7 +84,7 @@ impl Ctx<'_> {
                         "-",
                         &format!(
                             "(window: the hop starts only if {} still fits in {window})",
-                            self.per_node()
+                            dry_world::per_node(self.settings)
                         ),
                     );
                 }
@@ -154,7 +155,18 @@ impl Ctx<'_> {
                 expect,
                 rollback,
                 ..
-            } => self.roll(out, nodes, *minor, expect.as_ref(), *rollback),
+            } => self.lines(
+                out,
+                dry_world::lines(
+                    self.plan,
+                    self.inv,
+                    self.settings,
+                    nodes,
+                    *minor,
+                    expect.as_ref(),
+                    *rollback,
+                ),
+            ),
             Task::Verify { hop } => out.line(
                 api,
                 &format!(
@@ -171,7 +183,7 @@ impl Ctx<'_> {
                         human(self.settings.pace.soak)
                     ),
                 );
-                self.gates(out);
+                self.lines(out, dry_world::gate_lines(self.inv));
             }
             Task::KeptImages { hop, node } => {
                 let hop = &self.plan.hops[*hop];
@@ -255,185 +267,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// A roll: the holds, the gates, then each node's drain, reboot, waits
-    /// and uncordon (`steps::roll`).
-    fn roll(
-        &self,
-        out: &mut Out,
-        nodes: &[String],
-        minor: Minor,
-        expect: Option<&Version>,
-        rollback: bool,
-    ) {
-        let api = self.api;
-        let pace = &self.settings.pace;
-        if !pace.soak.is_zero() {
-            out.line(
-                "-",
-                &format!(
-                    "(soak: wait until {} after the last node came back)",
-                    human(pace.soak)
-                ),
-            );
+    fn lines(&self, out: &mut Out, lines: Vec<(String, String)>) {
+        for (node, text) in lines {
+            out.line(&node, &text);
         }
-        if let Some(window) = &pace.window {
-            out.line(
-                "-",
-                &format!(
-                    "(window: not started unless {} still fits in {window})",
-                    self.per_node()
-                ),
-            );
-        }
-        if let Some(gate) = &pace.alert_gate {
-            out.line(
-                api,
-                &format!(
-                    "(alert gate: until no alert holds, up to {}) {}",
-                    human(gate.timeout),
-                    alerts::query(&gate.query_url)
-                ),
-            );
-        }
-        self.kured_blockers(out, nodes);
-        self.gates(out);
-        self.ceph_before(out, nodes);
-        if nodes.iter().any(|n| {
-            self.inv
-                .node(n)
-                .is_some_and(|x| x.role == Role::ControlPlane)
-        }) {
-            out.line(
-                api,
-                "(with a stacked etcd: the etcd gate, until every member is healthy and etcd \
-                 keeps quorum without this one)",
-            );
-        }
-        if nodes.len() > 1 {
-            out.line(
-                "-",
-                &format!(
-                    "# batch: {} (drained and rebooted together)",
-                    nodes.join(", ")
-                ),
-            );
-        }
-        let version =
-            expect.map_or_else(|| format!("its staged {minor} patch"), Version::to_string);
-        if self.settings.kured_gates {
-            for node in nodes {
-                out.line(
-                    api,
-                    &format!(
-                        "(when the lock is Kured's and it sets --pre-reboot-node-labels) {}",
-                        kubectl::label_node(node, &["<its labels>".to_string()])
-                    ),
-                );
-            }
-        }
-        for node in nodes {
-            out.line(
-                api,
-                &upgrade::start_detached(
-                    &format!("drain-{node}"),
-                    &format!("cordon and drain {node}"),
-                    &super::roll::drain_command(node, self.settings.drain_timeout),
-                    super::detached::WAIT_TENTHS,
-                ),
-            );
-        }
-        for node in nodes {
-            out.line(node, &upgrade::before_reboot());
-            out.line(node, upgrade::REBOOT);
-        }
-        for node in nodes {
-            out.line(
-                node,
-                &format!(
-                    "(reconnect until the boot id changes, then until kubelet.service is active \
-                     at {version}, up to {}) {}",
-                    human(self.settings.node_timeout),
-                    upgrade::KUBELET_STATE
-                ),
-            );
-            if self
-                .inv
-                .node(node)
-                .is_some_and(|x| x.role == Role::ControlPlane)
-            {
-                // A rollback leaves them at the cluster's version.
-                let pods = match (&self.plan.cluster_from, rollback) {
-                    (Some(cluster), true) => cluster.to_string(),
-                    _ => version.clone(),
-                };
-                out.line(
-                    api,
-                    &format!(
-                        "(until its mirror pods are Running at {pods}, etcd's too when stacked) {}",
-                        kubectl::get_static_pods(node)
-                    ),
-                );
-                out.line(
-                    api,
-                    &format!(
-                        "(with a stacked etcd: until {node}'s member is healthy and caught up with \
-                         the leader, as `etcdctl endpoint status --cluster` in etcd-{} says)",
-                        super::etcd_gate::peer(self.inv, node)
-                    ),
-                );
-            }
-            out.line(
-                api,
-                &format!("(until Ready) {}", kubectl::ready_then_uncordon(node)),
-            );
-            if self.settings.kured_gates {
-                out.line(
-                    api,
-                    &format!(
-                        "(when the lock is Kured's and it sets --post-reboot-node-labels) {}",
-                        kubectl::label_node(node, &["<its labels>".to_string()])
-                    ),
-                );
-            }
-            out.line(
-                node,
-                "(the facts script, to record the node's new state in the plan)",
-            );
-            if !rollback && self.settings.on_failure == OnFailure::Rollback {
-                out.line(
-                    node,
-                    &format!(
-                        "(on failure: kubelet restarted {CRASH_LOOP_RESTARTS} times at {version} \
-                         while watched and failing still, or not up within {}: {node} is rolled back to its kept image as `fleetctl \
-                         rollback {node}` does, then apply stops) {}",
-                        human(self.settings.node_timeout),
-                        upgrade::KUBELET_UNIT
-                    ),
-                );
-            }
-        }
-        self.ceph_after(out);
-    }
-
-    /// The gates before a node goes down (`steps::gates`).
-    fn gates(&self, out: &mut Out) {
-        out.line(
-            "*",
-            &format!("(gates, all at once: {} on every node)", upgrade::ALIVE),
-        );
-        out.line(
-            self.api,
-            "(the gates script, at once: /readyz, every node Ready, no other node cordoned)",
-        );
-
-        for check in &self.inv.health_checks {
-            out.line(self.api, &check.command);
-        }
-    }
-
-    /// What a node may take: its drain and its reboot.
-    fn per_node(&self) -> String {
-        human(self.settings.drain_timeout + self.settings.node_timeout)
     }
 }
 
@@ -505,8 +342,6 @@ fn etcd(out: &mut Out, node: &str, minor: Minor) {
 fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
-
-mod gate_lines;
 
 #[cfg(test)]
 mod tests {

@@ -8,21 +8,20 @@
 //! moved, Ctrl-C) is uncordoned again. A node that was rebooted and does
 //! not come back stays cordoned, and the report says so.
 //!
-//! The waits after the reboot are in `after_reboot`.
+//! The waits after the reboot are in `after_reboot`. The order of a roll
+//! is written once, in `flow`, over the seam `world::RollWorld`: the real
+//! run over `ssh_world`, the dry run over `dry_world`, the rules' tests
+//! over `fake_fleet`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use futures_util::future::join_all;
 
 use super::context::{Apply, Rerun};
 use super::detached;
-use super::gates;
-use super::hold;
 use super::on_failure::{self, BatchFailed};
 use super::runner::{CommandFailed, Remote};
 use super::stage::{check_staged, staged_version};
-use crate::inventory::Role;
 use crate::plan::Component;
 use crate::remote::{kubectl, upgrade};
 use crate::ssh::{self};
@@ -30,11 +29,20 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 mod crash_loop;
+pub(super) mod dry_world;
+#[cfg(test)]
+mod fake_fleet;
+mod flow;
+#[cfg(test)]
+mod flow_tests;
 mod offline;
 mod reconnect_pause;
+mod ssh_world;
+mod world;
 pub use after_reboot::ready_then_uncordon;
-use after_reboot::{Wait, uncordon};
+use after_reboot::uncordon;
 pub use offline::roll_offline;
+use ssh_world::SshRoll;
 
 /// How much longer than `--drain-timeout` a drain may take: kubectl's own
 /// start and its last eviction (the command's timeout in [`drain`]).
@@ -48,7 +56,8 @@ const BOOT_ID_TIMEOUT: Duration = Duration::from_secs(10);
 /// `expect`: the version they must boot (`None` when the hub's list was
 /// unreadable: the staged `minor` image, whichever patch). The nodes of a
 /// batch drain and reboot together; a failure stops the run only once every
-/// other node of the batch is back (or has failed too).
+/// other node of the batch is back (or has failed too). The order is
+/// `flow`'s, over the real world (`ssh_world`).
 pub async fn roll(
     apply: &mut Apply<'_>,
     batch: &[String],
@@ -56,189 +65,7 @@ pub async fn roll(
     expect: Option<&Version>,
     rollback: bool,
 ) -> anyhow::Result<()> {
-    apply.check_stop(None)?;
-    let names = batch.join(", ");
-    let pace = apply.settings.pace.clone();
-    let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
-    hold::before_node(apply, &pace, apply.back_at, batch, needed).await?;
-    // Each stretch must fit in the lock's lease as it stands (see the
-    // reboot below).
-    apply.stop.ensure_lease(
-        &format!("{names}: drain"),
-        apply.settings.drain_timeout + DRAIN_GRACE,
-    )?;
-    apply.progress.step(&format!("{names}: gates, then drain"));
-    // The ledger says which stage each node is in, so a stop (a failure, a
-    // second Ctrl-C) names it precisely.
-    apply.begin(&names, "gates and drain");
-    let spared = gates::before_drain(apply, batch, rollback).await?;
-    super::kured_labels::set(apply, batch, super::kured_labels::When::BeforeDrain).await?;
-    for node in batch {
-        apply.mark(node)?;
-    }
-    apply.ledger(|l| l.cordoned.extend(batch.iter().cloned()));
-    let api = apply.api()?;
-    let timeout = apply.settings.drain_timeout;
-    let rerun = apply.settings.rerun;
-    let drains = join_all(batch.iter().map(|n| {
-        let api = api.clone();
-        let n = n.clone();
-        async move { (n.clone(), drain(&api, &n, timeout, rerun).await) }
-    }))
-    .await;
-    let mut failures = Vec::new();
-    for (node, result) in drains {
-        if let Err(failure) = result {
-            if failure.uncordoned {
-                apply.ledger(|l| {
-                    l.cordoned.remove(&node);
-                });
-            }
-            failures.push(failure.error);
-        }
-    }
-    if !failures.is_empty() {
-        // The others were drained for nothing: nothing is rebooted.
-        let undone = uncordon_cordoned(apply, &api, batch).await;
-        return Err(batch_error(failures, undone));
-    }
-    if apply.stop.requested() {
-        uncordon_all(apply, &api, batch).await?;
-        apply.check_stop(Some(&names))?;
-    }
-
-    // Never take a node down on a lock that could lapse before it is back:
-    // the reboot and the wait for it must end within the lease.
-    if let Err(e) = apply.stop.ensure_lease(
-        &format!("{names}: reboot and wait for it"),
-        apply.settings.node_timeout,
-    ) {
-        let state = match uncordon_all(apply, &api, batch).await {
-            Ok(()) => format!("{names}: uncordoned again; nothing was rebooted"),
-            Err(u) => format!("{names}: SOME ARE STILL CORDONED (uncordon failed: {u:#})"),
-        };
-        return Err(e.context(state));
-    }
-    let ceph = spared != gates::Spared::NoCeph;
-    reboot_and_wait(apply, batch, minor, expect, rollback, Some(&api), ceph).await
-}
-
-/// The reboot of a drained `batch` and the wait for each node: its new
-/// boot, its kubelet, its static pods, Ready, uncordoned. `api`: the API
-/// the waits ask, and that uncordons the batch if nothing is rebooted;
-/// `None` for a lone control plane rolled back offline (`offline`), whose
-/// own new session answers once its API server is back. `ceph`: Ceph's
-/// recovery is waited for once the batch is back (false when the gate
-/// before its drain found no CephCluster).
-async fn reboot_and_wait(
-    apply: &mut Apply<'_>,
-    batch: &[String],
-    minor: Minor,
-    expect: Option<&Version>,
-    rollback: bool,
-    api: Option<&Remote>,
-    ceph: bool,
-) -> anyhow::Result<()> {
-    let names = batch.join(", ");
-    let mut befores = Vec::new();
-    for node in batch {
-        let r = apply.remote(node)?;
-        match before_reboot(&r, minor, expect).await {
-            Ok(b) => befores.push((node.clone(), r, b)),
-            Err(e) => {
-                let Some(api) = api else {
-                    return Err(e.context(format!("{names}: nothing was rebooted")));
-                };
-                let state = match uncordon_all(apply, api, batch).await {
-                    Ok(()) => format!("{names}: uncordoned again; nothing was rebooted"),
-                    Err(u) => format!("{names}: SOME ARE STILL CORDONED (uncordon failed: {u:#})"),
-                };
-                return Err(e.context(state));
-            }
-        }
-    }
-    apply.begin(&names, "reboot into the staged images");
-    for (node, r, before) in &befores {
-        r.journal()
-            .event("reboot", Some(node), &format!("boot id {}", before.boot_id));
-    }
-    join_all(befores.iter().map(|(_, r, _)| send_reboot(r)))
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<()>>>()?;
-    apply.progress.step(&format!(
-        "{names}: rebooting (the connection drops; waiting for it to come back)"
-    ));
-
-    let api_node = apply.inv.first_control_plane().name.clone();
-    let deadline = apply.deadline();
-    let cluster_version = apply.plan.fingerprint.cluster_version.clone();
-    let mut waits = tokio::task::JoinSet::new();
-    for (node, r, before) in befores {
-        let wait = Wait {
-            target: apply
-                .settings
-                .targets
-                .get(&node)
-                .with_context(|| format!("{node}: no SSH target"))?
-                .clone(),
-            ssh: apply.settings.ssh.clone(),
-            timeout: apply.settings.node_timeout,
-            deadline,
-            // The first control plane answers for the API, unless it is the
-            // node rebooting: then its own new session does.
-            api: api.filter(|_| node != api_node).cloned(),
-            control_plane: (apply.role(&node) == Role::ControlPlane).then(|| {
-                // A rollback leaves the static pods where kubeadm put
-                // them, at the cluster's version, ahead of the kubelet.
-                cluster_version
-                    .clone()
-                    .filter(|v: &Version| rollback || v.minor() == minor)
-            }),
-            minor,
-            etcd_peer: (apply.role(&node) == Role::ControlPlane)
-                .then(|| super::etcd_gate::peer(apply.inv, &node)),
-            on_failure: apply.settings.on_failure,
-            rollback,
-            rerun: apply.settings.rerun,
-        };
-        waits.spawn(async move {
-            let result = wait.run(&node, &r, &before).await;
-            (node, result)
-        });
-    }
-    let mut failures = Vec::new();
-    let mut back = Vec::new();
-    while let Some(joined) = waits.join_next().await {
-        match joined {
-            Ok((node, Ok((fresh, facts)))) => {
-                back.push(node.clone());
-                apply.set_remote(&node, fresh);
-                apply.ledger(|l| {
-                    l.cordoned.remove(&node);
-                });
-                apply.settle(&node, facts)?;
-            }
-            Ok((_, Err(e))) => failures.push(e),
-            Err(e) => failures.push(anyhow::anyhow!("waiting for {names} failed: {e}")),
-        }
-    }
-    // Kured's post labels on each node back and uncordoned, as Kured's
-    // `uncordon` sets them.
-    back.sort_by_key(|n| batch.iter().position(|b| b == n));
-    let labelled =
-        super::kured_labels::set(apply, &back, super::kured_labels::When::AfterUncordon).await;
-    if failures.is_empty() {
-        labelled?;
-        if ceph {
-            super::storage_gate::after_return(apply, batch).await?;
-        }
-        apply.back_at = Some(Instant::now());
-        Ok(())
-    } else {
-        failures.extend(labelled.err());
-        Err(batch_error(failures, Ok(())))
-    }
+    flow::roll_batch(&mut SshRoll { apply }, batch, minor, expect, rollback).await
 }
 
 /// One error for a batch: the only one as it is, several listed (with
@@ -266,41 +93,6 @@ fn batch_error(mut failures: Vec<anyhow::Error>, undone: anyhow::Result<()>) -> 
         ));
     }
     error
-}
-
-/// Uncordons every node of the batch the ledger still has cordoned.
-async fn uncordon_cordoned(
-    apply: &Apply<'_>,
-    api: &Remote,
-    batch: &[String],
-) -> anyhow::Result<()> {
-    let cordoned: Vec<String> = apply
-        .ledger
-        .lock()
-        .map(|l| {
-            batch
-                .iter()
-                .filter(|n| l.cordoned.contains(*n))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    uncordon_all(apply, api, &cordoned).await
-}
-
-async fn uncordon_all(apply: &Apply<'_>, api: &Remote, nodes: &[String]) -> anyhow::Result<()> {
-    let mut first_error = None;
-    for node in nodes {
-        match uncordon(api, node).await {
-            Ok(()) => apply.ledger(|l| {
-                l.cordoned.remove(node);
-            }),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    first_error.map_or(Ok(()), Err)
 }
 
 /// What a node is about to reboot into, and from which boot.

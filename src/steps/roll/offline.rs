@@ -13,7 +13,8 @@
 //! answers. The stretch must still fit in what is left of the lease, as any
 //! reboot's must: a lease that would lapse while the node is down refuses.
 
-use super::{Apply, reboot_and_wait};
+use super::flow::reboot_and_wait;
+use super::{Apply, SshRoll};
 use crate::version::{Minor, Version};
 
 /// Reboots `node` into what is staged and waits for it, its API server
@@ -32,5 +33,15 @@ pub async fn roll_offline(
         node,
         "reboot into the kept image (no drain: the API is down)",
     );
-    reboot_and_wait(apply, &[node.to_string()], minor, expect, true, None, true).await
+    let batch = [node.to_string()];
+    reboot_and_wait(
+        &mut SshRoll { apply },
+        &batch,
+        minor,
+        expect,
+        true,
+        true,
+        true,
+    )
+    .await
 }
