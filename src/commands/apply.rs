@@ -122,25 +122,21 @@ struct Run<'a> {
 impl Run<'_> {
     /// Everything between taking the lock and giving it back.
     async fn locked(&self, saved: &Plan, locked: &RunHandles) -> anyhow::Result<ExitCode> {
-        let rechecked = recheck_under_lock(
-            self.inv,
-            &self.config.reach,
-            self.printer,
-            async |gathered| {
-                let (fresh, hub_images) =
-                    replan(self.inv, self.printer, saved, self.config, gathered).await?;
-                super::fleet_clocks::judge(self.inv, gathered, &locked.stop, self.printer)?;
-                let judged = Instant::now();
-                if fresh.hops.is_empty() {
-                    self.printer.out(&plan::summary(&fresh));
-                    self.printer
-                        .note("nothing to do: the fleet already matches the plan's target");
-                    plan::save(&fresh, self.plan_path)?;
-                    return Ok(None);
-                }
-                Ok(Some((fresh, hub_images, judged)))
-            },
-        )
+        let reach = &self.config.reach;
+        let rechecked = recheck_under_lock(self.inv, reach, self.printer, async |gathered| {
+            let (fresh, hub_images) =
+                replan(self.inv, self.printer, saved, self.config, gathered).await?;
+            super::fleet_clocks::judge(self.inv, gathered, &locked.stop, self.printer)?;
+            let judged = Instant::now();
+            if fresh.hops.is_empty() {
+                self.printer.out(&plan::summary(&fresh));
+                self.printer
+                    .note("nothing to do: the fleet already matches the plan's target");
+                plan::save(&fresh, self.plan_path)?;
+                return Ok(None);
+            }
+            Ok(Some((fresh, hub_images, judged)))
+        })
         .await?;
         let Some(((fresh, hub_images, judged), gathered)) = rechecked else {
             return Ok(ExitCode::SUCCESS);

@@ -19,6 +19,8 @@ use crate::remote;
 use crate::ssh;
 use crate::ui::Progress;
 
+/// The steps' view of the run: built in one place, from the run
+/// configuration the command resolved once (`commands/run_config.rs`).
 #[derive(Clone)]
 pub struct Settings {
     pub node_timeout: Duration,
