@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::version::TargetVersion;
@@ -332,18 +333,6 @@ pub struct CephArgs {
     pub ceph_recovery_timeout: Duration,
 }
 
-impl CephArgs {
-    pub fn gate(&self) -> crate::pacing::CephGate {
-        crate::pacing::CephGate {
-            enabled: !self.no_ceph_gate,
-            hold_on: self.ceph_hold_on.clone(),
-            timeout: self.ceph_timeout,
-            recovery_timeout: self.ceph_recovery_timeout,
-            ..crate::pacing::CephGate::default()
-        }
-    }
-}
-
 fn parse_ceph_code(s: &str) -> Result<String, String> {
     if !s.is_empty()
         && s.len() <= 64
@@ -358,42 +347,6 @@ fn parse_ceph_code(s: &str) -> Result<String, String> {
     }
 }
 
-impl PaceArgs {
-    /// The pacing of a run; `inventory_window` when --window is not given.
-    pub fn pace(
-        &self,
-        inventory_window: Option<&crate::pacing::Window>,
-    ) -> Result<crate::pacing::Pace, String> {
-        let alert_gate = match &self.alert_gate {
-            Some(url) => {
-                let mut gate = crate::pacing::AlertGate::new(
-                    url,
-                    crate::pacing::Filter {
-                        exclude: self.alert_filter.clone(),
-                        firing_only: self.alert_firing_only,
-                        match_only: false,
-                    },
-                    self.alert_gate_timeout,
-                )?;
-                gate.interval = self.alert_gate_interval;
-                Some(gate)
-            }
-            None => None,
-        };
-        Ok(crate::pacing::Pace {
-            soak: self.soak,
-            // `--window kured`: Kured's, known once its lock is held.
-            window: match &self.window {
-                Some(WindowArg::Given(w)) => Some(w.clone()),
-                Some(WindowArg::Kured) => None,
-                None => inventory_window.cloned(),
-            },
-            alert_gate,
-            ceph: self.ceph.gate(),
-        })
-    }
-}
-
 /// What `--window` names: a window, or Kured's own.
 #[derive(Debug, Clone)]
 pub enum WindowArg {
@@ -402,10 +355,39 @@ pub enum WindowArg {
     Kured,
 }
 
-impl RollArgs {
-    /// `--window kured` (or the older `--kured-window`).
-    pub fn kured_window(&self) -> bool {
-        self.kured_window || matches!(self.pace.window, Some(WindowArg::Kured))
+/// `--workers`: the planner's own type, kept free of clap (tests/layers.rs);
+/// each value's help is what `--help` and the man page list.
+impl ValueEnum for crate::plan::WorkerStrategy {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Jump, Self::EveryHop]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Self::Jump => PossibleValue::new("jump").help(
+                "Control planes take every hop; each worker runs the target's \
+                 `kubeadm upgrade node` and reboots once, after the last control plane",
+            ),
+            Self::EveryHop => PossibleValue::new("every-hop")
+                .help("Every node takes every hop: one reboot per minor"),
+        })
+    }
+}
+
+/// `--on-failure`: the steps' own type, kept free of clap (tests/layers.rs).
+impl ValueEnum for crate::steps::OnFailure {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Stop, Self::Rollback]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Self::Stop => {
+                PossibleValue::new("stop").help("Stop, leaving the node cordoned as it is")
+            }
+            Self::Rollback => PossibleValue::new("rollback")
+                .help("Roll that node back to the image it kept, then stop"),
+        })
     }
 }
 

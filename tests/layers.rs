@@ -832,6 +832,37 @@ fn starts_union(toks: &[(Tok, usize)], i: usize) -> bool {
     )
 }
 
+/// Where clap may be named: the parsing structs (`cli.rs`, `cli/`), the
+/// commands that turn them into a run configuration
+/// (`commands/run_config.rs`), and the binary. Below `commands`, steps and
+/// plan take plain types (issue 39): what the operator typed is resolved
+/// once, above them, and no parser's type travels down.
+const CLAP_FILES: &[&str] = &["cli.rs", "cli/", "commands/", "main.rs"];
+
+#[test]
+fn no_file_below_the_commands_uses_clap() {
+    let mut bad = Vec::new();
+    for file in load_sources() {
+        if CLAP_FILES.iter().any(|allowed| {
+            file.rel == *allowed || (allowed.ends_with('/') && file.rel.starts_with(allowed))
+        }) {
+            continue;
+        }
+        for (tok, line) in tokens(&code_only(&file.text)) {
+            if tok == Tok::Ident("clap".into()) {
+                bad.push(format!("src/{}:{line}", file.rel));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "clap named outside src/cli.rs, src/cli/, src/commands/ and src/main.rs (give the type a \
+         plain definition and its clap conversion, a `ValueEnum` impl or a `value_parser`, in \
+         src/cli.rs):\n  {}",
+        bad.join("\n  ")
+    );
+}
+
 /// The scanner itself: a use tree expands, and literals and comments hide.
 #[test]
 fn the_scanner_reads_use_trees_and_skips_literals() {

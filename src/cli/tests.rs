@@ -34,32 +34,6 @@ fn sizes() {
 }
 
 #[test]
-fn window_kured_names_kureds_window_and_the_old_flag_still_does() {
-    let roll = |args: &[&str]| {
-        let cli = Cli::try_parse_from(args).unwrap();
-        let Command::Apply(a) = cli.command else {
-            panic!("not apply")
-        };
-        a.roll
-    };
-    let r = roll(&["fleetctl", "apply", "--window", "kured"]);
-    assert!(r.kured_window());
-    // Kured's window is read after the lock: none before it, not even
-    // the inventory's.
-    let inventory = crate::pacing::Window::parse("Sat 01:00-05:00").unwrap();
-    assert!(r.pace.pace(Some(&inventory)).unwrap().window.is_none());
-    assert!(roll(&["fleetctl", "apply", "--kured-window"]).kured_window());
-    let r = roll(&["fleetctl", "apply", "--window", "Sat,Sun 01:00-05:00"]);
-    assert!(!r.kured_window());
-    assert!(r.pace.pace(None).unwrap().window.is_some());
-    assert!(!roll(&["fleetctl", "apply"]).kured_window());
-    assert!(
-        Cli::try_parse_from(["fleetctl", "apply", "--window", "kurd"]).is_err(),
-        "a typo is no window"
-    );
-}
-
-#[test]
 fn targets_parse_on_the_command_line() {
     let cli = Cli::try_parse_from(["fleetctl", "plan", "1.37"]).unwrap();
     let Command::Plan(p) = cli.command else {

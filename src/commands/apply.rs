@@ -22,12 +22,12 @@ use crate::gather::Gathered;
 use crate::inventory::Inventory;
 use crate::plan::{self, Plan};
 use crate::planning;
-use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
-use crate::steps::{Interrupted, Rerun, Settings, etcd, render};
+use crate::steps::{Interrupted, Settings, render};
 
 use super::locked::{RunHandles, Script, confirm, recheck_under_lock, run_script, run_under_lock};
+use super::{HopFindings, RunConfig};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -38,14 +38,14 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         .clone()
         .unwrap_or_else(|| plan::default_path(&inv));
     let saved = load(&plan_path)?;
-    plan::refuse_insecure_hub(&inv.hub, args.allow_insecure_hub)?;
-    if args.roll.dry_run {
-        let gathered = super::gather_fleet(&inv, global, printer).await?;
-        let (fresh, hub_images) = replan(&inv, printer, &saved, args, &gathered).await?;
+    let config = RunConfig::apply(global, args, &inv)?;
+    if config.dry_run {
+        let gathered = super::gather_fleet(&inv, &config.reach, printer).await?;
+        let (fresh, hub_images) = replan(&inv, printer, &saved, &config, &gathered).await?;
         if fresh.hops.is_empty() {
             printer.note("nothing to do: the fleet already matches the plan's target");
         } else {
-            let settings = settings(&inv, global, args, &fresh, hub_images, None)?;
+            let settings = config.settings(findings(&fresh, hub_images, None));
             let tasks = script::of_plan(&fresh, &inv, shape(&settings));
             printer.out(&render::render(&tasks, &fresh, &inv, &settings));
             plan::refuse_blocked(&fresh)?;
@@ -53,24 +53,16 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         return Ok(ExitCode::SUCCESS);
     }
 
-    run_under_lock(
-        &inv,
-        global,
-        &args.roll,
-        Rerun::Apply,
-        printer,
-        async |locked| {
-            let run = Run {
-                inv: &inv,
-                global,
-                args,
-                printer,
-                journal: &locked.journal,
-                plan_path: &plan_path,
-            };
-            run.locked(&saved, locked).await
-        },
-    )
+    run_under_lock(&inv, &config, printer, async |locked| {
+        let run = Run {
+            inv: &inv,
+            config: &config,
+            printer,
+            journal: &locked.journal,
+            plan_path: &plan_path,
+        };
+        run.locked(&saved, locked).await
+    })
     .await
 }
 
@@ -94,16 +86,16 @@ async fn replan(
     inv: &Inventory,
     printer: &Printer,
     saved: &Plan,
-    args: &ApplyArgs,
+    config: &RunConfig,
     gathered: &Gathered,
 ) -> anyhow::Result<(Plan, Option<Vec<HubImage>>)> {
-    let ignored = plan::ignored_checks(saved, &args.checks.ignore_check);
+    let ignored = plan::ignored_checks(saved, &config.ignore_checks);
     let (mut fresh, hub_images) = planning::compute(
         inv,
         gathered,
         &saved.requested,
         &ignored,
-        plan::worker_strategy(saved, args.workers),
+        plan::worker_strategy(saved, config.workers),
     )
     .await?;
     if let Some(reason) = plan::keep_saved_patches(saved, &mut fresh) {
@@ -121,8 +113,7 @@ async fn replan(
 /// What the locked part of apply works with.
 struct Run<'a> {
     inv: &'a Inventory,
-    global: &'a Global,
-    args: &'a ApplyArgs,
+    config: &'a RunConfig,
     printer: &'a Printer,
     journal: &'a Arc<Journal>,
     plan_path: &'a PathBuf,
@@ -131,9 +122,10 @@ struct Run<'a> {
 impl Run<'_> {
     /// Everything between taking the lock and giving it back.
     async fn locked(&self, saved: &Plan, locked: &RunHandles) -> anyhow::Result<ExitCode> {
-        let rechecked = recheck_under_lock(self.inv, self.global, self.printer, async |gathered| {
+        let reach = &self.config.reach;
+        let rechecked = recheck_under_lock(self.inv, reach, self.printer, async |gathered| {
             let (fresh, hub_images) =
-                replan(self.inv, self.printer, saved, self.args, gathered).await?;
+                replan(self.inv, self.printer, saved, self.config, gathered).await?;
             super::fleet_clocks::judge(self.inv, gathered, &locked.stop, self.printer)?;
             let judged = Instant::now();
             if fresh.hops.is_empty() {
@@ -161,7 +153,7 @@ impl Run<'_> {
         }
         journal_checks(self.journal, &fresh);
         confirm(
-            self.args.roll.yes,
+            self.config.yes,
             "Apply this plan? Nodes will be drained and rebooted one at a time.",
         )?;
         if locked.stop.requested() {
@@ -171,7 +163,7 @@ impl Run<'_> {
         }
         // Asked at a prompt, the operator may have taken their time: the
         // first hop's checks are only trusted as fresh without one.
-        let judged = self.args.roll.yes.then_some(judged);
+        let judged = self.config.yes.then_some(judged);
         self.hops(fresh, &gathered, hub_images, judged, locked)
             .await
     }
@@ -184,14 +176,9 @@ impl Run<'_> {
         checks_judged: Option<Instant>,
         locked: &RunHandles,
     ) -> anyhow::Result<ExitCode> {
-        let settings = settings(
-            self.inv,
-            self.global,
-            self.args,
-            &fresh,
-            hub_images,
-            checks_judged,
-        )?;
+        let settings = self
+            .config
+            .settings(findings(&fresh, hub_images, checks_judged));
         let tasks = script::of_plan(&fresh, self.inv, shape(&settings));
         let total = fresh.steps().count() as u64;
         plan::save(&fresh, self.plan_path)?;
@@ -206,7 +193,7 @@ impl Run<'_> {
         };
         run_script(
             self.inv,
-            self.global,
+            &self.config.reach,
             self.printer,
             locked,
             gathered,
@@ -216,37 +203,17 @@ impl Run<'_> {
     }
 }
 
-/// What the run works with beyond the plan, for the run and its dry run alike.
-fn settings(
-    inv: &Inventory,
-    global: &Global,
-    args: &ApplyArgs,
+/// What the re-check found that the steps judge with.
+fn findings(
     fresh: &Plan,
     hub_images: Option<Vec<HubImage>>,
     checks_judged: Option<Instant>,
-) -> anyhow::Result<Settings> {
-    let targets = ssh::resolve_all(inv)
-        .map_err(|e| usage!("{e:#}"))?
-        .into_iter()
-        .map(|t| (t.node.clone(), t))
-        .collect();
-    Ok(Settings {
-        node_timeout: args.roll.node_timeout,
-        drain_timeout: args.roll.drain_timeout,
-        ssh: super::ssh_options(inv, global),
-        targets,
-        parallel: global.parallel.into(),
-        max_unavailable: args.roll.max_unavailable,
+) -> HopFindings {
+    HopFindings {
         ignored_checks: fresh.ignored_checks.clone(),
         hub_images,
-        etcd_backups: (!args.skip_etcd_snapshot).then(|| etcd::backups_dir(&inv.state_dir())),
-        etcd_snapshot_max: args.etcd_snapshot_max,
         checks_judged,
-        pace: super::pacing(inv, &args.roll)?,
-        on_failure: args.on_failure,
-        rerun: Rerun::Apply,
-        kured_gates: !args.roll.no_kured_gates,
-    })
+    }
 }
 
 /// What shapes the script beyond the plan.

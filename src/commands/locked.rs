@@ -19,7 +19,6 @@ use std::time::Duration;
 use anyhow::Context;
 use futures_util::FutureExt;
 
-use crate::cli::{Global, RollArgs};
 use crate::gather::{self, Gathered};
 use crate::inventory::Inventory;
 use crate::plan::Plan;
@@ -32,7 +31,9 @@ use crate::ui::{Printer, Progress};
 use crate::usage;
 
 use crate::steps::kured_gates::{KuredTakeover, takeover};
-use crate::steps::lock::{LockKeeper, TakeRequest, WorkOutcome, run_within_lease, take_lock};
+use crate::steps::lock::{LockKeeper, WorkOutcome, run_within_lease, take_lock};
+
+use super::{Reach, RunConfig};
 
 /// What the work under the lock has at hand: the run's stop (Ctrl-C, a lost
 /// lock), the second Ctrl-C that ends it at once, and its journal. (The
@@ -49,7 +50,7 @@ pub struct RunHandles {
 /// anything changes; `--no-kured-gates` drops them, loudly.
 fn kured_gates(
     keeper: &LockKeeper,
-    roll: &RollArgs,
+    config: &RunConfig,
     printer: &Printer,
     journal: &Journal,
 ) -> anyhow::Result<Option<KuredTakeover>> {
@@ -58,10 +59,10 @@ fn kured_gates(
         lock.kured_daemonset(),
         lock.kured_argv(),
         lock.kured_env(),
-        roll.pace.alert_gate_timeout,
+        config.alert_gate_timeout,
     )?
     else {
-        if roll.kured_window() && lock.kured_daemonset().is_none() {
+        if config.kured_window && lock.kured_daemonset().is_none() {
             anyhow::bail!(
                 "--window kured: the lock fleetctl holds is not Kured's (no Kured was found), so \
                  there is no Kured reboot window to hold to; pass --window 'DAYS START-END [ZONE]'"
@@ -70,7 +71,7 @@ fn kured_gates(
         return Ok(None);
     };
     let lines = taken.describe();
-    if roll.no_kured_gates {
+    if !config.kured_gates {
         let text = format!(
             "--no-kured-gates: Kured's own gates on daemonset {} are NOT checked while fleetctl \
              holds its lock; nodes reboot whatever they say: {}",
@@ -82,7 +83,7 @@ fn kured_gates(
         return Ok(None);
     }
     let mut taken = taken;
-    if roll.kured_window() {
+    if config.kured_window {
         let text = taken.gates.window_text();
         let window = crate::pacing::Window::parse(&text).map_err(|e| {
             anyhow::anyhow!(
@@ -105,37 +106,22 @@ fn kured_gates(
     Ok(Some(taken))
 }
 
-/// The request to take the lock: what the operator asked on the command
-/// line, else in the inventory.
-fn take_request(inv: &Inventory, roll: &RollArgs, rerun: Rerun) -> TakeRequest {
-    TakeRequest {
-        rerun,
-        kured: roll.kured.clone().or_else(|| inv.kured.clone()),
-        force_unlock: roll.force_unlock,
-        yes: roll.yes,
-        node_timeout: roll.node_timeout,
-        drain_timeout: roll.drain_timeout,
-    }
-}
-
 /// Runs `work` under the lock: refused outside the maintenance window, with
 /// the signal handler installed before the lock is taken and the journal
 /// open, and the lock given back on every path, a panic included; then the
 /// journal is checked.
 pub async fn run_under_lock(
     inv: &Inventory,
-    global: &Global,
-    roll: &RollArgs,
-    rerun: Rerun,
+    config: &RunConfig,
     printer: &Printer,
     work: impl AsyncFnOnce(&RunHandles) -> anyhow::Result<ExitCode>,
 ) -> anyhow::Result<ExitCode> {
-    super::refuse_outside_window(&super::pacing(inv, roll)?, roll, rerun)?;
+    config.refuse_outside_window()?;
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
     let journal = open_journal(inv, printer)?;
-    if roll.pace.ceph.no_ceph_gate {
+    if !config.pace.ceph.enabled {
         let text = "--no-ceph-gate: the Ceph gate is OFF. Nodes will be drained and rebooted \
                     whatever Ceph says, even while placement groups are degraded or inactive: \
                     data may become unavailable";
@@ -149,10 +135,10 @@ pub async fn run_under_lock(
              nothing more is started"
         ))
     });
-    let request = take_request(inv, roll, rerun);
-    let opts = super::ssh_options(inv, global);
+    let request = config.take_request();
+    let opts = config.reach.ssh.clone();
     let keeper = take_lock(inv, opts, &request, &journal, printer, &stop).await?;
-    let kured = match kured_gates(&keeper, roll, printer, &journal) {
+    let kured = match kured_gates(&keeper, config, printer, &journal) {
         Ok(k) => k,
         Err(e) => {
             keeper.release(printer).await;
@@ -187,11 +173,11 @@ pub async fn run_under_lock(
 /// sessions the run uses.
 pub async fn recheck_under_lock<T>(
     inv: &Inventory,
-    global: &Global,
+    reach: &Reach,
     printer: &Printer,
     decide_again: impl AsyncFnOnce(&Gathered) -> anyhow::Result<Option<T>>,
 ) -> anyhow::Result<Option<(T, Gathered)>> {
-    let gathered = super::gather_fleet(inv, global, printer).await?;
+    let gathered = super::gather_fleet(inv, reach, printer).await?;
     Ok(decide_again(&gathered).await?.map(|work| (work, gathered)))
 }
 
@@ -218,7 +204,7 @@ pub struct Script {
 /// to stop at once).
 pub async fn run_script(
     inv: &Inventory,
-    global: &Global,
+    reach: &Reach,
     printer: &Printer,
     locked: &RunHandles,
     gathered: &Gathered,
@@ -278,7 +264,7 @@ pub async fn run_script(
             if !at_once {
                 report.insert_str(
                     0,
-                    &format!("the fleet now:\n{}\n", fleet_now(inv, global).await),
+                    &format!("the fleet now:\n{}\n", fleet_now(inv, reach).await),
                 );
             }
             printer.note(&report);
@@ -331,13 +317,13 @@ pub fn failure_report(ledger: &Ledger, e: &anyhow::Error, journal: &Path, rerun:
 
 /// Each node's real state after a failure, read again (briefly: a node that
 /// is down shows as unreachable rather than holding the report up).
-pub async fn fleet_now(inv: &Inventory, global: &Global) -> String {
-    let mut opts = super::ssh_options(inv, global);
+pub async fn fleet_now(inv: &Inventory, reach: &Reach) -> String {
+    let mut opts = reach.ssh.clone();
     opts.connect_timeout = opts.connect_timeout.min(Duration::from_secs(5));
     opts.command_timeout = Duration::from_secs(30);
     // Part of a failure report: no bar, the report is what matters.
     let quiet = crate::ui::Progress::hidden();
-    match gather::gather(inv, &opts, global.parallel.into(), &quiet).await {
+    match gather::gather(inv, &opts, reach.parallel, &quiet).await {
         Ok(g) => status::render_table(&status::report(&g)),
         Err(e) => format!("(could not read it again: {e:#})"),
     }

@@ -6,6 +6,7 @@ mod locked;
 mod plan;
 mod reboot;
 mod rollback;
+mod run_config;
 mod status;
 
 use std::io::Write;
@@ -18,9 +19,9 @@ use clap::CommandFactory;
 use crate::cli::{Cli, Command, Global};
 use crate::gather;
 use crate::inventory::{self, Inventory};
-use crate::ssh;
-use crate::steps::Rerun;
 use crate::ui::Printer;
+
+use run_config::{HopFindings, Reach, RunConfig};
 
 pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -94,27 +95,19 @@ fn add_pages(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> anyhow::
     Ok(())
 }
 
-/// SSH settings: the inventory's known_hosts policy, the operator's timeouts.
-pub fn ssh_options(inv: &Inventory, global: &Global) -> ssh::Options {
-    let mut opts = ssh::Options::from_inventory(inv);
-    opts.connect_timeout = global.connect_timeout;
-    opts
-}
-
 /// Facts from every node of the inventory, with the transport's warnings
 /// (host key recorded, checking off) shown to the operator.
 pub async fn gather_fleet(
     inv: &Inventory,
-    global: &Global,
+    reach: &Reach,
     printer: &Printer,
 ) -> anyhow::Result<gather::Gathered> {
-    let opts = ssh_options(inv, global);
     let progress = crate::ui::Progress::nodes(
         printer.interactive,
         "gathering facts",
         inv.nodes.len() as u64,
     );
-    let gathered = gather::gather(inv, &opts, global.parallel.into(), &progress).await?;
+    let gathered = gather::gather(inv, &reach.ssh, reach.parallel, &progress).await?;
     for w in &gathered.warnings {
         printer.warn(w);
     }
@@ -147,71 +140,6 @@ pub fn load_inventory(global: &Global) -> anyhow::Result<Inventory> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("inventory.yaml"));
     inventory::load(&path)
-}
-
-/// The run's pacing (`--soak`, `--window`, `--alert-gate`); a bad flag is
-/// exit 2, before anything is touched.
-pub fn pacing(inv: &Inventory, roll: &crate::cli::RollArgs) -> anyhow::Result<crate::pacing::Pace> {
-    if roll.kured_window() && roll.no_kured_gates {
-        return Err(crate::usage!(
-            "--window kured holds each node to Kured's reboot window, one of the Kured gates \
-             --no-kured-gates turns off: pass one of them, or a --window of your own"
-        ));
-    }
-    roll.pace
-        .pace(inv.window.as_ref())
-        .map_err(|e| crate::usage!("{e}"))
-}
-
-/// A run started outside its maintenance window, or too late in it for one
-/// node, stops before the lock is taken (exit 75).
-pub fn refuse_outside_window(
-    pace: &crate::pacing::Pace,
-    roll: &crate::cli::RollArgs,
-    rerun: Rerun,
-) -> anyhow::Result<()> {
-    match &pace.window {
-        Some(window) => crate::steps::hold::in_window(
-            window,
-            "the run",
-            roll.drain_timeout + roll.node_timeout,
-            rerun,
-        ),
-        None => Ok(()),
-    }
-}
-
-/// What taking nodes down without an upgrade hop works with (`reboot`,
-/// `rollback`), for the run and its dry run alike: no checks, hub or etcd
-/// snapshot.
-fn roll_settings(
-    inv: &Inventory,
-    global: &Global,
-    roll: &crate::cli::RollArgs,
-    rerun: Rerun,
-) -> anyhow::Result<crate::steps::Settings> {
-    let targets = ssh::resolve_all(inv)
-        .map_err(|e| crate::usage!("{e:#}"))?
-        .into_iter()
-        .map(|t| (t.node.clone(), t))
-        .collect();
-    Ok(crate::steps::Settings {
-        node_timeout: roll.node_timeout,
-        drain_timeout: roll.drain_timeout,
-        ssh: ssh_options(inv, global),
-        targets,
-        parallel: global.parallel.into(),
-        max_unavailable: roll.max_unavailable,
-        ignored_checks: Vec::new(),
-        hub_images: None,
-        etcd_backups: None,
-        etcd_snapshot_max: 0,
-        checks_judged: None,
-        pace: pacing(inv, roll)?,
-        on_failure: crate::steps::OnFailure::Stop,
-        rerun,
-        kured_gates: !roll.no_kured_gates,
-    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ pub async fn run(global: &Global, args: &PlanArgs, printer: &Printer) -> anyhow:
         .target
         .clone()
         .unwrap_or(TargetVersion::Minor(inv.kubernetes_version));
-    let gathered = super::gather_fleet(&inv, global, printer).await?;
+    let reach = super::Reach::new(global, &inv);
+    let gathered = super::gather_fleet(&inv, &reach, printer).await?;
     let (plan, _) = planning::compute(
         &inv,
         &gathered,

@@ -10,12 +10,13 @@ use std::process::ExitCode;
 use crate::cli::{Global, RebootArgs};
 use crate::plan::{self, Reboot};
 use crate::planning;
-use crate::steps::{Rerun, render, script};
+use crate::steps::{render, script};
 use crate::ui::Printer;
 use crate::usage;
 use crate::version::Minor;
 
 use super::locked::{Script, confirm, recheck_under_lock, run_script, run_under_lock};
+use super::{HopFindings, RunConfig};
 
 pub async fn run(
     global: &Global,
@@ -23,20 +24,21 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
+    let config = RunConfig::reboot(global, args, &inv)?;
     let (chosen, order, state) = {
         // What to ask the operator about; looked at again under the lock.
-        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let gathered = super::gather_fleet(&inv, &config.reach, printer).await?;
         let state = planning::fleet_state(&inv, &gathered, "rebooting")?;
         let chosen = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
-        let order = plan::reboot_batches(&inv, &chosen, args.roll.max_unavailable);
+        let order = plan::reboot_batches(&inv, &chosen, config.max_unavailable);
         (chosen, order, state)
     };
     if chosen.is_empty() {
         printer.note("nothing to reboot: no node has a staged update or /run/reboot-required");
         return Ok(ExitCode::SUCCESS);
     }
-    if args.roll.dry_run {
-        let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?;
+    if config.dry_run {
+        let settings = config.settings(HopFindings::default());
         let tasks = script::of_reboots(&order);
         printer.out(&render::render(
             &tasks,
@@ -48,45 +50,38 @@ pub async fn run(
     }
     printer.out(&describe(&chosen, &order));
     confirm(
-        args.roll.yes,
+        config.yes,
         "Reboot these nodes? They will be drained and rebooted, control planes one at a time.",
     )?;
 
-    run_under_lock(
-        &inv,
-        global,
-        &args.roll,
-        Rerun::Reboot,
-        printer,
-        async |locked| {
-            // The reboots still due, of those the operator confirmed.
-            let rechecked = recheck_under_lock(&inv, global, printer, async |gathered| {
-                let state = planning::fleet_state(&inv, gathered, "rebooting")?;
-                let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
-                let chosen = still_confirmed(&chosen, fresh, printer)?;
-                if chosen.is_empty() {
-                    printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
-                    return Ok(None);
-                }
-                Ok(Some((chosen, state)))
-            })
-            .await?;
-            let Some(((chosen, state), gathered)) = rechecked else {
-                return Ok(ExitCode::SUCCESS);
-            };
-            let order = plan::reboot_batches(&inv, &chosen, args.roll.max_unavailable);
-            let script = Script {
-                tasks: script::of_reboots(&order),
-                plan: plan::fixed_plan(&inv, &state, Vec::new()),
-                plan_path: None,
-                settings: super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?,
-                total: chosen.len() as u64,
-                done: format!("{} nodes rebooted", chosen.len()),
-                offline: false,
-            };
-            run_script(&inv, global, printer, locked, &gathered, script).await
-        },
-    )
+    run_under_lock(&inv, &config, printer, async |locked| {
+        // The reboots still due, of those the operator confirmed.
+        let rechecked = recheck_under_lock(&inv, &config.reach, printer, async |gathered| {
+            let state = planning::fleet_state(&inv, gathered, "rebooting")?;
+            let fresh = plan::reboots(&state, &args.nodes).map_err(|e| usage!("{e}"))?;
+            let chosen = still_confirmed(&chosen, fresh, printer)?;
+            if chosen.is_empty() {
+                printer.note("nothing to reboot any more: the nodes were rebooted meanwhile");
+                return Ok(None);
+            }
+            Ok(Some((chosen, state)))
+        })
+        .await?;
+        let Some(((chosen, state), gathered)) = rechecked else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let order = plan::reboot_batches(&inv, &chosen, config.max_unavailable);
+        let script = Script {
+            tasks: script::of_reboots(&order),
+            plan: plan::fixed_plan(&inv, &state, Vec::new()),
+            plan_path: None,
+            settings: config.settings(HopFindings::default()),
+            total: chosen.len() as u64,
+            done: format!("{} nodes rebooted", chosen.len()),
+            offline: false,
+        };
+        run_script(&inv, &config.reach, printer, locked, &gathered, script).await
+    })
     .await
 }
 

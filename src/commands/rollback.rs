@@ -12,11 +12,12 @@ use crate::cli::{Global, RollbackArgs};
 use crate::inventory::Role;
 use crate::plan::{self, Rollback};
 use crate::planning;
-use crate::steps::{Rerun, render, script};
+use crate::steps::{render, script};
 use crate::ui::Printer;
 use crate::usage;
 
 use super::locked::{Script, confirm, recheck_under_lock, run_script, run_under_lock};
+use super::{HopFindings, RunConfig};
 
 mod without_api;
 
@@ -26,19 +27,20 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
+    let config = RunConfig::rollback(global, args, &inv)?;
     let (chosen, state) = {
         // What to ask the operator about; decided again under the lock.
-        let gathered = super::gather_fleet(&inv, global, printer).await?;
+        let gathered = super::gather_fleet(&inv, &config.reach, printer).await?;
         if let Err(api) = &gathered.cluster {
             // No API through any control plane: no lock, no drain; only
             // a control plane whose own API server is down can go back.
-            return without_api::run(&inv, global, args, printer, &gathered, api).await;
+            return without_api::run(&inv, &config, &args.nodes, printer, &gathered, api).await;
         }
         let state = planning::fleet_state(&inv, &gathered, "rolling back")?;
         (decide(&state, &args.nodes)?, state)
     };
-    let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Rollback)?;
-    if args.roll.dry_run {
+    let settings = config.settings(HopFindings::default());
+    if config.dry_run {
         let plan = plan::fixed_plan(
             &inv,
             &state,
@@ -50,63 +52,55 @@ pub async fn run(
     }
     printer.out(&describe(&chosen));
     confirm(
-        args.roll.yes,
+        config.yes,
         "Roll these nodes back? Each is drained and rebooted, one at a time.",
     )?;
 
-    run_under_lock(
-        &inv,
-        global,
-        &args.roll,
-        Rerun::Rollback,
-        printer,
-        async |locked| {
-            // The operator said yes to exactly these images.
-            let rechecked = recheck_under_lock(&inv, global, printer, async |gathered| {
-                let state = planning::fleet_state(&inv, gathered, "rolling back")?;
-                let fresh = decide(&state, &args.nodes)?;
-                if fresh != chosen {
-                    anyhow::bail!(
-                        "the fleet changed between the confirmation and taking the lock: {}. \
+    run_under_lock(&inv, &config, printer, async |locked| {
+        // The operator said yes to exactly these images.
+        let rechecked = recheck_under_lock(&inv, &config.reach, printer, async |gathered| {
+            let state = planning::fleet_state(&inv, gathered, "rolling back")?;
+            let fresh = decide(&state, &args.nodes)?;
+            if fresh != chosen {
+                anyhow::bail!(
+                    "the fleet changed between the confirmation and taking the lock: {}. \
                      Nothing was rolled back; run `fleetctl rollback` again to see and confirm \
                      what it does now",
-                        describe(&fresh).trim_end().replace('\n', "; ")
-                    );
-                }
-                Ok(Some((fresh, state)))
-            })
-            .await?;
-            // decide refuses an empty rollback, so the re-check always goes on.
-            let Some(((fresh, state), gathered)) = rechecked else {
-                return Ok(ExitCode::SUCCESS);
-            };
-            let plan =
-                plan::fixed_plan(&inv, &state, fresh.iter().map(plan::rollback_hop).collect());
-            let tasks = script::of_rollbacks(&plan);
-            for r in &fresh {
-                locked
-                    .journal
-                    .event("rollback", Some(&r.node), &r.from_to());
+                    describe(&fresh).trim_end().replace('\n', "; ")
+                );
             }
-            let script = Script {
-                tasks,
-                plan,
-                plan_path: None,
-                settings,
-                total: fresh.len() as u64,
-                done: format!(
-                    "{} rolled back",
-                    fresh
-                        .iter()
-                        .map(|r| format!("{} to {}", r.node, r.to_text()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                offline: false,
-            };
-            run_script(&inv, global, printer, locked, &gathered, script).await
-        },
-    )
+            Ok(Some((fresh, state)))
+        })
+        .await?;
+        // decide refuses an empty rollback, so the re-check always goes on.
+        let Some(((fresh, state), gathered)) = rechecked else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let plan = plan::fixed_plan(&inv, &state, fresh.iter().map(plan::rollback_hop).collect());
+        let tasks = script::of_rollbacks(&plan);
+        for r in &fresh {
+            locked
+                .journal
+                .event("rollback", Some(&r.node), &r.from_to());
+        }
+        let script = Script {
+            tasks,
+            plan,
+            plan_path: None,
+            settings,
+            total: fresh.len() as u64,
+            done: format!(
+                "{} rolled back",
+                fresh
+                    .iter()
+                    .map(|r| format!("{} to {}", r.node, r.to_text()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            offline: false,
+        };
+        run_script(&inv, &config.reach, printer, locked, &gathered, script).await
+    })
     .await
 }
 

@@ -12,7 +12,8 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let inv = super::load_inventory(global)?;
-    let gathered = super::gather_fleet(&inv, global, printer).await?;
+    let reach = super::Reach::new(global, &inv);
+    let gathered = super::gather_fleet(&inv, &reach, printer).await?;
     let mut report = status::report(&gathered);
     // Rook-Ceph's health, read as the Ceph gate reads it; nothing when the
     // cluster has none, no control plane answered or the API could not be

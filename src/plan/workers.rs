@@ -39,7 +39,8 @@ use super::state::FleetState;
 pub(super) const KUBELET_MAX_BEHIND: u64 = 3;
 
 /// How workers take a plan of several hops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+/// On the command line as `--workers` (its clap conversion: `crate::cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkerStrategy {
     /// Control planes take every hop; each worker runs the target's

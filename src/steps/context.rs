@@ -19,6 +19,8 @@ use crate::remote;
 use crate::ssh;
 use crate::ui::Progress;
 
+/// The steps' view of the run: built in one place, from the run
+/// configuration the command resolved once (`commands/run_config.rs`).
 #[derive(Clone)]
 pub struct Settings {
     pub node_timeout: Duration,
@@ -55,8 +57,9 @@ pub struct Settings {
 }
 
 /// What apply does when a node comes back from its reboot but not up on
-/// its new kubelet (`--on-failure`; the rollback is `super::on_failure`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// its new kubelet (`--on-failure`, whose clap conversion is `crate::cli`'s;
+/// the rollback is `super::on_failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnFailure {
     /// Stop, leaving the node cordoned as it is.
     #[default]

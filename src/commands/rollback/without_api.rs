@@ -22,53 +22,49 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::cli::{Global, RollbackArgs};
 use crate::gather::Gathered;
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Rollback};
 use crate::steps::on_failure::{self, OFFLINE};
-use crate::steps::{Rerun, Stop, render, script};
+use crate::steps::{Stop, render, script};
 use crate::ui::Printer;
 use crate::usage;
 
 use super::super::locked::{
     RunHandles, Script, confirm, open_journal, run_script, spawn_interrupt_handler,
 };
+use super::super::{HopFindings, RunConfig};
 
-/// Rolls back the one control plane named in `args` without the API, which
+/// Rolls back the one control plane in `nodes` without the API, which
 /// answered through no control plane while gathering (`api`); refuses
 /// anything else (exit 2), touching nothing.
 pub async fn run(
     inv: &Inventory,
-    global: &Global,
-    args: &RollbackArgs,
+    config: &RunConfig,
+    nodes: &[String],
     printer: &Printer,
     gathered: &Gathered,
     api: &anyhow::Error,
 ) -> anyhow::Result<ExitCode> {
-    let (rollback, state) = decide(inv, gathered, &args.nodes, api).await?;
-    let settings = super::super::roll_settings(inv, global, &args.roll, Rerun::Rollback)?;
+    let (rollback, state) = decide(inv, gathered, nodes, api).await?;
+    let settings = config.settings(HopFindings::default());
     let plan = plan::fixed_plan(inv, &state, vec![plan::rollback_hop(&rollback)]);
     let tasks = script::of_rollbacks(&plan);
     let text = describe(&rollback, api);
-    if args.roll.dry_run {
+    if config.dry_run {
         printer.out(&text);
         printer.out(&render::render(&tasks, &plan, inv, &settings));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&text);
     confirm(
-        args.roll.yes,
+        config.yes,
         &format!(
             "Roll {} back WITHOUT the API server: no lock, no drain?",
             rollback.node
         ),
     )?;
-    super::super::refuse_outside_window(
-        &super::super::pacing(inv, &args.roll)?,
-        &args.roll,
-        Rerun::Rollback,
-    )?;
+    config.refuse_outside_window()?;
     let stop = Stop::default();
     let second = Arc::new(tokio::sync::Notify::new());
     spawn_interrupt_handler(stop.clone(), second.clone(), printer.clone())?;
@@ -95,7 +91,7 @@ pub async fn run(
         ),
         offline: true,
     };
-    let result = run_script(inv, global, printer, &locked, gathered, script).await;
+    let result = run_script(inv, &config.reach, printer, &locked, gathered, script).await;
     if let Err(e) = locked.journal.check() {
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
