@@ -140,7 +140,9 @@ impl RunConfig {
                  --no-kured-gates turns off: pass one of them, or a --window of your own"
             ));
         }
-        let pace = pace(&roll.pace, inv.window.as_ref()).map_err(|e| usage!("{e}"))?;
+        // Kured's window replaces the inventory's, whichever flag names it.
+        let inventory_window = inv.window.as_ref().filter(|_| !kured_window);
+        let pace = pace(&roll.pace, inventory_window).map_err(|e| usage!("{e}"))?;
         // Resolving touches no node: what fails is the operator's
         // configuration (no user to log in as, a bad ~/.ssh/config).
         let targets = ssh::resolve_all(inv)

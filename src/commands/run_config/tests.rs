@@ -57,7 +57,8 @@ fn window_kured_names_kureds_window_and_the_old_flag_still_does() {
     // the inventory's.
     assert!(c.pace.window.is_none());
     assert!(c.refuse_outside_window().is_ok());
-    let c = config(&["reboot", "--kured-window"], &inventory("")).unwrap();
+    // The old flag means the same, the inventory's window set aside too.
+    let c = config(&["reboot", "--kured-window"], &inv).unwrap();
     assert!(c.kured_window && c.pace.window.is_none());
     let c = config(&["apply", "--window", "Sat,Sun 01:00-05:00"], &inv).unwrap();
     assert!(!c.kured_window);

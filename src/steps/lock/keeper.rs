@@ -22,7 +22,7 @@ use crate::ui::Printer;
 use crate::usage;
 
 /// A request to take the lock: what the operator asked about it, as plain
-/// values (`commands/locked.rs` builds it from the command line and the
+/// values (`commands/run_config.rs` builds it from the command line and the
 /// inventory).
 pub struct TakeRequest {
     /// `--kured`, else the inventory's `kured:`; `None`: find Kured.
