@@ -54,3 +54,58 @@ esac"#,
             .is_some_and(|c| c.contains("ClusterConfiguration"))
     );
 }
+
+/// The Ceph gate's first read, with a kubectl that answers as the real one
+/// does for each way of naming CephClusters; `v1_served`: the API server
+/// serves ceph.rook.io/v1. Returns what the script printed, parsed, and
+/// every kubectl command line it ran.
+fn ceph_discovery(v1_served: bool, cluster_health: &str) -> (super::ceph::Discovery, String) {
+    let fake = FakeRoot::new();
+    fake.file("/run/.keep", "");
+    let log = fake.root().join("kubectl.log");
+    let list = format!(
+        r#"{{"kind":"List","items":[{{"metadata":{{"namespace":"rook-ceph","name":"rook-ceph"}},"status":{{"ceph":{{"health":"{cluster_health}","lastChecked":"2026-12-07T10:00:00Z"}}}}}}]}}"#
+    );
+    fake.tool(
+        "kubectl",
+        &format!(
+            r#"echo "$*" >>{log}
+case "$*" in
+*"get pods --all-namespaces -l app=rook-ceph-tools -o json"*) echo '{{"kind":"List","items":[]}}' ;;
+*"get cephclusters.v1.ceph.rook.io "*)
+  if {v1_served}; then echo '{list}'; else echo 'error: the server doesn'"'"'t have a resource type "cephclusters"' >&2; exit 1; fi ;;
+*"get cephclusters.ceph.rook.io "*) echo '{list}' ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac"#,
+            log = log.display(),
+        ),
+    );
+    let discovery =
+        super::ceph::read_discovery(&fake.run(crate::remote::rook::DISCOVER_SCRIPT)).unwrap();
+    (discovery, std::fs::read_to_string(&log).unwrap())
+}
+
+/// Issue 40: CephClusters are named with their version, which kubectl
+/// finds in its discovery cache, and never by group alone, which drops that
+/// cache on every gate (`remote/ceph.sh`).
+#[test]
+fn ceph_clusters_are_listed_by_version_and_group_without_a_second_try() {
+    let (discovery, ran) = ceph_discovery(true, "HEALTH_WARN");
+    let clusters = discovery.clusters.unwrap();
+    assert_eq!(clusters.len(), 1, "{clusters:?}");
+    assert_eq!(clusters[0].name, "rook-ceph/rook-ceph");
+    assert_eq!(clusters[0].health.as_ref().unwrap().status, "HEALTH_WARN");
+    assert!(ran.contains("get cephclusters.v1.ceph.rook.io "), "{ran}");
+    assert!(!ran.contains("get cephclusters.ceph.rook.io "), "{ran}");
+}
+
+/// A server without ceph.rook.io/v1 is asked again by group alone, so a
+/// CephCluster of another version is still judged, not taken for no Ceph.
+#[test]
+fn ceph_clusters_of_another_version_are_still_found() {
+    let (discovery, ran) = ceph_discovery(false, "HEALTH_ERR");
+    let clusters = discovery.clusters.unwrap();
+    assert_eq!(clusters.len(), 1, "{clusters:?}");
+    assert_eq!(clusters[0].health.as_ref().unwrap().status, "HEALTH_ERR");
+    assert!(ran.contains("get cephclusters.ceph.rook.io "), "{ran}");
+}

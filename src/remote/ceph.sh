@@ -5,10 +5,38 @@
 # crate::checks::ceph::read_discovery.
 
 fleetctl_kubectl="kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s"
+# Every CephCluster, named as resource.version.group. kubectl reads a name
+# with two dots or more as resource.version.group first (cli-runtime's
+# resource.Builder.mappingFor, via apimachinery's schema.ParseResourceArg):
+# `cephclusters.ceph.rook.io` would be version "ceph" of group "rook.io",
+# which no server has, and client-go's DeferredDiscoveryRESTMapper.KindFor
+# answers a miss from its disk cache by dropping the cache and reading
+# every API group again (issue 40: half a second of each gate, and every
+# kubectl after it starts from no cache). Rook serves CephCluster as
+# ceph.rook.io/v1 (deploy/examples/crds.yaml), so that name hits the cache.
+# Only a server without v1 (no Rook, or a Rook that dropped v1) is asked
+# again by group alone, as before, so a CephCluster of another version
+# would still be judged, never taken for no Ceph.
+fleetctl_clusters() {
+	if $fleetctl_timeout $fleetctl_kubectl get cephclusters.v1.ceph.rook.io --all-namespaces -o json \
+		>"$fleetctl_dir/clusters" 2>"$fleetctl_dir/clusters.err"; then
+		cat "$fleetctl_dir/clusters"
+		return 0
+	fi
+	fleetctl_clusters_rc=$?
+	if grep -q "have a resource type" "$fleetctl_dir/clusters.err"; then
+		$fleetctl_timeout $fleetctl_kubectl get cephclusters.ceph.rook.io --all-namespaces -o json
+		return
+	fi
+	cat "$fleetctl_dir/clusters"
+	cat "$fleetctl_dir/clusters.err" >&2
+	return "$fleetctl_clusters_rc"
+}
+
 printf "@@fleetctl:ceph 1@@\n"
 fleetctl_dir=$(mktemp -d /run/fleetctl-ceph.XXXXXX) || exit 1
 probe toolbox $fleetctl_timeout $fleetctl_kubectl get pods --all-namespaces -l app=rook-ceph-tools -o json >"$fleetctl_dir/toolbox" &
-probe clusters $fleetctl_timeout $fleetctl_kubectl get cephclusters.ceph.rook.io --all-namespaces -o json
+probe clusters fleetctl_clusters
 probe clock date -u +%s
 wait
 cat "$fleetctl_dir/toolbox"

@@ -16,6 +16,7 @@ fn scripts_are_valid_posix_sh() {
         ("cluster", CLUSTER_SCRIPT),
         ("checks", CHECKS_SCRIPT),
         ("gates", GATES_SCRIPT),
+        ("ceph discovery", rook::DISCOVER_SCRIPT),
     ] {
         let out = Command::new("sh")
             .args(["-n", "-c", script])

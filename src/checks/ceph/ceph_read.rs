@@ -1,7 +1,8 @@
 //! What the Ceph gate reads, parsed from the real tools' JSON, every read
 //! bounded (the cluster is not trusted: a status may be huge or hostile):
 //!
-//! - `kubectl get cephclusters.ceph.rook.io -A -o json`: each item's
+//! - `kubectl get cephclusters.v1.ceph.rook.io -A -o json` (by group alone
+//!   where v1 is not served: `remote/ceph.sh`): each item's
 //!   `.status.ceph` as Rook writes it (rook `pkg/apis/ceph.rook.io/v1/
 //!   types.go`, `CephStatus`: `health`, `details` code → `severity` and
 //!   `message`, `lastChecked` in RFC 3339);
