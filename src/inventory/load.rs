@@ -37,29 +37,28 @@ pub fn load(path: &Path) -> anyhow::Result<Inventory> {
             path.display()
         )
     })?;
-    let (inventory, key_files) = parse_any(&text, path, home().as_deref())?;
+    let ansible_inventory = ansible::ansible_inventory();
+    let (inventory, key_files) =
+        parse_any(&text, path, home().as_deref(), ansible_inventory.as_deref())?;
     check_key_files(&key_files)?;
     Ok(inventory)
 }
 
 /// `text` read as fleetctl's own inventory or, by its shape, as an Ansible
 /// inventory (`super::ansible`), with the key files it names.
+/// `ansible_inventory`: the program that resolves what only Ansible can
+/// (`None`: such an inventory is refused, saying how to resolve it).
 fn parse_any(
     text: &str,
     path: &Path,
     home: Option<&Path>,
+    ansible_inventory: Option<&Path>,
 ) -> anyhow::Result<(Inventory, Vec<KeyFile>)> {
     match ansible::kind(text) {
         ansible::InventoryKind::Fleetctl => parse_located(text, path, home),
         kind => {
-            let (inventory, keys) = ansible::load(
-                text,
-                path,
-                kind,
-                home,
-                ansible::ansible_inventory().as_deref(),
-            )
-            .map_err(|e| usage!("{e}"))?;
+            let (inventory, keys) = ansible::load(text, path, kind, home, ansible_inventory)
+                .map_err(|e| usage!("{e}"))?;
             let keys = keys
                 .into_iter()
                 .map(|(path, origin)| KeyFile { origin, path })
@@ -72,7 +71,9 @@ fn parse_any(
 /// Parses and validates inventory `text` as if read from `path` (which names
 /// it in messages and anchors relative paths). Does not touch the file system.
 pub fn parse(text: &str, path: &Path) -> anyhow::Result<Inventory> {
-    parse_any(text, path, home().as_deref()).map(|(inventory, _)| inventory)
+    // Runs nothing either: an inventory only Ansible can read is refused
+    // here rather than handed to ansible-inventory.
+    parse_any(text, path, home().as_deref(), None).map(|(inventory, _)| inventory)
 }
 
 fn home() -> Option<PathBuf> {
