@@ -134,14 +134,7 @@ fn build(
         cluster_from: cluster.version,
         hub: state.hub.clone(),
         containerd: state.containerd_version,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| PlannedNode {
-                name: n.name.clone(),
-                role: n.role,
-            })
-            .collect(),
+        nodes: PlannedNode::of_fleet(state),
         hops,
         warnings,
         fingerprint: Fingerprint::of(state),
