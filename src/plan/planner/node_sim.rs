@@ -35,22 +35,13 @@ impl ComponentSim {
                 strays: Vec::new(),
             };
         };
-        let main_path = component.config_path();
+        let (main, strays) = crate::node::main_and_stray_configs(ext, &component.config_path());
         ComponentSim {
             running: ext.running.as_ref().map(Level::exact),
             staged: ext.staged.as_ref().map(Level::exact),
             images: ext.images.iter().map(Level::exact).collect(),
-            main: ext
-                .configs
-                .iter()
-                .find(|c| c.path == main_path)
-                .map(|c| c.content.clone()),
-            strays: ext
-                .configs
-                .iter()
-                .filter(|c| c.path != main_path)
-                .map(|c| c.path.clone())
-                .collect(),
+            main,
+            strays,
         }
     }
 }
