@@ -64,7 +64,7 @@ pub use feature_gates::{
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
-    RemovedFlag, check_kubelet_flags, kubelet_flags,
+    RemovedFlag, check_kubelet_flags, flag_removed_by, kubelet_flags,
 };
 pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
