@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use super::{
     ATTEMPTS, ForeignLockAction, Holder, Identity, Kubectl, Lock, LockHeld, LockKind, LockLost,
-    LockOptions, LockState, Mine, Released, describe_holder, failed, judge, rfc3339,
+    LockOptions, LockState, Mine, Released, describe_holder, failed, judge, read_if_found, rfc3339,
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
@@ -69,16 +69,11 @@ async fn read<K: Kubectl>(
     name: &str,
 ) -> anyhow::Result<Option<LockConfigMap>> {
     let label = format!("lock: read configmap {namespace}/{name}");
-    let out = api
-        .kubectl(&label, &k::get_lock_configmap(namespace, name), None)
-        .await?;
-    if !out.success() {
-        if api_error(&out.stderr) == Some(ApiError::NotFound) {
-            return Ok(None);
-        }
-        return Err(failed(api, &label, &out));
-    }
-    parse_lock_configmap(&out.stdout)
+    let args = k::get_lock_configmap(namespace, name);
+    let Some(text) = read_if_found(api, &label, &args).await? else {
+        return Ok(None);
+    };
+    parse_lock_configmap(&text)
         .map(Some)
         .with_context(|| format!("{}: reading configmap {namespace}/{name}", api.node()))
 }

@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{HEARTBEAT_EVERY, Identity, Kubectl, LockOptions};
+use crate::remote::kubectl::{ApiError, api_error};
 use crate::ssh::Output;
 use crate::steps::runner::CommandFailed;
 
@@ -273,6 +274,24 @@ pub(super) fn rfc3339(t: SystemTime) -> String {
 
 pub(super) fn failed<K: Kubectl>(api: &K, label: &str, out: &Output) -> anyhow::Error {
     anyhow::Error::new(CommandFailed::new(api.node(), label, out))
+}
+
+/// Reads an object that may not exist (the lock configmap, Kured's
+/// DaemonSet): what kubectl printed, `None` when the API server says
+/// NotFound, the failure otherwise.
+pub(super) async fn read_if_found<K: Kubectl>(
+    api: &K,
+    label: &str,
+    args: &[String],
+) -> anyhow::Result<Option<String>> {
+    let out = api.kubectl(label, args, None).await?;
+    if out.success() {
+        return Ok(Some(out.stdout));
+    }
+    if api_error(&out.stderr) == Some(ApiError::NotFound) {
+        return Ok(None);
+    }
+    Err(failed(api, label, &out))
 }
 
 /// What to do about a lock someone else holds.

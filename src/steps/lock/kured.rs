@@ -32,7 +32,7 @@ use anyhow::{Context, bail};
 use super::discovery::FoundKured;
 use super::{
     ATTEMPTS, ForeignLockAction, Identity, Kubectl, Lock, LockKind, LockLost, LockOptions,
-    LockState, Mine, Released, describe_holder, failed, human, judge, rfc3339,
+    LockState, Mine, Released, describe_holder, failed, human, judge, read_if_found, rfc3339,
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
@@ -71,20 +71,11 @@ async fn read_lock<K: Kubectl>(
     annotation: &str,
 ) -> anyhow::Result<Option<LockObject>> {
     let label = format!("lock: read annotation {annotation} of daemonset {namespace}/{name}");
-    let out = api
-        .kubectl(
-            &label,
-            &k::get_lock_annotation(namespace, name, annotation),
-            None,
-        )
-        .await?;
-    if !out.success() {
-        if api_error(&out.stderr) == Some(ApiError::NotFound) {
-            return Ok(None);
-        }
-        return Err(failed(api, &label, &out));
-    }
-    parse_lock_object(&out.stdout)
+    let args = k::get_lock_annotation(namespace, name, annotation);
+    let Some(text) = read_if_found(api, &label, &args).await? else {
+        return Ok(None);
+    };
+    parse_lock_object(&text)
         .map(Some)
         .with_context(|| format!("{}: reading daemonset {namespace}/{name}", api.node()))
 }
