@@ -182,12 +182,7 @@ pub(super) async fn heartbeat<K: Kubectl>(
         bail!("not fleetctl's configmap lock");
     };
     let what = format!("fleetctl's lock (configmap {namespace}/{name})");
-    let lost = |held_by| {
-        anyhow::Error::new(LockLost {
-            lock: what.clone(),
-            held_by,
-        })
-    };
+    let lost = |held_by| LockLost::error(&what, held_by);
     let beat = rfc3339(now);
     for _ in 0..ATTEMPTS {
         let Some(current) = read(api, namespace, name).await? else {

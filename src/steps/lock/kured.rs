@@ -235,12 +235,7 @@ pub(super) async fn heartbeat<K: Kubectl>(
         bail!("not Kured's lock");
     };
     let what = format!("Kured's reboot lock on daemonset {namespace}/{name}");
-    let lost = |held_by| {
-        anyhow::Error::new(LockLost {
-            lock: what.clone(),
-            held_by,
-        })
-    };
+    let lost = |held_by| LockLost::error(&what, held_by);
     let value = lock_value(&lock.mine, &rfc3339(now), lock.ttl, *concurrency)?;
     for _ in 0..ATTEMPTS {
         let Some(current) = read_lock(api, namespace, name, annotation).await? else {

@@ -160,6 +160,16 @@ pub struct LockLost {
     pub held_by: Option<String>,
 }
 
+impl LockLost {
+    /// What a heartbeat returns on finding `lock` no longer this run's.
+    pub(in crate::steps::lock) fn error(lock: &str, held_by: Option<String>) -> anyhow::Error {
+        anyhow::Error::new(LockLost {
+            lock: lock.to_string(),
+            held_by,
+        })
+    }
+}
+
 impl fmt::Display for LockLost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} is no longer held by this fleetctl run: ", self.lock)?;
