@@ -62,15 +62,20 @@ pub struct ControlPlane {
     pub addresses: Vec<IpAddr>,
 }
 
+/// The items of a `kubectl get <what>s -o json` list.
+fn list_items(json: &str, what: &str) -> Result<Vec<Value>> {
+    let mut doc: Value =
+        serde_json::from_str(json).with_context(|| format!("the {what} list is not JSON"))?;
+    match doc.get_mut("items").map(Value::take) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => anyhow::bail!("the {what} list has no items"),
+    }
+}
+
 /// The `InternalIP`s of each Node in `kubectl get nodes -o json`.
 pub fn parse_internal_ips(json: &str) -> Result<BTreeMap<String, Vec<IpAddr>>> {
-    let doc: Value = serde_json::from_str(json).context("the node list is not JSON")?;
-    let items = doc
-        .get("items")
-        .and_then(Value::as_array)
-        .context("the node list has no items")?;
     let mut ips = BTreeMap::new();
-    for node in items {
+    for node in &list_items(json, "node")? {
         let Some(name) = node["metadata"]["name"].as_str() else {
             continue;
         };
@@ -96,14 +101,9 @@ pub fn parse_apiserver_instances(
     json: &str,
     control_planes: &[ControlPlane],
 ) -> Result<(Vec<ApiServerInstance>, Vec<String>)> {
-    let doc: Value = serde_json::from_str(json).context("the pod list is not JSON")?;
-    let items = doc
-        .get("items")
-        .and_then(Value::as_array)
-        .context("the pod list has no items")?;
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    for pod in items {
+    for pod in &list_items(json, "pod")? {
         let meta = &pod["metadata"];
         if meta["labels"]["component"] != "kube-apiserver" {
             continue;

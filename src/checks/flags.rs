@@ -40,6 +40,14 @@ impl RemovedFlag {
     }
 }
 
+/// The removal of kubelet flag `flag` (`--name`) at or before `by`: a
+/// kubelet of minor `by` refuses it. `None` when that kubelet still takes it.
+pub fn flag_removed_by(flag: &str, by: Minor) -> Option<&'static RemovedFlag> {
+    REMOVED_KUBELET_FLAGS
+        .iter()
+        .find(|r| r.flag == flag && r.removed_in <= by)
+}
+
 /// Every kubelet flag removal fleetctl knows, oldest first. To add one: the
 /// kubelet PR that removed it, and the kubeadm PRs (if any) that add and
 /// drop its cleanup in `upgrade`; `stripped_by` lists the kubeadm minors that
@@ -187,10 +195,7 @@ pub fn check_kubelet_flags(nodes: &[NodeKubeletFiles], hop: Minor, kubeadm: bool
                 if found.origin.kubeadm_owned() && node.stripped_earlier.contains(&found.flag) {
                     continue;
                 }
-                let Some(removed) = REMOVED_KUBELET_FLAGS
-                    .iter()
-                    .find(|r| r.flag == found.flag && r.removed_in <= hop)
-                else {
+                let Some(removed) = flag_removed_by(&found.flag, hop) else {
                     continue;
                 };
                 let will_strip =

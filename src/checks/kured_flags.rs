@@ -292,9 +292,34 @@ impl KuredGates {
     }
 }
 
+/// The pods that hold a node under a `--blocking-pod-selector`, from what
+/// `crate::remote::kured_pods::blocking_pods` printed (`pod/NAME` lines):
+/// their names, the first ten, enough to name in a message. Read by
+/// `status` (the blockers now) and by apply before each drain.
+pub fn blocking_pod_names(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pod/"))
+        .take(10)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocking_pods_are_the_first_ten_pod_lines() {
+        assert!(blocking_pod_names("").is_empty());
+        assert_eq!(
+            blocking_pod_names("pod/backup-1\n  pod/batch-7  \nNo resources found\n"),
+            ["backup-1", "batch-7"]
+        );
+        let many: String = (0..12).map(|i| format!("pod/p{i}\n")).collect();
+        let names = blocking_pod_names(&many);
+        assert_eq!(names.len(), 10);
+        assert_eq!(names.last(), Some(&"p9"));
+    }
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()

@@ -64,13 +64,13 @@ pub use feature_gates::{
 };
 pub use flags::{
     FlagOrigin, KUBEADM_FLAGS_ENV, KubeletFlag, NodeKubeletFiles, REMOVED_KUBELET_FLAGS,
-    RemovedFlag, check_kubelet_flags, kubelet_flags,
+    RemovedFlag, check_kubelet_flags, flag_removed_by, kubelet_flags,
 };
 pub use hub_images::{HubImage, check_hub, image_name};
 pub use kubeadm_gates::{KUBEADM_GATES, KubeadmGate, NODE_LOCAL_CRI_SOCKET, kubeadm_refuses};
 pub use kubelet_config::{EMPTY_FLAGS_BUG, KubeletView, Unforeseen, check_kubelet_config, views};
 pub use kured_env::{EnvPrecedence, KuredEnvVar, env_precedence, parse_kured_settings};
-pub use kured_flags::{KuredGates, parse_kured_gates};
+pub use kured_flags::{KuredGates, blocking_pod_names, parse_kured_gates};
 pub use kured_found::{KuredContainer, find_kured};
 pub use metrics::{DeprecatedApi, check_removed_apis, parse_deprecated_apis};
 pub use node_cgroup::{KUBELET_CONFIG, NodeCgroup, fail_cgroup_v1};

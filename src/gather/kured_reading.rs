@@ -73,12 +73,7 @@ pub async fn read(
                 )
                 .await?;
             let what = if out.success() {
-                let pods: Vec<&str> = out
-                    .stdout
-                    .lines()
-                    .filter_map(|l| l.trim().strip_prefix("pod/"))
-                    .take(10)
-                    .collect();
+                let pods = checks::blocking_pod_names(&out.stdout);
                 (!pods.is_empty()).then(|| format!("pods {}", pods.join(", ")))
             } else {
                 Some(format!(

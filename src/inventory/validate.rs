@@ -95,17 +95,23 @@ fn host_name(what: &str, name: &str) -> Result<(), String> {
             &name[..1]
         ));
     }
-    if let Some(bad) = name
+    portable_chars(what, name, hint)
+}
+
+/// Only letters, digits, `.`, `_` and `-` (a host name, a user name): else
+/// `{what} `{name}` contains {the first other character}: {hint}`.
+fn portable_chars(what: &str, name: &str, hint: &str) -> Result<(), String> {
+    match name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
     {
-        return Err(format!(
+        Some(bad) => Err(format!(
             "{what} `{}` contains {}: {hint}",
             name.escape_default(),
             describe(bad)
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A character named for an error message, control characters escaped.
@@ -128,16 +134,7 @@ pub(super) fn user(user: &str) -> Result<String, String> {
     if user.starts_with('-') {
         return Err(format!("user `{user}` starts with '-': {hint}"));
     }
-    if let Some(bad) = user
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
-    {
-        return Err(format!(
-            "user `{}` contains {}: {hint}",
-            user.escape_default(),
-            describe(bad)
-        ));
-    }
+    portable_chars("user", user, hint)?;
     Ok(user.to_string())
 }
 

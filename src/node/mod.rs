@@ -144,6 +144,25 @@ pub fn rollback_image(ext: &Extension) -> Option<&Version> {
     ext.images.iter().filter(|v| *v < running).max()
 }
 
+/// `ext`'s sysupdate configs as a pin sees them: the content of the one at
+/// `main` (the config fleetctl writes), if there is one, and the paths of
+/// every other, which a pin disables. The planner predicts with it and
+/// `rollback` pins back with it.
+pub fn main_and_stray_configs(ext: &Extension, main: &str) -> (Option<String>, Vec<String>) {
+    let content = ext
+        .configs
+        .iter()
+        .find(|c| c.path == main)
+        .map(|c| c.content.clone());
+    let strays = ext
+        .configs
+        .iter()
+        .filter(|c| c.path != main)
+        .map(|c| c.path.clone())
+        .collect();
+    (content, strays)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsFacts {
     /// `VERSION` from `/etc/os-release`.

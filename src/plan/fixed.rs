@@ -25,14 +25,7 @@ pub fn fixed_plan(inv: &Inventory, state: &FleetState, hops: Vec<Hop>) -> Plan {
         cluster_from: state.cluster.version.clone(),
         hub: inv.hub.clone(),
         containerd: inv.containerd_version,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| PlannedNode {
-                name: n.name.clone(),
-                role: n.role,
-            })
-            .collect(),
+        nodes: PlannedNode::of_fleet(state),
         hops,
         warnings: Vec::new(),
         fingerprint: Fingerprint::of(state),

@@ -12,6 +12,7 @@ use crate::inventory::Role;
 use crate::version::{Minor, TargetVersion, Version};
 
 use super::fingerprint::Fingerprint;
+use super::state::FleetState;
 use super::workers::WorkerPlan;
 
 mod refusal;
@@ -100,6 +101,21 @@ pub struct Plan {
 pub struct PlannedNode {
     pub name: String,
     pub role: Role,
+}
+
+impl PlannedNode {
+    /// Every node of the fleet, in its order: the nodes a plan covers,
+    /// whether it upgrades (the planner) or not (`fixed_plan`).
+    pub(super) fn of_fleet(state: &FleetState) -> Vec<PlannedNode> {
+        state
+            .nodes
+            .iter()
+            .map(|n| PlannedNode {
+                name: n.name.clone(),
+                role: n.role,
+            })
+            .collect()
+    }
 }
 
 /// Why a hop exists.

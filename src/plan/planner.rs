@@ -17,91 +17,18 @@ use super::model::{
     Action, Component, Hop, HopKind, Phase, PhaseKind, Plan, PlannedNode, Refusal, Step, Warning,
 };
 use super::rules;
-use super::state::{FleetNode, FleetState};
+use super::state::FleetState;
 use super::sysupdate::render_config;
 use super::workers::{self, Behind, Stops, WorkerPlan, WorkerStrategy};
 use crate::hub::HubVersions;
 use node_work::{node_work, uncordon_only};
 
+mod node_sim;
 mod node_work;
 
+use node_sim::{ComponentSim, NodeSim};
+
 use super::level::Level;
-
-/// One sysext component of one node, as the plan predicts it.
-#[derive(Debug, Clone)]
-struct ComponentSim {
-    running: Option<Level>,
-    staged: Option<Level>,
-    /// Images present in `/opt/extensions/<name>/` (downloaded, staged or not).
-    images: Vec<Level>,
-    /// Content of `/etc/sysupdate.<name>.d/<name>.conf`, if present.
-    main: Option<String>,
-    /// Every other `.conf` in that directory.
-    strays: Vec<String>,
-}
-
-impl ComponentSim {
-    fn from_facts(component: Component, ext: Option<&crate::node::Extension>) -> ComponentSim {
-        let Some(ext) = ext else {
-            return ComponentSim {
-                running: None,
-                staged: None,
-                images: Vec::new(),
-                main: None,
-                strays: Vec::new(),
-            };
-        };
-        let main_path = component.config_path();
-        ComponentSim {
-            running: ext.running.as_ref().map(Level::exact),
-            staged: ext.staged.as_ref().map(Level::exact),
-            images: ext.images.iter().map(Level::exact).collect(),
-            main: ext
-                .configs
-                .iter()
-                .find(|c| c.path == main_path)
-                .map(|c| c.content.clone()),
-            strays: ext
-                .configs
-                .iter()
-                .filter(|c| c.path != main_path)
-                .map(|c| c.path.clone())
-                .collect(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct NodeSim {
-    name: String,
-    role: Role,
-    first: bool,
-    kubernetes: ComponentSim,
-    containerd: ComponentSim,
-    cordoned: bool,
-    /// The minor whose kubeadm step last ran on the node for fleetctl.
-    kubeadm_step: Option<Minor>,
-}
-
-impl NodeSim {
-    fn from_facts(state: &FleetState, node: &FleetNode, first: bool) -> NodeSim {
-        NodeSim {
-            name: node.name.clone(),
-            role: node.role,
-            first,
-            kubernetes: ComponentSim::from_facts(
-                Component::Kubernetes,
-                Some(&node.facts.kubernetes),
-            ),
-            containerd: ComponentSim::from_facts(
-                Component::Containerd,
-                node.facts.containerd.as_ref(),
-            ),
-            cordoned: state.cordoned(&node.name),
-            kubeadm_step: node.facts.kubeadm_step.as_ref().map(Version::minor),
-        }
-    }
-}
 
 /// What one node does in one hop, and the state it is predicted to be in after.
 struct Work {
@@ -207,14 +134,7 @@ fn build(
         cluster_from: cluster.version,
         hub: state.hub.clone(),
         containerd: state.containerd_version,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| PlannedNode {
-                name: n.name.clone(),
-                role: n.role,
-            })
-            .collect(),
+        nodes: PlannedNode::of_fleet(state),
         hops,
         warnings,
         fingerprint: Fingerprint::of(state),

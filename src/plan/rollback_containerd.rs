@@ -108,22 +108,14 @@ pub fn pin_back(
     hub: &str,
 ) -> anyhow::Result<Action> {
     let main = component.config_path();
+    let (previous, replaces) = crate::node::main_and_stray_configs(ext, &main);
     Ok(Action::Pin {
         component,
         minor,
-        path: main.clone(),
+        path: main,
         config: render_config(component, minor, hub)?,
-        previous: ext
-            .configs
-            .iter()
-            .find(|c| c.path == main)
-            .map(|c| c.content.clone()),
-        replaces: ext
-            .configs
-            .iter()
-            .filter(|c| c.path != main)
-            .map(|c| c.path.clone())
-            .collect(),
+        previous,
+        replaces,
     })
 }
 

@@ -27,7 +27,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{KUBEADM_FLAGS_ENV, REMOVED_KUBELET_FLAGS, kubelet_flags};
+use crate::checks::{KUBEADM_FLAGS_ENV, flag_removed_by, kubelet_flags};
 use crate::inventory::Role;
 use crate::version::Minor;
 
@@ -213,10 +213,7 @@ fn flag_stops(
         if !found.origin.kubeadm_owned() {
             continue;
         }
-        let Some(removed) = REMOVED_KUBELET_FLAGS
-            .iter()
-            .find(|r| r.flag == found.flag && r.removed_in <= target)
-        else {
+        let Some(removed) = flag_removed_by(&found.flag, target) else {
             continue;
         };
         if removed.stripped_by(target) {

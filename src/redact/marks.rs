@@ -66,14 +66,19 @@ pub(super) fn query_secret(text: &str, i: usize) -> Option<(std::ops::Range<usiz
     Some((end + 1..v, v))
 }
 
+/// Whether `name` (lower case) stands at `i` in any case, as a word of its
+/// own: not the tail of a longer word.
+fn word_at(b: &[u8], i: usize, name: &[u8]) -> bool {
+    b.len() >= i + name.len()
+        && b[i..i + name.len()].eq_ignore_ascii_case(name)
+        && !(i > 0 && b[i - 1].is_ascii_alphanumeric())
+}
+
 /// At `Authorization:` (any case): the credentials, after the scheme when
 /// there is one (`Bearer`, `Basic`, …), to the end of the line or quote.
 pub(super) fn authorization(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
     const NAME: &[u8] = b"authorization:";
-    if b.len() < i + NAME.len()
-        || !b[i..i + NAME.len()].eq_ignore_ascii_case(NAME)
-        || (i > 0 && b[i - 1].is_ascii_alphanumeric())
-    {
+    if !word_at(b, i, NAME) {
         return None;
     }
     let mut start = skip_blanks(b, i + NAME.len());
@@ -96,10 +101,7 @@ pub(super) fn authorization(b: &[u8], i: usize) -> Option<(std::ops::Range<usize
 /// bytes: `bearer token expired` is prose, not a credential.
 pub(super) fn bearer(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
     const NAME: &[u8] = b"bearer ";
-    if b.len() < i + NAME.len()
-        || !b[i..i + NAME.len()].eq_ignore_ascii_case(NAME)
-        || (i > 0 && b[i - 1].is_ascii_alphanumeric())
-    {
+    if !word_at(b, i, NAME) {
         return None;
     }
     let start = i + NAME.len();

@@ -101,17 +101,7 @@ impl<'a> Scan<'a> {
     pub(super) fn separate_value(&mut self, end: usize) -> Option<std::ops::Range<usize>> {
         let b = self.b;
         match b.get(end)? {
-            b'"' => {
-                let i = skip_blanks(b, end + 1);
-                if b.get(i) != Some(&b',') {
-                    return None;
-                }
-                let i = skip_blanks(b, i + 1);
-                if b.get(i) != Some(&b'"') {
-                    return None;
-                }
-                self.quoted(i)
-            }
+            b'"' => self.quoted_after(end + 1, b','),
             b' ' | b'\t' => {
                 let mut i = end;
                 while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
@@ -187,15 +177,23 @@ impl<'a> Scan<'a> {
         if !super::is_secret_key(key) {
             return None;
         }
-        let j = skip_blanks(b, end + 1);
-        if b.get(j) != Some(&b':') {
+        self.quoted_after(end + 1, b':')
+    }
+
+    /// From `from`, past blanks, `sep` (a JSON `,` or `:`), blanks again,
+    /// then a quoted string: its contents; `None` when anything else stands
+    /// there.
+    fn quoted_after(&mut self, from: usize, sep: u8) -> Option<std::ops::Range<usize>> {
+        let b = self.b;
+        let i = skip_blanks(b, from);
+        if b.get(i) != Some(&sep) {
             return None;
         }
-        let j = skip_blanks(b, j + 1);
-        if b.get(j) != Some(&b'"') {
+        let i = skip_blanks(b, i + 1);
+        if b.get(i) != Some(&b'"') {
             return None;
         }
-        self.quoted(j)
+        self.quoted(i)
     }
 
     /// The value of `KEY: VALUE`, its name at `start..colon`: a YAML

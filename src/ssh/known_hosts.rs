@@ -375,12 +375,7 @@ pub fn record(
 
 /// The user-facing name of a key type, as OpenSSH prints it ("ED25519").
 pub fn type_label(algorithm: &Algorithm) -> String {
-    match algorithm {
-        Algorithm::Ed25519 => "ED25519".to_string(),
-        Algorithm::Ecdsa { .. } => "ECDSA".to_string(),
-        Algorithm::Rsa { .. } => "RSA".to_string(),
-        other => other.as_str().to_ascii_uppercase(),
-    }
+    keyscan_type(algorithm).to_ascii_uppercase()
 }
 
 /// The `-t` argument of ssh-keyscan for a key type.

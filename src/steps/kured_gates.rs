@@ -60,12 +60,7 @@ pub async fn hold_for_pods(
                     ));
                     continue;
                 }
-                let pods: Vec<&str> = out
-                    .stdout
-                    .lines()
-                    .filter_map(|l| l.trim().strip_prefix("pod/"))
-                    .take(10)
-                    .collect();
+                let pods = crate::checks::blocking_pod_names(&out.stdout);
                 if !pods.is_empty() {
                     holding.push(format!(
                         "pods {} on {node} match Kured's --blocking-pod-selector={selector}",

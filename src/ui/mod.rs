@@ -78,15 +78,7 @@ impl Printer {
     }
 
     pub fn warn(&self, text: &str) {
-        raw_err_line(&format!(
-            "{} {}",
-            Style::new()
-                .yellow()
-                .bold()
-                .for_stderr()
-                .apply_to("warning:"),
-            clean(text)
-        ));
+        raw_err_line(&warning_line(text));
     }
 
     /// Only with `-v`.
@@ -107,7 +99,16 @@ impl Printer {
 /// after a reboot), where no [`Printer`] is at hand: masked, printed above
 /// apply's bar when one is drawn, else on stderr.
 pub fn alert(text: &str) {
-    let line = format!(
+    let line = warning_line(text);
+    if !progress::println_above_bar(&line) {
+        raw_err_line(&line);
+    }
+}
+
+/// `warning: <text>` for stderr, `text` cleaned ([`clean`]): the one form of
+/// a warning, from a [`Printer`] or from deep inside a step ([`alert`]).
+fn warning_line(text: &str) -> String {
+    format!(
         "{} {}",
         Style::new()
             .yellow()
@@ -115,10 +116,7 @@ pub fn alert(text: &str) {
             .for_stderr()
             .apply_to("warning:"),
         clean(text)
-    );
-    if !progress::println_above_bar(&line) {
-        raw_err_line(&line);
-    }
+    )
 }
 
 /// `text` with its secrets masked and its control characters escaped: what

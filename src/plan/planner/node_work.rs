@@ -42,7 +42,14 @@ pub(super) fn node_work(
     let mut stage = Vec::new();
     let mut boot = false;
     if full {
-        boot |= converge_kubernetes(ctx, &mut after.kubernetes, want, &mut download, &mut stage)?;
+        boot |= converge(
+            ctx,
+            Component::Kubernetes,
+            &mut after.kubernetes,
+            want,
+            Some(&mut download),
+            &mut stage,
+        )?;
         if let Some(c) = ctx.containerd
             && (boot || last)
         {
@@ -50,11 +57,12 @@ pub(super) fn node_work(
                 minor: c,
                 version: None,
             };
-            boot |= converge_sysupdate(
+            boot |= converge(
                 ctx,
                 Component::Containerd,
                 &mut after.containerd,
                 &ctr_want,
+                None,
                 &mut stage,
             )?;
         }
@@ -123,23 +131,28 @@ pub(super) fn uncordon_only(sim: &NodeSim) -> Option<Work> {
     })
 }
 
-/// The kubernetes side of a node in a hop to `want`: download the image
-/// unless it is on disk, pin the config, stage the image (after the kubeadm
-/// step, which the caller places). Returns whether the node must reboot.
-fn converge_kubernetes(
+/// Pins and stages `component` to `want` on one node, recording the actions
+/// and the predicted result; returns whether the node must reboot for it.
+/// `download`: `Some` for kubernetes, whose image is downloaded first
+/// unless it is on disk (the kubeadm step, which the caller places before
+/// the stage, runs the downloaded image's kubeadm); `None` for a component
+/// that sysupdate downloads as it stages (containerd).
+fn converge(
     ctx: &HopInputs,
+    component: Component,
     sim: &mut ComponentSim,
     want: &Level,
-    download: &mut Option<Action>,
+    download: Option<&mut Option<Action>>,
     stage: &mut Vec<Action>,
 ) -> Result<bool, Refusal> {
-    let component = Component::Kubernetes;
     pin(ctx, component, sim, want.minor, stage)?;
     if !sim.staged.as_ref().is_some_and(|s| s.reaches(want)) {
         // Without the hub's list the patch is unknown: download anyway, it
         // is a no-op for sysupdate when the newest is already there.
         let on_disk = want.version.is_some() && sim.images.iter().any(|i| i == want);
-        if !on_disk {
+        if let Some(download) = download
+            && !on_disk
+        {
             *download = Some(Action::Download {
                 component,
                 minor: want.minor,
@@ -147,28 +160,6 @@ fn converge_kubernetes(
             });
             sim.images.push(want.clone());
         }
-        stage.push(Action::Stage {
-            component,
-            minor: want.minor,
-            expect: want.version.clone(),
-        });
-        sim.staged = Some(want.clone());
-    }
-    Ok(needs_boot(sim, want))
-}
-
-/// Pins and stages a component that sysupdate stages by itself
-/// (containerd), recording the actions and the predicted result. Returns
-/// whether the node must reboot for it.
-fn converge_sysupdate(
-    ctx: &HopInputs,
-    component: Component,
-    sim: &mut ComponentSim,
-    want: &Level,
-    stage: &mut Vec<Action>,
-) -> Result<bool, Refusal> {
-    pin(ctx, component, sim, want.minor, stage)?;
-    if !sim.staged.as_ref().is_some_and(|s| s.reaches(want)) {
         stage.push(Action::Stage {
             component,
             minor: want.minor,

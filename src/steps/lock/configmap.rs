@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use super::{
     ATTEMPTS, ForeignLockAction, Holder, Identity, Kubectl, Lock, LockHeld, LockKind, LockLost,
-    LockOptions, LockState, Mine, Released, describe_holder, failed, judge, rfc3339,
+    LockOptions, LockState, Mine, Released, describe_holder, failed, judge, read_if_found, rfc3339,
 };
 use crate::remote::kubectl::{self as k, ApiError, api_error};
 
@@ -69,16 +69,11 @@ async fn read<K: Kubectl>(
     name: &str,
 ) -> anyhow::Result<Option<LockConfigMap>> {
     let label = format!("lock: read configmap {namespace}/{name}");
-    let out = api
-        .kubectl(&label, &k::get_lock_configmap(namespace, name), None)
-        .await?;
-    if !out.success() {
-        if api_error(&out.stderr) == Some(ApiError::NotFound) {
-            return Ok(None);
-        }
-        return Err(failed(api, &label, &out));
-    }
-    parse_lock_configmap(&out.stdout)
+    let args = k::get_lock_configmap(namespace, name);
+    let Some(text) = read_if_found(api, &label, &args).await? else {
+        return Ok(None);
+    };
+    parse_lock_configmap(&text)
         .map(Some)
         .with_context(|| format!("{}: reading configmap {namespace}/{name}", api.node()))
 }
@@ -187,12 +182,7 @@ pub(super) async fn heartbeat<K: Kubectl>(
         bail!("not fleetctl's configmap lock");
     };
     let what = format!("fleetctl's lock (configmap {namespace}/{name})");
-    let lost = |held_by| {
-        anyhow::Error::new(LockLost {
-            lock: what.clone(),
-            held_by,
-        })
-    };
+    let lost = |held_by| LockLost::error(&what, held_by);
     let beat = rfc3339(now);
     for _ in 0..ATTEMPTS {
         let Some(current) = read(api, namespace, name).await? else {

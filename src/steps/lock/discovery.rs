@@ -40,17 +40,14 @@ pub(super) struct FoundKured {
 /// with none, at every pod, so Kured run some other way is not mistaken for
 /// no Kured.
 pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Result<Found> {
-    let label = "lock: find Kured (the containers of every DaemonSet)";
-    let marker = Marker::new()?;
-    let query = k::list_daemonsets(marker.as_str());
-    let out = api
-        .kubectl(label, &query.args, Some(&query.template))
-        .await?;
-    if !out.success() {
-        return Err(failed(api, label, &out));
-    }
-    let all = parse_daemonsets(&out.stdout, &marker)
-        .with_context(|| format!("{}: reading the DaemonSets to find Kured", api.node()))?;
+    let all = read_listing(
+        api,
+        "lock: find Kured (the containers of every DaemonSet)",
+        k::list_daemonsets,
+        parse_daemonsets,
+        "the DaemonSets",
+    )
+    .await?;
     let (mut kureds, lookalikes): (Vec<KuredInfo>, Vec<KuredInfo>) = all
         .iter()
         .filter_map(KuredInfo::from_daemonset)
@@ -188,23 +185,41 @@ pub(super) async fn find<K: Kubectl>(api: &K, opts: &LockOptions) -> anyhow::Res
     })))
 }
 
-/// No DaemonSet runs Kured: fails if a pod that can reboot its node runs
-/// it anyway (a Deployment, a static pod), since its lock's place is then
-/// unknown. Pods that merely look like Kured (an image called `kured` in a
-/// namespace where someone may create pods) cannot reboot a node and do
-/// not block apply: they are returned, described, as warnings.
-async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<Vec<String>> {
-    let label = "lock: no Kured DaemonSet; look for Kured pods";
+/// Runs a listing (`query`) whose fields a fresh [`Marker`] separates, and
+/// parses what it printed; `what` names what was listed, for the error.
+async fn read_listing<K: Kubectl, T>(
+    api: &K,
+    label: &str,
+    query: fn(&str) -> k::ListingQuery,
+    parse: fn(&str, &Marker) -> anyhow::Result<T>,
+    what: &str,
+) -> anyhow::Result<T> {
     let marker = Marker::new()?;
-    let query = k::list_pods(marker.as_str());
+    let query = query(marker.as_str());
     let out = api
         .kubectl(label, &query.args, Some(&query.template))
         .await?;
     if !out.success() {
         return Err(failed(api, label, &out));
     }
-    let pods = parse_pods(&out.stdout, &marker)
-        .with_context(|| format!("{}: reading the pods to find Kured", api.node()))?;
+    parse(&out.stdout, &marker)
+        .with_context(|| format!("{}: reading {what} to find Kured", api.node()))
+}
+
+/// No DaemonSet runs Kured: fails if a pod that can reboot its node runs
+/// it anyway (a Deployment, a static pod), since its lock's place is then
+/// unknown. Pods that merely look like Kured (an image called `kured` in a
+/// namespace where someone may create pods) cannot reboot a node and do
+/// not block apply: they are returned, described, as warnings.
+async fn refuse_kured_pods<K: Kubectl>(api: &K) -> anyhow::Result<Vec<String>> {
+    let pods = read_listing(
+        api,
+        "lock: no Kured DaemonSet; look for Kured pods",
+        k::list_pods,
+        parse_pods,
+        "the pods",
+    )
+    .await?;
     let name = |p: &super::listing::PodInfo| {
         if p.owner.is_empty() {
             format!("{}/{}", p.namespace, p.name)

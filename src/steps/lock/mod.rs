@@ -97,7 +97,10 @@ pub use configmap::{LockConfigMap, parse_lock_configmap};
 pub use discovery::{
     KURED_ANNOTATION, KURED_NAME, KURED_NAMESPACE, KuredConfig, KuredInfo, MAX_CONCURRENCY,
 };
-use holder::{ForeignLockAction, Mine, describe_holder, failed, human, judge, parse_time, rfc3339};
+use holder::{
+    ForeignLockAction, Mine, describe_holder, failed, human, judge, parse_time, read_if_found,
+    rfc3339,
+};
 pub use holder::{
     Holder, Liveness, LocalProcesses, LockHeld, LockLost, LockState, process_identity,
 };

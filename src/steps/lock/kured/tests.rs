@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use super::*;
 use crate::steps::lock::lock_testkit::*;
 use crate::steps::lock::{
-    Identity, KURED_ANNOTATION, LocalProcesses, LockLost, LockOptions, acquire,
+    Holder, Identity, KURED_ANNOTATION, LocalProcesses, LockLost, LockOptions, acquire,
 };
 
 mod kured_heartbeat;
