@@ -68,9 +68,13 @@ rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup compon
 # instead of stalling the first fleet test. A cached root returns at once;
 # the script's flock makes a test that asks for it meanwhile wait for this
 # build rather than start its own.
+# (`quick` boots no node: no root is built.)
 rootfs_log=$(mktemp)
-bash tests/fleetsim/rootfs.sh >"$rootfs_log" 2>&1 &
-rootfs_pid=$!
+rootfs_pid=
+if [ "${1:-}" != quick ]; then
+    bash tests/fleetsim/rootfs.sh >"$rootfs_log" 2>&1 &
+    rootfs_pid=$!
+fi
 wait_for_rootfs() {
     if ! wait "$rootfs_pid"; then
         cat "$rootfs_log" >&2
@@ -84,20 +88,27 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path .ci/audit/Cargo.toml -- --check
 # `bash tests/run.sh quick`: the inner loop while developing (docs/architecture.md,
-# "The quick loop"): clippy, the unit tests of both crates and a handful of
-# fleet tests that walk status, plan, a dry run, a whole apply and a
-# check's block, on real-OS nodes, and the whole-output snapshots of the
-# first three (tests/cli/snapshots.rs: they borrow the same shared fleets,
-# so they boot nothing more). No audit and no full suite: CI runs those.
-if [ "${1:-}" = quick ]; then
+# "The quick loop"), under a minute with a warm build: clippy, the unit
+# tests of both crates (among them the rules of the roll on the in-memory
+# fake fleet, src/steps/roll/flow_tests.rs) and the layer check. No fleet
+# boots: `bash tests/run.sh smoke` adds a handful of fleet tests on real-OS
+# nodes (status, plan, a dry run, a whole apply, a check's block, and the
+# whole-output snapshots, which borrow the first three's fleets). No audit
+# and no full suite: CI runs those.
+if [ "${1:-}" = quick ] || [ "${1:-}" = smoke ]; then
     step "cargo clippy"
     cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
-    step "cargo build (the tests drive the real binaries)"
-    cargo build --workspace --bins
-    step "unit tests (fleetctl, fleetsim)"
+    step "unit tests (fleetctl, fleetsim) and the layer check"
     # Both crates in one selection: `-p fleetsim` alone would build its
     # dependencies a second time, with fewer features (below).
     cargo test --workspace --lib
+    cargo test -p fleetctl --test layers
+    if [ "$1" = quick ]; then
+        rm -f "$rootfs_log"
+        exit 0
+    fi
+    step "cargo build (the fleet tests drive the real binaries)"
+    cargo build --workspace --bins
     wait_for_rootfs
     step "a few fleet tests"
     RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli -- \
