@@ -25,7 +25,7 @@ use crate::planning;
 use crate::ssh;
 use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
-use crate::steps::{Interrupted, Rerun, Settings, etcd, render};
+use crate::steps::{Interrupted, Rerun, Settings, etcd, execute};
 
 use super::locked::{RunHandles, Script, confirm, recheck_under_lock, run_script, run_under_lock};
 use crate::ui::Printer;
@@ -47,7 +47,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         } else {
             let settings = settings(&inv, global, args, &fresh, hub_images, None)?;
             let tasks = script::of_plan(&fresh, &inv, shape(&settings));
-            printer.out(&render::render(&tasks, &fresh, &inv, &settings));
+            printer.out(&execute::dry_run(&tasks, &fresh, &inv, &settings));
             plan::refuse_blocked(&fresh)?;
         }
         return Ok(ExitCode::SUCCESS);

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use crate::cli::{Global, RebootArgs};
 use crate::plan::{self, Reboot};
 use crate::planning;
-use crate::steps::{Rerun, render, script};
+use crate::steps::{Rerun, execute, script};
 use crate::ui::Printer;
 use crate::usage;
 use crate::version::Minor;
@@ -38,7 +38,7 @@ pub async fn run(
     if args.roll.dry_run {
         let settings = super::roll_settings(&inv, global, &args.roll, Rerun::Reboot)?;
         let tasks = script::of_reboots(&order);
-        printer.out(&render::render(
+        printer.out(&execute::dry_run(
             &tasks,
             &plan::fixed_plan(&inv, &state, Vec::new()),
             &inv,

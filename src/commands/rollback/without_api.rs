@@ -27,7 +27,7 @@ use crate::gather::Gathered;
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Rollback};
 use crate::steps::on_failure::{self, OFFLINE};
-use crate::steps::{Rerun, Stop, render, script};
+use crate::steps::{Rerun, Stop, execute, script};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -53,7 +53,7 @@ pub async fn run(
     let text = describe(&rollback, api);
     if args.roll.dry_run {
         printer.out(&text);
-        printer.out(&render::render(&tasks, &plan, inv, &settings));
+        printer.out(&execute::dry_run(&tasks, &plan, inv, &settings));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&text);

@@ -2,7 +2,7 @@
 //! records the commands and waits it would run, with their words, as
 //! `(node, line)`, and answers as the plan expects: the holds and gates let
 //! the batch go, every drain finishes, each node comes back on what it
-//! staged. `crate::steps::render` runs the roll's own order (`super::flow`)
+//! staged. The dry script (`crate::steps::execute`) runs the roll's own order (`super::flow`)
 //! over it, so the dry run cannot part from the run.
 
 use std::time::Duration;
