@@ -23,7 +23,11 @@ use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, Plan, Step};
 
 mod dry_script;
+#[cfg(test)]
+mod fake_script;
 mod parallel_phase;
+#[cfg(test)]
+mod script_rules;
 mod script_world;
 mod ssh_script;
 use dry_script::DryScript;
@@ -34,23 +38,28 @@ use ssh_script::SshScript;
 /// as it starts with the title the dry run shows for it. A roll that fails
 /// goes through `--on-failure` ([`after_failed_roll`]).
 pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
+    let Err((failed, e)) = run_over(&mut SshScript { apply: &mut *apply }, tasks).await else {
+        return Ok(());
+    };
+    Err(match failed.map(|i| &tasks[i]) {
+        Some(Task::Roll {
+            rollback: false, ..
+        }) if apply.settings.on_failure == OnFailure::Rollback => after_failed_roll(apply, e).await,
+        _ => e,
+    })
+}
+
+/// The tasks in order over `w`, a safe point between any two, each
+/// journaled as it starts; at the first error, which task failed (`None`:
+/// stopped between two) and why.
+async fn run_over<W: ScriptWorld>(
+    w: &mut W,
+    tasks: &[Task],
+) -> Result<(), (Option<usize>, anyhow::Error)> {
     let total = tasks.len();
     for (i, task) in tasks.iter().enumerate() {
-        let result = {
-            let mut w = SshScript { apply: &mut *apply };
-            started(&mut w, i, total, task)?;
-            one(&mut w, task).await
-        };
-        if let Err(e) = result {
-            return Err(match task {
-                Task::Roll {
-                    rollback: false, ..
-                } if apply.settings.on_failure == OnFailure::Rollback => {
-                    after_failed_roll(apply, e).await
-                }
-                _ => e,
-            });
-        }
+        started(w, i, total, task).map_err(|e| (None, e))?;
+        one(w, task).await.map_err(|e| (Some(i), e))?;
     }
     Ok(())
 }

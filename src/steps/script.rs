@@ -397,4 +397,4 @@ pub fn batches_of(
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::steps) mod tests;
