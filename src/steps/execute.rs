@@ -76,11 +76,32 @@ async fn run_over<W: ScriptWorld>(
 pub fn dry_run(tasks: &[Task], plan: &Plan, inv: &Inventory, settings: &Settings) -> String {
     let mut w = DryScript::new(plan, inv, settings);
     w.lock_taken();
+    dry_tasks(&mut w, tasks);
+    w.lock_released();
+    w.text()
+}
+
+/// `rollback --dry-run` of a lone control plane whose API is down
+/// (`commands::rollback::without_api`): its tasks as [`run_rollback`] runs
+/// them offline, with no lock, and a roll of no holds, gates or drain
+/// (`roll::roll_offline`).
+pub fn dry_run_offline(
+    tasks: &[Task],
+    plan: &Plan,
+    inv: &Inventory,
+    settings: &Settings,
+) -> String {
+    let mut w = DryScript::new(plan, inv, settings).offline();
+    dry_tasks(&mut w, tasks);
+    w.text()
+}
+
+fn dry_tasks(w: &mut DryScript<'_>, tasks: &[Task]) {
     let total = tasks.len();
     for (i, task) in tasks.iter().enumerate() {
-        let result = match started(&mut w, i, total, task) {
+        let result = match started(w, i, total, task) {
             // Nothing in the dry world waits: each task ends on its first poll.
-            Ok(()) => one(&mut w, task).now_or_never(),
+            Ok(()) => one(w, task).now_or_never(),
             Err(e) => Some(Err(e)),
         };
         match result {
@@ -89,8 +110,6 @@ pub fn dry_run(tasks: &[Task], plan: &Plan, inv: &Inventory, settings: &Settings
             None => w.cannot_render("the task waited"),
         }
     }
-    w.lock_released();
-    w.text()
 }
 
 /// Between two tasks: a safe point, then the task journaled as it starts.

@@ -53,7 +53,7 @@ pub async fn run(
     let text = describe(&rollback, api);
     if args.roll.dry_run {
         printer.out(&text);
-        printer.out(&execute::dry_run(&tasks, &plan, inv, &settings));
+        printer.out(&execute::dry_run_offline(&tasks, &plan, inv, &settings));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&text);
