@@ -17,7 +17,7 @@ use futures_util::FutureExt;
 use super::context::{Apply, OnFailure, Settings, settled_facts};
 use super::runner::Remote;
 use super::script::{At, Task};
-use super::{POLL, gates, on_failure, roll};
+use super::{POLL, gates, on_failure};
 use crate::inventory::Inventory;
 use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, Plan, Step};
@@ -38,7 +38,11 @@ use ssh_script::SshScript;
 /// as it starts with the title the dry run shows for it. A roll that fails
 /// goes through `--on-failure` ([`after_failed_roll`]).
 pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
-    let Err((failed, e)) = run_over(&mut SshScript { apply: &mut *apply }, tasks).await else {
+    let mut w = SshScript {
+        apply: &mut *apply,
+        offline: false,
+    };
+    let Err((failed, e)) = run_over(&mut w, tasks).await else {
         return Ok(());
     };
     Err(match failed.map(|i| &tasks[i]) {
@@ -173,31 +177,17 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
 
 /// The tasks of a rollback (`script::of_rollbacks`), each journaled as it
 /// starts, a safe point between any two (a lease that lapsed or a Ctrl-C
-/// stops it before the next); `offline`: the roll is `roll::roll_offline` (a control plane
-/// whose API server is down: no gates, no drain), as `apply --on-failure
-/// rollback` and `fleetctl rollback` both run it.
+/// stops it before the next), by the same loop and interpreter as any run;
+/// `offline`: the roll is `roll::roll_offline` (a control plane whose API
+/// server is down: no gates, no drain), as `apply --on-failure rollback`
+/// and `fleetctl rollback` both run it.
 pub async fn run_rollback(
     apply: &mut Apply<'_>,
     tasks: &[Task],
     offline: bool,
 ) -> anyhow::Result<()> {
-    let total = tasks.len();
-    for (i, task) in tasks.iter().enumerate() {
-        started(&mut SshScript { apply: &mut *apply }, i, total, task)?;
-        match task {
-            Task::Roll {
-                nodes,
-                minor,
-                expect,
-                ..
-            } if offline => {
-                let node = nodes.join(", ");
-                roll::roll_offline(apply, &node, *minor, expect.as_ref()).await?;
-            }
-            _ => one(&mut SshScript { apply: &mut *apply }, task).await?,
-        }
-    }
-    Ok(())
+    let mut w = SshScript { apply, offline };
+    run_over(&mut w, tasks).await.map_err(|(_, e)| e)
 }
 
 /// The one interpreter of a task, the run's and the dry run's: what the

@@ -19,6 +19,9 @@ use crate::version::{Minor, Version};
 /// The script over the run's sessions.
 pub(super) struct SshScript<'r, 'a> {
     pub(super) apply: &'r mut Apply<'a>,
+    /// The API is down (a lone control plane rolled back): a roll is
+    /// `roll::roll_offline`'s, no holds, no gates, no drain.
+    pub(super) offline: bool,
 }
 
 impl ScriptWorld for SshScript<'_, '_> {
@@ -139,6 +142,10 @@ impl ScriptWorld for SshScript<'_, '_> {
         expect: Option<&Version>,
         rollback: bool,
     ) -> anyhow::Result<()> {
+        if self.offline {
+            let node = nodes.join(", ");
+            return roll::roll_offline(self.apply, &node, minor, expect).await;
+        }
         roll::roll(self.apply, nodes, minor, expect, rollback).await
     }
 
