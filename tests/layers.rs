@@ -704,11 +704,6 @@ fn no_two_types_share_a_name() {
 /// concepts (issue 39).
 const MAX_PRODUCT_LINES: usize = 500;
 
-/// The one file tolerated over the limit, by name and for now: the dry run's
-/// second interpreter, which the seam work of issue 39 (item 1) removes.
-/// Nothing is to be added here.
-const OVER_LIMIT_UNTIL_REMOVED: &[&str] = &["steps/render.rs"];
-
 /// Every product file under src/ is at most `MAX_PRODUCT_LINES` long. Test
 /// code is excepted, by one rule: a file that is compiled only for tests,
 /// because it or a module above it is declared `#[cfg(test)] mod x;`. Those
@@ -721,9 +716,7 @@ fn no_product_file_is_over_500_lines() {
     let test_only = test_only_modules(&files);
     let mut long = Vec::new();
     for file in &files {
-        if (1..=file.module.len()).any(|n| test_only.contains(&file.module[..n]))
-            || OVER_LIMIT_UNTIL_REMOVED.contains(&file.rel.as_str())
-        {
+        if (1..=file.module.len()).any(|n| test_only.contains(&file.module[..n])) {
             continue;
         }
         let lines = file.text.lines().count();

@@ -24,7 +24,7 @@ use crate::plan::{self, Plan};
 use crate::planning;
 use crate::steps::journal::Journal;
 use crate::steps::script::{self, Shape};
-use crate::steps::{Interrupted, Settings, render};
+use crate::steps::{Interrupted, Settings, execute};
 
 use super::locked::{RunHandles, Script, confirm, recheck_under_lock, run_script, run_under_lock};
 use super::{HopFindings, RunConfig};
@@ -47,7 +47,7 @@ pub async fn run(global: &Global, args: &ApplyArgs, printer: &Printer) -> anyhow
         } else {
             let settings = config.settings(findings(&fresh, hub_images, None));
             let tasks = script::of_plan(&fresh, &inv, shape(&settings));
-            printer.out(&render::render(&tasks, &fresh, &inv, &settings));
+            printer.out(&execute::dry_run(&tasks, &fresh, &inv, &settings));
             plan::refuse_blocked(&fresh)?;
         }
         return Ok(ExitCode::SUCCESS);

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use crate::cli::{Global, RebootArgs};
 use crate::plan::{self, Reboot};
 use crate::planning;
-use crate::steps::{render, script};
+use crate::steps::{execute, script};
 use crate::ui::Printer;
 use crate::usage;
 use crate::version::Minor;
@@ -40,7 +40,7 @@ pub async fn run(
     if config.dry_run {
         let settings = config.settings(HopFindings::default());
         let tasks = script::of_reboots(&order);
-        printer.out(&render::render(
+        printer.out(&execute::dry_run(
             &tasks,
             &plan::fixed_plan(&inv, &state, Vec::new()),
             &inv,

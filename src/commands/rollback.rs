@@ -12,7 +12,7 @@ use crate::cli::{Global, RollbackArgs};
 use crate::inventory::Role;
 use crate::plan::{self, Rollback};
 use crate::planning;
-use crate::steps::{render, script};
+use crate::steps::{execute, script};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -47,7 +47,7 @@ pub async fn run(
             chosen.iter().map(plan::rollback_hop).collect(),
         );
         let tasks = script::of_rollbacks(&plan);
-        printer.out(&render::render(&tasks, &plan, &inv, &settings));
+        printer.out(&execute::dry_run(&tasks, &plan, &inv, &settings));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&describe(&chosen));

@@ -12,41 +12,115 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::bail;
-use futures_util::future::join_all;
+use futures_util::FutureExt;
 
-use super::context::{Apply, OnFailure, settled_facts};
-use super::kubeadm::Kind;
+use super::context::{Apply, OnFailure, Settings, settled_facts};
 use super::runner::Remote;
-use super::script::{At, Task, last_steps};
-use super::{
-    POLL, download, etcd, gates, hold, kept_images, last_look, on_failure, preflight, roll, verify,
-};
+use super::script::{At, Task};
+use super::{POLL, gates, on_failure};
+use crate::inventory::Inventory;
 use crate::node::NodeFacts;
-use crate::plan::{Action, Hop, Step};
+use crate::plan::{Action, Hop, Plan, Step};
 
+mod dry_script;
+#[cfg(test)]
+mod fake_script;
 mod parallel_phase;
-use parallel_phase::{Job, parallel};
+#[cfg(test)]
+mod script_rules;
+mod script_world;
+mod ssh_script;
+use dry_script::DryScript;
+use script_world::ScriptWorld;
+use ssh_script::SshScript;
 
 /// Runs the tasks in order: a safe point between any two, each journaled
 /// as it starts with the title the dry run shows for it. A roll that fails
 /// goes through `--on-failure` ([`after_failed_roll`]).
 pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
+    let mut w = SshScript {
+        apply: &mut *apply,
+        offline: false,
+    };
+    let Err((failed, e)) = run_over(&mut w, tasks).await else {
+        return Ok(());
+    };
+    Err(match failed.map(|i| &tasks[i]) {
+        Some(Task::Roll {
+            rollback: false, ..
+        }) if apply.settings.on_failure == OnFailure::Rollback => after_failed_roll(apply, e).await,
+        _ => e,
+    })
+}
+
+/// The tasks in order over `w`, a safe point between any two, each
+/// journaled as it starts; at the first error, which task failed (`None`:
+/// stopped between two) and why.
+async fn run_over<W: ScriptWorld>(
+    w: &mut W,
+    tasks: &[Task],
+) -> Result<(), (Option<usize>, anyhow::Error)> {
     let total = tasks.len();
     for (i, task) in tasks.iter().enumerate() {
-        apply.check_stop(None)?;
-        let title = task.title(&apply.plan);
-        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
-        if let Err(e) = one(apply, task).await {
-            return Err(match task {
-                Task::Roll {
-                    rollback: false, ..
-                } if apply.settings.on_failure == OnFailure::Rollback => {
-                    after_failed_roll(apply, e).await
-                }
-                _ => e,
-            });
+        started(w, i, total, task).map_err(|e| (None, e))?;
+        one(w, task).await.map_err(|e| (Some(i), e))?;
+    }
+    Ok(())
+}
+
+/// `--dry-run`: the tasks run by the same interpreter ([`one`]) over the
+/// dry world ([`DryScript`]), which records what each would run instead:
+/// each task headed by the title the run journals when it starts it
+/// (`== 7/31 cp-1: wait until every control plane is Ready…`), then its
+/// commands, one a line, `[node] command`, between the lock taken and
+/// given back. A command the run repeats until something holds, or runs
+/// only in some cases, carries that in a leading parenthesis; a
+/// placeholder in angle brackets stands for what is only known when it
+/// runs (a time, a directory read from the cluster).
+pub fn dry_run(tasks: &[Task], plan: &Plan, inv: &Inventory, settings: &Settings) -> String {
+    let mut w = DryScript::new(plan, inv, settings);
+    w.lock_taken();
+    dry_tasks(&mut w, tasks);
+    w.lock_released();
+    w.text()
+}
+
+/// `rollback --dry-run` of a lone control plane whose API is down
+/// (`commands::rollback::without_api`): its tasks as [`run_rollback`] runs
+/// them offline, with no lock, and a roll of no holds, gates or drain
+/// (`roll::roll_offline`).
+pub fn dry_run_offline(
+    tasks: &[Task],
+    plan: &Plan,
+    inv: &Inventory,
+    settings: &Settings,
+) -> String {
+    let mut w = DryScript::new(plan, inv, settings).offline();
+    dry_tasks(&mut w, tasks);
+    w.text()
+}
+
+fn dry_tasks(w: &mut DryScript<'_>, tasks: &[Task]) {
+    let total = tasks.len();
+    for (i, task) in tasks.iter().enumerate() {
+        let result = match started(w, i, total, task) {
+            // Nothing in the dry world waits: each task ends on its first poll.
+            Ok(()) => one(w, task).now_or_never(),
+            Err(e) => Some(Err(e)),
+        };
+        match result {
+            Some(Ok(())) => {}
+            Some(Err(e)) => w.cannot_render(&format!("{e:#}")),
+            None => w.cannot_render("the task waited"),
         }
     }
+}
+
+/// Between two tasks: a safe point, then the task journaled as it starts.
+fn started<W: ScriptWorld>(w: &mut W, i: usize, total: usize, task: &Task) -> anyhow::Result<()> {
+    w.check_stop()?;
+    let title = task.title(w.plan());
+    w.task_starts(i + 1, total, &title, task.node());
     Ok(())
 }
 
@@ -103,80 +177,49 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
 
 /// The tasks of a rollback (`script::of_rollbacks`), each journaled as it
 /// starts, a safe point between any two (a lease that lapsed or a Ctrl-C
-/// stops it before the next); `offline`: the roll is `roll::roll_offline` (a control plane
-/// whose API server is down: no gates, no drain), as `apply --on-failure
-/// rollback` and `fleetctl rollback` both run it.
+/// stops it before the next), by the same loop and interpreter as any run;
+/// `offline`: the roll is `roll::roll_offline` (a control plane whose API
+/// server is down: no gates, no drain), as `apply --on-failure rollback`
+/// and `fleetctl rollback` both run it.
 pub async fn run_rollback(
     apply: &mut Apply<'_>,
     tasks: &[Task],
     offline: bool,
 ) -> anyhow::Result<()> {
-    let total = tasks.len();
-    for (i, task) in tasks.iter().enumerate() {
-        apply.check_stop(None)?;
-        let title = task.title(&apply.plan);
-        apply.journal_event("task", task.node(), &format!("{}/{total} {title}", i + 1));
-        match task {
-            Task::Roll {
-                nodes,
-                minor,
-                expect,
-                ..
-            } if offline => {
-                let node = nodes.join(", ");
-                roll::roll_offline(apply, &node, *minor, expect.as_ref()).await?;
-            }
-            _ => one(apply, task).await?,
-        }
-    }
-    Ok(())
+    let mut w = SshScript { apply, offline };
+    run_over(&mut w, tasks).await.map_err(|(_, e)| e)
 }
 
-async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
+/// The one interpreter of a task, the run's and the dry run's: what the
+/// task does, in which order, over the world it is given.
+async fn one<W: ScriptWorld>(w: &mut W, task: &Task) -> anyhow::Result<()> {
     match task {
         Task::HopStart { hop: h } => {
-            let title = task.title(&apply.plan);
+            let title = task.title(w.plan());
             let what = title.split_once(": ").map_or("", |(_, w)| w).to_string();
-            apply.progress.line(&title);
-            if let Some(window) = &apply.settings.pace.window {
-                // A hop starts only if its first node could still be done.
-                let needed = apply.settings.drain_timeout + apply.settings.node_timeout;
-                let of = format!("hop {}/{}", h + 1, apply.plan.hops.len());
-                hold::in_window(window, &of, needed, apply.settings.rerun)?;
-            }
-            apply.journal_event("hop-start", None, &what);
+            w.say(&title);
+            w.in_window(*h)?;
+            w.journal("hop-start", None, &what);
         }
         Task::Checks { hop: h } => {
-            let just_judged = *h == 0
-                && apply
-                    .settings
-                    .checks_judged
-                    .is_some_and(|t| t.elapsed() < preflight::FRESH);
-            if !just_judged {
-                let hop = apply.plan.hops[*h].clone();
-                preflight::checks(apply, &hop).await?;
-            }
+            let hop = w.plan().hops[*h].clone();
+            w.checks(*h, &hop).await?;
         }
         Task::PresentImages { hop: h, nodes } => {
-            let hop = apply.plan.hops[*h].clone();
-            verify_present_images(apply, &hop, nodes).await?;
+            let hop = w.plan().hops[*h].clone();
+            w.present_images(&hop, nodes).await?;
         }
         Task::Phase { hop: h, phase: p } => {
-            let title = apply.plan.hops[*h].phases[*p].kind.title();
-            apply.progress.line(&format!("  {title}"));
+            let title = w.plan().hops[*h].phases[*p].kind.title();
+            w.say(&format!("  {title}"));
         }
         Task::ControlPlanesReady { node } => {
-            apply.begin(node, "wait until every control plane is Ready");
-            super::storage_gate::before_upgrade(apply, node).await?;
-            let api = apply.api()?;
-            wait_control_planes_ready(apply, &api).await?;
+            w.begin(node, "wait until every control plane is Ready");
+            w.control_planes_ready(node).await?;
         }
         Task::EtcdSnapshot { node, minor } => {
-            let Some(dir) = apply.settings.etcd_backups.clone() else {
-                bail!("internal error: an etcd snapshot task without a backups directory");
-            };
-            apply.begin(node, "etcd snapshot before upgrade apply");
-            etcd::snapshot(apply, node, *minor, &dir).await?;
+            w.begin(node, "etcd snapshot before upgrade apply");
+            w.etcd_snapshot(node, *minor).await?;
         }
         Task::Step {
             hop: h,
@@ -184,18 +227,17 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
             step: s,
             finishes,
         } => {
-            let hop = apply.plan.hops[*h].clone();
+            let hop = w.plan().hops[*h].clone();
             let step = hop.phases[*p].steps[*s].clone();
-            one_step(apply, &hop, &step, *finishes).await?;
+            one_step(w, &hop, &step, *finishes).await?;
         }
         Task::Parallel { hop: h, phase: p } => {
-            let hop = apply.plan.hops[*h].clone();
-            let last = last_steps(&hop);
-            parallel(apply, &hop, *p, &hop.phases[*p], &last).await?;
+            let hop = w.plan().hops[*h].clone();
+            w.parallel(&hop, *p).await?;
         }
         Task::LastLook { hop: h, nodes } => {
-            let hop = apply.plan.hops[*h].clone();
-            last_look::before_reboot(apply, &hop, nodes).await?;
+            let hop = w.plan().hops[*h].clone();
+            w.last_look(&hop, nodes).await?;
         }
         Task::Roll {
             nodes,
@@ -205,59 +247,31 @@ async fn one(apply: &mut Apply<'_>, task: &Task) -> anyhow::Result<()> {
             rollback,
         } => {
             let names = nodes.join(", ");
-            apply.begin(&names, "drain, reboot, wait, uncordon");
-            roll::roll(apply, nodes, *minor, expect.as_ref(), *rollback).await?;
+            w.begin(&names, "drain, reboot, wait, uncordon");
+            w.roll(nodes, *minor, expect.as_ref(), *rollback).await?;
             for node in nodes {
-                apply.progress.advance();
+                w.advance();
                 if finishes.contains(node) {
-                    finish_node(apply, node, None).await?;
+                    w.finish_node(node).await?;
                 }
             }
         }
         Task::Verify { hop: h } => {
-            let hop = apply.plan.hops[*h].clone();
-            verify::verify(apply, &hop).await?;
+            let hop = w.plan().hops[*h].clone();
+            w.verify(&hop).await?;
         }
-        Task::HopDone { .. } => apply.progress.line(&task.title(&apply.plan)),
-        Task::Soak { hop: h } => {
-            let what = format!("after hop {}/{}", h + 1, apply.plan.hops.len());
-            // Nothing came back from a reboot in this run: nothing to watch.
-            if apply.back_at.is_some() {
-                hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
-                gates::healthy(apply, &what).await?;
-            }
+        Task::HopDone { .. } => {
+            let title = task.title(w.plan());
+            w.say(&title);
         }
+        Task::Soak { hop: h } => w.soak(*h).await?,
         Task::KeptImages { hop: h, node } => {
-            let hop = apply.plan.hops[*h].clone();
-            apply.begin(node, "check the kept images against the hub");
-            let r = apply.remote(node)?;
-            kept_images::verify(&r, &apply.plan.hub, &hop).await?;
+            let hop = w.plan().hops[*h].clone();
+            w.begin(node, "check the kept images against the hub");
+            w.kept_images(&hop, node).await?;
         }
     }
     Ok(())
-}
-
-/// The hop's image on the nodes that already had it (a download checks its
-/// own): all at once, before anything of the hop runs from it anywhere.
-async fn verify_present_images(
-    apply: &Apply<'_>,
-    hop: &Hop,
-    present: &[String],
-) -> anyhow::Result<()> {
-    let image = &download::hop_image(hop)?;
-    let checks = present.iter().map(|node| async move {
-        let r = apply.remote(node)?;
-        download::verify(&r, image, "already downloaded").await
-    });
-    let failures: Vec<String> = join_all(checks)
-        .await
-        .into_iter()
-        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
-        .collect();
-    if failures.is_empty() {
-        return Ok(());
-    }
-    bail!("{}", failures.join("\n"))
 }
 
 fn is_last(last: &BTreeMap<String, At>, node: &str, at: At) -> bool {
@@ -273,50 +287,31 @@ fn changes_fingerprint(action: &Action) -> bool {
     )
 }
 
-/// One step that runs alone, with the whole apply at hand.
-async fn one_step(
-    apply: &mut Apply<'_>,
+/// One step that runs alone.
+async fn one_step<W: ScriptWorld>(
+    w: &mut W,
     hop: &Hop,
     step: &Step,
     finishes: bool,
 ) -> anyhow::Result<()> {
     // Every boundary between two steps is a safe point: a node is never
     // staged before its kubeadm step, and a roll undoes its own drain.
-    apply.check_stop(None)?;
+    w.check_stop()?;
     let node = step.node.as_str();
     let text = step.action.describe();
-    apply.begin(node, &text);
-    apply.progress.step(&format!("{node}: {text}"));
-    match &step.action {
-        Action::Roll => {
-            // The script makes every roll a task of its own (Task::Roll).
-            bail!("{node}: internal error: a roll reached the one-step runner");
-        }
-        Action::UpgradeApply { minor, version } => {
-            apply.mark(node)?;
-            let mut job = Job::of(apply, node, hop)?;
-            let v = match version {
-                Some(v) => v.clone(),
-                None => download::resolve_image(&job.remote, *minor).await?,
-            };
-            let result = job.kubeadm(Kind::Apply, &v).await;
-            apply.set_remote(node, job.remote);
-            result?;
-            apply.record_cluster_version(v)?;
-        }
-        other => {
-            if changes_fingerprint(other) {
-                apply.mark(node)?;
-            }
-            let mut job = Job::of(apply, node, hop)?;
-            let result = job.run(other).await;
-            apply.set_remote(node, job.remote);
-            result?;
-        }
+    w.begin(node, &text);
+    w.say_step(&format!("{node}: {text}"));
+    if let Action::Roll = &step.action {
+        // The script makes every roll a task of its own (Task::Roll).
+        bail!("{node}: internal error: a roll reached the one-step runner");
     }
-    apply.progress.advance();
+    if changes_fingerprint(&step.action) {
+        w.mark(node)?;
+    }
+    w.action(hop, node, &step.action).await?;
+    w.advance();
     if finishes {
-        finish_node(apply, node, None).await?;
+        w.finish_node(node).await?;
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 //!
 //! [`script`] is the one description of a run: the list of its tasks, a
 //! hop's phases in kubeadm's order with the waits, holds and last looks
-//! between them. [`execute`] runs it and [`render`] prints it for
-//! `--dry-run`, so the two cannot part. Each kind of step has one home with
+//! between them. [`execute`] is the one interpreter of it: the run over
+//! SSH, `--dry-run` over a world that records what would run, so the two
+//! cannot part. Each kind of step has one home with
 //! what it runs and how it is undone when it fails: [`download`] (the next minor's
 //! image, not staged), [`kubeadm`] (the downloaded image's kubeadm, before
 //! any reboot; undo: unstage), [`stage`] (pin the sysupdate config, point
@@ -32,7 +33,6 @@ mod last_look;
 pub mod lock;
 pub mod on_failure;
 mod preflight;
-pub mod render;
 mod roll;
 pub mod runner;
 mod safe_point;

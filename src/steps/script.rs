@@ -1,7 +1,7 @@
 //! The one description of a run: the list of tasks `apply` (or `reboot`)
 //! carries out, in order, built once from the plan and the settings. The
-//! run executes it task by task ([`super::execute`]) and `--dry-run`
-//! renders it ([`super::render`]): the same list, so what the dry run shows
+//! run executes it task by task ([`super::execute`]) and `--dry-run` is
+//! the same interpreter over a dry world: the same list, so what the dry run shows
 //! is what the run does — the last look before a reboot, the readiness wait
 //! before kubeadm restarts an API server, the etcd snapshot, the holds
 //! (soak, window, alert gate) and the gates included. As k0sctl's phase
@@ -397,4 +397,4 @@ pub fn batches_of(
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::steps) mod tests;

@@ -26,7 +26,7 @@ use crate::gather::Gathered;
 use crate::inventory::{Inventory, Role};
 use crate::plan::{self, Rollback};
 use crate::steps::on_failure::{self, OFFLINE};
-use crate::steps::{Stop, render, script};
+use crate::steps::{Stop, execute, script};
 use crate::ui::Printer;
 use crate::usage;
 
@@ -53,7 +53,7 @@ pub async fn run(
     let text = describe(&rollback, api);
     if config.dry_run {
         printer.out(&text);
-        printer.out(&render::render(&tasks, &plan, inv, &settings));
+        printer.out(&execute::dry_run_offline(&tasks, &plan, inv, &settings));
         return Ok(ExitCode::SUCCESS);
     }
     printer.out(&text);

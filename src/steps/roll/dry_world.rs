@@ -2,7 +2,7 @@
 //! records the commands and waits it would run, with their words, as
 //! `(node, line)`, and answers as the plan expects: the holds and gates let
 //! the batch go, every drain finishes, each node comes back on what it
-//! staged. `crate::steps::render` runs the roll's own order (`super::flow`)
+//! staged. The dry script (`crate::steps::execute`) runs the roll's own order (`super::flow`)
 //! over it, so the dry run cannot part from the run.
 
 use std::time::Duration;
@@ -37,9 +37,41 @@ pub fn lines(
         api: inv.first_control_plane().name.clone(),
         expect: expect.cloned(),
         lines: Vec::new(),
+        offline: false,
     };
     // Nothing in the dry world waits: the roll completes on its first poll.
     match flow::roll_batch(&mut dry, batch, minor, expect, rollback).now_or_never() {
+        Some(Ok(())) => {}
+        Some(Err(e)) => dry.line("-", &format!("(cannot render: {e:#})")),
+        None => dry.line("-", "(cannot render: the roll waited)"),
+    }
+    dry.lines
+}
+
+/// The lines of a roll offline (`super::roll_offline`: a lone control
+/// plane rolled back while its API is down): no hold, no gates, no drain;
+/// the reboot and the waits.
+pub fn offline_lines(
+    plan: &Plan,
+    inv: &Inventory,
+    settings: &Settings,
+    batch: &[String],
+    minor: Minor,
+    expect: Option<&Version>,
+) -> Vec<(String, String)> {
+    let mut dry = DryRoll {
+        plan,
+        inv,
+        settings,
+        api: inv.first_control_plane().name.clone(),
+        expect: expect.cloned(),
+        lines: Vec::new(),
+        offline: true,
+    };
+    // As `roll_offline` calls it: a rollback, offline, Ceph's recovery
+    // waited for once it is back.
+    let roll = flow::reboot_and_wait(&mut dry, batch, minor, expect, true, true, true);
+    match roll.now_or_never() {
         Some(Ok(())) => {}
         Some(Err(e)) => dry.line("-", &format!("(cannot render: {e:#})")),
         None => dry.line("-", "(cannot render: the roll waited)"),
@@ -84,6 +116,8 @@ struct DryRoll<'a> {
     api: String,
     expect: Option<Version>,
     lines: Vec<(String, String)>,
+    /// A roll offline: no lock is held, so no Kured label is set.
+    offline: bool,
 }
 
 impl DryRoll<'_> {
@@ -231,7 +265,7 @@ impl RollWorld for DryRoll<'_> {
     }
 
     async fn kured_labels(&mut self, nodes: &[String], when: When) -> anyhow::Result<()> {
-        if !self.settings.kured_gates {
+        if !self.settings.kured_gates || self.offline {
             return Ok(());
         }
         let flag = match when {

@@ -21,7 +21,7 @@ nodes:
   - {name: w-3, address: 10.0.0.23, role: worker, zone: a}
 ";
 
-fn inventory() -> Inventory {
+pub(in crate::steps) fn inventory() -> Inventory {
     crate::inventory::parse(INVENTORY, Path::new("/tmp/inventory.yaml")).unwrap()
 }
 
@@ -37,7 +37,7 @@ fn phase(kind: PhaseKind, steps: Vec<Step>) -> Phase {
 }
 
 /// One hop to v1.35.3 of the inventory's fleet, as the planner phases it.
-fn plan() -> Plan {
+pub(in crate::steps) fn plan() -> Plan {
     let v: Version = "v1.35.3".parse().unwrap();
     let minor = v.minor();
     let some = Some(v.clone());
@@ -142,7 +142,7 @@ fn plan() -> Plan {
     }
 }
 
-fn shape(max_unavailable: &str, soak: bool, etcd_snapshot: bool) -> Shape {
+pub(in crate::steps) fn shape(max_unavailable: &str, soak: bool, etcd_snapshot: bool) -> Shape {
     Shape {
         max_unavailable: max_unavailable.parse().unwrap(),
         soak,

@@ -1,0 +1,73 @@
+//! The seam between the script's interpreter (`super::one`, written once)
+//! and the world a task acts on, as `crate::steps::roll`'s `RollWorld` is
+//! for the roll itself and k0sctl's phases run wet or print their `DryMsg`
+//! (k0sctl `phase/manager.go`). Two worlds answer it:
+//!
+//! - `super::ssh_script::SshScript`, the real run: each method delegates to
+//!   the step function that already carried it out over SSH (`preflight`,
+//!   `download`, `etcd::snapshot`, `kubeadm` through `Job`, `last_look`,
+//!   `roll::roll`, `verify`, `hold::soak`, `kept_images`), none rewritten;
+//! - `super::dry_script::DryScript`, `--dry-run`: records the commands and
+//!   waits each would run, with their words, and answers as the plan
+//!   expects (every check passes, every step succeeds).
+//!
+//! The methods are the script's steps, not SSH commands; `super::one`
+//! decides what a task does in which order (the stop before a step, the
+//! mark before a change, the record after a node's last step).
+
+use crate::plan::{Action, Hop, Plan};
+use crate::version::{Minor, Version};
+
+/// What a task of the script does to the world.
+pub(super) trait ScriptWorld {
+    fn plan(&self) -> &Plan;
+
+    /// Between tasks and steps: an `Interrupted` error when a stop was asked.
+    fn check_stop(&self) -> anyhow::Result<()>;
+    /// Task `n` of `total` starts: the run journals it, the dry run heads it.
+    fn task_starts(&mut self, n: usize, total: usize, title: &str, node: Option<&str>);
+    /// A line of the run's progress, and a step's.
+    fn say(&mut self, text: &str);
+    fn say_step(&mut self, text: &str);
+    /// One step more done, on the progress bar.
+    fn advance(&mut self);
+    /// An event of the journal.
+    fn journal(&mut self, kind: &str, node: Option<&str>, what: &str);
+    /// The ledger's stage of `names` (for the report of a stop).
+    fn begin(&mut self, names: &str, what: &str);
+    /// The saved plan marks `node` in progress before it is changed.
+    fn mark(&mut self, node: &str) -> anyhow::Result<()>;
+
+    /// `--window`: hop `h` starts only if its first node could still be done.
+    fn in_window(&mut self, h: usize) -> anyhow::Result<()>;
+    /// The checks again before hop `h` (`crate::steps::preflight`).
+    async fn checks(&mut self, h: usize, hop: &Hop) -> anyhow::Result<()>;
+    /// The hop's image on the nodes that had it before this run.
+    async fn present_images(&mut self, hop: &Hop, nodes: &[String]) -> anyhow::Result<()>;
+    /// Before a kubeadm step on a control plane: every control plane Ready.
+    async fn control_planes_ready(&mut self, node: &str) -> anyhow::Result<()>;
+    /// The etcd snapshot before `upgrade apply` (`crate::steps::etcd`).
+    async fn etcd_snapshot(&mut self, node: &str, minor: Minor) -> anyhow::Result<()>;
+    /// One step of the plan that runs alone (never a roll).
+    async fn action(&mut self, hop: &Hop, node: &str, action: &Action) -> anyhow::Result<()>;
+    /// A phase whose steps run across nodes at once.
+    async fn parallel(&mut self, hop: &Hop, phase: usize) -> anyhow::Result<()>;
+    /// Each node's kubelet files before its reboot (`crate::steps::last_look`).
+    async fn last_look(&mut self, hop: &Hop, nodes: &[String]) -> anyhow::Result<()>;
+    /// A roll (`crate::steps::roll`, itself over its own seam).
+    async fn roll(
+        &mut self,
+        nodes: &[String],
+        minor: Minor,
+        expect: Option<&Version>,
+        rollback: bool,
+    ) -> anyhow::Result<()>;
+    /// `node` is through with the hop: its new state recorded, said.
+    async fn finish_node(&mut self, node: &str) -> anyhow::Result<()>;
+    /// The hop's end state, read from the cluster (`crate::steps::verify`).
+    async fn verify(&mut self, hop: &Hop) -> anyhow::Result<()>;
+    /// The soak after hop `h`, then the gates.
+    async fn soak(&mut self, h: usize) -> anyhow::Result<()>;
+    /// The kept images a rollback goes back to, against the hub.
+    async fn kept_images(&mut self, hop: &Hop, node: &str) -> anyhow::Result<()>;
+}
