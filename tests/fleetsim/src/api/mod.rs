@@ -193,6 +193,7 @@ async fn manage(
     let mut direct: BTreeMap<String, signal::Sender<bool>> = BTreeMap::new();
     let mut lb: Option<signal::Sender<bool>> = None;
     let serving: Serving = Arc::new(Mutex::new(Vec::new()));
+    let mut ready_before: Option<BTreeMap<String, &'static str>> = None;
     loop {
         let shared = ctx.shared.clone();
         let looked = tokio::task::spawn_blocking(move || {
@@ -207,6 +208,21 @@ async fn manage(
         let (up, cut): (Vec<String>, Vec<String>) = match looked {
             Ok(Ok((c, cut))) => {
                 let now = crate::state::now();
+                let ready = objects::nodes::ready_statuses(&c, now);
+                if ready_before.as_ref().is_some_and(|b| *b != ready) {
+                    let shared = ctx.shared.clone();
+                    let bumped = tokio::task::spawn_blocking(move || {
+                        shared.update_cluster(|c| {
+                            c.resource_version += 1;
+                            Ok(())
+                        })
+                    })
+                    .await;
+                    if !matches!(bumped, Ok(Ok(()))) {
+                        eprintln!("fleetsim: api server: cannot record a node's new Ready status");
+                    }
+                }
+                ready_before = Some(ready);
                 let up = members
                     .iter()
                     .filter(|(n, _)| {

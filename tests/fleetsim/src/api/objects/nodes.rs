@@ -2,6 +2,8 @@
 //! taints, `spec.unschedulable` omitted when false, the Ready condition with
 //! the kubelet's reasons, `status.nodeInfo`).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::state::{Cluster, ClusterNode, Role};
@@ -26,6 +28,27 @@ pub(crate) fn readiness(c: &Cluster, n: &ClusterNode, now: f64) -> Readiness {
             since: k.started_at,
         },
     }
+}
+
+/// Each node's Ready condition as its status word. A change is a status
+/// the kubelet (or the node controller) writes, which a real API server
+/// stores under a new resourceVersion; here readiness follows the clock,
+/// so `super::super::manage` bumps the version when this changes. Without
+/// it a watch started from a list's version (`kubectl wait`: list, then
+/// watch from the list's version) misses a node that turned Ready in
+/// between, and waits out its whole timeout.
+pub(crate) fn ready_statuses(c: &Cluster, now: f64) -> BTreeMap<String, &'static str> {
+    c.nodes
+        .iter()
+        .map(|(name, n)| {
+            let word = match readiness(c, n, now) {
+                Readiness::Ready { .. } => "True",
+                Readiness::NotReady { .. } => "False",
+                Readiness::Unknown => "Unknown",
+            };
+            (name.clone(), word)
+        })
+        .collect()
 }
 
 fn condition(

@@ -60,3 +60,36 @@ fn the_etcd_mirror_pod_runs_kubeadms_etcd_image() {
     );
     assert_eq!(etcd.owner_kind.as_deref(), Some("Node"));
 }
+
+/// What the API server watches to bump the resourceVersion when a node's
+/// Ready condition changes with the clock (`super::nodes::ready_statuses`):
+/// "False" while its kubelet starts, "True" once the kubelet's delay is
+/// over, "Unknown" with no kubelet.
+#[test]
+fn a_nodes_ready_status_follows_its_kubelet_and_the_clock() {
+    let fleet = Fleet::new();
+    let cp = fleet.node("cp1", Role::ControlPlane, "v1.34.2");
+    cp.update_cluster(|c| c.kubelet_delay = 5.0);
+    let c = cp.cluster();
+    let started = c.nodes["cp1"]
+        .kubelet_running()
+        .expect("its kubelet runs")
+        .started_at;
+    assert_eq!(
+        super::nodes::ready_statuses(&c, started + 1.0)["cp1"],
+        "False"
+    );
+    assert_eq!(
+        super::nodes::ready_statuses(&c, started + 6.0)["cp1"],
+        "True"
+    );
+    cp.update_cluster(|c| {
+        if let Some(n) = c.nodes.get_mut("cp1") {
+            n.kubelet = None;
+        }
+    });
+    assert_eq!(
+        super::nodes::ready_statuses(&cp.cluster(), started + 6.0)["cp1"],
+        "Unknown"
+    );
+}
