@@ -30,22 +30,10 @@ pub fn lines(
     expect: Option<&Version>,
     rollback: bool,
 ) -> Vec<(String, String)> {
-    let mut dry = DryRoll {
-        plan,
-        inv,
-        settings,
-        api: inv.first_control_plane().name.clone(),
-        expect: expect.cloned(),
-        lines: Vec::new(),
-        offline: false,
-    };
+    let mut dry = DryRoll::new(plan, inv, settings, expect, false);
     // Nothing in the dry world waits: the roll completes on its first poll.
-    match flow::roll_batch(&mut dry, batch, minor, expect, rollback).now_or_never() {
-        Some(Ok(())) => {}
-        Some(Err(e)) => dry.line("-", &format!("(cannot render: {e:#})")),
-        None => dry.line("-", "(cannot render: the roll waited)"),
-    }
-    dry.lines
+    let ran = flow::roll_batch(&mut dry, batch, minor, expect, rollback).now_or_never();
+    dry.rendered(ran)
 }
 
 /// The lines of a roll offline (`super::roll_offline`: a lone control
@@ -59,24 +47,12 @@ pub fn offline_lines(
     minor: Minor,
     expect: Option<&Version>,
 ) -> Vec<(String, String)> {
-    let mut dry = DryRoll {
-        plan,
-        inv,
-        settings,
-        api: inv.first_control_plane().name.clone(),
-        expect: expect.cloned(),
-        lines: Vec::new(),
-        offline: true,
-    };
+    let mut dry = DryRoll::new(plan, inv, settings, expect, true);
     // As `roll_offline` calls it: a rollback, offline, Ceph's recovery
     // waited for once it is back.
-    let roll = flow::reboot_and_wait(&mut dry, batch, minor, expect, true, true, true);
-    match roll.now_or_never() {
-        Some(Ok(())) => {}
-        Some(Err(e)) => dry.line("-", &format!("(cannot render: {e:#})")),
-        None => dry.line("-", "(cannot render: the roll waited)"),
-    }
-    dry.lines
+    let ran =
+        flow::reboot_and_wait(&mut dry, batch, minor, expect, true, true, true).now_or_never();
+    dry.rendered(ran)
 }
 
 /// The gates before a node goes down (`crate::steps::gates`), also shown
@@ -120,7 +96,36 @@ struct DryRoll<'a> {
     offline: bool,
 }
 
-impl DryRoll<'_> {
+impl<'a> DryRoll<'a> {
+    fn new(
+        plan: &'a Plan,
+        inv: &'a Inventory,
+        settings: &'a Settings,
+        expect: Option<&Version>,
+        offline: bool,
+    ) -> DryRoll<'a> {
+        DryRoll {
+            plan,
+            inv,
+            settings,
+            api: inv.first_control_plane().name.clone(),
+            expect: expect.cloned(),
+            lines: Vec::new(),
+            offline,
+        }
+    }
+
+    /// Its lines once the roll ran over it (`None`: it waited, which no
+    /// dry step does).
+    fn rendered(mut self, ran: Option<anyhow::Result<()>>) -> Vec<(String, String)> {
+        match ran {
+            Some(Ok(())) => {}
+            Some(Err(e)) => self.line("-", &format!("(cannot render: {e:#})")),
+            None => self.line("-", "(cannot render: the roll waited)"),
+        }
+        self.lines
+    }
+
     fn line(&mut self, node: &str, text: &str) {
         self.lines.push((node.to_string(), text.to_string()));
     }
