@@ -71,13 +71,17 @@ fn copy_to(fleet: &Fleet, node: &str, from: &Path, to: &str, mode: &str) {
 
 /// etcdctl on `node` against its own member, with kubeadm's health-check
 /// client pair. The member listens on the node's address, not 127.0.0.1
-/// (the sim's shared network namespace: docs/simulator.md).
+/// (the sim's shared network namespace: docs/simulator.md). Its reads are
+/// linearizable: on a loaded 2-core host a member just restored can take
+/// longer than etcdctl's default 5 s to agree with its peers (CI saw
+/// `context deadline exceeded` there), so each command may take 30 s.
 fn etcdctl(fleet: &Fleet, node: &str, args: &str) -> std::process::Output {
     let address = fleet.address(node).unwrap();
     let pki = "/etc/kubernetes/pki/etcd";
     let cmd = format!(
-        "ETCDCTL_API=3 {ETCDCTL} --endpoints=https://{address}:2379 --cacert={pki}/ca.crt \
-         --cert={pki}/healthcheck-client.crt --key={pki}/healthcheck-client.key {args}"
+        "ETCDCTL_API=3 {ETCDCTL} --command-timeout=30s --endpoints=https://{address}:2379 \
+         --cacert={pki}/ca.crt --cert={pki}/healthcheck-client.crt \
+         --key={pki}/healthcheck-client.key {args}"
     );
     fleet.ssh(node, "root", &cmd).unwrap()
 }
@@ -258,6 +262,13 @@ fn restore(fleet: &Fleet, cps: &[String], db: &Path) {
             c.api_up(now) && c.nodes.keys().all(|n| c.node_ready(n, now))
         })
         .unwrap();
+    // The API server's writes went through a leader; each member answers a
+    // linearizable read of its own before the keyspace is compared.
+    for cp in cps {
+        wait(&format!("{cp}'s member to answer after the restarts"), || {
+            etcdctl(fleet, cp, "endpoint health").status.success()
+        });
+    }
 }
 
 fn a_restore_brings_the_keyspace_back(n: usize) {
