@@ -343,7 +343,9 @@ fn a_32_mib_answer_repeated_leaves_a_small_journal_with_its_count() {
         "x".repeat(32 << 20),
         "t".repeat(100)
     );
-    for _ in 0..10 {
+    // Four answers show the count as well as ten would, at 40% of the
+    // debug build's hashing time.
+    for _ in 0..4 {
         j.command(
             ran(
                 "w-1",
@@ -387,7 +389,7 @@ fn a_32_mib_answer_repeated_leaves_a_small_journal_with_its_count() {
         "head/tail"
     );
     assert!(
-        text.contains("the same answer 9 more time(s), not copied"),
+        text.contains("the same answer 3 more time(s), not copied"),
         "{}",
         &text[text.len() - 2000..]
     );
