@@ -101,4 +101,3 @@ fn a_worker_whose_new_kubelet_crash_loops_is_rolled_back_and_apply_stops_naming_
         .collect();
     assert_eq!(rolled, ["w-1"], "the journal records the one rollback");
 }
-
