@@ -5,6 +5,8 @@ mod fleet_clocks;
 mod locked;
 mod plan;
 mod reboot;
+#[cfg(test)]
+mod report_rules;
 mod rollback;
 mod run_config;
 mod status;

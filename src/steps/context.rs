@@ -196,26 +196,12 @@ impl<'a> Apply<'a> {
             .lock()
             .map(|l| l.done.clone())
             .unwrap_or_default();
-        let mut msg = match self.stop.reason() {
-            Some(reason) => format!("stopped at a safe point: {reason}"),
-            None => format!(
-                "stopped by {} at a safe point",
-                self.stop.signal().unwrap_or("Ctrl-C")
-            ),
-        };
-        if let Some(n) = drained {
-            msg.push_str(&format!(
-                " ({n} was drained but not rebooted, and was uncordoned again)"
-            ));
-        }
-        if !done.is_empty() {
-            msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
-        }
-        msg.push_str(&format!(
-            ". Run `{}` again to continue where it stopped",
-            self.settings.rerun
-        ));
-        Err(anyhow::Error::new(Interrupted(msg)))
+        Err(anyhow::Error::new(stopped_at_safe_point(
+            &self.stop,
+            drained,
+            &done,
+            self.settings.rerun,
+        )))
     }
 
     /// Marks `node` in progress in the saved plan before fleetctl changes
@@ -262,4 +248,34 @@ pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
     let out = r.run_root("facts", remote::FACTS_SCRIPT, None).await?;
     node::parse_facts(&out.stdout)
         .with_context(|| format!("{}: reading facts after its steps", r.node()))
+}
+
+/// The stop at a safe point a stop asked (`stop`) ends in: why, which
+/// batch was drained and uncordoned again without a reboot (`drained`),
+/// what this run finished, and that a rerun (not a fix) continues.
+pub fn stopped_at_safe_point(
+    stop: &Stop,
+    drained: Option<&str>,
+    done: &[String],
+    rerun: Rerun,
+) -> Interrupted {
+    let mut msg = match stop.reason() {
+        Some(reason) => format!("stopped at a safe point: {reason}"),
+        None => format!(
+            "stopped by {} at a safe point",
+            stop.signal().unwrap_or("Ctrl-C")
+        ),
+    };
+    if let Some(n) = drained {
+        msg.push_str(&format!(
+            " ({n} was drained but not rebooted, and was uncordoned again)"
+        ));
+    }
+    if !done.is_empty() {
+        msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
+    }
+    msg.push_str(&format!(
+        ". Run `{rerun}` again to continue where it stopped"
+    ));
+    Interrupted(msg)
 }

@@ -38,6 +38,8 @@ pub mod runner;
 mod safe_point;
 pub mod script;
 mod stage;
+#[cfg(test)]
+mod stop_reports;
 mod storage_gate;
 mod verify;
 

@@ -29,7 +29,10 @@ use crate::version::{Minor, Version};
 
 mod after_reboot;
 mod crash_loop;
+mod drain_verdict;
 pub(super) mod dry_world;
+#[cfg(test)]
+mod failure_rules;
 #[cfg(test)]
 mod fake_fleet;
 mod flow;
@@ -41,6 +44,7 @@ mod ssh_world;
 mod world;
 pub use after_reboot::ready_then_uncordon;
 use after_reboot::uncordon;
+use drain_verdict::{DrainVerdict, drain_verdict, not_drained};
 pub use offline::roll_offline;
 use ssh_world::SshRoll;
 
@@ -210,31 +214,16 @@ async fn drain(
         uncordoned: false,
     })?;
     out.stderr = std::mem::take(&mut out.stdout);
-    let cordoned = kubectl::drain_cordoned(node, &out.stderr);
-    if out.success() && cordoned {
-        return Ok(());
-    }
-    if !cordoned {
-        // kubectl drain goes on evicting after the API refused its cordon
-        // (RunCordonOrUncordon prints the error and returns nil), and can
-        // exit 0: a node drained but schedulable takes new pods, so it is
-        // not rebooted.
-        let why = kubectl::schedulability_refused(&out.stderr)
-            .or_else(|| out.stderr.trim().lines().last())
-            .unwrap_or("it printed nothing");
-        let done = if out.success() {
-            "kubectl evicted its pods, but the node stays schedulable and was not rebooted"
-        } else {
-            "nothing was rebooted"
-        };
-        return Err(DrainFailed {
-            error: anyhow::anyhow!(
-                "{node}: kubectl drain could not cordon {node}: {why}. {done}; run \
-                 `{rerun}` again once the API server accepts the cordon"
-            ),
-            uncordoned: true,
-        });
-    }
+    let why = match drain_verdict(node, out.success(), &out.stderr, rerun) {
+        DrainVerdict::Drained => return Ok(()),
+        DrainVerdict::NotCordoned(error) => {
+            return Err(DrainFailed {
+                error,
+                uncordoned: true,
+            });
+        }
+        DrainVerdict::NotDrained { why } => why,
+    };
     let undo = uncordon(&api, node).await;
     let state = match &undo {
         Ok(()) => format!("{node} was uncordoned again; nothing was rebooted"),
@@ -242,21 +231,8 @@ async fn drain(
             "{node} IS STILL CORDONED (uncordon failed: {e:#}); run `kubectl uncordon {node}`"
         ),
     };
-    let pods = blocked_pods(&out.stderr);
-    let why = if pods.is_empty() {
-        format!(
-            "kubectl said: {}",
-            out.stderr.trim().lines().last().unwrap_or("nothing")
-        )
-    } else {
-        format!("a PodDisruptionBudget blocks evicting {}", pods.join(", "))
-    };
     Err(DrainFailed {
-        error: anyhow::anyhow!(
-            "{node}: drain did not finish within {}: {why}. {state}. Make room for the pods (scale the \
-             workload or relax the budget), then run `{rerun}` again",
-            humantime::format_duration(timeout)
-        ),
+        error: not_drained(node, timeout, &why, &state, rerun),
         uncordoned: undo.is_ok(),
     })
 }

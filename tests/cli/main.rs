@@ -5,11 +5,9 @@
 mod ansible;
 mod apply;
 mod apply_faults;
-mod batches;
 mod ceph;
 mod checks;
 mod containerd;
-mod cordon;
 mod etcd_cgroup;
 mod etcd_downgrade;
 mod etcd_gate;

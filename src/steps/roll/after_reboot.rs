@@ -93,16 +93,7 @@ impl Wait {
     /// What the operator does about a node whose kubelet crash-loops after
     /// this roll stopped on it.
     fn after_crash_loop(&self, node: &str) -> String {
-        let fix = format!(
-            "Fix the kubelet (`journalctl -u kubelet -b` on {node}), then run `{}` again",
-            self.rerun
-        );
-        match self.rollback {
-            true => fix,
-            false => format!(
-                "{fix}; or take {node} back to the kubelet it ran before with `fleetctl rollback {node}`"
-            ),
-        }
+        after_crash_loop(node, self.rerun, self.rollback)
     }
 
     /// The kubelet active at `staged`, the static pods, Ready, uncordoned.
@@ -377,5 +368,19 @@ pub(super) fn refused_uncordon(node: &str, stderr: &str) -> anyhow::Result<()> {
              Uncordon it yourself (`kubectl uncordon {node}`) once the cause is fixed"
         ),
         None => Ok(()),
+    }
+}
+
+/// What the operator does about `node`, whose kubelet crash-loops after a
+/// roll stopped on it: fix it and rerun, or (unless the roll was itself a
+/// rollback) roll it back.
+pub(super) fn after_crash_loop(node: &str, rerun: Rerun, rollback: bool) -> String {
+    let fix =
+        format!("Fix the kubelet (`journalctl -u kubelet -b` on {node}), then run `{rerun}` again");
+    match rollback {
+        true => fix,
+        false => format!(
+            "{fix}; or take {node} back to the kubelet it ran before with `fleetctl rollback {node}`"
+        ),
     }
 }

@@ -248,19 +248,36 @@ async fn looping(
             .map(|o| o.stdout.lines().map(str::to_string).collect())
             .unwrap_or_default(),
     };
-    Ok(Some(NotUp {
-        node: r.node().to_string(),
+    Ok(Some(looping_not_up(
+        r.node(),
+        &state.unit,
+        grew,
+        total,
+        journal,
+    )))
+}
+
+/// The [`NotUp`] of `node`, whose kubelet.service is `unit` after systemd
+/// restarted it `grew` times under fleetctl's eyes (`total` in the boot):
+/// named for the crash loop, with the journal's lines.
+pub(super) fn looping_not_up(
+    node: &str,
+    unit: &str,
+    grew: u32,
+    total: u32,
+    journal: Vec<String>,
+) -> NotUp {
+    NotUp {
+        node: node.to_string(),
         cause: Cause::CrashLoop { restarts: grew },
         last_log: last_kubelet_line(&journal),
         message: format!(
-            "{}: after the reboot kubelet.service keeps failing: systemd restarted it {grew} \
-             times while fleetctl watched ({total} in this boot) and it is `{}` now. It is \
+            "{node}: after the reboot kubelet.service keeps failing: systemd restarted it {grew} \
+             times while fleetctl watched ({total} in this boot) and it is `{unit}` now. It is \
              cordoned. Its journal:\n  {}",
-            r.node(),
-            state.unit,
             journal.join("\n  ")
         ),
-    }))
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,10 @@ pub(super) struct Faults {
     pub(super) lease_lapses_after: Option<usize>,
     /// What is left of the lease; `None`: plenty.
     pub(super) lease_left: Option<Duration>,
+    /// The API refuses the uncordon once the node is back and Ready (a
+    /// policy froze the Node): it stays cordoned (`after_reboot`'s
+    /// `refused_uncordon`).
+    pub(super) uncordon_refused: BTreeSet<String>,
 }
 
 pub(super) struct FakeFleet {
@@ -341,6 +345,13 @@ impl RollWorld for FakeFleet {
             }
             self.node(&name).ready = true;
             self.step("ready", &name);
+            if self.faults.uncordon_refused.contains(&name) {
+                self.step("uncordon-refused", &name);
+                failures.push(anyhow::anyhow!(
+                    "{name} is still cordoned: the API server refused the uncordon"
+                ));
+                continue;
+            }
             self.node(&name).cordoned = false;
             self.step("uncordon", &name);
             back.push(name);
