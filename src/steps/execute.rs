@@ -27,6 +27,8 @@ mod dry_script;
 mod fake_script;
 mod parallel_phase;
 #[cfg(test)]
+mod random_runs;
+#[cfg(test)]
 mod script_rules;
 mod script_world;
 mod ssh_script;

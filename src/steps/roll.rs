@@ -31,7 +31,7 @@ mod after_reboot;
 mod crash_loop;
 pub(super) mod dry_world;
 #[cfg(test)]
-mod fake_fleet;
+pub(in crate::steps) mod fake_fleet;
 mod flow;
 #[cfg(test)]
 mod flow_tests;
