@@ -6,9 +6,9 @@
 //! The version skew policy (kubernetes/website,
 //! `content/en/releases/version-skew-policy.md`, "kubelet"): "kubelet must
 //! not be newer than kube-apiserver" and "may be up to three minor
-//! versions older than kube-apiserver"; in an HA cluster the allowed range
-//! narrows to the oldest kube-apiserver instance ("kube-apiserver
-//! instances are 1.35 and 1.34: kubelet is supported at 1.34 and 1.33").
+//! versions older than kube-apiserver"; in an HA cluster whose
+//! kube-apiserver instances differ, a kubelet newer than the oldest
+//! instance is not supported (the page's example after that rule).
 //! Its "Supported component upgrade order" puts kube-apiserver first and
 //! the kubelets after, and kubeadm's upgrade page
 //! (`content/en/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade.md`)
@@ -145,4 +145,82 @@ pub(super) fn check_reboot(now: &FleetNow, node: &str, after: &str) -> Vec<Strin
         )],
         false => Vec::new(),
     }
+}
+
+/// Each rule, broken on its own, is reported (so none of them passes
+/// vacuously in the property tests).
+#[test]
+fn each_rule_broken_alone_is_reported() {
+    let v = |s: &str| -> Version { s.parse().unwrap() };
+    let m = |s: &str| -> Minor { s.parse().unwrap() };
+    let node = |name: &str, control_plane: bool, kubelet: &str| NodeNow {
+        name: name.into(),
+        control_plane,
+        up: true,
+        ready: true,
+        cordoned: false,
+        kubelet: v(kubelet),
+        staged: v(kubelet),
+        kubeadm: None,
+    };
+    let fleet = FleetNow {
+        nodes: vec![node("cp-1", true, "v1.34.1"), node("w-1", false, "v1.34.1")],
+        apiservers: [("cp-1".to_string(), m("v1.34"))].into(),
+        cluster: m("v1.34"),
+        max_out: 1,
+    };
+    assert_eq!(check(&fleet, "nothing"), Vec::<String>::new());
+    let broken = |f: &dyn Fn(&mut FleetNow), words: &str| {
+        let mut now = fleet.clone();
+        f(&mut now);
+        let breaches = check(&now, "the step");
+        assert!(
+            breaches.iter().any(|b| b.contains(words)),
+            "{words}: {breaches:?}"
+        );
+    };
+    broken(
+        &|f| f.nodes[1].kubelet = v("v1.35.0"),
+        "runs kubelet v1.35.0 with a kube-apiserver",
+    );
+    broken(
+        &|f| f.nodes[1].staged = v("v1.35.0"),
+        "would boot kubelet v1.35.0",
+    );
+    broken(
+        &|f| f.nodes[1].kubelet = v("v1.30.9"),
+        "runs kubelet v1.30.9 with the API at",
+    );
+    broken(
+        &|f| f.nodes[1].kubeadm = Some(m("v1.35")),
+        "before `upgrade apply`",
+    );
+    broken(
+        &|f| {
+            f.apiservers.insert("cp-1".into(), m("v1.35"));
+            f.cluster = m("v1.35");
+            f.nodes[1].staged = v("v1.35.0");
+        },
+        "w-1 staged v1.35.0 before its kubeadm step",
+    );
+    broken(
+        &|f| {
+            f.apiservers.insert("cp-1".into(), m("v1.35"));
+            f.cluster = m("v1.35");
+            f.nodes[1].kubelet = v("v1.35.0");
+        },
+        "worker w-1 runs v1.35.0 before every control plane",
+    );
+    broken(
+        &|f| (f.nodes[0].cordoned, f.nodes[1].ready) = (true, false),
+        "out of service at once",
+    );
+    let mut armed = fleet.clone();
+    (armed.cluster, armed.nodes[1].staged) = (m("v1.35"), v("v1.35.0"));
+    assert_eq!(check_reboot(&armed, "w-1", "reboot w-1").len(), 1);
+    armed.nodes[1].kubeadm = Some(m("v1.35"));
+    assert_eq!(
+        check_reboot(&armed, "w-1", "reboot w-1"),
+        Vec::<String>::new()
+    );
 }
