@@ -61,6 +61,12 @@ struct Case {
     /// Each node's patch (modulo what the hub has).
     patches: [u64; 9],
     hops: u64,
+    /// `fleetctl plan v1.X.Y` with the hub's newest patch; else `v1.X`.
+    /// (An older patch is planned as the newest, with a warning, and the
+    /// rerun of a stopped run then refuses its own target as a downgrade
+    /// once `upgrade apply` reached the newest: reported in issue 39, left
+    /// out here until it is settled.)
+    exact: bool,
     jump: bool,
     max_unavailable: usize,
     rollback: bool,
@@ -89,7 +95,7 @@ fn case() -> impl Strategy<Value = Case> {
             prop::array::uniform4(0u64..=3),
             prop::array::uniform9(0u64..=3),
         ),
-        (1u64..=3, any::<bool>(), 1usize..=3),
+        (1u64..=3, any::<bool>(), any::<bool>(), 1usize..=3),
         (any::<bool>(), any::<bool>(), any::<bool>()),
         (fault, any::<usize>(), 0.0f64..1.0),
     )
@@ -97,7 +103,7 @@ fn case() -> impl Strategy<Value = Case> {
             |(
                 (cps, zones, minor),
                 (newest, patches),
-                (hops, jump, max_unavailable),
+                (hops, exact, jump, max_unavailable),
                 (rollback, kured, soak),
                 (fault, fault_node, fault_at),
             )| Case {
@@ -107,6 +113,7 @@ fn case() -> impl Strategy<Value = Case> {
                 newest,
                 patches,
                 hops,
+                exact,
                 jump,
                 max_unavailable,
                 rollback,
@@ -135,7 +142,17 @@ impl Case {
     }
 
     fn target(&self) -> TargetVersion {
-        TargetVersion::Minor(Minor::new(1, self.minor + self.hops))
+        let minor = Minor::new(1, self.minor + self.hops);
+        match self.exact {
+            true => TargetVersion::Exact(minor.with_patch(self.newest[self.hops as usize])),
+            false => TargetVersion::Minor(minor),
+        }
+    }
+
+    /// The patch every node must end on: the hub's newest of the target
+    /// minor.
+    fn target_version(&self) -> Option<Version> {
+        self.hub().newest(self.target().minor()).cloned()
     }
 
     /// Every node on some patch of `minor`, settled; the cluster on the first's.
@@ -219,7 +236,7 @@ fn kept_the_rules(m: &ModelFleet, when: &str) -> Result<(), TestCaseError> {
 /// there; each minor on the way applied exactly once; nothing left to plan.
 fn at_target(c: &Case, m: &ModelFleet, when: &str) -> Result<(), TestCaseError> {
     let target = c.target().minor();
-    let want = c.hub().newest(target).cloned();
+    let want = c.target_version();
     for n in &m.state.nodes {
         let k = &n.facts.kubernetes;
         prop_assert_eq!(&k.running, &want, "{}: {} not at the target", when, &n.name);
