@@ -29,6 +29,8 @@ mod fake_script;
 mod fault_rules;
 mod parallel_phase;
 #[cfg(test)]
+mod random_runs;
+#[cfg(test)]
 mod script_rules;
 mod script_world;
 mod ssh_script;

@@ -34,7 +34,7 @@ pub(super) mod dry_world;
 #[cfg(test)]
 mod failure_rules;
 #[cfg(test)]
-mod fake_fleet;
+pub(in crate::steps) mod fake_fleet;
 mod flow;
 #[cfg(test)]
 mod flow_tests;

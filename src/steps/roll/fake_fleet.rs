@@ -24,60 +24,73 @@ use crate::steps::on_failure::{Cause, NotUp};
 use crate::version::{Minor, Version};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct FakeNode {
-    pub(super) control_plane: bool,
-    pub(super) up: bool,
-    pub(super) ready: bool,
-    pub(super) cordoned: bool,
-    pub(super) kubelet: Version,
-    pub(super) staged: Version,
-    pub(super) boot: u32,
+pub(in crate::steps) struct FakeNode {
+    pub(in crate::steps) control_plane: bool,
+    pub(in crate::steps) up: bool,
+    pub(in crate::steps) ready: bool,
+    pub(in crate::steps) cordoned: bool,
+    pub(in crate::steps) kubelet: Version,
+    pub(in crate::steps) staged: Version,
+    pub(in crate::steps) boot: u32,
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct Faults {
+pub(in crate::steps) struct Faults {
     /// kubectl drain fails (a budget blocks an eviction): the drain
     /// uncordons the node itself.
-    pub(super) drain_fails: BTreeSet<String>,
+    pub(in crate::steps) drain_fails: BTreeSet<String>,
     /// The wait for the drain is lost: the node stays cordoned.
-    pub(super) drain_lost: BTreeSet<String>,
-    pub(super) not_back: BTreeSet<String>,
-    pub(super) crash_loop: BTreeSet<String>,
-    pub(super) ceph_degraded: bool,
-    pub(super) etcd_unhealthy: bool,
+    pub(in crate::steps) drain_lost: BTreeSet<String>,
+    pub(in crate::steps) not_back: BTreeSet<String>,
+    pub(in crate::steps) crash_loop: BTreeSet<String>,
+    pub(in crate::steps) ceph_degraded: bool,
+    pub(in crate::steps) etcd_unhealthy: bool,
     /// A stop (Ctrl-C) asked right after this step.
-    pub(super) stop_after: Option<usize>,
+    pub(in crate::steps) stop_after: Option<usize>,
     /// The lease lapses right after this step (the keeper then asks a stop).
-    pub(super) lease_lapses_after: Option<usize>,
+    pub(in crate::steps) lease_lapses_after: Option<usize>,
     /// What is left of the lease; `None`: plenty.
-    pub(super) lease_left: Option<Duration>,
+    pub(in crate::steps) lease_left: Option<Duration>,
     /// The API refuses the uncordon once the node is back and Ready (a
     /// policy froze the Node): it stays cordoned (`after_reboot`'s
     /// `refused_uncordon`).
-    pub(super) uncordon_refused: BTreeSet<String>,
+    pub(in crate::steps) uncordon_refused: BTreeSet<String>,
 }
 
-pub(super) struct FakeFleet {
-    pub(super) nodes: BTreeMap<String, FakeNode>,
-    pub(super) faults: Faults,
+pub(in crate::steps) struct FakeFleet {
+    pub(in crate::steps) nodes: BTreeMap<String, FakeNode>,
+    pub(in crate::steps) faults: Faults,
     /// Kured's lock is held and it sets pre- and post-reboot labels.
-    pub(super) kured_labels: bool,
+    pub(in crate::steps) kured_labels: bool,
     /// How many nodes may be out of service at once (`--max-unavailable`).
-    pub(super) max_down: usize,
-    pub(super) drain_timeout: Duration,
-    pub(super) node_timeout: Duration,
+    pub(in crate::steps) max_down: usize,
+    pub(in crate::steps) drain_timeout: Duration,
+    pub(in crate::steps) node_timeout: Duration,
     /// Every step taken, `what node`, in order.
-    pub(super) log: Vec<String>,
-    pub(super) violations: Vec<String>,
-    pub(super) peak_down: usize,
-    pub(super) ledger: BTreeSet<String>,
+    pub(in crate::steps) log: Vec<String>,
+    pub(in crate::steps) violations: Vec<String>,
+    pub(in crate::steps) peak_down: usize,
+    pub(in crate::steps) ledger: BTreeSet<String>,
     steps: usize,
     stop: bool,
+    /// Rules a caller checks after every step besides the fleet's own (the
+    /// property tests' skew rules, `crate::steps::execute`'s
+    /// `random_runs`): given the step and the nodes, the breaches.
+    pub(in crate::steps) observe: Option<Observer>,
 }
+
+/// See [`FakeFleet::observe`].
+pub(in crate::steps) type Observer =
+    Box<dyn FnMut(&str, &BTreeMap<String, FakeNode>) -> Vec<String>>;
 
 impl FakeFleet {
     /// `control_planes` then `workers`, all at `from`, `to` staged.
-    pub(super) fn new(control_planes: usize, workers: usize, from: &str, to: &str) -> FakeFleet {
+    pub(in crate::steps) fn new(
+        control_planes: usize,
+        workers: usize,
+        from: &str,
+        to: &str,
+    ) -> FakeFleet {
         let node = |control_plane| FakeNode {
             control_plane,
             up: true,
@@ -107,12 +120,32 @@ impl FakeFleet {
             ledger: BTreeSet::new(),
             steps: 0,
             stop: false,
+            observe: None,
         }
     }
 
     /// How many steps were taken.
-    pub(super) fn steps(&self) -> usize {
+    pub(in crate::steps) fn steps(&self) -> usize {
         self.steps
+    }
+
+    /// Whether a stop was asked (injected, or the lease lapsed).
+    pub(in crate::steps) fn stop_asked(&self) -> bool {
+        self.stop
+    }
+
+    /// The roll's own order (`super::flow::roll_batch`) over this fleet.
+    pub(in crate::steps) fn roll(
+        &mut self,
+        batch: &[String],
+        minor: Minor,
+        expect: Option<&Version>,
+        rollback: bool,
+    ) -> anyhow::Result<()> {
+        use futures_util::FutureExt;
+        super::flow::roll_batch(self, batch, minor, expect, rollback)
+            .now_or_never()
+            .expect("the fake fleet never waits")
     }
 
     fn node(&mut self, name: &str) -> &mut FakeNode {
@@ -150,6 +183,10 @@ impl FakeFleet {
             }
         }
         self.violations.extend(breaches);
+        if let Some(observe) = &mut self.observe {
+            self.violations
+                .extend(observe(&format!("{what} {node}"), &self.nodes));
+        }
         if self.faults.stop_after == Some(self.steps) {
             self.stop = true;
         }
@@ -220,7 +257,7 @@ impl RollWorld for FakeFleet {
         self.check_stop(None)
     }
 
-    async fn gates(&mut self, batch: &[String], _: bool) -> anyhow::Result<bool> {
+    async fn gates(&mut self, batch: &[String], rollback: bool) -> anyhow::Result<bool> {
         let names = batch.join(",");
         self.step("gates", &names);
         let mut problems = Vec::new();
@@ -232,7 +269,11 @@ impl RollWorld for FakeFleet {
             problems.push("etcd would lose quorum".to_string());
         }
         for (name, n) in &self.nodes {
-            if !n.up || !n.ready {
+            // As `crate::steps::gates::before_drain`: a rollback may take
+            // down a batch that is not Ready (already out of service, often
+            // for the very kubelet it goes back from).
+            let tolerated = rollback && batch.contains(name);
+            if (!n.up || !n.ready) && !tolerated {
                 problems.push(format!("{name} is not Ready"));
             } else if n.cordoned && !batch.contains(name) {
                 problems.push(format!("{name} is cordoned"));
