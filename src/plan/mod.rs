@@ -37,7 +37,7 @@ mod workers;
 #[cfg(test)]
 mod planner_proptests;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 

@@ -72,16 +72,9 @@ pub async fn snapshot(
     let config = r
         .check_root("read kubeadm-config", &before_hop::get_kubeadm_config())
         .await?;
-    let topology = checks::etcd_topology(&config.stdout)
-        .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
-    let data_dir = match topology {
-        EtcdTopology::Local { data_dir } => data_dir,
-        EtcdTopology::External { endpoints } => {
-            let text = format!(
-                "etcd is external ({}): fleetctl did not snapshot it. Take a snapshot with your \
-                 etcd's own tools before this hop if you have not",
-                endpoints.join(", ")
-            );
+    let data_dir = match local_data_dir(node, &config.stdout)? {
+        Ok(data_dir) => data_dir,
+        Err(text) => {
             apply.progress.line(&format!("  warning: {text}"));
             apply.journal_event("etcd-external", Some(node), &text);
             return Ok(None);
@@ -185,30 +178,13 @@ async fn fetch(
         .context("the backups directory has no parent")?;
     crate::local_fs::private_dir(dir)?;
     let partial = local.with_extension("db.partial");
-    let copied = copy(r, on_node, &partial, size).await;
-    let verified = copied.and_then(|()| {
-        let digest = digest_of(&partial)?;
-        if digest.sha256 != node_sha {
-            bail!(
-                "the copy of {on_node} on this machine has sha256 {}, the node's file {node_sha}: \
-                 the copy is damaged",
-                digest.sha256
-            );
-        }
-        if let Err(e) = digest.integrity {
-            bail!("the snapshot {on_node} fails etcd's own integrity check: {e}");
-        }
-        Ok(digest.bytes)
-    });
-    let bytes = match verified {
-        Ok(b) => b,
+    let bytes = match copy(r, on_node, &partial, size).await {
+        Ok(()) => keep_verified(&partial, local, on_node, &node_sha)?,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             return Err(e);
         }
     };
-    std::fs::rename(&partial, local)
-        .with_context(|| format!("renaming {} to {}", partial.display(), local.display()))?;
     let sums = local.with_extension("db.sha256");
     let name = local
         .file_name()
@@ -228,6 +204,57 @@ async fn fetch(
         bytes,
         status,
     })
+}
+
+/// Where the snapshot is taken, from kubeadm-config: `Ok(data_dir)` for a
+/// stacked etcd (the static pod's, on the host), `Err(warning)` for an
+/// external one, which fleetctl cannot reach: the hop goes on without a
+/// snapshot, and says so.
+fn local_data_dir(node: &str, kubeadm_config: &str) -> anyhow::Result<Result<String, String>> {
+    let topology = checks::etcd_topology(kubeadm_config)
+        .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
+    Ok(match topology {
+        EtcdTopology::Local { data_dir } => Ok(data_dir),
+        EtcdTopology::External { endpoints } => Err(format!(
+            "etcd is external ({}): fleetctl did not snapshot it. Take a snapshot with your \
+             etcd's own tools before this hop if you have not",
+            endpoints.join(", ")
+        )),
+    })
+}
+
+/// The copy at `partial` becomes `local` only if it is the node's file
+/// (`node_sha`) and passes etcd's own integrity check; otherwise it is
+/// removed: no damaged snapshot is kept to be restored later.
+fn keep_verified(
+    partial: &Path,
+    local: &Path,
+    on_node: &str,
+    node_sha: &str,
+) -> anyhow::Result<u64> {
+    let verified = digest_of(partial).and_then(|digest| {
+        if digest.sha256 != node_sha {
+            bail!(
+                "the copy of {on_node} on this machine has sha256 {}, the node's file {node_sha}: \
+                 the copy is damaged",
+                digest.sha256
+            );
+        }
+        if let Err(e) = digest.integrity {
+            bail!("the snapshot {on_node} fails etcd's own integrity check: {e}");
+        }
+        Ok(digest.bytes)
+    });
+    let bytes = match verified {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = std::fs::remove_file(partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(partial, local)
+        .with_context(|| format!("renaming {} to {}", partial.display(), local.display()))?;
+    Ok(bytes)
 }
 
 /// A snapshot bigger than `max` (`--etcd-snapshot-max`) is not copied: the
@@ -415,5 +442,78 @@ mod tests {
             )
         );
         assert!(d.integrity.is_err(), "3 bytes cannot be an etcd snapshot");
+    }
+
+    /// tests/cli/checks.rs's external etcd: the hop goes on without a
+    /// snapshot and the warning names the endpoints; a stacked etcd is
+    /// snapshotted in its data dir.
+    #[test]
+    fn an_external_etcd_is_not_snapshotted_and_says_so() {
+        let cm = |yaml: &str| {
+            serde_json::json!({"data": {"ClusterConfiguration": yaml}}).to_string()
+        };
+        let external = cm("etcd:\n  external:\n    endpoints:\n    - https://10.0.0.50:2379\n");
+        let warning = local_data_dir("cp-1", &external).unwrap().unwrap_err();
+        assert!(
+            warning.starts_with(
+                "etcd is external (https://10.0.0.50:2379): fleetctl did not snapshot it"
+            ),
+            "{warning}"
+        );
+        let stacked = cm("etcd:\n  local:\n    dataDir: /data/etcd\n");
+        assert_eq!(local_data_dir("cp-1", &stacked).unwrap(), Ok("/data/etcd".into()));
+    }
+
+    /// A snapshot of `pages` 4 KiB pages, with etcd's sha256 trailer.
+    fn snapshot_bytes(pages: usize) -> Vec<u8> {
+        use sha2::{Digest, Sha256};
+        let mut data: Vec<u8> = (0..pages * 4096).map(|i| (i % 251) as u8).collect();
+        let sum = Sha256::digest(&data);
+        data.extend_from_slice(&sum);
+        data
+    }
+
+    fn sha256_hex(data: &[u8]) -> String {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// tests/cli/etcd_cgroup.rs's damaged snapshot, on this machine's copy:
+    /// truncated or flipped, it fails etcd's own check and is not kept; a
+    /// copy that is not the node's file is not kept either; a whole one
+    /// gets its final name.
+    #[test]
+    fn only_a_verified_copy_of_the_nodes_snapshot_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partial, local) = (dir.path().join("s.db.partial"), dir.path().join("s.db"));
+        let whole = snapshot_bytes(2);
+        let truncated = whole[..whole.len() - 100].to_vec();
+        let mut flipped = whole.clone();
+        flipped[4097] ^= 1;
+        for (bad, words) in [
+            (&truncated, "it is truncated"),
+            (&flipped, "it is corrupt"),
+        ] {
+            std::fs::write(&partial, bad).unwrap();
+            let e = keep_verified(&partial, &local, "/var/lib/etcd/x.db", &sha256_hex(bad))
+                .unwrap_err();
+            let text = format!("{e:#}");
+            assert!(text.contains("fails etcd's own integrity check"), "{text}");
+            assert!(text.contains(words), "{text}");
+            assert!(!partial.exists() && !local.exists(), "a damaged copy was kept");
+        }
+        std::fs::write(&partial, &whole).unwrap();
+        let e = keep_verified(&partial, &local, "/n", &"0".repeat(64)).unwrap_err();
+        assert!(format!("{e:#}").contains("the copy is damaged"), "{e:#}");
+        assert!(!partial.exists() && !local.exists());
+
+        std::fs::write(&partial, &whole).unwrap();
+        let bytes = keep_verified(&partial, &local, "/n", &sha256_hex(&whole)).unwrap();
+        assert_eq!(bytes, whole.len() as u64);
+        assert!(!partial.exists());
+        assert_eq!(std::fs::read(&local).unwrap(), whole);
     }
 }

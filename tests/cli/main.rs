@@ -7,7 +7,6 @@ mod apply;
 mod apply_faults;
 mod batches;
 mod ceph;
-mod checks;
 mod containerd;
 mod cordon;
 mod etcd_cgroup;
