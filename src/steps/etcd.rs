@@ -449,9 +449,8 @@ mod tests {
     /// snapshotted in its data dir.
     #[test]
     fn an_external_etcd_is_not_snapshotted_and_says_so() {
-        let cm = |yaml: &str| {
-            serde_json::json!({"data": {"ClusterConfiguration": yaml}}).to_string()
-        };
+        let cm =
+            |yaml: &str| serde_json::json!({"data": {"ClusterConfiguration": yaml}}).to_string();
         let external = cm("etcd:\n  external:\n    endpoints:\n    - https://10.0.0.50:2379\n");
         let warning = local_data_dir("cp-1", &external).unwrap().unwrap_err();
         assert!(
@@ -461,7 +460,10 @@ mod tests {
             "{warning}"
         );
         let stacked = cm("etcd:\n  local:\n    dataDir: /data/etcd\n");
-        assert_eq!(local_data_dir("cp-1", &stacked).unwrap(), Ok("/data/etcd".into()));
+        assert_eq!(
+            local_data_dir("cp-1", &stacked).unwrap(),
+            Ok("/data/etcd".into())
+        );
     }
 
     /// A snapshot of `pages` 4 KiB pages, with etcd's sha256 trailer.
@@ -493,17 +495,17 @@ mod tests {
         let truncated = whole[..whole.len() - 100].to_vec();
         let mut flipped = whole.clone();
         flipped[4097] ^= 1;
-        for (bad, words) in [
-            (&truncated, "it is truncated"),
-            (&flipped, "it is corrupt"),
-        ] {
+        for (bad, words) in [(&truncated, "it is truncated"), (&flipped, "it is corrupt")] {
             std::fs::write(&partial, bad).unwrap();
             let e = keep_verified(&partial, &local, "/var/lib/etcd/x.db", &sha256_hex(bad))
                 .unwrap_err();
             let text = format!("{e:#}");
             assert!(text.contains("fails etcd's own integrity check"), "{text}");
             assert!(text.contains(words), "{text}");
-            assert!(!partial.exists() && !local.exists(), "a damaged copy was kept");
+            assert!(
+                !partial.exists() && !local.exists(),
+                "a damaged copy was kept"
+            );
         }
         std::fs::write(&partial, &whole).unwrap();
         let e = keep_verified(&partial, &local, "/n", &"0".repeat(64)).unwrap_err();

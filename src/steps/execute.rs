@@ -27,9 +27,9 @@ mod dry_script;
 mod fake_script;
 mod parallel_phase;
 #[cfg(test)]
-mod script_rules;
-#[cfg(test)]
 mod script_hop_rules;
+#[cfg(test)]
+mod script_rules;
 mod script_world;
 mod ssh_script;
 use dry_script::DryScript;

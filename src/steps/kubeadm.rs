@@ -247,7 +247,11 @@ mod tests {
         let v: Version = "v1.35.3".parse().unwrap();
         let sha = "a".repeat(64);
         let flag = "--ignore-preflight-errors=SystemVerification";
-        for (node, kind) in [("cp-1", Kind::Apply), ("w-1", Kind::Node), ("w-2", Kind::Node)] {
+        for (node, kind) in [
+            ("cp-1", Kind::Apply),
+            ("w-1", Kind::Node),
+            ("w-2", Kind::Node),
+        ] {
             let preflight = Preflight::of(&hop, node);
             let cmd = command(kind, &v, &sha, preflight);
             assert_eq!(cmd.contains(flag), node == "w-1", "{node}: {cmd}");

@@ -15,8 +15,8 @@ use fleetctl::version::{Minor, Version};
 use fleetsim::state::Event;
 
 use super::support::{
-    self, Fleet, Run, Scenario, assert_has, assert_invariants_hold, assert_on_target,
-    is_ok, is_reboot, kubeadm_upgrade, m,
+    self, Fleet, Run, Scenario, assert_has, assert_invariants_hold, assert_on_target, is_ok,
+    is_reboot, kubeadm_upgrade, m,
 };
 
 /// How long a node may take, generous for a machine busy with other fleets.
@@ -56,7 +56,6 @@ fn apply(fleet: &Fleet, extra: &[&str]) -> Run {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     support::apply(fleet, &args[1..])
 }
-
 
 fn events(fleet: &Fleet) -> Vec<Event> {
     fleet.events().unwrap()

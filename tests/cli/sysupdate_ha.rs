@@ -179,7 +179,8 @@ fn ha() -> Scenario {
 /// the hop; then, with that client gone and cp-3's kube-apiserver cut off,
 /// the check warns and names the instance it could not read.
 #[test]
-fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop_and_an_unreachable_one_warns() {
+fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop_and_an_unreachable_one_warns()
+ {
     let fleet = support::start(ha());
     // What cp-1's own instance served does not know: only cp-2's does.
     // (admin.conf reaches the control-plane endpoint, which may hand the
