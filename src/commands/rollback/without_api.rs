@@ -231,7 +231,7 @@ nodes:
         let decided = decide(&inv, &gathered, &names, &api)
             .now_or_never()
             .expect("a refusal asks no node");
-        format!("{:#}", decided.err().expect("refused"))
+        format!("{:#}", decided.expect_err("refused"))
     }
 
     /// tests/cli/offline_rollback.rs proved it on a fleet whose lone control
