@@ -116,7 +116,7 @@ if [ "${1:-}" = quick ] || [ "${1:-}" = smoke ]; then
         plan::v1_34_to_v1_37_is_three_hops_with_the_hubs_newest_patches \
         apply::dry_run_prints_every_command_in_order_and_changes_nothing \
         apply::v1_34_to_v1_37_on_one_control_plane_and_two_workers \
-        feature_gates::a_kubelet_gate_the_target_removed_in_the_kubelet_config_configmap_blocks_plan \
+        feature_gates::a_kube_apiserver_gate_the_target_removed_in_extra_args_blocks_and_ignored_kubeadm_rolls_back \
         snapshots::
     exit 0
 fi

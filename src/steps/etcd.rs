@@ -72,16 +72,9 @@ pub async fn snapshot(
     let config = r
         .check_root("read kubeadm-config", &before_hop::get_kubeadm_config())
         .await?;
-    let topology = checks::etcd_topology(&config.stdout)
-        .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
-    let data_dir = match topology {
-        EtcdTopology::Local { data_dir } => data_dir,
-        EtcdTopology::External { endpoints } => {
-            let text = format!(
-                "etcd is external ({}): fleetctl did not snapshot it. Take a snapshot with your \
-                 etcd's own tools before this hop if you have not",
-                endpoints.join(", ")
-            );
+    let data_dir = match local_data_dir(node, &config.stdout)? {
+        Ok(data_dir) => data_dir,
+        Err(text) => {
             apply.progress.line(&format!("  warning: {text}"));
             apply.journal_event("etcd-external", Some(node), &text);
             return Ok(None);
@@ -185,30 +178,13 @@ async fn fetch(
         .context("the backups directory has no parent")?;
     crate::local_fs::private_dir(dir)?;
     let partial = local.with_extension("db.partial");
-    let copied = copy(r, on_node, &partial, size).await;
-    let verified = copied.and_then(|()| {
-        let digest = digest_of(&partial)?;
-        if digest.sha256 != node_sha {
-            bail!(
-                "the copy of {on_node} on this machine has sha256 {}, the node's file {node_sha}: \
-                 the copy is damaged",
-                digest.sha256
-            );
-        }
-        if let Err(e) = digest.integrity {
-            bail!("the snapshot {on_node} fails etcd's own integrity check: {e}");
-        }
-        Ok(digest.bytes)
-    });
-    let bytes = match verified {
-        Ok(b) => b,
+    let bytes = match copy(r, on_node, &partial, size).await {
+        Ok(()) => keep_verified(&partial, local, on_node, &node_sha)?,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             return Err(e);
         }
     };
-    std::fs::rename(&partial, local)
-        .with_context(|| format!("renaming {} to {}", partial.display(), local.display()))?;
     let sums = local.with_extension("db.sha256");
     let name = local
         .file_name()
@@ -228,6 +204,57 @@ async fn fetch(
         bytes,
         status,
     })
+}
+
+/// Where the snapshot is taken, from kubeadm-config: `Ok(data_dir)` for a
+/// stacked etcd (the static pod's, on the host), `Err(warning)` for an
+/// external one, which fleetctl cannot reach: the hop goes on without a
+/// snapshot, and says so.
+fn local_data_dir(node: &str, kubeadm_config: &str) -> anyhow::Result<Result<String, String>> {
+    let topology = checks::etcd_topology(kubeadm_config)
+        .with_context(|| format!("{node}: reading where etcd lives from kubeadm-config"))?;
+    Ok(match topology {
+        EtcdTopology::Local { data_dir } => Ok(data_dir),
+        EtcdTopology::External { endpoints } => Err(format!(
+            "etcd is external ({}): fleetctl did not snapshot it. Take a snapshot with your \
+             etcd's own tools before this hop if you have not",
+            endpoints.join(", ")
+        )),
+    })
+}
+
+/// The copy at `partial` becomes `local` only if it is the node's file
+/// (`node_sha`) and passes etcd's own integrity check; otherwise it is
+/// removed: no damaged snapshot is kept to be restored later.
+fn keep_verified(
+    partial: &Path,
+    local: &Path,
+    on_node: &str,
+    node_sha: &str,
+) -> anyhow::Result<u64> {
+    let verified = digest_of(partial).and_then(|digest| {
+        if digest.sha256 != node_sha {
+            bail!(
+                "the copy of {on_node} on this machine has sha256 {}, the node's file {node_sha}: \
+                 the copy is damaged",
+                digest.sha256
+            );
+        }
+        if let Err(e) = digest.integrity {
+            bail!("the snapshot {on_node} fails etcd's own integrity check: {e}");
+        }
+        Ok(digest.bytes)
+    });
+    let bytes = match verified {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = std::fs::remove_file(partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(partial, local)
+        .with_context(|| format!("renaming {} to {}", partial.display(), local.display()))?;
+    Ok(bytes)
 }
 
 /// A snapshot bigger than `max` (`--etcd-snapshot-max`) is not copied: the
@@ -359,61 +386,4 @@ fn stamp(now: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_snapshot_above_the_ceiling_is_not_copied() {
-        assert!(check_size(8 << 30, 8 << 30).is_ok());
-        let err = check_size(10 << 30, 8 << 30).unwrap_err().to_string();
-        assert!(
-            err.starts_with("the snapshot is 10737418240 bytes, more than the 8589934592 bytes"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_cluster_name_cannot_lead_out_of_the_backups_directory() {
-        let dir = Path::new("/w/.fleetctl/backups");
-        let minor: Minor = "v1.35".parse().unwrap();
-        assert_eq!(
-            local_path(dir, "kubernetes", minor, "20261201T153000Z").unwrap(),
-            dir.join("kubernetes-v1.35-20261201T153000Z.db")
-        );
-        for bad in ["/abs", "../../x", ".hidden", "a/b"] {
-            assert!(local_path(dir, bad, minor, "s").is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn stamps_sort_and_carry_no_colon() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_139_000);
-        assert_eq!(stamp(t), "20261201T153000Z");
-    }
-
-    #[test]
-    fn a_tool_the_pod_lacks_is_told_from_a_failure() {
-        assert!(missing_tool(
-            "error: Internal error occurred: error executing command in container: failed to exec in container: \
-             failed to start exec \"3f\": OCI runtime exec failed: exec failed: unable to start container process: \
-             exec: \"etcdutl\": executable file not found in $PATH: unknown"
-        ));
-        assert!(!missing_tool("Error: snapshot file has wrong size"));
-    }
-
-    #[test]
-    fn the_digest_of_a_file_matches_sha256sum() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"abc").unwrap();
-        let d = digest_of(&path).unwrap();
-        assert_eq!(
-            (d.sha256.as_str(), d.bytes),
-            (
-                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-                3
-            )
-        );
-        assert!(d.integrity.is_err(), "3 bytes cannot be an etcd snapshot");
-    }
-}
+mod tests;

@@ -31,6 +31,8 @@ mod parallel_phase;
 #[cfg(test)]
 mod random_runs;
 #[cfg(test)]
+mod script_hop_rules;
+#[cfg(test)]
 mod script_rules;
 mod script_world;
 mod ssh_script;

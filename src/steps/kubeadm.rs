@@ -230,3 +230,33 @@ pub async fn undo(r: &Remote, hub: &str) -> anyhow::Result<String> {
          {minor}; nothing was rebooted"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// tests/cli/kubeadm_writes.rs proved it on a fleet: only the nodes the
+    /// plan lets past kubeadm's SystemVerification preflight (cgroup v1,
+    /// `--ignore-check cgroup`) run kubeadm with
+    /// `--ignore-preflight-errors=SystemVerification`; every other node's
+    /// kubeadm runs every preflight.
+    #[test]
+    fn only_the_nodes_the_plan_names_skip_system_verification() {
+        let mut hop = crate::steps::script::tests::plan().hops.remove(0);
+        hop.skip_system_verification = vec!["w-1".into()];
+        let v: Version = "v1.35.3".parse().unwrap();
+        let sha = "a".repeat(64);
+        let flag = "--ignore-preflight-errors=SystemVerification";
+        for (node, kind) in [
+            ("cp-1", Kind::Apply),
+            ("w-1", Kind::Node),
+            ("w-2", Kind::Node),
+        ] {
+            let preflight = Preflight::of(&hop, node);
+            let cmd = command(kind, &v, &sha, preflight);
+            assert_eq!(cmd.contains(flag), node == "w-1", "{node}: {cmd}");
+        }
+        hop.skip_system_verification.clear();
+        assert_eq!(Preflight::of(&hop, "w-1"), Preflight::All);
+    }
+}

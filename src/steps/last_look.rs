@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::bail;
+use anyhow::anyhow;
 use futures_util::future::join_all;
 
 use super::context::{Apply, settled_facts};
@@ -28,24 +28,11 @@ use crate::version::Minor;
 /// config.yaml kubeadm has just written (kubeadm rewrites it from the
 /// kubelet-config ConfigMap, which may drop a local `failCgroupV1: false`).
 pub async fn before_reboot(apply: &Apply<'_>, hop: &Hop, batch: &[String]) -> anyhow::Result<()> {
-    use crate::checks::CheckName;
     let ignored = &apply.plan.ignored_checks;
-    let flags = !ignored.contains(&CheckName::KubeletFlags);
-    // Always: `--ignore-check cgroup` goes past kubeadm's SystemVerification
-    // preflight (a cgroup v1 node whose kubelet allows it), never past a
-    // kubelet that would refuse to start on the files kubeadm just wrote.
-    let cgroup = true;
     // The batch's nodes at once: a big batch must not wait node by node.
     let looks = batch.iter().map(|node| async move {
         let facts = settled_facts(&apply.remote(node)?).await?;
-        let mut problems = Vec::new();
-        if flags {
-            problems.extend(target_kubelet_flags(node, &facts.kubelet_files, hop.minor));
-        }
-        if cgroup {
-            problems.extend(target_cgroup(node, &facts, hop.minor));
-        }
-        Ok::<_, anyhow::Error>(problems)
+        Ok::<_, anyhow::Error>(refusals(node, &facts, hop.minor, ignored))
     });
     let mut refused = Vec::new();
     let mut nodes = Vec::new();
@@ -73,11 +60,41 @@ pub async fn before_reboot(apply: &Apply<'_>, hop: &Hop, batch: &[String]) -> an
         };
         states.push(state);
     }
-    bail!(
-        "not rebooting {}: the {} kubelet would refuse to start:\n  {}\n{}\nNothing was \
+    Err(refusal(batch, &hop_version(hop), &refused, &states))
+}
+
+/// What one node's kubelet files, as kubeadm left them, hold that the
+/// `minor` kubelet refuses: one line per check, naming the node. The flags
+/// only unless `--ignore-check kubelet-flags`; the cgroup always:
+/// `--ignore-check cgroup` goes past kubeadm's SystemVerification preflight
+/// (a cgroup v1 node whose kubelet allows it), never past a kubelet that
+/// would refuse to start on the files kubeadm just wrote.
+pub(super) fn refusals(
+    node: &str,
+    facts: &NodeFacts,
+    minor: Minor,
+    ignored: &[crate::checks::CheckName],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !ignored.contains(&crate::checks::CheckName::KubeletFlags) {
+        problems.extend(target_kubelet_flags(node, &facts.kubelet_files, minor));
+    }
+    problems.extend(target_cgroup(node, facts, minor));
+    problems
+}
+
+/// The error that stops the run before `batch` reboots: what each refused
+/// node's kubelet would refuse, and each one's state after its unstage.
+pub(super) fn refusal(
+    batch: &[String],
+    version: &str,
+    refused: &[String],
+    states: &[String],
+) -> anyhow::Error {
+    anyhow!(
+        "not rebooting {}: the {version} kubelet would refuse to start:\n  {}\n{}\nNothing was \
          rebooted in this step. Fix that on that node, then run `fleetctl apply` again",
         batch.join(", "),
-        hop_version(hop),
         refused.join("\n  "),
         states.join("\n")
     )
@@ -147,5 +164,111 @@ mod tests {
             "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n",
         );
         assert_eq!(target_kubelet_flags("w-1", &facts, Minor::new(1, 37)), None);
+    }
+
+    /// A node's facts as the last look reads them: running v1.35.1, on
+    /// cgroup `v2` or v1, with these kubelet files and config.yaml.
+    fn node(v2: bool, flags: &str, config_yaml: &str) -> NodeFacts {
+        let ext = crate::node::Extension {
+            running: Some("v1.35.1".parse().unwrap()),
+            staged: None,
+            staged_target: None,
+            images: Vec::new(),
+            configs: Vec::new(),
+        };
+        NodeFacts {
+            hostname: "n".into(),
+            boot_id: "b".into(),
+            uptime_seconds: 1,
+            os: crate::node::OsFacts {
+                running: "4230.2.0".into(),
+                staged: None,
+                current_op: "UPDATE_STATUS_IDLE".into(),
+            },
+            kubernetes: ext,
+            containerd: None,
+            reboot_required: false,
+            kubeadm_step: None,
+            arch: None,
+            kubelet_files: facts_with(crate::checks::KUBEADM_FLAGS_ENV, flags),
+            cgroup: crate::node::CgroupFacts {
+                v2: Some(v2),
+                kubelet_config: Some(config_yaml.into()),
+                instance_config: None,
+            },
+            stage_records: Default::default(),
+        }
+    }
+
+    const CLEAN: &str = "KUBELET_KUBEADM_ARGS=\"\"\n";
+    const POD_INFRA: &str =
+        "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
+
+    /// What tests/cli/jump.rs proved on real-OS fleets (a worker jumping to
+    /// v1.37, a control plane taking v1.36): a flag put back after the
+    /// hop's checks, that the hop's kubeadm left, stops the node's reboot,
+    /// and the error names the node, the flag and the file.
+    #[test]
+    fn a_flag_kubeadm_left_refuses_the_reboot_of_a_worker_or_a_control_plane() {
+        use crate::checks::CheckName;
+        for (node, minor) in [("w-2", Minor::new(1, 37)), ("cp-2", Minor::new(1, 36))] {
+            let found = refusals(node, &node_facts(true, POD_INFRA), minor, &[]);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].starts_with(&format!(
+                    "{node}: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env"
+                )),
+                "{found:?}"
+            );
+            assert!(refusals(node, &node_facts(true, CLEAN), minor, &[]).is_empty());
+            // `--ignore-check kubelet-flags` goes past the flags, on purpose.
+            let ignored = [CheckName::KubeletFlags];
+            assert!(refusals(node, &node_facts(true, POD_INFRA), minor, &ignored).is_empty());
+        }
+    }
+
+    /// tests/cli/jump.rs's cgroup v1 control plane: `upgrade apply` rewrote
+    /// config.yaml without `failCgroupV1: false`; the v1.35 kubelet would not
+    /// start, and `--ignore-check cgroup` (kubeadm's preflight) does not
+    /// change that.
+    #[test]
+    fn a_cgroup_v1_node_whose_config_kubeadm_rewrote_is_refused_even_with_cgroup_ignored() {
+        use crate::checks::CheckName;
+        let v1_35 = Minor::new(1, 35);
+        let ignored = [CheckName::Cgroup, CheckName::KubeletConfig];
+        let dropped = node(false, CLEAN, "kind: KubeletConfiguration\n");
+        let found = refusals("cp-1", &dropped, v1_35, &ignored);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("cp-1: cgroup v1"), "{found:?}");
+        // Allowed again where kubeadm left it: the reboot goes ahead.
+        let allowed = node(false, CLEAN, "failCgroupV1: false\n");
+        assert!(refusals("cp-1", &allowed, v1_35, &ignored).is_empty());
+        // The v1.34 kubelet still starts on cgroup v1; cgroup v2 always.
+        assert!(refusals("cp-1", &dropped, Minor::new(1, 34), &[]).is_empty());
+        assert!(refusals("cp-1", &node(true, CLEAN, ""), v1_35, &[]).is_empty());
+    }
+
+    #[test]
+    fn the_refusal_names_the_batch_the_version_each_problem_and_each_nodes_state() {
+        let e = refusal(
+            &["w-1".into(), "w-2".into()],
+            "v1.37.1",
+            &["w-2: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env".into()],
+            &["w-2 was staged with v1.37.1; it has been unstaged: it boots v1.35.1 again".into()],
+        );
+        let text = format!("{e:#}");
+        for line in [
+            "not rebooting w-1, w-2: the v1.37.1 kubelet would refuse to start:",
+            "\n  w-2: --pod-infra-container-image in /var/lib/kubelet/kubeadm-flags.env",
+            "\nw-2 was staged with v1.37.1; it has been unstaged",
+            "Nothing was rebooted in this step",
+            "run `fleetctl apply` again",
+        ] {
+            assert!(text.contains(line), "no `{line}` in {text}");
+        }
+    }
+
+    fn node_facts(v2: bool, flags: &str) -> NodeFacts {
+        node(v2, flags, "failCgroupV1: false\n")
     }
 }

@@ -1,8 +1,11 @@
-//! Issue 23, part A, against the simulated fleet: the plan judges the
-//! kubelet configuration the hop's kubeadm will write (the kubelet-config
-//! ConfigMap with instance-config.yaml laid over it, kubeadm-flags.env after
-//! that version's post-upgrade), and a cgroup v1 node gets past kubeadm's
-//! SystemVerification preflight only on the operator's word.
+//! Issue 23, part A, against the simulated fleet: the hop's kubeadm writes
+//! the kubelet configuration as the real one does (kubeadm v1.37 moves the
+//! runtime endpoint out of kubeadm-flags.env into instance-config.yaml), and
+//! a cgroup v1 node gets past kubeadm's SystemVerification preflight only on
+//! the operator's word: the one end-to-end proof that the flag reaches that
+//! node's kubeadm alone, which refuses cgroup v1 without it. The plan's
+//! judgement of what kubeadm will write and which nodes skip the preflight
+//! are proven on pure code (docs/rules-on-the-fake.md).
 
 use std::fs;
 

@@ -6,7 +6,6 @@ mod ansible;
 mod apply;
 mod apply_faults;
 mod ceph;
-mod checks;
 mod containerd;
 mod etcd_cgroup;
 mod etcd_downgrade;

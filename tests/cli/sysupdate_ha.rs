@@ -175,8 +175,12 @@ fn ha() -> Scenario {
     s
 }
 
+/// On one HA fleet: the deprecated API only cp-2's instance served blocks
+/// the hop; then, with that client gone and cp-3's kube-apiserver cut off,
+/// the check warns and names the instance it could not read.
 #[test]
-fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop() {
+fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop_and_an_unreachable_one_warns()
+ {
     let fleet = support::start(ha());
     // What cp-1's own instance served does not know: only cp-2's does.
     // (admin.conf reaches the control-plane endpoint, which may hand the
@@ -211,15 +215,28 @@ fn a_deprecated_api_served_only_by_the_second_control_plane_blocks_the_hop() {
         !fleet.dir().join(".fleetctl/plan.yaml").exists(),
         "a blocked plan is not saved"
     );
-}
 
-#[test]
-fn an_unreachable_kube_apiserver_instance_is_a_warning_naming_it() {
-    let mut scenario = ha();
-    scenario.deprecated_apis.clear();
-    let fleet = support::start(scenario.faults(|f| f.apiserver_unreachable = vec!["cp-3".into()]));
+    // The client is gone (the gauge restarts with the API servers) and
+    // cp-3's kube-apiserver no longer answers on its own address.
+    fleet
+        .shared()
+        .update_cluster(|c| {
+            c.deprecated_apis.clear();
+            Ok(())
+        })
+        .unwrap();
+    fleet
+        .faults(|f| f.apiserver_unreachable = vec!["cp-3".into()])
+        .unwrap();
     let cp3 = fleet.address("cp-3").unwrap();
-
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect((cp3.as_str(), 6443)).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cp-3's kube-apiserver still listens"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let text = run(&fleet, &["plan", "v1.35"]).expect_code(0);
     assert_has(
         &text.stdout,

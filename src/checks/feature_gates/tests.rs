@@ -202,3 +202,54 @@ fn a_gate_set_against_its_lock_blocks_the_minor_that_locks_it_and_its_value_pass
         Verdict::Pass
     );
 }
+
+/// tests/cli/feature_gates.rs proved these on fleets: in kubeadm-config, a
+/// kube-apiserver gate the target removed (AnyVolumeDataSource, v1.37,
+/// kubernetes/kubernetes#135336) or locked (VolumeAttributesClass=false,
+/// v1.36), and kubeadm's own gate kubeadm v1.37 removed
+/// (NodeLocalCRISocket, #138645), each block the hop that runs kubeadm on
+/// a control plane, naming where it is set.
+#[test]
+fn kubeadm_config_gates_the_target_removed_or_locked_or_kubeadm_refuses_block_naming_them() {
+    let at = "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration apiServer.extraArgs \
+              feature-gates): ";
+    for (gates, hop, line) in [
+        (
+            "AnyVolumeDataSource=true",
+            37,
+            "feature gate AnyVolumeDataSource (kube-apiserver), removed in v1.37",
+        ),
+        (
+            "VolumeAttributesClass=false",
+            36,
+            "feature gate VolumeAttributesClass=false (kube-apiserver), locked to true from v1.36",
+        ),
+    ] {
+        let yaml = format!(
+            "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\napiServer:\n  \
+             extraArgs:\n    feature-gates: {gates}\n"
+        );
+        let cluster = Ok(Some(ClusterConfiguration::parse(&yaml).unwrap()));
+        assert_eq!(
+            check(&[], &cluster, hop - 1, &[], true).verdict,
+            Verdict::Pass,
+            "{gates}"
+        );
+        let c = check(&[], &cluster, hop, &[], true);
+        assert_eq!(c.verdict, Verdict::Block, "{c:?}");
+        assert!(c.details[0].starts_with(&format!("{at}{line}")), "{c:?}");
+    }
+    let yaml = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nfeatureGates:\n  \
+                NodeLocalCRISocket: true\n";
+    let cluster = Ok(Some(ClusterConfiguration::parse(yaml).unwrap()));
+    assert_eq!(check(&[], &cluster, 36, &[], true).verdict, Verdict::Pass);
+    let c = check(&[], &cluster, 37, &[], true);
+    assert_eq!(c.verdict, Verdict::Block, "{c:?}");
+    assert!(
+        c.details.iter().any(|d| d.starts_with(
+            "the kube-system/kubeadm-config ConfigMap (ClusterConfiguration featureGates): \
+             kubeadm feature gate NodeLocalCRISocket, removed from kubeadm in v1.37"
+        ) && d.contains("Unknown feature gate flag: NodeLocalCRISocket")),
+        "{c:?}"
+    );
+}

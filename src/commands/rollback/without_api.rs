@@ -194,3 +194,89 @@ fn describe(rollback: &Rollback, api: &anyhow::Error) -> String {
             .trim_start_matches("Roll back, one node at a time:\n")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    const INVENTORY: &str = "\
+kubernetes_version: v1.35
+sysupdate:
+  hub: https://hub.example/ext
+ssh:
+  user: core
+  identity_file: /nonexistent/id
+  host_key_checking: strict
+nodes:
+  - {name: cp-1, address: 10.0.0.11, role: control-plane}
+  - {name: w-1, address: 10.0.0.21, role: worker}
+";
+
+    /// What `decide` says of `names` while the API answers through no
+    /// control plane; the refusals below come before any node is asked.
+    fn refused(names: &[&str]) -> String {
+        let inv = crate::inventory::parse(INVENTORY, Path::new("/tmp/inventory.yaml")).unwrap();
+        let gathered = Gathered {
+            nodes: Vec::new(),
+            warnings: Vec::new(),
+            cluster: Err(anyhow::anyhow!("down")),
+            retried: Vec::new(),
+        };
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let api = anyhow::anyhow!("connection refused");
+        let decided = decide(&inv, &gathered, &names, &api)
+            .now_or_never()
+            .expect("a refusal asks no node");
+        format!("{:#}", decided.expect_err("refused"))
+    }
+
+    /// tests/cli/offline_rollback.rs proved it on a fleet whose lone control
+    /// plane crash-loops: a worker is never rolled back without the API,
+    /// nor two nodes at once; nothing is changed.
+    #[test]
+    fn without_the_api_a_worker_or_two_nodes_are_refused_touching_nothing() {
+        let worker = refused(&["w-1"]);
+        for words in [
+            "not rolling back w-1: the API server answers through no control plane",
+            "A worker is rolled back only through the API",
+            "Nothing was changed",
+        ] {
+            assert!(worker.contains(words), "no `{words}` in {worker}");
+        }
+        let two = refused(&["cp-1", "cp-2"]);
+        assert!(
+            two.contains("only one control plane is rolled back at a time")
+                && two.contains("Nothing was changed"),
+            "{two}"
+        );
+    }
+
+    /// What the operator reads before the offline rollback: what cannot be
+    /// done without the API.
+    #[test]
+    fn the_offline_rollback_says_it_cannot_drain_gate_or_lock() {
+        let v = |s: &str| s.parse::<crate::version::Version>().unwrap();
+        let rollback = Rollback {
+            node: "cp-1".into(),
+            role: Role::ControlPlane,
+            from: v("v1.35.1"),
+            to: v("v1.34.2"),
+            pin: crate::plan::Action::RemoveImages {
+                versions: Vec::new(),
+            },
+            containerd: None,
+        };
+        let text = describe(&rollback, &anyhow::anyhow!("connection refused"));
+        for words in [
+            "cp-1 can only be rolled back OFFLINE",
+            "NO DRAIN POSSIBLE",
+            "take the lock (fleetctl's or Kured's)",
+        ] {
+            assert!(text.contains(words), "no `{words}` in {text}");
+        }
+    }
+}
