@@ -1,7 +1,7 @@
 //! The lock while `apply`, `reboot` or `rollback` works under it: taken
 //! through a control plane ([`take_lock`], as a [`TakeRequest`] asks),
 //! kept by a [`LockKeeper`] (a heartbeat through any control plane that
-//! answers, watched, with the lease renewed in the run's [`Stop`]), and
+//! answers (`planes.rs`), watched, with the lease renewed in the run's [`Stop`]), and
 //! given back on every path ([`LockKeeper::release`]).
 
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::clock::ClockOffset;
-use super::{Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
+use super::planes::{ControlPlanes, heartbeat_round, release_through};
+use super::{Identity, KuredRef, LocalProcesses, Lock, LockOptions};
 use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::steps::journal::Journal;
@@ -51,43 +52,6 @@ pub struct LockKeeper {
     watching: tokio::task::JoinHandle<()>,
     quit: Arc<tokio::sync::Notify>,
     quitting: Arc<AtomicBool>,
-}
-
-/// The control-plane nodes the lock is kept through, and the session to
-/// the one that answered last. In HA the API stays up while one control
-/// plane reboots, so a heartbeat that fails through one is tried through
-/// the next.
-struct ControlPlanes {
-    remote: Remote,
-    /// Every control-plane node, in inventory order, and which one `remote`
-    /// is connected to.
-    targets: Vec<ssh::Target>,
-    current: usize,
-    opts: ssh::Options,
-    journal: Arc<Journal>,
-}
-
-impl ControlPlanes {
-    /// A new connection: to the current node first, then to each other
-    /// control plane in turn; the first that answers is used from now on.
-    async fn failover(&mut self) -> anyhow::Result<()> {
-        let mut quick = self.opts.clone();
-        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        let mut errors = Vec::new();
-        for k in 0..self.targets.len() {
-            let i = (self.current + k) % self.targets.len();
-            match ssh::connect(&self.targets[i], &quick).await {
-                Ok(session) => {
-                    self.remote = Remote::new(Arc::new(session), self.journal.clone());
-                    self.remote.report_warnings();
-                    self.current = i;
-                    return Ok(());
-                }
-                Err(e) => errors.push(format!("{e:#}")),
-            }
-        }
-        anyhow::bail!("no control-plane node answers: {}", errors.join("; "))
-    }
 }
 
 /// The lock's TTL: apply starts a step only if it ends within the lease
@@ -272,46 +236,11 @@ async fn heartbeat(
             _ = quit.notified() => return,
             _ = tokio::time::sleep(heartbeat_every()) => {}
         }
-        let mut s = planes.lock().await;
-        let mut result = beat(&lock, clock, &s.remote, &stop).await;
-        if let Err(e) = &result
-            && !e.chain().any(|c| c.is::<LockLost>())
-        {
-            if !warned {
-                printer.debug(&format!(
-                    "lock heartbeat through {} failed, trying the control planes in turn: {e:#}",
-                    s.remote.node()
-                ));
-                warned = true;
-            }
-            if s.failover().await.is_ok() {
-                result = beat(&lock, clock, &s.remote, &stop).await;
-            }
-        }
-        match result {
-            Ok(()) => warned = false,
-            Err(e) if e.chain().any(|c| c.is::<LockLost>()) => {
-                stop.abort(format!("{e:#}"));
-                return;
-            }
-            Err(_) => {}
-        }
-        // run_within_lease also races the whole run against this (at once); here
-        // any run stops at its next safe point, should it not be racing.
-        if let Some(lapsing) = stop.lapsed_now() {
-            stop.abort(lapsing.to_string());
+        let mut planes = planes.lock().await;
+        if !heartbeat_round(&lock, clock, &mut *planes, &stop, &mut warned, &printer).await {
+            return;
         }
     }
-}
-
-/// One heartbeat, in the cluster's time; the lease is renewed from when it
-/// was sent.
-async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
-    let sent = Instant::now();
-    lock.heartbeat(remote, clock.cluster_time(lock::clock::laptop_now()))
-        .await?;
-    stop.renew_lease(sent);
-    Ok(())
 }
 
 impl LockKeeper {
@@ -326,12 +255,8 @@ impl LockKeeper {
         self.quitting.store(true, Ordering::SeqCst);
         self.quit.notify_one();
         let _ = self.watching.await;
-        let mut s = self.planes.lock().await;
-        let mut result = self.lock.release(&s.remote).await;
-        if result.is_err() && s.failover().await.is_ok() {
-            result = self.lock.release(&s.remote).await;
-        }
-        if let Err(e) = result {
+        let mut planes = self.planes.lock().await;
+        if let Err(e) = release_through(&self.lock, &mut *planes).await {
             printer.warn(&format!(
                 "could not release {}: {e:#}. It expires by itself after {} (Kured then goes on); \
                  or remove it with `--force-unlock` on the next run",

@@ -84,6 +84,7 @@ mod holder;
 mod keeper;
 mod kured;
 mod listing;
+mod planes;
 mod within_lease;
 
 use std::future::Future;
