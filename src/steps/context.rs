@@ -196,26 +196,11 @@ impl<'a> Apply<'a> {
             .lock()
             .map(|l| l.done.clone())
             .unwrap_or_default();
-        let mut msg = match self.stop.reason() {
-            Some(reason) => format!("stopped at a safe point: {reason}"),
-            None => format!(
-                "stopped by {} at a safe point",
-                self.stop.signal().unwrap_or("Ctrl-C")
-            ),
-        };
-        if let Some(n) = drained {
-            msg.push_str(&format!(
-                " ({n} was drained but not rebooted, and was uncordoned again)"
-            ));
-        }
-        if !done.is_empty() {
-            msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
-        }
-        msg.push_str(&format!(
-            ". Run `{}` again to continue where it stopped",
-            self.settings.rerun
-        ));
-        Err(anyhow::Error::new(Interrupted(msg)))
+        Err(anyhow::Error::new(self.stop.interrupted(
+            drained,
+            &done,
+            self.settings.rerun,
+        )))
     }
 
     /// Marks `node` in progress in the saved plan before fleetctl changes
