@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
 use super::clock::ClockOffset;
 use super::planes::{ControlPlanes, heartbeat_round, release_through};
-use super::{Identity, KuredRef, LocalProcesses, Lock, LockOptions};
+use super::{Identity, Kubectl, KuredRef, LocalProcesses, Lock, LockOptions};
 use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::steps::journal::Journal;
@@ -124,21 +124,6 @@ pub async fn take_lock(
     // Kured judges the lock by the cluster's clock: write it in that time,
     // and do not run at all when the clocks are too far apart.
     let clock = lock::clock::measure(&api).await?;
-    clock
-        .within_bound(&first.name)
-        .map_err(anyhow::Error::new)?;
-    if clock.by >= Duration::from_secs(1) {
-        printer.debug(&format!(
-            "this machine's clock is {} {} {}'s: the lock is written in the cluster's time",
-            humantime::format_duration(Duration::from_secs(clock.by.as_secs())),
-            if clock.cluster_ahead {
-                "behind"
-            } else {
-                "ahead of"
-            },
-            first.name
-        ));
-    }
     let me = Identity::local();
     // FLEETCTL_TEST_LOCK_TTL: test builds only.
     let ttl = test_duration("FLEETCTL_TEST_LOCK_TTL")
@@ -153,8 +138,29 @@ pub async fn take_lock(
         local: LocalProcesses::here(&me.host),
     };
     let taken = Instant::now();
-    let now = clock.cluster_time(lock::clock::laptop_now());
-    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, now).await?);
+    let held = Arc::new(
+        acquire_in_clusters_time(
+            &api,
+            clock,
+            &first.name,
+            &lock_opts,
+            &me,
+            lock::clock::laptop_now(),
+        )
+        .await?,
+    );
+    if clock.by >= Duration::from_secs(1) {
+        printer.debug(&format!(
+            "this machine's clock is {} {} {}'s: the lock is written in the cluster's time",
+            humantime::format_duration(Duration::from_secs(clock.by.as_secs())),
+            if clock.cluster_ahead {
+                "behind"
+            } else {
+                "ahead of"
+            },
+            first.name
+        ));
+    }
     stop.hold_lease(Lease {
         what: held.describe(),
         renewed: taken,
@@ -194,6 +200,22 @@ pub async fn take_lock(
         quit,
         quitting,
     })
+}
+
+/// The lock taken through `api` once the clocks are judged: refused, with
+/// nothing read or written, when this machine's clock (`laptop`) and
+/// `node`'s are further apart than the bound; else written in the
+/// cluster's time (`clock`), which is how Kured judges its TTL.
+async fn acquire_in_clusters_time<K: Kubectl>(
+    api: &K,
+    clock: ClockOffset,
+    node: &str,
+    opts: &LockOptions,
+    me: &Identity,
+    laptop: SystemTime,
+) -> anyhow::Result<Lock> {
+    clock.within_bound(node).map_err(anyhow::Error::new)?;
+    lock::acquire(api, opts, me, clock.cluster_time(laptop)).await
 }
 
 /// The heartbeat task ending before apply let it go (a panic, a bug) stops
@@ -307,6 +329,51 @@ mod tests {
         unsafe { std::env::set_var("FLEETCTL_TEST_HEARTBEAT", "0s") };
         assert_eq!(heartbeat_every(), lock::HEARTBEAT_EVERY);
         unsafe { std::env::remove_var("FLEETCTL_TEST_HEARTBEAT") };
+    }
+
+    /// What `a_laptop_clock_30_minutes_behind_the_fleet_is_refused_before_any_lock_is_written`
+    /// and the "minutes behind" cli test proved on real-OS fleets.
+    #[tokio::test]
+    async fn a_clock_too_far_off_is_refused_before_the_api_is_asked_and_a_near_one_writes_cluster_time()
+     {
+        use crate::steps::lock::lock_testkit::{Api, me};
+        let laptop = humantime::parse_rfc3339("2026-11-29T19:30:12Z").unwrap();
+        let behind =
+            |secs: u64| ClockOffset::measured(laptop, laptop + Duration::from_secs(secs), laptop);
+        let api = Api::default();
+        let e = acquire_in_clusters_time(
+            &api,
+            behind(30 * 60),
+            "cp-1",
+            &LockOptions::default(),
+            &me(),
+            laptop,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("this machine's clock is 30m behind cp-1's"),
+            "{e}"
+        );
+        assert!(api.verbs().is_empty(), "asked the API: {:?}", api.verbs());
+        assert!(api.notes().is_empty());
+
+        // 4 minutes: taken, started and beating in the cluster's time.
+        acquire_in_clusters_time(
+            &api,
+            behind(4 * 60),
+            "cp-1",
+            &LockOptions::default(),
+            &me(),
+            laptop,
+        )
+        .await
+        .unwrap();
+        let state = api.state();
+        let data = &state.lock_configmap().unwrap().data;
+        assert_eq!(data["started"], "2026-11-29T19:34:12Z");
+        assert_eq!(data["heartbeat"], "2026-11-29T19:34:12Z");
     }
 
     #[test]
