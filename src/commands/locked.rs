@@ -9,6 +9,7 @@
 //! `steps::lock`, whose module doc names each piece.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io::IsTerminal;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -151,13 +152,36 @@ pub async fn run_under_lock(
         journal,
         kured,
     };
-    // Under catch_unwind: not even a bug in fleetctl leaves the lock held.
-    let outcome = AssertUnwindSafe(work(&locked)).catch_unwind().await;
-    keeper.release(printer).await;
+    let outcome = then_release(keeper, printer, work(&locked)).await;
     if let Err(e) = locked.journal.check() {
         printer.warn(&format!("the journal is incomplete: {e:#}"));
     }
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The lock as [`run_under_lock`] holds it: given back once the work ends
+/// (a seam, so that "on every path" is tested without a fleet).
+pub trait GiveBack {
+    fn give_back(self, printer: &Printer) -> impl Future<Output = ()>;
+}
+
+impl GiveBack for LockKeeper {
+    async fn give_back(self, printer: &Printer) {
+        self.release(printer).await
+    }
+}
+
+/// Runs `work`, then gives `held` back on every path: its result, its
+/// error, or its panic (under catch_unwind: not even a bug in fleetctl
+/// leaves the lock held), which the caller raises again.
+async fn then_release<T>(
+    held: impl GiveBack,
+    printer: &Printer,
+    work: impl Future<Output = T>,
+) -> std::thread::Result<T> {
+    let outcome = AssertUnwindSafe(work).catch_unwind().await;
+    held.give_back(printer).await;
+    outcome
 }
 
 /// Still valid under the lock? The one re-check apply, reboot and rollback
@@ -388,3 +412,6 @@ pub fn spawn_interrupt_handler(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod release_tests;

@@ -196,8 +196,7 @@ impl<'a> Apply<'a> {
             .lock()
             .map(|l| l.done.clone())
             .unwrap_or_default();
-        Err(anyhow::Error::new(stopped_at_safe_point(
-            &self.stop,
+        Err(anyhow::Error::new(self.stop.interrupted(
             drained,
             &done,
             self.settings.rerun,
@@ -250,32 +249,3 @@ pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
         .with_context(|| format!("{}: reading facts after its steps", r.node()))
 }
 
-/// The stop at a safe point a stop asked (`stop`) ends in: why, which
-/// batch was drained and uncordoned again without a reboot (`drained`),
-/// what this run finished, and that a rerun (not a fix) continues.
-pub fn stopped_at_safe_point(
-    stop: &Stop,
-    drained: Option<&str>,
-    done: &[String],
-    rerun: Rerun,
-) -> Interrupted {
-    let mut msg = match stop.reason() {
-        Some(reason) => format!("stopped at a safe point: {reason}"),
-        None => format!(
-            "stopped by {} at a safe point",
-            stop.signal().unwrap_or("Ctrl-C")
-        ),
-    };
-    if let Some(n) = drained {
-        msg.push_str(&format!(
-            " ({n} was drained but not rebooted, and was uncordoned again)"
-        ));
-    }
-    if !done.is_empty() {
-        msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
-    }
-    msg.push_str(&format!(
-        ". Run `{rerun}` again to continue where it stopped"
-    ));
-    Interrupted(msg)
-}

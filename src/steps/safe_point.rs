@@ -143,6 +143,31 @@ impl Stop {
         }
     }
 
+    /// What a run stopped at a safe point says: why (the signal, or the
+    /// reason given to [`Stop::abort`]), the node `drained` but not rebooted
+    /// and uncordoned again, what was `done`, and the command that resumes.
+    pub fn interrupted(&self, drained: Option<&str>, done: &[String], rerun: Rerun) -> Interrupted {
+        let mut msg = match self.reason() {
+            Some(reason) => format!("stopped at a safe point: {reason}"),
+            None => format!(
+                "stopped by {} at a safe point",
+                self.signal().unwrap_or("Ctrl-C")
+            ),
+        };
+        if let Some(n) = drained {
+            msg.push_str(&format!(
+                " ({n} was drained but not rebooted, and was uncordoned again)"
+            ));
+        }
+        if !done.is_empty() {
+            msg.push_str(&format!("; finished in this run: {}", done.join(", ")));
+        }
+        msg.push_str(&format!(
+            ". Run `{rerun}` again to continue where it stopped"
+        ));
+        Interrupted(msg)
+    }
+
     pub fn requested(&self) -> bool {
         self.presses.load(Ordering::SeqCst) > 0 || self.reason().is_some()
     }
@@ -246,6 +271,32 @@ impl std::error::Error for Interrupted {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SIGTERM (or Ctrl-C, SIGHUP) during a drain: the first press asks
+    /// for a safe point and is named in what the run says; a reason given
+    /// by the lock takes precedence over the signal.
+    #[test]
+    fn a_signal_stops_at_a_safe_point_naming_it_and_the_node_uncordoned_again() {
+        let stop = Stop::default();
+        assert!(!stop.requested());
+        assert_eq!(stop.press("SIGTERM"), 1);
+        assert!(stop.requested());
+        assert_eq!(stop.press("Ctrl-C"), 2, "the second press ends it at once");
+        assert_eq!(stop.signal(), Some("SIGTERM"), "the first one is named");
+        let done = ["cp-1".to_string()];
+        assert_eq!(
+            stop.interrupted(Some("w-1"), &done, Rerun::Apply).0,
+            "stopped by SIGTERM at a safe point (w-1 was drained but not rebooted, and was \
+             uncordoned again); finished in this run: cp-1. Run `fleetctl apply` again to \
+             continue where it stopped"
+        );
+        stop.abort("the lock was lost".into());
+        assert_eq!(
+            stop.interrupted(None, &[], Rerun::Reboot).0,
+            "stopped at a safe point: the lock was lost. Run `fleetctl reboot` again to \
+             continue where it stopped"
+        );
+    }
 
     /// Issue 38: a node's clock ahead of the lock's widens the margin of
     /// the lease held now and of every later one (a heartbeat's re-hold).

@@ -1,12 +1,11 @@
 //! What a stop says, from its readings alone: a Ctrl-C at a safe point
-//! (`context::stopped_at_safe_point`) and a second Ctrl-C that abandons the
+//! (`safe_point::Stop::interrupted`) and a second Ctrl-C that abandons the
 //! step in progress (`lock::stopped_at_once`). tests/cli/apply_faults.rs
 //! read these words off real-OS fleets (docs/rules-on-the-fake.md); the
 //! real signal's path stays there, once.
 
 use std::sync::Mutex;
 
-use super::context::stopped_at_safe_point;
 use super::lock::stopped_at_once;
 use super::{Interrupted, Ledger, Rerun, Stop};
 
@@ -14,7 +13,7 @@ use super::{Interrupted, Ledger, Rerun, Stop};
 fn a_ctrl_c_during_a_drain_says_the_batch_was_uncordoned_again_and_a_rerun_continues() {
     let stop = Stop::default();
     stop.press("Ctrl-C");
-    let e = stopped_at_safe_point(&stop, Some("w-1"), &["cp-1".into()], Rerun::Apply);
+    let e = stop.interrupted(Some("w-1"), &["cp-1".into()], Rerun::Apply);
     assert_eq!(
         e.to_string(),
         "stopped by Ctrl-C at a safe point (w-1 was drained but not rebooted, and was \
@@ -24,7 +23,7 @@ fn a_ctrl_c_during_a_drain_says_the_batch_was_uncordoned_again_and_a_rerun_conti
     // The lease's keeper asks with its reason, not a signal.
     let stop = Stop::default();
     stop.abort("fleetctl's lock was lost".into());
-    let e = stopped_at_safe_point(&stop, None, &[], Rerun::Reboot);
+    let e = stop.interrupted(None, &[], Rerun::Reboot);
     assert_eq!(
         e.to_string(),
         "stopped at a safe point: fleetctl's lock was lost. Run `fleetctl reboot` again to \

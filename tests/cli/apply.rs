@@ -845,13 +845,6 @@ fn pair(kured: bool) -> Fleet {
     )
 }
 
-/// A complete one-hop upgrade of [`pair`] to v1.35 in `log`.
-fn assert_pair_upgraded(fleet: &Fleet, log: &[Event]) {
-    let hops = hops(fleet, "v1.34", "v1.35");
-    assert_upgrade_log(log, "cp-1", &["w-1"], &hops);
-    assert_cluster_at(fleet, &PAIR, &hops[0]);
-}
-
 #[test]
 fn a_stale_plan_is_refused_until_planned_again() {
     let fleet = pair(false);
@@ -896,104 +889,6 @@ fn a_stale_plan_is_refused_until_planned_again() {
     let dry = apply(&fleet, &["--dry-run"]).expect_code(0);
     assert!(!dry.stderr.contains("stale"), "{}", dry.stderr);
     assert_unchanged(&fleet, &PAIR, &before, "a dry run");
-}
-
-/// After a refused apply: every event it caused is a failed attempt at the
-/// lock through kubectl on cp-1 (nothing succeeded, nothing else ran).
-fn assert_only_failed_lock_attempts(log: &[Event]) {
-    assert!(
-        log.iter()
-            .all(|e| e.node == "cp-1" && !is_ok(e) && kubectl_words(e).is_some()),
-        "a refused apply must change nothing:\n{}",
-        support::describe(log)
-    );
-}
-
-#[test]
-fn a_configmap_lock_held_by_someone_else_stops_apply_until_force_unlock() {
-    let fleet = pair(false);
-    plan(&fleet, "v1.35");
-    fleet
-        .ssh_ok(
-            "cp-1",
-            "root",
-            "kubectl --kubeconfig=/etc/kubernetes/admin.conf -n kube-system \
-             create configmap fleetctl-lock \
-             --from-literal=holder=fleetctl/alice@ops-laptop --from-literal=host=ops-laptop \
-             --from-literal=pid=4242 --from-literal=started=2026-11-29T08:00:00Z",
-        )
-        .unwrap();
-    let before = snapshot(&fleet, &PAIR);
-
-    let run = apply(&fleet, &["--yes"]).expect_code(1);
-    assert!(
-        run.stderr.contains("fleetctl/alice@ops-laptop") && run.stderr.contains("--force-unlock"),
-        "{}",
-        run.stderr
-    );
-    let after = snapshot(&fleet, &PAIR);
-    assert_eq!(after.nodes, before.nodes, "a refused apply changed a node");
-    assert_eq!(after.cluster, before.cluster, "the lock must stay alice's");
-    assert_only_failed_lock_attempts(&events(&fleet)[before.events.len()..]);
-
-    let start = events(&fleet).len();
-    let run = apply(&fleet, &["--yes", "--force-unlock"]).expect_code(0);
-    assert!(
-        run.stderr.contains("fleetctl/alice@ops-laptop"),
-        "--force-unlock should say whose lock it removed:\n{}",
-        run.stderr
-    );
-    let log = &events(&fleet)[start..];
-    let removed = log
-        .iter()
-        .position(|e| is_ok(e) && deletes_lock_configmap(e));
-    let first_action = log.iter().position(is_upgrade_action);
-    assert!(
-        matches!((removed, first_action), (Some(r), Some(a)) if r < a),
-        "alice's lock must be removed before anything else:\n{}",
-        support::describe(log)
-    );
-    assert_pair_upgraded(&fleet, log);
-    let after_removal = &log[removed.unwrap() + 1..];
-    assert_configmap_lock_taken_and_released(&fleet, after_removal);
-}
-
-#[test]
-fn kureds_lock_held_for_a_node_stops_apply_until_force_unlock() {
-    let fleet = pair(true);
-    plan(&fleet, "v1.35");
-    let value = r#"{"nodeID":"w-1","metadata":{"unschedulable":false},"created":"2026-11-29T08:00:00Z","TTL":0}"#;
-    fleet
-        .ssh_ok(
-            "cp-1",
-            "root",
-            &format!(
-                "kubectl --kubeconfig=/etc/kubernetes/admin.conf -n kube-system \
-                 annotate daemonset kured '{KURED_LOCK}={value}'"
-            ),
-        )
-        .unwrap();
-    let before = snapshot(&fleet, &PAIR);
-
-    let run = apply(&fleet, &["--yes"]).expect_code(1);
-    assert!(
-        run.stderr.contains("Kured is rebooting node w-1") && run.stderr.contains("--force-unlock"),
-        "{}",
-        run.stderr
-    );
-    let after = snapshot(&fleet, &PAIR);
-    assert_eq!(after.nodes, before.nodes, "a refused apply changed a node");
-    assert_eq!(
-        after.cluster, before.cluster,
-        "Kured's lock must stay w-1's"
-    );
-    assert_only_failed_lock_attempts(&events(&fleet)[before.events.len()..]);
-
-    let start = events(&fleet).len();
-    apply(&fleet, &["--yes", "--force-unlock"]).expect_code(0);
-    let log = &events(&fleet)[start..];
-    assert_pair_upgraded(&fleet, log);
-    assert_kured_lock_taken_and_released(&fleet, log);
 }
 
 // ---------------------------------------------------------------------------

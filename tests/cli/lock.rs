@@ -1,43 +1,39 @@
-//! apply's lock against a fleet where someone else wants it too: Kured
-//! installed by its Helm chart with its own loop running, Kured's lock that
-//! RBAC will not let fleetctl write, a second `fleetctl apply` while one
-//! runs, a holder whose heartbeat stopped; and what must survive around
-//! it: SIGTERM mid-drain, the SSH connection cut while `kubeadm upgrade
-//! apply` works, and an image tampered with on the hub after the plan.
+//! apply's lock against a fleet where someone else wants it too, and what
+//! must survive around it, where the real thing is the subject: Kured
+//! installed by its real Helm chart's objects with its own loop running,
+//! held off for the whole run; the SSH connection cut while `kubeadm
+//! upgrade apply` works in its detached unit ([`survives`]); an image
+//! tampered with on the hub (the real sysupdate's refusal) or corrupt on a
+//! node (the sha256 check on the node).
+//!
+//! The lock's rules themselves (holders alive or dead, `--force-unlock`,
+//! RBAC refusals, the cluster's time, the lease, the heartbeat through
+//! another control plane, a stop at a safe point) are tested on the fake
+//! API server under `src/steps/lock/` (docs/rules-on-the-fake.md, "The
+//! lock").
 //!
 //! Each is judged on the fleet's event log and the API server's state
 //! (who took which lock when, what ran on which node), not only on what
-//! fleetctl printed. This file has the helpers and Kured's own lock; the
-//! rest is beside it:
-//!
-//! - [`holders`]: a second apply while one runs, a dead holder, SIGTERM;
-//! - [`survives`]: the SSH cut during `upgrade apply`, a tampered image;
-//! - [`lapse`]: a lock that cannot lapse, the cluster's time, which Kured
-//!   counts, and `fleetctl reboot` under the same lock harness.
+//! fleetctl printed.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
 
 use fleetctl::plan::Plan;
 use fleetctl::version::Version;
 
 use super::support::{
-    self, Event, Fleet, LOCK_CONFIGMAP, Run, Running, Scenario, apply, assert_consistent,
-    assert_has, assert_on_target, deletes_lock_configmap, describe, is_ok, is_reboot,
-    is_unit_start, journal_records, kubeadm_upgrade, kubectl_words, schedulability,
+    self, Event, Fleet, Run, Running, Scenario, apply, assert_consistent, assert_has,
+    assert_on_target, describe, is_ok, is_reboot, is_unit_start, journal_records, kubeadm_upgrade,
+    kubectl_words, schedulability,
 };
 
 /// 1 control plane and 1 worker, reached as `core` through sudo.
-mod holders;
-mod lapse;
 mod survives;
 
 const PAIR: [&str; 2] = ["cp-1", "w-1"];
 const FROM: &str = "v1.34.2";
 /// Kured's default lock annotation.
 const KURED_LOCK: &str = "weave.works/kured-node-lock";
-/// kubectl as root on cp-1, the way an operator would type it there.
-const KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf";
 
 /// cp-1 + w-1 at v1.34.2, w-1 reached as `core`, with the simulator's
 /// short delays; `more` adds Kured, faults…
@@ -148,11 +144,6 @@ fn is_kured(e: &Event) -> bool {
     e.argv.first().is_some_and(|a| a == "(kured)")
 }
 
-/// The lock configmap deleted the only way that carries preconditions.
-fn creates_lock_configmap(e: &Event) -> bool {
-    kubectl_words(e).is_some_and(|w| w == ["create", "configmap", "fleetctl-lock"])
-}
-
 /// `(index of the first, index of the last)` upgrade action of `log`.
 fn upgrade_span(log: &[Event]) -> (usize, usize) {
     let actions: Vec<usize> = (0..log.len())
@@ -162,45 +153,6 @@ fn upgrade_span(log: &[Event]) -> (usize, usize) {
         (Some(&a), Some(&b)) => (a, b),
         _ => panic!("no upgrade happened:\n{}", describe(log)),
     }
-}
-
-/// The configmap lock was created (ok) before the first upgrade action of
-/// `log` and deleted (ok, preconditioned) after the last, exactly once
-/// each, and is gone; nothing was annotated.
-fn assert_configmap_lock_brackets_the_run(fleet: &Fleet, log: &[Event]) {
-    let created: Vec<usize> = (0..log.len())
-        .filter(|&i| is_ok(&log[i]) && creates_lock_configmap(&log[i]))
-        .collect();
-    let deleted: Vec<usize> = (0..log.len())
-        .filter(|&i| is_ok(&log[i]) && deletes_lock_configmap(&log[i]))
-        .collect();
-    let ([c], [d]) = (&created[..], &deleted[..]) else {
-        panic!(
-            "the lock must be created once and deleted once (created at {created:?}, deleted at \
-             {deleted:?}):\n{}",
-            describe(log)
-        );
-    };
-    let (first, last) = upgrade_span(log);
-    assert!(
-        *c < first && last < *d,
-        "the lock (taken at {c}, released at {d}) must cover every upgrade action ({first}..={last}):\n{}",
-        describe(log)
-    );
-    assert!(
-        !log.iter()
-            .any(|e| kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate"))),
-        "without Kured nothing is annotated:\n{}",
-        describe(log)
-    );
-    assert!(
-        !fleet
-            .cluster()
-            .unwrap()
-            .configmaps
-            .contains_key(LOCK_CONFIGMAP),
-        "the lock configmap is still there"
-    );
 }
 
 // ---------------------------------------------------------------------------
@@ -259,11 +211,6 @@ fn snapshot(fleet: &Fleet) -> Snapshot {
             c
         },
     }
-}
-
-/// `RFC 3339` UTC, `ago` before now.
-fn rfc3339_ago(ago: Duration) -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now() - ago).to_string()
 }
 
 // ---------------------------------------------------------------------------
@@ -395,88 +342,4 @@ fn kured_from_its_helm_chart_is_found_held_off_for_the_whole_run_and_released() 
         "Kured's DaemonSet still carries the lock: {:?}",
         kured.annotations
     );
-}
-
-// ---------------------------------------------------------------------------
-// 2. Kured's pods are there, but its lock may not be written
-
-#[test]
-fn kureds_lock_forbidden_by_rbac_stops_apply_without_falling_back_to_the_configmap() {
-    let fleet = pair(|s| s.kured(true).faults(|f| f.kured_lock_forbidden = true));
-    plan(&fleet, "v1.35");
-    let before = snapshot(&fleet);
-    let start = events(&fleet).len();
-
-    // A runtime refusal, not a usage error (README: exit 1 is a runtime
-    // failure; docs/apply.md: a Kured lock that cannot be had "stops apply
-    // with the reason").
-    let run = apply(&fleet, &["--yes"]).expect_code(1);
-    assert_has(
-        &run.stderr,
-        &[
-            "Error from server (Forbidden)",
-            "cannot patch resource \"daemonsets\"",
-            "kube-system",
-        ],
-    );
-    assert!(!run.stderr.contains("holding"), "{}", run.stderr);
-    assert!(!run.stderr.contains("done:"), "{}", run.stderr);
-
-    let log = &events(&fleet)[start..];
-    // The one write it tried: Kured's annotation, refused.
-    let attempts: Vec<&Event> = log
-        .iter()
-        .filter(|e| kubectl_words(e).is_some_and(|w| w.first() == Some(&"annotate")))
-        .collect();
-    assert!(
-        !attempts.is_empty()
-            && attempts
-                .iter()
-                .all(|e| !is_ok(e) && e.result.contains("Forbidden")),
-        "apply should have tried Kured's lock and been refused:\n{}",
-        describe(log)
-    );
-    // Never fleetctl's own lock instead, and nothing else at all.
-    assert!(
-        !log.iter()
-            .any(|e| e.argv.iter().any(|a| a.contains("fleetctl-lock"))),
-        "apply fell back to the configmap lock:\n{}",
-        describe(log)
-    );
-    assert!(
-        log.iter()
-            .all(|e| e.node == "cp-1" && !is_ok(e) && kubectl_words(e).is_some()),
-        "a refused apply must change nothing:\n{}",
-        describe(log)
-    );
-    assert_eq!(
-        snapshot(&fleet),
-        before,
-        "a refused apply changed the fleet"
-    );
-}
-
-/// The uids the API server reported deleted by `--force-unlock` (its
-/// Status answer to the preconditioned DELETE), in the order of the runs.
-fn force_unlocked_uids(fleet: &Fleet) -> Vec<String> {
-    journal_records(fleet)
-        .iter()
-        .filter(|r| {
-            r["kind"] == "command"
-                && r["exit"] == 0
-                && r["detail"]
-                    .as_str()
-                    .is_some_and(|d| d.starts_with("lock: force-unlock"))
-        })
-        .map(|r| {
-            let status: serde_json::Value =
-                serde_json::from_str(r["stdout"].as_str().unwrap_or_default().trim())
-                    .unwrap_or_else(|e| panic!("not the API's Status ({e}): {r}"));
-            assert_eq!(status["status"], "Success", "{r}");
-            status["details"]["uid"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect()
 }

@@ -1,17 +1,18 @@
 //! The lock while `apply`, `reboot` or `rollback` works under it: taken
 //! through a control plane ([`take_lock`], as a [`TakeRequest`] asks),
 //! kept by a [`LockKeeper`] (a heartbeat through any control plane that
-//! answers, watched, with the lease renewed in the run's [`Stop`]), and
+//! answers (`planes.rs`), watched, with the lease renewed in the run's [`Stop`]), and
 //! given back on every path ([`LockKeeper::release`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
 use super::clock::ClockOffset;
-use super::{Identity, KuredRef, LocalProcesses, Lock, LockLost, LockOptions};
+use super::planes::{ControlPlanes, heartbeat_round, release_through};
+use super::{Identity, Kubectl, KuredRef, LocalProcesses, Lock, LockOptions};
 use crate::inventory::{Inventory, Role};
 use crate::ssh;
 use crate::steps::journal::Journal;
@@ -51,43 +52,6 @@ pub struct LockKeeper {
     watching: tokio::task::JoinHandle<()>,
     quit: Arc<tokio::sync::Notify>,
     quitting: Arc<AtomicBool>,
-}
-
-/// The control-plane nodes the lock is kept through, and the session to
-/// the one that answered last. In HA the API stays up while one control
-/// plane reboots, so a heartbeat that fails through one is tried through
-/// the next.
-struct ControlPlanes {
-    remote: Remote,
-    /// Every control-plane node, in inventory order, and which one `remote`
-    /// is connected to.
-    targets: Vec<ssh::Target>,
-    current: usize,
-    opts: ssh::Options,
-    journal: Arc<Journal>,
-}
-
-impl ControlPlanes {
-    /// A new connection: to the current node first, then to each other
-    /// control plane in turn; the first that answers is used from now on.
-    async fn failover(&mut self) -> anyhow::Result<()> {
-        let mut quick = self.opts.clone();
-        quick.connect_timeout = quick.connect_timeout.min(Duration::from_secs(5));
-        let mut errors = Vec::new();
-        for k in 0..self.targets.len() {
-            let i = (self.current + k) % self.targets.len();
-            match ssh::connect(&self.targets[i], &quick).await {
-                Ok(session) => {
-                    self.remote = Remote::new(Arc::new(session), self.journal.clone());
-                    self.remote.report_warnings();
-                    self.current = i;
-                    return Ok(());
-                }
-                Err(e) => errors.push(format!("{e:#}")),
-            }
-        }
-        anyhow::bail!("no control-plane node answers: {}", errors.join("; "))
-    }
 }
 
 /// The lock's TTL: apply starts a step only if it ends within the lease
@@ -160,21 +124,6 @@ pub async fn take_lock(
     // Kured judges the lock by the cluster's clock: write it in that time,
     // and do not run at all when the clocks are too far apart.
     let clock = lock::clock::measure(&api).await?;
-    clock
-        .within_bound(&first.name)
-        .map_err(anyhow::Error::new)?;
-    if clock.by >= Duration::from_secs(1) {
-        printer.debug(&format!(
-            "this machine's clock is {} {} {}'s: the lock is written in the cluster's time",
-            humantime::format_duration(Duration::from_secs(clock.by.as_secs())),
-            if clock.cluster_ahead {
-                "behind"
-            } else {
-                "ahead of"
-            },
-            first.name
-        ));
-    }
     let me = Identity::local();
     // FLEETCTL_TEST_LOCK_TTL: test builds only.
     let ttl = test_duration("FLEETCTL_TEST_LOCK_TTL")
@@ -189,8 +138,29 @@ pub async fn take_lock(
         local: LocalProcesses::here(&me.host),
     };
     let taken = Instant::now();
-    let now = clock.cluster_time(lock::clock::laptop_now());
-    let held = Arc::new(lock::acquire(&api, &lock_opts, &me, now).await?);
+    let held = Arc::new(
+        acquire_in_clusters_time(
+            &api,
+            clock,
+            &first.name,
+            &lock_opts,
+            &me,
+            lock::clock::laptop_now(),
+        )
+        .await?,
+    );
+    if clock.by >= Duration::from_secs(1) {
+        printer.debug(&format!(
+            "this machine's clock is {} {} {}'s: the lock is written in the cluster's time",
+            humantime::format_duration(Duration::from_secs(clock.by.as_secs())),
+            if clock.cluster_ahead {
+                "behind"
+            } else {
+                "ahead of"
+            },
+            first.name
+        ));
+    }
     stop.hold_lease(Lease {
         what: held.describe(),
         renewed: taken,
@@ -230,6 +200,22 @@ pub async fn take_lock(
         quit,
         quitting,
     })
+}
+
+/// The lock taken through `api` once the clocks are judged: refused, with
+/// nothing read or written, when this machine's clock (`laptop`) and
+/// `node`'s are further apart than the bound; else written in the
+/// cluster's time (`clock`), which is how Kured judges its TTL.
+async fn acquire_in_clusters_time<K: Kubectl>(
+    api: &K,
+    clock: ClockOffset,
+    node: &str,
+    opts: &LockOptions,
+    me: &Identity,
+    laptop: SystemTime,
+) -> anyhow::Result<Lock> {
+    clock.within_bound(node).map_err(anyhow::Error::new)?;
+    lock::acquire(api, opts, me, clock.cluster_time(laptop)).await
 }
 
 /// The heartbeat task ending before apply let it go (a panic, a bug) stops
@@ -272,46 +258,11 @@ async fn heartbeat(
             _ = quit.notified() => return,
             _ = tokio::time::sleep(heartbeat_every()) => {}
         }
-        let mut s = planes.lock().await;
-        let mut result = beat(&lock, clock, &s.remote, &stop).await;
-        if let Err(e) = &result
-            && !e.chain().any(|c| c.is::<LockLost>())
-        {
-            if !warned {
-                printer.debug(&format!(
-                    "lock heartbeat through {} failed, trying the control planes in turn: {e:#}",
-                    s.remote.node()
-                ));
-                warned = true;
-            }
-            if s.failover().await.is_ok() {
-                result = beat(&lock, clock, &s.remote, &stop).await;
-            }
-        }
-        match result {
-            Ok(()) => warned = false,
-            Err(e) if e.chain().any(|c| c.is::<LockLost>()) => {
-                stop.abort(format!("{e:#}"));
-                return;
-            }
-            Err(_) => {}
-        }
-        // run_within_lease also races the whole run against this (at once); here
-        // any run stops at its next safe point, should it not be racing.
-        if let Some(lapsing) = stop.lapsed_now() {
-            stop.abort(lapsing.to_string());
+        let mut planes = planes.lock().await;
+        if !heartbeat_round(&lock, clock, &mut *planes, &stop, &mut warned, &printer).await {
+            return;
         }
     }
-}
-
-/// One heartbeat, in the cluster's time; the lease is renewed from when it
-/// was sent.
-async fn beat(lock: &Lock, clock: ClockOffset, remote: &Remote, stop: &Stop) -> anyhow::Result<()> {
-    let sent = Instant::now();
-    lock.heartbeat(remote, clock.cluster_time(lock::clock::laptop_now()))
-        .await?;
-    stop.renew_lease(sent);
-    Ok(())
 }
 
 impl LockKeeper {
@@ -326,12 +277,8 @@ impl LockKeeper {
         self.quitting.store(true, Ordering::SeqCst);
         self.quit.notify_one();
         let _ = self.watching.await;
-        let mut s = self.planes.lock().await;
-        let mut result = self.lock.release(&s.remote).await;
-        if result.is_err() && s.failover().await.is_ok() {
-            result = self.lock.release(&s.remote).await;
-        }
-        if let Err(e) = result {
+        let mut planes = self.planes.lock().await;
+        if let Err(e) = release_through(&self.lock, &mut *planes).await {
             printer.warn(&format!(
                 "could not release {}: {e:#}. It expires by itself after {} (Kured then goes on); \
                  or remove it with `--force-unlock` on the next run",
@@ -382,6 +329,51 @@ mod tests {
         unsafe { std::env::set_var("FLEETCTL_TEST_HEARTBEAT", "0s") };
         assert_eq!(heartbeat_every(), lock::HEARTBEAT_EVERY);
         unsafe { std::env::remove_var("FLEETCTL_TEST_HEARTBEAT") };
+    }
+
+    /// What `a_laptop_clock_30_minutes_behind_the_fleet_is_refused_before_any_lock_is_written`
+    /// and the "minutes behind" cli test proved on real-OS fleets.
+    #[tokio::test]
+    async fn a_clock_too_far_off_is_refused_before_the_api_is_asked_and_a_near_one_writes_cluster_time()
+     {
+        use crate::steps::lock::lock_testkit::{Api, me};
+        let laptop = humantime::parse_rfc3339("2026-11-29T19:30:12Z").unwrap();
+        let behind =
+            |secs: u64| ClockOffset::measured(laptop, laptop + Duration::from_secs(secs), laptop);
+        let api = Api::default();
+        let e = acquire_in_clusters_time(
+            &api,
+            behind(30 * 60),
+            "cp-1",
+            &LockOptions::default(),
+            &me(),
+            laptop,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("this machine's clock is 30m behind cp-1's"),
+            "{e}"
+        );
+        assert!(api.verbs().is_empty(), "asked the API: {:?}", api.verbs());
+        assert!(api.notes().is_empty());
+
+        // 4 minutes: taken, started and beating in the cluster's time.
+        acquire_in_clusters_time(
+            &api,
+            behind(4 * 60),
+            "cp-1",
+            &LockOptions::default(),
+            &me(),
+            laptop,
+        )
+        .await
+        .unwrap();
+        let state = api.state();
+        let data = &state.lock_configmap().unwrap().data;
+        assert_eq!(data["started"], "2026-11-29T19:34:12Z");
+        assert_eq!(data["heartbeat"], "2026-11-29T19:34:12Z");
     }
 
     #[test]

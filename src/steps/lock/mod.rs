@@ -55,7 +55,7 @@
 //! | [`LockOptions`] | how [`acquire`] judges a lock someone else holds, and the TTL it writes | this file |
 //! | [`TakeRequest`] | a request to take the lock: what the operator asked (`--kured`, `--force-unlock`, the timeouts the TTL outlasts), in plain values | `keeper.rs` |
 //! | [`take_lock`] | takes it through the first control plane, in the cluster's time | `keeper.rs` |
-//! | [`LockKeeper`] | the lock held with its heartbeat: refreshed through any control plane that answers (`ControlPlanes`), the lease renewed in the run's `Stop`, given back by [`LockKeeper::release`] | `keeper.rs` |
+//! | [`LockKeeper`] | the lock held with its heartbeat: refreshed through any control plane that answers (`ControlPlanes`, `planes.rs`), the lease renewed in the run's `Stop`, given back by [`LockKeeper::release`] | `keeper.rs` |
 //! | [`lock_ttl`], [`LAPSE_MARGIN`] | how long the lock lives, and how long before it would lapse the run stops | `keeper.rs` |
 //! | [`run_within_lease`] | runs the work raced against the lease and a second Ctrl-C | `within_lease.rs` |
 //! | [`WorkOutcome`] | how the work under the lock ended: its result, and whether it was abandoned at once | `within_lease.rs` |
@@ -73,7 +73,8 @@
 //! messages, `clock.rs` measures the cluster's time, `listing.rs` reads
 //! kubectl's listings, `discovery.rs` finds Kured and reads its flags,
 //! `kured.rs` is Kured's annotation lock, `configmap.rs` fleetctl's own;
-//! `keeper.rs` keeps it while a command works, `within_lease.rs` races that
+//! `keeper.rs` keeps it while a command works (through the control planes of
+//! `planes.rs`), `within_lease.rs` races that
 //! work against its lease. Each has its tests beside it, against the fake
 //! API server in `lock_testkit.rs` where they need the API.
 
@@ -84,6 +85,7 @@ mod holder;
 mod keeper;
 mod kured;
 mod listing;
+mod planes;
 mod within_lease;
 
 use std::future::Future;
