@@ -248,4 +248,3 @@ pub async fn settled_facts(r: &Remote) -> anyhow::Result<NodeFacts> {
     node::parse_facts(&out.stdout)
         .with_context(|| format!("{}: reading facts after its steps", r.node()))
 }
-
