@@ -21,8 +21,15 @@ mod download;
 pub mod etcd;
 mod etcd_gate;
 pub mod execute;
+#[cfg(test)]
+mod fake_holds;
+#[cfg(test)]
+mod gate_hold_tests;
 mod gates;
 pub mod hold;
+#[cfg(test)]
+mod hold_tests;
+mod hold_world;
 pub mod journal;
 mod kept_images;
 mod kubeadm;
