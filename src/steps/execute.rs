@@ -25,6 +25,8 @@ use crate::plan::{Action, Hop, Plan, Step};
 mod dry_script;
 #[cfg(test)]
 mod fake_script;
+#[cfg(test)]
+mod hold_script_rules;
 mod parallel_phase;
 #[cfg(test)]
 mod script_rules;

@@ -303,16 +303,18 @@ fn kureds_prometheus_is_the_alert_gate_unless_the_operator_gives_one() {
     assert!(w.reads[0].1.starts_with(&format!("alerts {PROMETHEUS}/")));
 
     // The operator's own gate is read instead.
+    let own = "http://alertmanager.monitoring:9093/api/v2/alerts";
     let pace = Pace {
-        alert_gate: Some(gate(Filter::default(), 60)),
+        alert_gate: Some(AlertGate::new(own, Filter::default(), S(60)).unwrap()),
         ..Pace::default()
     };
     let mut w = FakeHolds {
-        alerts: vec![(0, alerts(&[]))],
+        alerts: vec![(0, Ok("[]".into()))],
         ..FakeHolds::default()
     };
     hold(&mut w, &by(&pace, Some(&k)), "cp-1").unwrap();
     assert_eq!(w.reads.len(), 1);
+    assert!(w.reads[0].1.starts_with(&format!("alerts {own}?")), "{:?}", w.reads);
 }
 
 #[test]

@@ -35,6 +35,8 @@ mod fake_fleet;
 mod flow;
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod hold_flow_tests;
 mod offline;
 mod reconnect_pause;
 mod ssh_world;

@@ -51,6 +51,11 @@ pub(super) struct Faults {
     pub(super) lease_lapses_after: Option<usize>,
     /// What is left of the lease; `None`: plenty.
     pub(super) lease_left: Option<Duration>,
+    /// The holds before a batch with one of these refuse it (a maintenance
+    /// window too short for it now: `crate::steps::hold`).
+    pub(super) hold_refuses: BTreeSet<String>,
+    /// Ceph does not recover once the batch is back.
+    pub(super) ceph_not_recovered: bool,
 }
 
 pub(super) struct FakeFleet {
@@ -213,7 +218,13 @@ impl RollWorld for FakeFleet {
     async fn hold(&mut self, batch: &[String]) -> anyhow::Result<()> {
         self.step("hold", &batch.join(","));
         // The soak and the alert gate's waits end at once on a stop.
-        self.check_stop(None)
+        self.check_stop(None)?;
+        match batch.iter().find(|n| self.faults.hold_refuses.contains(*n)) {
+            Some(n) => Err(anyhow::Error::new(crate::error::OutsideWindow(format!(
+                "not starting {n}: the maintenance window closes too soon"
+            )))),
+            None => Ok(()),
+        }
     }
 
     async fn gates(&mut self, batch: &[String], _: bool) -> anyhow::Result<bool> {
@@ -349,8 +360,13 @@ impl RollWorld for FakeFleet {
     }
 
     async fn ceph_after(&mut self, batch: &[String]) -> anyhow::Result<()> {
-        self.step("ceph-recovered", &batch.join(","));
-        Ok(())
+        match self.faults.ceph_not_recovered {
+            true => anyhow::bail!("{}: Ceph has not recovered", batch.join(", ")),
+            false => {
+                self.step("ceph-recovered", &batch.join(","));
+                Ok(())
+            }
+        }
     }
 
     fn came_back(&mut self) {}
