@@ -158,7 +158,7 @@ pub async fn after_hop(apply: &Apply<'_>, what: &str) -> anyhow::Result<()> {
     let mut w = SshHolds::new(apply)?;
     let since_back = apply.back_at.map(|t| t.elapsed());
     let (soak, rerun) = (apply.settings.pace.soak, apply.settings.rerun);
-    let gates = async || super::gates::fleet_problems(apply).await;
+    let gates = async |_: &mut SshHolds| super::gates::fleet_problems(apply).await;
     soak_then_gates(&mut w, soak, since_back, what, rerun, gates).await
 }
 
@@ -169,14 +169,14 @@ pub(super) async fn soak_then_gates<W: HoldWorld>(
     since_back: Option<Duration>,
     what: &str,
     rerun: Rerun,
-    gates: impl AsyncFnOnce() -> anyhow::Result<Vec<String>>,
+    gates: impl AsyncFnOnce(&mut W) -> anyhow::Result<Vec<String>>,
 ) -> anyhow::Result<()> {
     // Nothing came back from a reboot in this run: nothing to watch.
     if since_back.is_none() {
         return Ok(());
     }
     soak_in(w, soak, since_back, what).await?;
-    let problems = gates().await?;
+    let problems = gates(w).await?;
     w.journal(
         "gates",
         None,
