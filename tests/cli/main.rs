@@ -12,7 +12,6 @@ mod containerd;
 mod cordon;
 mod etcd_cgroup;
 mod etcd_downgrade;
-mod etcd_gate;
 mod etcd_restore;
 mod feature_gates;
 mod hardening;
