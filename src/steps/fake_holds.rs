@@ -34,6 +34,8 @@ pub(super) struct FakeHolds {
     /// The cluster's clock as Ceph's recovery wait begins.
     pub(super) ceph_clock: Option<i64>,
     pub(super) etcd: Script<Result<EtcdMembers, String>>,
+    /// The nodes whose labels the API refuses, and why.
+    pub(super) label_refused: BTreeMap<String, String>,
 }
 
 impl FakeHolds {
@@ -139,5 +141,18 @@ impl HoldWorld for FakeHolds {
     async fn etcd(&mut self, via: &str) -> Result<EtcdMembers, String> {
         self.read(format!("etcd {via}"));
         self.answer(&self.etcd, "etcd")
+    }
+
+    async fn label(
+        &mut self,
+        what: &str,
+        node: &str,
+        labels: &[String],
+    ) -> anyhow::Result<Result<(), String>> {
+        self.read(format!("label {node} {} ({what})", labels.join(" ")));
+        Ok(match self.label_refused.get(node) {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        })
     }
 }

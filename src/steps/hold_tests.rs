@@ -314,7 +314,11 @@ fn kureds_prometheus_is_the_alert_gate_unless_the_operator_gives_one() {
     };
     hold(&mut w, &by(&pace, Some(&k)), "cp-1").unwrap();
     assert_eq!(w.reads.len(), 1);
-    assert!(w.reads[0].1.starts_with(&format!("alerts {own}?")), "{:?}", w.reads);
+    assert!(
+        w.reads[0].1.starts_with(&format!("alerts {own}?")),
+        "{:?}",
+        w.reads
+    );
 }
 
 #[test]
@@ -400,7 +404,11 @@ fn after_the_hop_the_soak_then_the_gates_judge_the_fleet_as_it_is_after_it() {
         text.contains("after hop 1/1, the fleet is not healthy:\n  - w-1 is not Ready"),
         "{text}"
     );
-    assert_eq!(judged, Some(S(3)), "the gates judged once the soak was over");
+    assert_eq!(
+        judged,
+        Some(S(3)),
+        "the gates judged once the soak was over"
+    );
     assert_eq!(w.kinds(), ["soak", "soak-done", "gates"]);
 
     let mut w = FakeHolds::default();

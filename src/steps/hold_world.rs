@@ -53,6 +53,14 @@ pub(super) trait HoldWorld {
     /// Every etcd member as `via`'s etcd pod sees it, or why it could not
     /// be read.
     async fn etcd(&mut self, via: &str) -> Result<EtcdMembers, String>;
+    /// `kubectl label node NODE LABELS --overwrite` (its journal's words:
+    /// `what`): done, or why not.
+    async fn label(
+        &mut self,
+        what: &str,
+        node: &str,
+        labels: &[String],
+    ) -> anyhow::Result<Result<(), String>>;
 }
 
 /// What a reading says.
@@ -278,6 +286,26 @@ impl HoldWorld for SshHolds<'_, '_> {
         }
         checks::parse_etcd_members(&list.stdout, &status.stdout, &status.stderr)
             .map_err(|e| format!("etcd-{via}: {e:#}"))
+    }
+
+    async fn label(
+        &mut self,
+        what: &str,
+        node: &str,
+        labels: &[String],
+    ) -> anyhow::Result<Result<(), String>> {
+        let out = self
+            .api
+            .run_root(
+                what,
+                &crate::remote::kubectl::label_node(node, labels),
+                None,
+            )
+            .await?;
+        Ok(match out.success() {
+            true => Ok(()),
+            false => Err(last_line(&out.stderr)),
+        })
     }
 }
 

@@ -35,6 +35,8 @@ mod kept_images;
 mod kubeadm;
 pub mod kured_gates;
 mod kured_labels;
+#[cfg(test)]
+mod kured_labels_tests;
 mod kured_takeover;
 mod last_look;
 pub mod lock;
