@@ -108,8 +108,10 @@ pub(super) async fn wait_out<W: HoldWorld>(
 }
 
 /// The judgement of [`wait_out`] after each reading, for a wait written
-/// as its own loop (a future that must be `Send` for every lifetime, which
-/// an async closure's is not yet: `etcd_gate::caught_up`, spawned).
+/// as its own loop: a future that must be `Send` (`etcd_gate::caught_up`,
+/// spawned beside the other nodes' waits), which rustc cannot yet prove of
+/// one that calls an async closure capturing references ("implementation
+/// of `Send` is not general enough", rust-lang/rust#139475, #110338).
 pub(super) struct Holding {
     start: Duration,
     timeout: Duration,
