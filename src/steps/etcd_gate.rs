@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use super::context::{Apply, Rerun};
+use super::hold_world::{HoldWorld, Holding, Look, SshHolds, Waited, secs, wait_out};
 use super::runner::Remote;
-use crate::checks::{self, EtcdMembers, EtcdTopology};
+use crate::checks::{self, EtcdTopology};
 use crate::inventory::Role;
-use crate::remote::{before_hop, etcd_status};
+use crate::remote::before_hop;
 
 /// Between two readings while the gate holds: each is two kubectl execs
 /// and one etcdctl per member.
@@ -55,43 +56,6 @@ pub async fn stacked(api: &Remote) -> anyhow::Result<bool> {
     ))
 }
 
-/// Every member as `via`'s etcd pod sees it; `Err` (in words) when it
-/// cannot be read.
-async fn read(api: &Remote, via: &str) -> Result<EtcdMembers, String> {
-    let (list_label, status_label) = (
-        format!("etcd gate: member list (etcd-{via})"),
-        format!("etcd gate: every member's status (etcd-{via})"),
-    );
-    let (list_cmd, status_cmd) = (
-        etcd_status::member_list(via),
-        etcd_status::endpoint_status(via),
-    );
-    let (list, status) = tokio::join!(
-        api.run_root(&list_label, &list_cmd, None),
-        api.run_root(&status_label, &status_cmd, None),
-    );
-    let list = list.map_err(|e| format!("{e:#}"))?;
-    let status = status.map_err(|e| format!("{e:#}"))?;
-    if !list.success() {
-        return Err(format!(
-            "etcdctl member list in etcd-{via} failed: {}",
-            last_line(&list.stderr)
-        ));
-    }
-    checks::parse_etcd_members(&list.stdout, &status.stdout, &status.stderr)
-        .map_err(|e| format!("etcd-{via}: {e:#}"))
-}
-
-fn last_line(s: &str) -> String {
-    s.trim()
-        .lines()
-        .last()
-        .unwrap_or("no output")
-        .chars()
-        .take(300)
-        .collect()
-}
-
 /// Before the drain of `batch`: holds (saying what holds, how long, what
 /// releases it) until etcd can spare each control plane in it, for at most
 /// `--node-timeout`; then stops the run naming etcd, nothing changed.
@@ -102,9 +66,10 @@ pub async fn before_drain(
     batch: &[String],
     rollback: bool,
 ) -> anyhow::Result<bool> {
-    let cps: Vec<&String> = batch
+    let cps: Vec<String> = batch
         .iter()
         .filter(|n| apply.role(n) == Role::ControlPlane)
+        .cloned()
         .collect();
     let Some(first) = cps.first() else {
         return Ok(false);
@@ -113,59 +78,61 @@ pub async fn before_drain(
     if !stacked(&api).await? {
         return Ok(false);
     }
-    let timeout = apply.settings.node_timeout;
-    let started = Instant::now();
-    let mut said: Option<String> = None;
-    loop {
-        apply.check_stop(None)?;
-        let via = peer(apply.inv, first);
-        let why = match read(&api, &via).await {
+    let via = peer(apply.inv, first);
+    let mut w = SshHolds::new(apply)?;
+    let (timeout, rerun) = (apply.settings.node_timeout, apply.settings.rerun);
+    spare(&mut w, &cps, &via, rollback, timeout, rerun).await
+}
+
+/// [`before_drain`] in world `w`, for the control planes `cps` of the
+/// batch (at least one), read through etcd-`via`.
+pub(super) async fn spare<W: HoldWorld>(
+    w: &mut W,
+    cps: &[String],
+    via: &str,
+    rollback: bool,
+    timeout: Duration,
+    rerun: Rerun,
+) -> anyhow::Result<bool> {
+    let names = cps.join(", ");
+    let read = async |w: &mut W| {
+        Ok(match w.etcd(via).await {
             Ok(members) => {
-                let problems: Vec<String> = cps
+                let problems: std::collections::BTreeSet<String> = cps
                     .iter()
                     .flat_map(|n| members.before_down(n, rollback))
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
                     .collect();
-                if problems.is_empty() {
-                    if said.is_some() {
-                        let text = format!(
-                            "etcd can spare {} now (held {})",
-                            names(&cps),
-                            held(started)
-                        );
-                        apply.progress.line(&format!("  etcd gate: {text}"));
-                        apply.journal_event("etcd-gate-released", None, &text);
-                    }
-                    return Ok(said.is_some());
+                match problems.is_empty() {
+                    true => Look::Clear,
+                    false => Look::Holds(problems.into_iter().collect::<Vec<_>>().join("; ")),
                 }
-                problems.join("; ")
             }
-            Err(e) => format!("etcd could not be read: {e}"),
-        };
-        if said.as_ref() != Some(&why) {
-            apply.progress.line(&format!(
-                "  etcd gate holds {}: {why} (held {}, waiting up to {}; it releases once every \
-                 member is healthy and etcd keeps quorum without it)",
-                names(&cps),
-                held(started),
-                humantime::format_duration(timeout)
-            ));
-            apply.journal_event("etcd-gate", None, &why);
-            said = Some(why.clone());
+            Err(e) => Look::Holds(format!("etcd could not be read: {e}")),
+        })
+    };
+    let held = |w: &mut W, why: &str, held: Duration| {
+        w.say(&format!(
+            "  etcd gate holds {names}: {why} (held {}, waiting up to {}; it releases once every \
+             member is healthy and etcd keeps quorum without it)",
+            secs(held),
+            humantime::format_duration(timeout)
+        ));
+        w.journal("etcd-gate", None, why);
+    };
+    match wait_out(w, timeout, POLL, read, held).await? {
+        Waited::Absent | Waited::Clear => Ok(false),
+        Waited::Released(after) => {
+            let text = format!("etcd can spare {names} now (held {})", secs(after));
+            w.say(&format!("  etcd gate: {text}"));
+            w.journal("etcd-gate-released", None, &text);
+            Ok(true)
         }
-        if started.elapsed() + POLL > timeout {
-            bail!(
-                "not taking {} down: the etcd gate still holds after {}: {why}. Nothing was \
-                 changed on {}; bring every etcd member back to health (`etcdctl endpoint status \
-                 --cluster` in an etcd pod), then run `{}` again",
-                names(&cps),
-                humantime::format_duration(timeout),
-                names(&cps),
-                apply.settings.rerun
-            );
-        }
-        pause(apply).await?;
+        Waited::TimedOut(why) => bail!(
+            "not taking {names} down: the etcd gate still holds after {}: {why}. Nothing was \
+             changed on {names}; bring every etcd member back to health (`etcdctl endpoint \
+             status --cluster` in an etcd pod), then run `{rerun}` again",
+            humantime::format_duration(timeout),
+        ),
     }
 }
 
@@ -179,60 +146,59 @@ pub async fn caught_up(
     deadline: Instant,
     rerun: Rerun,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let mut said: Option<String> = None;
-    loop {
-        let why = match read(api, via).await {
+    let mut w = SshHolds::on_api(api);
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    wait_caught_up(&mut w, node, via, timeout, rerun).await
+}
+
+/// [`caught_up`] in world `w`, for at most `timeout`.
+pub(super) async fn wait_caught_up<W: HoldWorld>(
+    w: &mut W,
+    node: &str,
+    via: &str,
+    timeout: Duration,
+    rerun: Rerun,
+) -> anyhow::Result<()> {
+    let mut held =
+        |w: &mut W, why: &str, _: Duration| w.journal("etcd-catching-up", Some(node), why);
+    // Its own loop, not `wait_out`: this future is spawned with the other
+    // nodes' waits, and must be `Send`.
+    let mut h = Holding::new(w, timeout, POLL);
+    let end = loop {
+        let look = match w.etcd(via).await {
             Ok(members) => match members.not_caught_up(node) {
-                None => {
-                    api.journal().event(
-                        "etcd-caught-up",
-                        Some(node),
-                        &format!(
-                            "healthy and caught up with the leader after {}",
-                            held(started)
-                        ),
-                    );
-                    return Ok(());
-                }
-                Some(why) => why,
+                None => Look::Clear,
+                Some(why) => Look::Holds(why),
             },
-            Err(e) => format!("etcd could not be read: {e}"),
+            Err(e) => Look::Holds(format!("etcd could not be read: {e}")),
         };
-        if said.as_ref() != Some(&why) {
-            api.journal().event("etcd-catching-up", Some(node), &why);
-            said = Some(why.clone());
+        if let Some(end) = h.after(w, look, &mut held) {
+            break end;
         }
-        if Instant::now() + POLL > deadline {
-            bail!(
-                "{node}: its etcd member did not catch up with the leader after its reboot: \
-                 {why}. It is cordoned, and no other control plane was touched. Check etcd on \
-                 {node} (`etcdctl endpoint status --cluster` in an etcd pod, its log), then run \
-                 `{rerun}` again"
+        w.pause(POLL).await?;
+    };
+    match end {
+        Waited::Absent | Waited::Clear => {
+            w.journal(
+                "etcd-caught-up",
+                Some(node),
+                "healthy and caught up with the leader after 0s",
             );
+            Ok(())
         }
-        tokio::time::sleep(POLL).await;
+        Waited::Released(after) => {
+            let text = format!(
+                "healthy and caught up with the leader after {}",
+                secs(after)
+            );
+            w.journal("etcd-caught-up", Some(node), &text);
+            Ok(())
+        }
+        Waited::TimedOut(why) => bail!(
+            "{node}: its etcd member did not catch up with the leader after its reboot: \
+             {why}. It is cordoned, and no other control plane was touched. Check etcd on \
+             {node} (`etcdctl endpoint status --cluster` in an etcd pod, its log), then run \
+             `{rerun}` again"
+        ),
     }
-}
-
-/// Waits one poll, ending at once on Ctrl-C.
-async fn pause(apply: &Apply<'_>) -> anyhow::Result<()> {
-    let until = Instant::now() + POLL;
-    while Instant::now() < until {
-        apply.check_stop(None)?;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Ok(())
-}
-
-fn names(nodes: &[&String]) -> String {
-    nodes
-        .iter()
-        .map(|n| n.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn held(since: Instant) -> String {
-    humantime::format_duration(Duration::from_secs(since.elapsed().as_secs())).to_string()
 }

@@ -27,6 +27,8 @@ mod dry_script;
 mod fake_script;
 #[cfg(test)]
 mod fault_rules;
+#[cfg(test)]
+mod hold_script_rules;
 mod parallel_phase;
 #[cfg(test)]
 mod random_runs;

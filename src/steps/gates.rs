@@ -76,23 +76,10 @@ pub async fn before_drain(
 /// released, so only gates that keep taking turns reach it.
 const MAX_HOLD_ROUNDS: u32 = 10;
 
-/// After a soak (`--soak`, after a hop): the same gates, with nothing
-/// about to go down.
-pub async fn healthy(apply: &Apply<'_>, when: &str) -> anyhow::Result<()> {
-    let problems = problems(apply, &[], &Tolerated::default()).await?;
-    apply.journal_event(
-        "gates",
-        None,
-        &format!("{when}: {} problems", problems.len()),
-    );
-    if problems.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "{when}, the fleet is not healthy:\n  - {}\nFix these, then run `{}` again",
-        problems.join("\n  - "),
-        apply.settings.rerun
-    )
+/// After a soak (`--soak`, after a hop): what the same gates find wrong,
+/// with nothing about to go down (`super::hold::after_hop` judges it).
+pub async fn fleet_problems(apply: &Apply<'_>) -> anyhow::Result<Vec<String>> {
+    problems(apply, &[], &Tolerated::default()).await
 }
 
 /// The nodes a gate lets be out of service.

@@ -14,9 +14,9 @@
 
 use anyhow::bail;
 
-use super::context::Apply;
+use super::context::{Apply, Rerun};
+use super::hold_world::{HoldWorld, SshHolds};
 use crate::checks::NodeLabel;
-use crate::remote::kubectl;
 
 /// Which of Kured's two label flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,18 @@ pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Res
     if labels.is_empty() || nodes.is_empty() {
         return Ok(());
     }
-    let api = apply.api()?;
+    let mut w = SshHolds::new(apply)?;
+    set_in(&mut w, &labels, nodes, when, apply.settings.rerun).await
+}
+
+/// [`set`] of `labels` in world `w`.
+pub(super) async fn set_in<W: HoldWorld>(
+    w: &mut W,
+    labels: &[String],
+    nodes: &[String],
+    when: When,
+    rerun: Rerun,
+) -> anyhow::Result<()> {
     let text = labels.join(" ");
     for node in nodes {
         // Before the drain a stop is a safe point (nothing is cordoned yet).
@@ -63,17 +74,10 @@ pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Res
         // them (as Kured's `uncordon` does, they finish the node's reboot);
         // the stop is seen at the next node's holds.
         if when == When::BeforeDrain {
-            apply.check_stop(None)?;
+            w.check_stop()?;
         }
-        let out = api
-            .run_root(
-                &format!("{node}: Kured's --{} {text}", when.flag()),
-                &kubectl::label_node(node, &labels),
-                None,
-            )
-            .await?;
-        if !out.success() {
-            let why = out.stderr.trim().lines().last().unwrap_or("no output");
+        let what = format!("{node}: Kured's --{} {text}", when.flag());
+        if let Err(why) = w.label(&what, node, labels).await? {
             let state = match when {
                 When::BeforeDrain => format!("{node} was not drained; nothing was rebooted"),
                 When::AfterUncordon => format!(
@@ -82,13 +86,12 @@ pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Res
                 ),
             };
             bail!(
-                "{node}: Kured's --{} ({text}) could not be set: {why}. {state}; then run `{}` \
-                 again",
+                "{node}: Kured's --{} ({text}) could not be set: {why}. {state}; then run \
+                 `{rerun}` again",
                 when.flag(),
-                apply.settings.rerun
             );
         }
-        apply.journal_event(
+        w.journal(
             match when {
                 When::BeforeDrain => "kured-labels-pre",
                 When::AfterUncordon => "kured-labels-post",
@@ -96,7 +99,7 @@ pub async fn set(apply: &Apply<'_>, nodes: &[String], when: When) -> anyhow::Res
             Some(node),
             &text,
         );
-        apply.progress.line(&format!(
+        w.say(&format!(
             "  {node}: labelled {text} (Kured's --{})",
             when.flag()
         ));

@@ -21,13 +21,22 @@ mod download;
 pub mod etcd;
 mod etcd_gate;
 pub mod execute;
+#[cfg(test)]
+mod fake_holds;
+#[cfg(test)]
+mod gate_hold_tests;
 mod gates;
 pub mod hold;
+#[cfg(test)]
+mod hold_tests;
+mod hold_world;
 pub mod journal;
 mod kept_images;
 mod kubeadm;
 pub mod kured_gates;
 mod kured_labels;
+#[cfg(test)]
+mod kured_labels_tests;
 mod kured_takeover;
 mod last_look;
 pub mod lock;

@@ -38,6 +38,8 @@ pub(in crate::steps) mod fake_fleet;
 mod flow;
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod hold_flow_tests;
 mod offline;
 mod reconnect_pause;
 mod ssh_world;

@@ -12,14 +12,16 @@
 //! on (`steps::lock::keeper` renews it beside this loop) and Ctrl-C stops
 //! the wait at once; nothing has been cordoned yet.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 
-use super::context::Apply;
+use super::context::{Apply, Rerun};
+use super::hold_world::{HoldWorld, Look, SshHolds, Waited, secs, wait_out};
 use super::runner::Remote;
 use crate::checks::ceph::{self as judge, Policy, Reading};
-use crate::gather::rook_reading::{self, RunRoot};
+use crate::gather::rook_reading::RunRoot;
+use crate::pacing::CephGate;
 
 impl RunRoot for Remote {
     async fn run_root_as(
@@ -62,42 +64,78 @@ pub async fn before_drain(
     if rollback {
         return Ok(Spared::NotAsked);
     }
-    let names = batch.join(", ");
-    spare(
-        apply,
+    let mut w = SshHolds::new(apply)?;
+    spare_batch(
+        &mut w,
+        &apply.settings.pace.ceph,
+        apply.settings.rerun,
         batch,
-        &names,
-        &format!("not taking {names} down"),
-        &format!("on {names} (nothing was drained)"),
     )
     .await
+}
+
+/// [`before_drain`] in world `w`, for a batch that is not a rollback's.
+pub(super) async fn spare_batch<W: HoldWorld>(
+    w: &mut W,
+    gate: &CephGate,
+    rerun: Rerun,
+    batch: &[String],
+) -> anyhow::Result<Spared> {
+    let names = batch.join(", ");
+    let words = Words {
+        what: names.clone(),
+        refusal: format!("not taking {names} down"),
+        unchanged: format!("on {names} (nothing was drained)"),
+    };
+    spare(w, gate, rerun, batch, &words).await
 }
 
 /// Before a control plane's kubeadm step, the first change of a hop: a
 /// run that Ceph holds from the start stops with nothing changed, not
 /// with the control plane upgraded and every node still to go.
 pub async fn before_upgrade(apply: &Apply<'_>, node: &str) -> anyhow::Result<()> {
-    spare(
-        apply,
-        &[],
-        &format!("{node}'s control-plane upgrade"),
-        &format!("not upgrading {node}'s control plane"),
-        "(nothing was upgraded or drained)",
+    let mut w = SshHolds::new(apply)?;
+    spare_upgrade(
+        &mut w,
+        &apply.settings.pace.ceph,
+        apply.settings.rerun,
+        node,
     )
     .await
-    .map(|_| ())
+}
+
+/// [`before_upgrade`] in world `w`.
+pub(super) async fn spare_upgrade<W: HoldWorld>(
+    w: &mut W,
+    gate: &CephGate,
+    rerun: Rerun,
+    node: &str,
+) -> anyhow::Result<()> {
+    let words = Words {
+        what: format!("{node}'s control-plane upgrade"),
+        refusal: format!("not upgrading {node}'s control plane"),
+        unchanged: "(nothing was upgraded or drained)".to_string(),
+    };
+    spare(w, gate, rerun, &[], &words).await.map(|_| ())
+}
+
+/// What a hold names: what it holds, the refusal once it times out, and
+/// what was left unchanged.
+struct Words {
+    what: String,
+    refusal: String,
+    unchanged: String,
 }
 
 /// Waits until Ceph can spare `batch` (none: judges Ceph's health alone),
-/// or fails after `--ceph-timeout` saying `refusal` and `unchanged`.
-async fn spare(
-    apply: &Apply<'_>,
+/// or fails after `--ceph-timeout` in `words`.
+async fn spare<W: HoldWorld>(
+    w: &mut W,
+    gate: &CephGate,
+    rerun: Rerun,
     batch: &[String],
-    what: &str,
-    refusal: &str,
-    unchanged: &str,
+    words: &Words,
 ) -> anyhow::Result<Spared> {
-    let gate = &apply.settings.pace.ceph;
     if !gate.enabled {
         return Ok(Spared::NoCeph);
     }
@@ -113,25 +151,26 @@ async fn spare(
             batch.join(", ")
         ));
     }
-    let outcome = hold(
-        apply,
-        what,
-        gate.timeout,
-        &release,
-        "ceph-hold",
-        |r| judge::before_drain(r, &policy),
-        Some(batch),
-    )
-    .await?;
-    match outcome {
-        Held::Absent => Ok(Spared::NoCeph),
-        Held::Never => Ok(Spared::Clear),
-        Held::Released => Ok(Spared::Released),
-        Held::TimedOut(why) => Err(anyhow::anyhow!(
-            "{refusal}: Ceph still holds after {}: {why}. Nothing was changed {unchanged}; \
-             once Ceph can spare it ({release}), run `{}` again. --ceph-timeout waits longer",
+    let hold = Hold {
+        what: &words.what,
+        timeout: gate.timeout,
+        interval: gate.interval,
+        release: &release,
+        kind: "ceph-hold",
+    };
+    match hold
+        .wait(w, |r| judge::before_drain(r, &policy), batch)
+        .await?
+    {
+        Waited::Absent => Ok(Spared::NoCeph),
+        Waited::Clear => Ok(Spared::Clear),
+        Waited::Released(_) => Ok(Spared::Released),
+        Waited::TimedOut(why) => Err(anyhow::anyhow!(
+            "{}: Ceph still holds after {}: {why}. Nothing was changed {}; \
+             once Ceph can spare it ({release}), run `{rerun}` again. --ceph-timeout waits longer",
+            words.refusal,
             humantime::format_duration(gate.timeout),
-            apply.settings.rerun
+            words.unchanged,
         ))
         .context("Ceph gate"),
     }
@@ -141,110 +180,110 @@ async fn spare(
 /// active+clean, or fails after `--ceph-recovery-timeout`, the next node
 /// not started.
 pub async fn after_return(apply: &Apply<'_>, batch: &[String]) -> anyhow::Result<()> {
-    let gate = &apply.settings.pace.ceph;
+    let mut w = SshHolds::new(apply)?;
+    recovery(
+        &mut w,
+        &apply.settings.pace.ceph,
+        apply.settings.rerun,
+        batch,
+    )
+    .await
+}
+
+/// [`after_return`] in world `w`.
+pub(super) async fn recovery<W: HoldWorld>(
+    w: &mut W,
+    gate: &CephGate,
+    rerun: Rerun,
+    batch: &[String],
+) -> anyhow::Result<()> {
     if !gate.enabled {
         return Ok(());
     }
     let names = batch.join(", ");
-    let api = apply.api()?;
-    // Only a status checked after this moment, in the cluster's time, counts.
-    let since = match rook_reading::discover(&api).await {
-        // No CephCluster (or no Rook CRD): nothing to wait for, and no
-        // second reading to say so between two reboots.
-        Ok(d) if d.clusters.as_ref().is_ok_and(Vec::is_empty) => return Ok(()),
-        Ok(d) => d.now.unwrap_or(i64::MAX),
-        Err(_) => i64::MAX,
+    // Only a status checked after this moment, in the cluster's time,
+    // counts. No CephCluster (or no Rook CRD): nothing to wait for, and
+    // no second reading to say so between two reboots.
+    let Some(since) = w.ceph_clock().await else {
+        return Ok(());
     };
-    let release = "released when every placement group is active+clean".to_string();
-    let outcome = hold(
-        apply,
-        &format!("the node after {names}"),
-        gate.recovery_timeout,
-        &release,
-        "ceph-recovery",
-        |r| judge::recovered(r, since),
-        None,
-    )
-    .await?;
-    match outcome {
-        Held::Absent | Held::Never | Held::Released => Ok(()),
-        Held::TimedOut(why) => Err(anyhow::anyhow!(
+    let release = "released when every placement group is active+clean";
+    let hold = Hold {
+        what: &format!("the node after {names}"),
+        timeout: gate.recovery_timeout,
+        interval: gate.interval,
+        release,
+        kind: "ceph-recovery",
+    };
+    match hold.wait(w, |r| judge::recovered(r, since), &[]).await? {
+        Waited::Absent | Waited::Clear | Waited::Released(_) => Ok(()),
+        Waited::TimedOut(why) => Err(anyhow::anyhow!(
             "{names} returned and is uncordoned, but Ceph has not recovered within {}: {why}. \
-             No other node was started; once every placement group is active+clean, run `{}` \
-             again. --ceph-recovery-timeout waits longer",
+             No other node was started; once every placement group is active+clean, run \
+             `{rerun}` again. --ceph-recovery-timeout waits longer",
             humantime::format_duration(gate.recovery_timeout),
-            apply.settings.rerun
         ))
         .context("Ceph recovery"),
     }
 }
 
-enum Held {
-    /// No CephCluster.
-    Absent,
-    /// Nothing held.
-    Never,
-    Released,
-    TimedOut(String),
+/// One of Ceph's holds: what it holds, for how long at most, how often
+/// it reads, what releases it, and its journal's kind.
+struct Hold<'h> {
+    what: &'h str,
+    timeout: Duration,
+    interval: Duration,
+    release: &'h str,
+    kind: &'h str,
 }
 
-/// Reads Ceph until `verdict` finds nothing, saying what holds, for how
-/// long and what releases it each time that changes (terminal and
-/// journal, `kind`), up to `timeout`. `stopping`: the nodes about to stop,
-/// whose OSDs ok-to-stop is asked about.
-async fn hold(
-    apply: &Apply<'_>,
-    what: &str,
-    timeout: Duration,
-    release: &str,
-    kind: &str,
-    verdict: impl Fn(&Reading) -> Vec<String>,
-    stopping: Option<&[String]>,
-) -> anyhow::Result<Held> {
-    let api = apply.api()?;
-    let start = Instant::now();
-    let mut said: Option<String> = None;
-    loop {
-        apply.check_stop(None)?;
-        let readings = rook_reading::read(&api, stopping.unwrap_or_default()).await;
-        let readings = match readings {
-            Ok(None) => return Ok(Held::Absent),
-            Ok(Some(r)) => r,
-            Err(e) => vec![("Ceph".to_string(), Reading::Unreadable(format!("{e:#}")))],
+impl Hold<'_> {
+    /// Reads Ceph until `verdict` finds nothing, saying what holds, for how
+    /// long and what releases it each time that changes (terminal and
+    /// journal, `kind`), up to the timeout. `stopping`: the nodes about to
+    /// stop, whose OSDs ok-to-stop is asked about.
+    async fn wait<W: HoldWorld>(
+        &self,
+        w: &mut W,
+        verdict: impl Fn(&Reading) -> Vec<String>,
+        stopping: &[String],
+    ) -> anyhow::Result<Waited> {
+        let read = async |w: &mut W| {
+            let readings = match w.ceph(stopping).await {
+                Ok(None) => return Ok(Look::Absent),
+                Ok(Some(r)) => r,
+                Err(e) => vec![("Ceph".to_string(), Reading::Unreadable(format!("{e:#}")))],
+            };
+            let why: Vec<String> = readings
+                .iter()
+                .flat_map(|(name, r)| verdict(r).into_iter().map(move |w| format!("{name}: {w}")))
+                .collect();
+            Ok(match why.is_empty() {
+                true => Look::Clear,
+                false => Look::Holds(why.join("; ")),
+            })
         };
-        let why: Vec<String> = readings
-            .iter()
-            .flat_map(|(name, r)| verdict(r).into_iter().map(move |w| format!("{name}: {w}")))
-            .collect();
-        let held_for = humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()));
-        if why.is_empty() {
-            if said.is_some() {
-                let text = format!("Ceph released {what} after {held_for}");
-                apply.progress.line(&format!("  {text}"));
-                apply.journal_event(&format!("{kind}-released"), None, &text);
-                return Ok(Held::Released);
-            }
-            return Ok(Held::Never);
-        }
-        let why = why.join("; ");
-        if said.as_ref() != Some(&why) {
+        let held = |w: &mut W, why: &str, held: Duration| {
             let text = format!(
-                "Ceph holds {what} (held {held_for} so far, waiting up to {}): {why}; {release}",
-                humantime::format_duration(timeout)
+                "Ceph holds {} (held {} so far, waiting up to {}): {why}; {}",
+                self.what,
+                secs(held),
+                humantime::format_duration(self.timeout),
+                self.release
             );
-            apply.progress.line(&format!("  {text}"));
-            apply.journal_event(kind, None, &text);
-            said = Some(why.clone());
+            w.say(&format!("  {text}"));
+            w.journal(self.kind, None, &text);
+        };
+        let waited = wait_out(w, self.timeout, self.interval, read, held).await?;
+        match &waited {
+            Waited::Released(after) => {
+                let text = format!("Ceph released {} after {}", self.what, secs(*after));
+                w.say(&format!("  {text}"));
+                w.journal(&format!("{}-released", self.kind), None, &text);
+            }
+            Waited::TimedOut(why) => w.journal(&format!("{}-timeout", self.kind), None, why),
+            Waited::Absent | Waited::Clear => {}
         }
-        let interval = apply.settings.pace.ceph.interval;
-        if start.elapsed() + interval > timeout {
-            apply.journal_event(&format!("{kind}-timeout"), None, &why);
-            return Ok(Held::TimedOut(why));
-        }
-        let until = Instant::now() + interval;
-        while Instant::now() < until {
-            apply.check_stop(None)?;
-            tokio::time::sleep(super::POLL).await;
-        }
+        Ok(waited)
     }
 }

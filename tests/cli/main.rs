@@ -9,7 +9,6 @@ mod ceph;
 mod containerd;
 mod etcd_cgroup;
 mod etcd_downgrade;
-mod etcd_gate;
 mod etcd_restore;
 mod feature_gates;
 mod hardening;

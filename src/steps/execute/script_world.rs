@@ -6,7 +6,7 @@
 //! - `super::ssh_script::SshScript`, the real run: each method delegates to
 //!   the step function that already carried it out over SSH (`preflight`,
 //!   `download`, `etcd::snapshot`, `kubeadm` through `Job`, `last_look`,
-//!   `roll::roll`, `verify`, `hold::soak`, `kept_images`), none rewritten;
+//!   `roll::roll`, `verify`, `hold::after_hop`, `kept_images`), none rewritten;
 //! - `super::dry_script::DryScript`, `--dry-run`: records the commands and
 //!   waits each would run, with their words, and answers as the plan
 //!   expects (every check passes, every step succeeds).

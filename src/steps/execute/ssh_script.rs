@@ -12,7 +12,7 @@ use crate::steps::context::Apply;
 use crate::steps::kubeadm::Kind;
 use crate::steps::script::last_steps;
 use crate::steps::{
-    download, etcd, gates, hold, kept_images, last_look, preflight, roll, storage_gate, verify,
+    download, etcd, hold, kept_images, last_look, preflight, roll, storage_gate, verify,
 };
 use crate::version::{Minor, Version};
 
@@ -158,14 +158,8 @@ impl ScriptWorld for SshScript<'_, '_> {
     }
 
     async fn soak(&mut self, h: usize) -> anyhow::Result<()> {
-        let apply = &mut *self.apply;
-        let what = format!("after hop {}/{}", h + 1, apply.plan.hops.len());
-        // Nothing came back from a reboot in this run: nothing to watch.
-        if apply.back_at.is_some() {
-            hold::soak(apply, apply.settings.pace.soak, apply.back_at, &what).await?;
-            gates::healthy(apply, &what).await?;
-        }
-        Ok(())
+        let what = format!("after hop {}/{}", h + 1, self.apply.plan.hops.len());
+        hold::after_hop(self.apply, &what).await
     }
 
     async fn kept_images(&mut self, hop: &Hop, node: &str) -> anyhow::Result<()> {

@@ -55,6 +55,11 @@ pub(in crate::steps) struct Faults {
     /// policy froze the Node): it stays cordoned (`after_reboot`'s
     /// `refused_uncordon`).
     pub(in crate::steps) uncordon_refused: BTreeSet<String>,
+    /// The holds before a batch with one of these refuse it (a maintenance
+    /// window too short for it now: `crate::steps::hold`).
+    pub(in crate::steps) hold_refuses: BTreeSet<String>,
+    /// Ceph does not recover once the batch is back.
+    pub(in crate::steps) ceph_not_recovered: bool,
 }
 
 pub(in crate::steps) struct FakeFleet {
@@ -254,7 +259,13 @@ impl RollWorld for FakeFleet {
     async fn hold(&mut self, batch: &[String]) -> anyhow::Result<()> {
         self.step("hold", &batch.join(","));
         // The soak and the alert gate's waits end at once on a stop.
-        self.check_stop(None)
+        self.check_stop(None)?;
+        match batch.iter().find(|n| self.faults.hold_refuses.contains(*n)) {
+            Some(n) => Err(anyhow::Error::new(crate::error::OutsideWindow(format!(
+                "not starting {n}: the maintenance window closes too soon"
+            )))),
+            None => Ok(()),
+        }
     }
 
     async fn gates(&mut self, batch: &[String], rollback: bool) -> anyhow::Result<bool> {
@@ -401,8 +412,13 @@ impl RollWorld for FakeFleet {
     }
 
     async fn ceph_after(&mut self, batch: &[String]) -> anyhow::Result<()> {
-        self.step("ceph-recovered", &batch.join(","));
-        Ok(())
+        match self.faults.ceph_not_recovered {
+            true => anyhow::bail!("{}: Ceph has not recovered", batch.join(", ")),
+            false => {
+                self.step("ceph-recovered", &batch.join(","));
+                Ok(())
+            }
+        }
     }
 
     fn came_back(&mut self) {}
