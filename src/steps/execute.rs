@@ -215,6 +215,7 @@ async fn one<W: ScriptWorld>(w: &mut W, task: &Task) -> anyhow::Result<()> {
         }
         Task::ControlPlanesReady { node } => {
             w.begin(node, "wait until every control plane is Ready");
+            w.ceph_before_upgrade(node).await?;
             w.control_planes_ready(node).await?;
         }
         Task::EtcdSnapshot { node, minor } => {

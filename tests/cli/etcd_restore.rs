@@ -265,9 +265,10 @@ fn restore(fleet: &Fleet, cps: &[String], db: &Path) {
     // The API server's writes went through a leader; each member answers a
     // linearizable read of its own before the keyspace is compared.
     for cp in cps {
-        wait(&format!("{cp}'s member to answer after the restarts"), || {
-            etcdctl(fleet, cp, "endpoint health").status.success()
-        });
+        wait(
+            &format!("{cp}'s member to answer after the restarts"),
+            || etcdctl(fleet, cp, "endpoint health").status.success(),
+        );
     }
 }
 

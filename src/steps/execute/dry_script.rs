@@ -146,6 +146,24 @@ impl ScriptWorld for DryScript<'_> {
         Ok(())
     }
 
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()> {
+        // As `storage_gate::before_upgrade` reads it: Ceph's health alone,
+        // no OSD is about to stop.
+        let ceph = &self.settings.pace.ceph;
+        if !ceph.enabled {
+            self.out.line("-", "(the Ceph gate is OFF: --no-ceph-gate)");
+            return Ok(());
+        }
+        let text = format!(
+            "(when a CephCluster exists: the Ceph gate before {node}'s control-plane upgrade, \
+             until no PG is degraded, undersized or inactive and no health code holds, in \
+             Rook's toolbox, else the CephCluster's .status.ceph; up to {})",
+            human(ceph.timeout)
+        );
+        self.out.line(&self.api, &text);
+        Ok(())
+    }
+
     async fn control_planes_ready(&mut self, _: &str) -> anyhow::Result<()> {
         self.out.line(
             &self.api,

@@ -44,6 +44,9 @@ pub(super) trait ScriptWorld {
     async fn checks(&mut self, h: usize, hop: &Hop) -> anyhow::Result<()>;
     /// The hop's image on the nodes that had it before this run.
     async fn present_images(&mut self, hop: &Hop, nodes: &[String]) -> anyhow::Result<()>;
+    /// Before a control plane's kubeadm step, the first change of a hop:
+    /// the Ceph gate (`crate::steps::storage_gate::before_upgrade`).
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()>;
     /// Before a kubeadm step on a control plane: every control plane Ready.
     async fn control_planes_ready(&mut self, node: &str) -> anyhow::Result<()>;
     /// The etcd snapshot before `upgrade apply` (`crate::steps::etcd`).

@@ -90,8 +90,11 @@ impl ScriptWorld for SshScript<'_, '_> {
         verify_present_images(self.apply, hop, nodes).await
     }
 
-    async fn control_planes_ready(&mut self, node: &str) -> anyhow::Result<()> {
-        storage_gate::before_upgrade(self.apply, node).await?;
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()> {
+        storage_gate::before_upgrade(self.apply, node).await
+    }
+
+    async fn control_planes_ready(&mut self, _: &str) -> anyhow::Result<()> {
         let api = self.apply.api()?;
         wait_control_planes_ready(self.apply, &api).await
     }
