@@ -68,6 +68,18 @@ impl<'a> DryScript<'a> {
         self.out.text
     }
 
+    /// Its `(node, text)` lines once one step ran over it (`None`: it
+    /// waited, which no dry step does), as `dry_tasks` renders a task: the
+    /// lines the run journals for that step (`super::ssh_script`).
+    pub(super) fn shown(mut self, ran: Option<anyhow::Result<()>>) -> Vec<(String, String)> {
+        match ran {
+            Some(Ok(())) => {}
+            Some(Err(e)) => self.cannot_render(&format!("{e:#}")),
+            None => self.cannot_render("the task waited"),
+        }
+        self.out.shown
+    }
+
     fn lines(&mut self, lines: Vec<(String, String)>) {
         for (node, text) in lines {
             self.out.line(&node, &text);
@@ -339,11 +351,15 @@ impl ScriptWorld for DryScript<'_> {
 #[derive(Default)]
 struct Out {
     text: String,
+    /// Each `[node] text` line as `(node, text)`, unescaped: the journal
+    /// escapes its own.
+    shown: Vec<(String, String)>,
 }
 
 impl Out {
     fn line(&mut self, node: &str, text: &str) {
         self.push(&format!("[{node}] {text}\n"));
+        self.shown.push((node.to_string(), text.to_string()));
     }
 
     /// Every byte of the listing passes here, escaped: remote text reaches
