@@ -1,17 +1,20 @@
 //! The real world of the script ([`ScriptWorld`]): each task delegates to
 //! the step function that carries it out over SSH; none is rewritten here.
 
+use std::time::Duration;
+
 use anyhow::bail;
 use futures_util::FutureExt;
 use futures_util::future::join_all;
 
 use super::dry_script::DryScript;
 use super::parallel_phase::{Job, parallel};
-use super::script_world::ScriptWorld;
+use super::script_world::{OnFailureWorld, ScriptWorld};
 use super::{finish_node, wait_control_planes_ready};
 use crate::plan::{Action, Hop, Plan};
-use crate::steps::context::Apply;
+use crate::steps::context::{Apply, OnFailure};
 use crate::steps::kubeadm::Kind;
+use crate::steps::on_failure::{self, NotUp, Prepared};
 use crate::steps::script::last_steps;
 use crate::steps::{
     download, etcd, gates, hold, kept_images, last_look, preflight, roll, storage_gate, verify,
@@ -207,6 +210,42 @@ impl ScriptWorld for SshScript<'_, '_> {
         self.show(|d| d.kept_images(hop, node).now_or_never());
         let r = self.apply.remote(node)?;
         kept_images::verify(&r, &self.apply.plan.hub, hop).await
+    }
+}
+
+impl OnFailureWorld for SshScript<'_, '_> {
+    fn on_failure(&self) -> OnFailure {
+        self.apply.settings.on_failure
+    }
+
+    fn node_timeout(&self) -> Duration {
+        self.apply.settings.node_timeout
+    }
+
+    async fn prepare_rollback(&mut self, failed: Vec<NotUp>) -> anyhow::Result<Prepared> {
+        on_failure::prepare(self.apply, failed).await
+    }
+
+    fn swap_hops(&mut self, hops: Vec<Hop>) -> Vec<Hop> {
+        std::mem::replace(&mut self.apply.plan.hops, hops)
+    }
+
+    fn set_offline(&mut self, offline: bool) -> bool {
+        std::mem::replace(&mut self.offline, offline)
+    }
+
+    fn save_plan(&mut self) -> anyhow::Result<()> {
+        self.apply.save()
+    }
+
+    fn rolled_back(&mut self, names: &[String]) {
+        self.apply.ledger(|l| {
+            l.done.retain(|d| !names.contains(d));
+            l.current = Some((
+                names.join(", "),
+                "rolled back (--on-failure rollback)".into(),
+            ));
+        });
     }
 }
 
