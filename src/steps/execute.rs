@@ -31,6 +31,8 @@ mod fake_script;
 mod on_failure_rules;
 mod parallel_phase;
 #[cfg(test)]
+mod parallel_rules;
+#[cfg(test)]
 mod script_rules;
 mod script_world;
 mod ssh_script;
