@@ -170,6 +170,13 @@ impl<'a> Apply<'a> {
         }
     }
 
+    /// A line of what a step does, as `--dry-run` shows it (`Journal::line`).
+    pub fn journal_line(&self, node: &str, text: &str) {
+        if let Some(r) = self.remotes.values().next() {
+            r.journal().line(node, text);
+        }
+    }
+
     pub fn begin(&mut self, node: &str, what: &str) {
         self.began
             .entry(node.to_string())

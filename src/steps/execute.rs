@@ -24,12 +24,18 @@ use crate::plan::{Action, Hop, Plan, Step};
 
 mod dry_script;
 #[cfg(test)]
+mod fake_on_failure;
+#[cfg(test)]
 mod fake_script;
 #[cfg(test)]
 mod fault_rules;
 #[cfg(test)]
 mod hold_script_rules;
+#[cfg(test)]
+mod on_failure_rules;
 mod parallel_phase;
+#[cfg(test)]
+mod parallel_rules;
 #[cfg(test)]
 mod random_runs;
 #[cfg(test)]
@@ -39,7 +45,7 @@ mod script_rules;
 mod script_world;
 mod ssh_script;
 use dry_script::DryScript;
-use script_world::ScriptWorld;
+use script_world::{OnFailureWorld, ScriptWorld};
 use ssh_script::SshScript;
 
 /// Runs the tasks in order: a safe point between any two, each journaled
@@ -50,13 +56,19 @@ pub async fn run(apply: &mut Apply<'_>, tasks: &[Task]) -> anyhow::Result<()> {
         apply: &mut *apply,
         offline: false,
     };
-    let Err((failed, e)) = run_over(&mut w, tasks).await else {
+    run_then_on_failure(&mut w, tasks).await
+}
+
+/// The tasks over `w`; a roll of the upgrade that fails, with `--on-failure
+/// rollback`, goes through [`after_failed_roll`] (never a rollback's own).
+async fn run_then_on_failure<W: OnFailureWorld>(w: &mut W, tasks: &[Task]) -> anyhow::Result<()> {
+    let Err((failed, e)) = run_over(w, tasks).await else {
         return Ok(());
     };
     Err(match failed.map(|i| &tasks[i]) {
         Some(Task::Roll {
             rollback: false, ..
-        }) if apply.settings.on_failure == OnFailure::Rollback => after_failed_roll(apply, e).await,
+        }) if w.on_failure() == OnFailure::Rollback => after_failed_roll(w, e).await,
         _ => e,
     })
 }
@@ -134,28 +146,29 @@ fn started<W: ScriptWorld>(w: &mut W, i: usize, total: usize, task: &Task) -> an
 
 /// `--on-failure rollback`: the nodes the roll left not up on their new
 /// kubelet go back to their kept image ([`on_failure`] decides and words
-/// it), run here as `fleetctl rollback` runs them, with the plan's hops set
-/// aside meanwhile; then apply stops with what happened.
-async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> anyhow::Error {
+/// it), run here as `fleetctl rollback` runs them, by the same loop and
+/// interpreter over the same world, with the plan's hops set aside
+/// meanwhile; then apply stops with what happened.
+async fn after_failed_roll<W: OnFailureWorld>(w: &mut W, failure: anyhow::Error) -> anyhow::Error {
     let failed = on_failure::not_up(&failure);
     if failed.is_empty() {
         return on_failure::not_eligible(failure);
     }
     let names: Vec<String> = failed.iter().map(|n| n.node.clone()).collect();
-    let prepared = match on_failure::prepare(apply, failed).await {
+    let prepared = match w.prepare_rollback(failed).await {
         Ok(p) => p,
         Err(why) => {
-            apply.journal_event("rollback-refused", None, &format!("{why:#}"));
+            w.journal("rollback-refused", None, &format!("{why:#}"));
             return on_failure::refused(failure, &names, &why);
         }
     };
     for r in &prepared.rollbacks {
-        apply.progress.line(&format!(
+        w.say(&format!(
             "{}: not up on its new kubelet; --on-failure rollback: back to {}",
             r.node,
             r.to_text()
         ));
-        apply.journal_event(
+        w.journal(
             "rollback",
             Some(&r.node),
             &format!("{} (--on-failure rollback)", r.from_to()),
@@ -163,32 +176,29 @@ async fn after_failed_roll(apply: &mut Apply<'_>, failure: anyhow::Error) -> any
     }
     if prepared.offline {
         let why = on_failure::OFFLINE;
-        apply.progress.line(&format!("{}: {why}", names.join(", ")));
-        apply.journal_event("rollback-offline", Some(&names.join(", ")), why);
+        w.say(&format!("{}: {why}", names.join(", ")));
+        w.journal("rollback-offline", Some(&names.join(", ")), why);
     }
-    let hops = std::mem::replace(&mut apply.plan.hops, prepared.hops.clone());
-    let result = run_rollback(apply, &prepared.tasks, prepared.offline).await;
-    apply.plan.hops = hops;
-    let saved = apply.save();
+    let hops = w.swap_hops(prepared.hops.clone());
+    let offline = w.set_offline(prepared.offline);
+    let result = run_over(w, &prepared.tasks).await.map_err(|(_, e)| e);
+    w.set_offline(offline);
+    w.swap_hops(hops);
+    let saved = w.save_plan();
     if result.is_ok() {
         // Rolled back is not done: the report must not say so.
-        apply.ledger(|l| {
-            l.done.retain(|d| !names.contains(d));
-            l.current = Some((
-                names.join(", "),
-                "rolled back (--on-failure rollback)".into(),
-            ));
-        });
+        w.rolled_back(&names);
     }
-    on_failure::outcome(apply, failure, &prepared, result.and(saved))
+    on_failure::outcome(w.node_timeout(), failure, &prepared, result.and(saved))
 }
 
 /// The tasks of a rollback (`script::of_rollbacks`), each journaled as it
 /// starts, a safe point between any two (a lease that lapsed or a Ctrl-C
 /// stops it before the next), by the same loop and interpreter as any run;
 /// `offline`: the roll is `roll::roll_offline` (a control plane whose API
-/// server is down: no gates, no drain), as `apply --on-failure rollback`
-/// and `fleetctl rollback` both run it.
+/// server is down: no gates, no drain), as `fleetctl rollback` runs it and
+/// `apply --on-failure rollback` ([`after_failed_roll`]) over the same
+/// world as the failed roll.
 pub async fn run_rollback(
     apply: &mut Apply<'_>,
     tasks: &[Task],
@@ -223,6 +233,7 @@ async fn one<W: ScriptWorld>(w: &mut W, task: &Task) -> anyhow::Result<()> {
         }
         Task::ControlPlanesReady { node } => {
             w.begin(node, "wait until every control plane is Ready");
+            w.ceph_before_upgrade(node).await?;
             w.control_planes_ready(node).await?;
         }
         Task::EtcdSnapshot { node, minor } => {

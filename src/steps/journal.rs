@@ -284,6 +284,17 @@ impl Journal {
         self.record_event(kind, node, detail);
     }
 
+    /// Records a line of what a step does as `--dry-run` shows it (kind
+    /// `line`; `node` as the listing names it: `-` for no node, `*` for
+    /// every node), journaled by the run as the step starts, so the journal
+    /// holds every line the dry run prints and the commands that ran under
+    /// it. Bounded as an output is ([`bound::head_and_tail`]): a line holds
+    /// remote text (a stray config's name in a pin) and the inventory's
+    /// health checks.
+    pub fn line(&self, node: &str, text: &str) {
+        self.event("line", Some(node), &bound::head_and_tail(text, bound::KEEP));
+    }
+
     /// The counts of repeated answers not written yet, and forget the answers.
     fn flush_repeats(&self) {
         let counts = lock(&self.repeats).drain();

@@ -316,13 +316,13 @@ async fn fresh_state(apply: &Apply<'_>, names: &[String]) -> anyhow::Result<Flee
 
 /// The error apply stops with once the rollback ran (`result`), naming each
 /// node, its cause, where it is now, and what to do next.
+/// `timeout`: `--node-timeout`, which a cause may name.
 pub fn outcome(
-    apply: &Apply<'_>,
+    timeout: std::time::Duration,
     failure: anyhow::Error,
     prepared: &Prepared,
     result: anyhow::Result<()>,
 ) -> anyhow::Error {
-    let timeout = apply.settings.node_timeout;
     let lines: Vec<String> = prepared
         .failed
         .iter()

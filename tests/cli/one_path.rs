@@ -1,7 +1,10 @@
 //! The dry run and the run are one path: `apply --dry-run` prints the
-//! script the run then carries out, task for task, and every command it
-//! shows verbatim is one the run really ran, on that node, in that task
-//! (the journal records both: `task` events and commands).
+//! script the run then carries out, task for task and line for line: the
+//! run journals every line the dry run prints, prose included, in the same
+//! task and order (`line` events, each as its step starts), and every
+//! command it shows verbatim is one the run really ran, on that node, in
+//! that task (`command` records); the lock the dry run says is taken and
+//! given back is, around the tasks.
 
 use std::collections::BTreeMap;
 
@@ -17,42 +20,48 @@ fn fleet() -> Fleet {
     )
 }
 
-/// One task of the dry run: its heading and the commands it shows.
+/// One task of the dry run: its heading and every line under it.
 #[derive(Debug)]
 struct Shown {
     title: String,
-    /// `(node, command)` for every line that shows a command verbatim.
-    commands: Vec<(String, String)>,
+    /// `(node, text)` for every `[node] text` line, prose and commands.
+    lines: Vec<(String, String)>,
 }
 
-/// The dry run's tasks (`== i/n title`) with their verbatim command lines:
-/// `[node] command` or `[node] (when) command`; a line that is only a
-/// parenthesis or a `#` comment describes, and a command with an
-/// `<angle-bracket>` placeholder is only known when it runs.
-fn shown(stdout: &str) -> Vec<Shown> {
+/// The dry run as it is printed: the lines before the first task (the
+/// lock taken), each task (`== i/n title`) with its `[node] text` lines.
+fn shown(stdout: &str) -> (Vec<(String, String)>, Vec<Shown>) {
+    let mut before = Vec::new();
     let mut tasks: Vec<Shown> = Vec::new();
     for line in stdout.lines() {
         if let Some(title) = line.strip_prefix("== ") {
             let (_, title) = title.split_once(' ').expect("a numbered heading");
             tasks.push(Shown {
                 title: title.to_string(),
-                commands: Vec::new(),
+                lines: Vec::new(),
             });
             continue;
         }
         let Some((node, text)) = line.strip_prefix('[').and_then(|l| l.split_once("] ")) else {
             continue;
         };
-        let cmd = after_parenthesis(text);
-        if cmd.is_empty() || cmd.starts_with('#') || cmd.contains('<') || node == "-" || node == "*"
-        {
-            continue;
-        }
-        if let Some(task) = tasks.last_mut() {
-            task.commands.push((node.to_string(), cmd.to_string()));
+        let line = (node.to_string(), text.to_string());
+        match tasks.last_mut() {
+            Some(task) => task.lines.push(line),
+            None => before.push(line),
         }
     }
-    tasks
+    (before, tasks)
+}
+
+/// The command a line shows verbatim, if it does: `[node] command` or
+/// `[node] (when) command`; a line that is only a parenthesis or a `#`
+/// comment describes, a command with an `<angle-bracket>` placeholder is
+/// only known when it runs, and `-` and `*` are no one node.
+fn verbatim<'l>(node: &str, text: &'l str) -> Option<&'l str> {
+    let cmd = after_parenthesis(text);
+    let describes = cmd.is_empty() || cmd.starts_with('#') || cmd.contains('<');
+    (!describes && node != "-" && node != "*").then_some(cmd)
 }
 
 /// `text` without a leading parenthesis (which may nest).
@@ -76,28 +85,60 @@ fn after_parenthesis(text: &str) -> &str {
     ""
 }
 
-/// The run's tasks from the journal, each with the commands it ran.
-fn journaled(fleet: &Fleet) -> Vec<(String, Vec<(String, String)>)> {
-    let mut tasks: Vec<(String, Vec<(String, String)>)> = Vec::new();
-    for r in support::journal_records(fleet) {
-        match r["kind"].as_str() {
-            Some("task") => {
-                let detail = r["detail"].as_str().unwrap_or_default();
-                let (_, title) = detail.split_once(' ').expect("a numbered task");
-                tasks.push((title.to_string(), Vec::new()));
-            }
-            Some("command") => {
-                if let Some((_, commands)) = tasks.last_mut() {
-                    commands.push((
-                        r["node"].as_str().unwrap_or_default().to_string(),
-                        r["cmd"].as_str().unwrap_or_default().to_string(),
-                    ));
-                }
-            }
-            _ => {}
+/// Whether `journaled` is `shown` as the journal writes it: every value
+/// whose flag names a secret masked (`--key=***`, the etcd client's key
+/// file among them), the rest the same.
+fn masked_is(journaled: &str, shown: &str) -> bool {
+    let mut parts = journaled.split("***");
+    let Some(mut rest) = shown.strip_prefix(parts.next().unwrap_or_default()) else {
+        return false;
+    };
+    for part in parts {
+        // A masked value runs to the next space or quote.
+        let end = rest.find([' ', '\'', '"']).unwrap_or(rest.len());
+        match rest[end..].strip_prefix(part) {
+            Some(r) if end > 0 => rest = r,
+            _ => return false,
         }
     }
-    tasks
+    rest.is_empty()
+}
+
+/// One task of the run, from the journal.
+#[derive(Debug, Default)]
+struct Ran {
+    title: String,
+    /// Its `line` events, `(node, text)`: what the dry run shows of it.
+    lines: Vec<(String, String)>,
+    /// The commands it ran, `(node, command)`.
+    commands: Vec<(String, String)>,
+}
+
+/// The run's journal: its tasks, and the kinds of the events before the
+/// first and after the last (the lock taken and given back).
+fn journaled(fleet: &Fleet) -> (Vec<String>, Vec<Ran>, Vec<String>) {
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    let mut tasks: Vec<Ran> = Vec::new();
+    let field = |r: &serde_json::Value, f: &str| r[f].as_str().unwrap_or_default().to_string();
+    for r in support::journal_records(fleet) {
+        let kind = field(&r, "kind");
+        match (kind.as_str(), tasks.last_mut()) {
+            ("task", _) => {
+                let detail = field(&r, "detail");
+                let (_, title) = detail.split_once(' ').expect("a numbered task");
+                tasks.push(Ran {
+                    title: title.to_string(),
+                    ..Ran::default()
+                });
+                after.clear();
+            }
+            ("line", Some(task)) => task.lines.push((field(&r, "node"), field(&r, "detail"))),
+            ("command", Some(task)) => task.commands.push((field(&r, "node"), field(&r, "cmd"))),
+            (_, None) => before.push(kind),
+            (_, Some(_)) => after.push(kind),
+        }
+    }
+    (before, tasks, after)
 }
 
 #[test]
@@ -112,7 +153,12 @@ fn the_dry_run_shows_the_tasks_and_commands_the_run_then_carries_out() {
     let mut dry = vec!["--dry-run"];
     dry.extend(args);
     let dry = support::apply(&fleet, &dry).expect_code(0);
-    let shown = shown(&dry.stdout);
+    let (lock_taken, mut shown) = shown(&dry.stdout);
+    // The listing ends with the lock given back, after the last task.
+    let lock_released = shown
+        .last_mut()
+        .and_then(|t| t.lines.pop())
+        .expect("a last line");
     // The tasks the old dry run left out are in it.
     for title in [
         "cp-1: wait until every control plane is Ready, before its kubeadm",
@@ -147,27 +193,61 @@ fn the_dry_run_shows_the_tasks_and_commands_the_run_then_carries_out() {
     let mut run = vec!["--yes"];
     run.extend(args);
     support::apply(&fleet, &run).expect_code(0);
-    let ran = journaled(&fleet);
+    let (before, ran, after) = journaled(&fleet);
 
-    let titles = |v: Vec<&String>| v.into_iter().cloned().collect::<Vec<_>>();
+    // The lock: taken before the first task, given back after the last.
     assert_eq!(
-        titles(ran.iter().map(|(t, _)| t).collect()),
-        titles(shown.iter().map(|t| &t.title).collect()),
+        lock_taken
+            .iter()
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "(take the lock: Kured's annotation if Kured runs, else configmap \
+          kube-system/fleetctl-lock)"
+        ]
+    );
+    assert!(before.iter().any(|k| k == "lock-acquired"), "{before:?}");
+    assert_eq!(lock_released.1, "(release the lock)");
+    assert!(after.iter().any(|k| k == "lock-released"), "{after:?}");
+
+    assert_eq!(
+        ran.iter().map(|t| &t.title).collect::<Vec<_>>(),
+        shown.iter().map(|t| &t.title).collect::<Vec<_>>(),
         "the run's tasks (left) are not the dry run's (right); the dry run:\n{}",
         dry.stdout
     );
-    let mut checked = 0;
-    for (task, (title, commands)) in shown.iter().zip(&ran) {
-        let mut ran: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (node, cmd) in commands {
-            ran.entry(node.as_str()).or_default().push(cmd.as_str());
+    // Every line of each task, prose included, is one the run journaled
+    // in that task, in the same order; every command shown verbatim ran
+    // there, on that node.
+    let (mut lines, mut checked) = (0, 0);
+    for (task, ran) in shown.iter().zip(&ran) {
+        let title = &task.title;
+        let same = ran.lines.len() == task.lines.len()
+            && ran
+                .lines
+                .iter()
+                .zip(&task.lines)
+                .all(|(r, s)| r.0 == s.0 && masked_is(&r.1, &s.1));
+        assert!(
+            same,
+            "task `{title}`: the run journaled (left) not what the dry run shows (right):\n\
+             {:#?}\n{:#?}",
+            ran.lines, task.lines
+        );
+        lines += task.lines.len();
+        let mut by_node: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (node, cmd) in &ran.commands {
+            by_node.entry(node.as_str()).or_default().push(cmd.as_str());
         }
-        for (node, cmd) in &task.commands {
+        for (node, text) in &task.lines {
+            let Some(cmd) = verbatim(node, text) else {
+                continue;
+            };
             assert!(
-                ran.get(node.as_str())
-                    .is_some_and(|c| c.contains(&cmd.as_str())),
+                by_node.get(node.as_str()).is_some_and(|c| c.contains(&cmd)),
                 "task `{title}`: the dry run shows `{cmd}` on {node}, but the run did not run it \
-                 there; it ran:\n{commands:#?}"
+                 there; it ran:\n{:#?}",
+                ran.commands
             );
             checked += 1;
         }
@@ -175,4 +255,10 @@ fn the_dry_run_shows_the_tasks_and_commands_the_run_then_carries_out() {
     // Downloads, sha256 checks, kubeadm, pins, stages, drains, reboots,
     // waits, uncordons, clean-up: far more than a handful.
     assert!(checked > 40, "only {checked} commands compared");
+    // And the prose: the waits, gates, holds and checks said in words.
+    assert!(
+        lines - checked > 20,
+        "only {} prose lines compared",
+        lines - checked
+    );
 }

@@ -292,4 +292,8 @@ impl ScriptWorld for FakeScript<'_> {
     async fn kept_images(&mut self, _: &Hop, node: &str) -> anyhow::Result<()> {
         self.effect(format!("kept-images {node}"))
     }
+
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()> {
+        self.effect(format!("ceph-before-upgrade {node}"))
+    }
 }

@@ -1,7 +1,9 @@
 //! A phase whose steps may run in parallel, run across nodes at most
 //! `--parallel` at once, each node keeping its own order; and the [`Job`]
 //! such a step runs with. Its own file because the fan-out and what a task
-//! may carry into it are one concept, apart from the order of the run.
+//! may carry into it are one concept, apart from the order of the run. The
+//! fan-out's rules ([`phase`]) are written once over [`PhaseWorld`], so
+//! they run on a fake too (`super::parallel_rules`).
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,6 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use tokio::sync::Semaphore;
 
+use crate::node::NodeFacts;
 use crate::plan::{Action, Hop, Image, Phase, PhaseKind, Step};
 use crate::steps::context::{Apply, settled_facts};
 use crate::steps::detached::Reconnect;
@@ -20,11 +23,61 @@ use crate::version::Version;
 
 use super::{changes_fingerprint, finish_node, is_last};
 
-/// The steps of a parallel phase, one task per node, at most `--parallel`
-/// at once. Every node's steps run to their end (or failure) before the
-/// phase reports; the nodes that finished are recorded either way.
+/// What a parallel phase needs of the world: its rules ([`phase`]) are
+/// written once over it, the run's world (`SshPhase`, over the run's
+/// sessions and tokio tasks) and a fake's (`super::parallel_rules`), which
+/// checks which nodes run at once and what a failure of one does to the
+/// rest.
+pub(super) trait PhaseWorld {
+    type Job: PhaseJob;
+    /// `--parallel`: how many nodes at most at once.
+    fn limit(&self) -> usize;
+    /// Whether the saved plan marks `node` in progress.
+    fn in_progress(&self, node: &str) -> bool;
+    fn mark(&mut self, node: &str) -> anyhow::Result<()>;
+    fn begin(&mut self, names: &str, what: &str);
+    fn say_step(&mut self, text: &str);
+    /// What runs `node`'s steps, apart from the world.
+    fn job(&mut self, node: &str, hop: &Hop) -> anyhow::Result<Self::Job>;
+    /// `node`'s steps all ran: its job handed back (its session, renewed
+    /// if a detached step reconnected).
+    fn job_done(&mut self, node: &str, job: Self::Job);
+    fn advance(&mut self);
+    /// `node` is through with the hop (`super::finish_node`).
+    async fn finish_node(
+        &mut self,
+        node: &str,
+        facts: Option<<Self::Job as PhaseJob>::Facts>,
+    ) -> anyhow::Result<()>;
+}
+
+/// One node's steps of a parallel phase, run in a task of their own.
+pub(super) trait PhaseJob: Send + 'static {
+    /// What the node's new state is read as, once through.
+    type Facts: Send + 'static;
+    fn step(&mut self, action: Action) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The node's state, read once its last step of the hop ran.
+    fn settled(&self) -> impl Future<Output = anyhow::Result<Self::Facts>> + Send;
+}
+
+/// The steps of a parallel phase over the run's sessions.
 pub(super) async fn parallel(
     apply: &mut Apply<'_>,
+    hop: &Hop,
+    p: usize,
+    phase_: &Phase,
+    last: &BTreeMap<String, At>,
+) -> anyhow::Result<()> {
+    phase(&mut SshPhase { apply }, hop, p, phase_, last).await
+}
+
+/// The steps of a parallel phase, one task per node, at most `--parallel`
+/// at once, each node in its own order; every node marked in progress
+/// first if a step changes what the plan fingerprints. Every node's steps
+/// run to their end (or its failure: the others go on) before the phase
+/// reports; the nodes that finished are recorded either way.
+pub(super) async fn phase<W: PhaseWorld>(
+    w: &mut W,
     hop: &Hop,
     p: usize,
     phase: &Phase,
@@ -44,41 +97,39 @@ pub(super) async fn parallel(
     }
     for n in &order {
         if per_node[n].iter().any(|s| changes_fingerprint(&s.action)) {
-            apply.mark(n)?;
+            w.mark(n)?;
         }
     }
     let names = order.join(", ");
-    apply.begin(&names, phase.kind.title());
-    apply
-        .progress
-        .step(&format!("{names}: {}", phase.kind.title()));
-    let permits = Arc::new(Semaphore::new(apply.settings.parallel.max(1)));
+    w.begin(&names, phase.kind.title());
+    w.say_step(&format!("{names}: {}", phase.kind.title()));
+    let permits = Arc::new(Semaphore::new(w.limit().max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for n in &order {
-        let mut job = Job::of(apply, n, hop)?;
+        let mut job = w.job(n, hop)?;
         let actions: Vec<Action> = per_node[n].iter().map(|s| s.action.clone()).collect();
-        let finishing =
-            finishes.contains(n) && apply.plan.fingerprint.in_progress.contains(n.as_str());
+        let finishing = finishes.contains(n) && w.in_progress(n);
         let permits = permits.clone();
+        let node = n.clone();
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            for action in &actions {
-                job.run(action).await?;
+            for action in actions {
+                job.step(action).await?;
             }
             let facts = match finishing {
                 // Read here, while other nodes may still be working.
-                true => Some(settled_facts(&job.remote).await?),
+                true => Some(job.settled().await?),
                 false => None,
             };
-            Ok::<_, anyhow::Error>((job.remote.node().to_string(), facts, job.remote))
+            Ok::<_, anyhow::Error>((node, facts, job))
         });
     }
     let mut failures = Vec::new();
     let mut finished = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok(Ok((node, facts, remote))) => {
-                apply.set_remote(&node, remote);
+            Ok(Ok((node, facts, job))) => {
+                w.job_done(&node, job);
                 finished.insert(node, facts);
             }
             Ok(Err(e)) => failures.push(format!("{e:#}")),
@@ -92,11 +143,11 @@ pub(super) async fn parallel(
         .collect();
     for n in &done {
         for _ in &per_node[n] {
-            apply.progress.advance();
+            w.advance();
         }
         if finishes.contains(n) {
             let facts = finished.remove(n).flatten();
-            finish_node(apply, n, facts).await?;
+            w.finish_node(n, facts).await?;
         }
     }
     if !failures.is_empty() {
@@ -114,6 +165,64 @@ pub(super) async fn parallel(
         );
     }
     Ok(())
+}
+
+/// The phase's world in the run: the run's sessions, its saved plan, its
+/// progress.
+struct SshPhase<'r, 'a> {
+    apply: &'r mut Apply<'a>,
+}
+
+impl PhaseWorld for SshPhase<'_, '_> {
+    type Job = Job;
+
+    fn limit(&self) -> usize {
+        self.apply.settings.parallel
+    }
+
+    fn in_progress(&self, node: &str) -> bool {
+        self.apply.plan.fingerprint.in_progress.contains(node)
+    }
+
+    fn mark(&mut self, node: &str) -> anyhow::Result<()> {
+        self.apply.mark(node)
+    }
+
+    fn begin(&mut self, names: &str, what: &str) {
+        self.apply.begin(names, what);
+    }
+
+    fn say_step(&mut self, text: &str) {
+        self.apply.progress.step(text);
+    }
+
+    fn job(&mut self, node: &str, hop: &Hop) -> anyhow::Result<Job> {
+        Job::of(self.apply, node, hop)
+    }
+
+    fn job_done(&mut self, node: &str, job: Job) {
+        self.apply.set_remote(node, job.remote);
+    }
+
+    fn advance(&mut self) {
+        self.apply.progress.advance();
+    }
+
+    async fn finish_node(&mut self, node: &str, facts: Option<NodeFacts>) -> anyhow::Result<()> {
+        finish_node(self.apply, node, facts).await
+    }
+}
+
+impl PhaseJob for Job {
+    type Facts = NodeFacts;
+
+    async fn step(&mut self, action: Action) -> anyhow::Result<()> {
+        self.run(&action).await
+    }
+
+    async fn settled(&self) -> anyhow::Result<NodeFacts> {
+        settled_facts(&self.remote).await
+    }
 }
 
 /// What a step that needs no more than its node, the API node and the hub

@@ -15,7 +15,11 @@
 //! decides what a task does in which order (the stop before a step, the
 //! mark before a change, the record after a node's last step).
 
+use std::time::Duration;
+
 use crate::plan::{Action, Hop, Plan};
+use crate::steps::context::OnFailure;
+use crate::steps::on_failure::{NotUp, Prepared};
 use crate::version::{Minor, Version};
 
 /// What a task of the script does to the world.
@@ -44,6 +48,9 @@ pub(super) trait ScriptWorld {
     async fn checks(&mut self, h: usize, hop: &Hop) -> anyhow::Result<()>;
     /// The hop's image on the nodes that had it before this run.
     async fn present_images(&mut self, hop: &Hop, nodes: &[String]) -> anyhow::Result<()>;
+    /// Before a control plane's kubeadm step, the first change of a hop:
+    /// the Ceph gate (`crate::steps::storage_gate::before_upgrade`).
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()>;
     /// Before a kubeadm step on a control plane: every control plane Ready.
     async fn control_planes_ready(&mut self, node: &str) -> anyhow::Result<()>;
     /// The etcd snapshot before `upgrade apply` (`crate::steps::etcd`).
@@ -70,4 +77,26 @@ pub(super) trait ScriptWorld {
     async fn soak(&mut self, h: usize) -> anyhow::Result<()>;
     /// The kept images a rollback goes back to, against the hub.
     async fn kept_images(&mut self, hop: &Hop, node: &str) -> anyhow::Result<()>;
+}
+
+/// What `--on-failure rollback` (`super::after_failed_roll`) needs of a
+/// world beyond the script's steps: the rollback decided on facts read
+/// now, the plan's hops set aside while it runs (its tasks name its own),
+/// the roll offline when the lone control plane's API is down, the plan
+/// saved, the ledger told. The real run's world and the fake's answer it;
+/// the dry run never fails, so never gets there.
+pub(super) trait OnFailureWorld: ScriptWorld {
+    fn on_failure(&self) -> OnFailure;
+    /// `--node-timeout`, which the outcome may name.
+    fn node_timeout(&self) -> Duration;
+    /// `crate::steps::on_failure::prepare`: `Err` is why not, nothing changed.
+    async fn prepare_rollback(&mut self, failed: Vec<NotUp>) -> anyhow::Result<Prepared>;
+    /// The plan's hops replaced by `hops`; the ones replaced.
+    fn swap_hops(&mut self, hops: Vec<Hop>) -> Vec<Hop>;
+    /// Whether a roll is the offline one from now on; what it was.
+    fn set_offline(&mut self, offline: bool) -> bool;
+    /// The saved plan written.
+    fn save_plan(&mut self) -> anyhow::Result<()>;
+    /// `names` rolled back: not done, and the report says so.
+    fn rolled_back(&mut self, names: &[String]);
 }

@@ -498,3 +498,25 @@ fn a_large_output_is_journaled_without_holding_up_the_runtime() {
         );
     });
 }
+
+/// A line of what a step does (`Journal::line`) is an event of kind `line`
+/// under its node, masked, and bounded as an output is: a huge one keeps
+/// its head and tail.
+#[test]
+fn a_dry_run_line_is_journaled_masked_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::create(dir.path()).unwrap();
+    j.line("*", "(the facts script on every node) --token=abc");
+    let huge = format!("(wait) {}", "x".repeat(4 * bound::KEEP));
+    j.line("-", &huge);
+    let e = events(&j);
+    assert_eq!(e[0]["kind"], "line");
+    assert_eq!(e[0]["node"], "*");
+    assert_eq!(
+        e[0]["detail"],
+        "(the facts script on every node) --token=***"
+    );
+    let kept = e[1]["detail"].as_str().unwrap();
+    assert!(kept.starts_with("(wait) x") && kept.contains("bytes left out"));
+    assert!(kept.len() < 2 * bound::KEEP + 100, "{}", kept.len());
+}

@@ -322,6 +322,13 @@ impl ScriptWorld for ModelScript<'_> {
         Ok(())
     }
 
+    /// No Ceph in the model: the gate before a control plane's kubeadm
+    /// step passes, as the real one does without a CephCluster.
+    async fn ceph_before_upgrade(&mut self, node: &str) -> anyhow::Result<()> {
+        self.m.after(format!("ceph-before-upgrade {node}"));
+        Ok(())
+    }
+
     /// As `super::super::wait_control_planes_ready`: kubeadm on a control
     /// plane only once every control plane is Ready.
     async fn control_planes_ready(&mut self, node: &str) -> anyhow::Result<()> {
