@@ -362,3 +362,77 @@ fn ctrl_c_between_the_kubeadm_step_and_the_reboot_resumes_without_a_second_upgra
     assert_on_target(&fleet, &NODES, patch);
     done_once(&events(&fleet), patch);
 }
+
+/// `readlink` of the node's kubernetes symlink and its config's MatchPattern.
+fn staged_and_pin(fleet: &Fleet, node: &str) -> String {
+    fleet
+        .ssh_ok(
+            node,
+            "root",
+            "readlink /etc/extensions/kubernetes.raw; grep MatchPattern /etc/sysupdate.kubernetes.d/kubernetes.conf",
+        )
+        .unwrap()
+}
+
+/// Kept on real-OS nodes (docs/rules-on-the-fake.md): the one test of a
+/// failed kubeadm step's recovery, `steps::kubeadm::undo` on a real node
+/// (its symlink and pin as they were), and the rerun that runs it again.
+#[test]
+fn a_failed_upgrade_node_on_a_worker_leaves_it_unstaged_touches_nothing_further_and_a_rerun_finishes()
+ {
+    let fleet = support::start(scenario());
+    let planned = plan(&fleet, "v1.35");
+    let patch = &patches(&planned)[0];
+    let before = staged_and_pin(&fleet, "w-1");
+    fleet
+        .faults(|f| f.fail_upgrade_node = vec!["w-1".into()])
+        .unwrap();
+
+    let run = apply(&fleet, &[]).expect_code(1);
+    assert_has(
+        &run.stderr,
+        &[
+            &format!("w-1: kubeadm upgrade node with the {patch} image's kubeadm failed"),
+            "run `fleetctl apply` again",
+        ],
+    );
+    let first = events(&fleet);
+    let failed = last(&first, |e| {
+        subject(e) == Some("w-1") && what(e) == "upgrade node" && e.result != "ok"
+    });
+    // Nothing after it but the other worker's own preparation, which runs
+    // beside it: no drain, no reboot anywhere.
+    for e in &first[failed + 1..] {
+        let w = what(e);
+        assert!(
+            !matches!(w.as_str(), "drain" | "reboot" | "cordon"),
+            "{w} after the failure\n{}",
+            show(&first)
+        );
+    }
+    for w in ["w-1", "w-2"] {
+        assert_eq!(count(&first, w, "reboot"), 0, "{w}\n{}", show(&first));
+    }
+    // w-1 boots what it runs, pinned as it was.
+    assert_eq!(staged_and_pin(&fleet, "w-1"), before);
+    let c = assert_consistent(&fleet, &NODES, None);
+    assert_eq!(kubelet(&c, "cp-1"), patch.to_string());
+    assert_eq!(kubelet(&c, "w-1"), FROM);
+
+    fleet.faults(|f| f.fail_upgrade_node.clear()).unwrap();
+    let second = rerun(&fleet);
+    assert_eq!(
+        count_ok(&second, "w-1", "upgrade node"),
+        1,
+        "\n{}",
+        show(&second)
+    );
+    assert_eq!(
+        count(&second, "cp-1", &format!("upgrade apply {patch}")),
+        0,
+        "\n{}",
+        show(&second)
+    );
+    assert_on_target(&fleet, &NODES, patch);
+    done_once(&events(&fleet), patch);
+}
