@@ -87,7 +87,7 @@ fn build(
     let first = state.first_control_plane().ok_or(Refusal::NoControlPlane)?;
     let mut warnings = Vec::new();
     let cluster = rules::cluster_level(state, first, &mut warnings)?;
-    rules::direction(&cluster, target)?;
+    rules::direction(&cluster, target, hub)?;
     rules::hub_url(&state.hub)?;
     let wants = rules::wants(&cluster, target, hub, &mut warnings)?;
     rules::skew(state, first, &cluster, target.minor())?;

@@ -56,7 +56,11 @@ pub(super) fn gap(from: Minor, to: Minor) -> i64 {
 }
 
 /// No downgrade, no change of major.
-pub(super) fn direction(cluster: &Level, target: &TargetVersion) -> Result<(), Refusal> {
+pub(super) fn direction(
+    cluster: &Level,
+    target: &TargetVersion,
+    hub: &HubVersions,
+) -> Result<(), Refusal> {
     let to = target.minor();
     if to.major != cluster.minor.major {
         return Err(Refusal::MajorChange {
@@ -69,8 +73,19 @@ pub(super) fn direction(cluster: &Level, target: &TargetVersion) -> Result<(), R
         .as_ref()
         .map(|v| v.to_string())
         .unwrap_or_else(|| cluster.minor.to_string());
+    // An exact target is a floor, not a pin: the minor's pinned config
+    // stages the hub's newest patch in its place (`wants` warns). A cluster
+    // past the asked patch but not past that newest one is where this very
+    // plan leads (a rerun after `upgrade apply` of the newest, or a finished
+    // run): nothing moves down, so it is planned like the minor. A cluster
+    // past every patch the hub has of the minor is a real downgrade this
+    // plan never staged. Without the hub's list nothing can be staged
+    // below the cluster either (a node's patch only moves up), so a rerun
+    // with the hub unreadable resumes. docs/upgrade-path.md, "The target".
     let older_exact = match (target, &cluster.version) {
-        (TargetVersion::Exact(v), Some(c)) => v < c,
+        (TargetVersion::Exact(v), Some(c)) if v < c => {
+            hub.is_resolved() && hub.newest(v.minor()).is_none_or(|newest| newest < c)
+        }
         _ => false,
     };
     if to < cluster.minor || older_exact {

@@ -61,12 +61,10 @@ struct Case {
     /// Each node's patch (modulo what the hub has).
     patches: [u64; 9],
     hops: u64,
-    /// `fleetctl plan v1.X.Y` with the hub's newest patch; else `v1.X`.
-    /// (An older patch is planned as the newest, with a warning, and the
-    /// rerun of a stopped run then refuses its own target as a downgrade
-    /// once `upgrade apply` reached the newest: reported in issue 39, left
-    /// out here until it is settled.)
-    exact: bool,
+    /// `fleetctl plan v1.X.Y` with this patch (modulo what the hub has of
+    /// the target minor: any published one, the newest or older); else
+    /// `v1.X`.
+    exact: Option<u64>,
     jump: bool,
     max_unavailable: usize,
     rollback: bool,
@@ -95,7 +93,12 @@ fn case() -> impl Strategy<Value = Case> {
             prop::array::uniform4(0u64..=3),
             prop::array::uniform9(0u64..=3),
         ),
-        (1u64..=3, any::<bool>(), any::<bool>(), 1usize..=3),
+        (
+            1u64..=3,
+            prop::option::of(0u64..=3),
+            any::<bool>(),
+            1usize..=3,
+        ),
         (any::<bool>(), any::<bool>(), any::<bool>()),
         (fault, any::<usize>(), 0.0f64..1.0),
     )
@@ -144,8 +147,10 @@ impl Case {
     fn target(&self) -> TargetVersion {
         let minor = Minor::new(1, self.minor + self.hops);
         match self.exact {
-            true => TargetVersion::Exact(minor.with_patch(self.newest[self.hops as usize])),
-            false => TargetVersion::Minor(minor),
+            Some(p) => {
+                TargetVersion::Exact(minor.with_patch(p % (self.newest[self.hops as usize] + 1)))
+            }
+            None => TargetVersion::Minor(minor),
         }
     }
 
