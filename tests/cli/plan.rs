@@ -386,17 +386,17 @@ fn refusals_exit_2_name_the_reason_and_change_nothing() {
     let saved_before = fs::read(&saved).unwrap();
     let before = untouched(&fleet);
 
-    let cases: [(&str, &[&str]); 5] = [
+    // An older patch of the cluster's minor is no downgrade while the hub
+    // has a newer one (it is staged instead, docs/upgrade-path.md "The
+    // target"); past every patch the hub has, it is:
+    // `plan::tests::plan_exact::a_cluster_past_every_patch_the_hub_offers_is_a_downgrade`.
+    let cases: [(&str, &[&str]); 4] = [
         (
             "v1.33",
             &[
                 "refusing to downgrade: the cluster is at v1.34.2 and the target is v1.33",
                 "restore from an etcd backup",
             ],
-        ),
-        (
-            "v1.34.1",
-            &["refusing to downgrade: the cluster is at v1.34.2 and the target is v1.34.1"],
         ),
         (
             "v1.37",
