@@ -27,7 +27,6 @@ use super::support::{
     kubectl_words, schedulability,
 };
 
-/// 1 control plane and 1 worker, reached as `core` through sudo.
 mod survives;
 
 const PAIR: [&str; 2] = ["cp-1", "w-1"];
