@@ -36,30 +36,20 @@ pub async fn before_drain(
     };
     // Ceph's and etcd's readings and the fleet's own are independent:
     // asked at once, they cost one round trip's time between two reboots
-    // instead of three. A gate that held was waited out, and what the
-    // others saw meanwhile is stale: all are read again, until a round in
-    // which none held judges the fleet as it is now.
-    let mut rounds = 0;
-    let (spared, problems) = loop {
+    // instead of three.
+    let (spared, problems) = until_none_held(&node, &apply.settings.rerun, || async {
         let (storage, etcd, problems) = tokio::join!(
             super::storage_gate::before_drain(apply, batch, rollback),
             super::etcd_gate::before_drain(apply, batch, rollback),
             problems(apply, batch, &tolerated),
         );
-        let storage = storage?;
-        if !etcd? && storage != Spared::Released {
-            break (storage, problems?);
-        }
-        rounds += 1;
-        if rounds >= MAX_HOLD_ROUNDS {
-            bail!(
-                "not taking {node} down: Ceph's and etcd's gates held in turn {rounds} times \
-                 without both being clear at once. Nothing was changed on {node}; once the \
-                 cluster is calm, run `{}` again",
-                apply.settings.rerun
-            );
-        }
-    };
+        Ok(Round {
+            storage: storage?,
+            etcd_held: etcd?,
+            problems,
+        })
+    })
+    .await?;
     if problems.is_empty() {
         return Ok(spared);
     }
@@ -75,6 +65,46 @@ pub async fn before_drain(
 /// bounded by its own timeout) before the run stops: each such round was
 /// released, so only gates that keep taking turns reach it.
 const MAX_HOLD_ROUNDS: u32 = 10;
+
+/// One reading of the gates before a drain, all at once.
+struct Round {
+    storage: Spared,
+    /// etcd's gate held (and was waited out).
+    etcd_held: bool,
+    /// What the fleet's own reading found wrong (its error, if unread).
+    problems: anyhow::Result<Vec<String>>,
+}
+
+/// Reads the gates (`round`) until a round in which neither Ceph's nor
+/// etcd's held: a gate that held was waited out, and what the others saw
+/// meanwhile is stale, so the fleet is judged on a round in which nothing
+/// waited. At most `MAX_HOLD_ROUNDS` rounds that held, so two gates that
+/// keep taking turns stop the run instead of holding it forever.
+async fn until_none_held<F, Fut>(
+    node: &str,
+    rerun: &impl std::fmt::Display,
+    mut round: F,
+) -> anyhow::Result<(Spared, Vec<String>)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Round>>,
+{
+    let mut rounds = 0;
+    loop {
+        let r = round().await?;
+        if !r.etcd_held && r.storage != Spared::Released {
+            return Ok((r.storage, r.problems?));
+        }
+        rounds += 1;
+        if rounds >= MAX_HOLD_ROUNDS {
+            bail!(
+                "not taking {node} down: Ceph's and etcd's gates held in turn {rounds} times \
+                 without both being clear at once. Nothing was changed on {node}; once the \
+                 cluster is calm, run `{rerun}` again"
+            );
+        }
+    }
+}
 
 /// After a soak (`--soak`, after a hop): what the same gates find wrong,
 /// with nothing about to go down (`super::hold::after_hop` judges it).
@@ -251,4 +281,73 @@ pub async fn cluster(api: &Remote) -> anyhow::Result<ClusterFacts> {
         .run_root("cluster facts", remote::CLUSTER_SCRIPT, None)
         .await?;
     node::parse_cluster(&out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    /// Runs the loop over scripted rounds: each `(storage, etcd held,
+    /// problems)` in turn; counts the rounds read.
+    fn over(script: &[(Spared, bool, &[&str])]) -> (anyhow::Result<(Spared, Vec<String>)>, usize) {
+        let read = Cell::new(0);
+        let out = until_none_held("w-1", &"fleetctl apply", || {
+            let i = read.get();
+            read.set(i + 1);
+            let (storage, etcd_held, problems) = script[i.min(script.len() - 1)];
+            let problems = Ok(problems.iter().map(|p| p.to_string()).collect());
+            async move {
+                Ok(Round {
+                    storage,
+                    etcd_held,
+                    problems,
+                })
+            }
+        })
+        .now_or_never()
+        .expect("no round waits");
+        (out, read.get())
+    }
+
+    #[test]
+    fn a_round_in_which_a_gate_held_is_read_again_and_the_fresh_one_judged() {
+        // Ceph held w-1 (stale: cp-1 looked not Ready meanwhile), then
+        // etcd held; the third round held nothing and is the one judged.
+        let (out, rounds) = over(&[
+            (Spared::Released, false, &["cp-1 is not Ready"]),
+            (Spared::Clear, true, &["cp-1 is not Ready"]),
+            (Spared::Clear, false, &[]),
+        ]);
+        assert_eq!(rounds, 3);
+        let (spared, problems) = out.unwrap();
+        assert_eq!(spared, Spared::Clear);
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn gates_that_keep_taking_turns_stop_the_run_after_ten_rounds() {
+        let (out, rounds) = over(&[(Spared::Released, false, &[]), (Spared::Clear, true, &[])]);
+        assert_eq!(rounds, MAX_HOLD_ROUNDS as usize);
+        let err = out.unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "not taking w-1 down: Ceph's and etcd's gates held in turn 10 times without both \
+             being clear at once. Nothing was changed on w-1; once the cluster is calm, run \
+             `fleetctl apply` again"
+        );
+    }
+
+    #[test]
+    fn a_first_round_that_held_nothing_is_the_only_one() {
+        let (out, rounds) = over(&[(Spared::NoCeph, false, &["w-2 is cordoned"])]);
+        assert_eq!(rounds, 1);
+        assert_eq!(
+            out.unwrap(),
+            (Spared::NoCeph, vec!["w-2 is cordoned".to_string()])
+        );
+    }
 }
