@@ -20,7 +20,9 @@ export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 # incremental compilation's bookkeeping would only cost (487 against 500
 # CPU-seconds for every test's build, and half the disk). A working tree
 # that has built before keeps the incremental build it has.
-if [ ! -d target ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+clean_tree=
+[ -d target ] || clean_tree=1
+if [ -n "$clean_tree" ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
     export CARGO_INCREMENTAL=0
 fi
 
@@ -124,29 +126,39 @@ if [ "${1:-}" = quick ] || [ "${1:-}" = smoke ]; then
     exit 0
 fi
 
-# clippy lints the workspace's crates while they are built for the tests,
-# rather than in a `cargo clippy` of its own: clippy-driver stands in for
-# rustc for the workspace's crates only, as `cargo clippy` has it do
-# (rust-clippy's src/main.rs sets RUSTC_WORKSPACE_WRAPPER and passes the
-# arguments after `--` in CLIPPY_ARGS, joined by `__CLIPPY_HACKERY__`,
-# which src/driver.rs splits), and then compiles as rustc would. The same
-# lints as `cargo clippy --workspace --all-targets -- -D warnings` (every
-# target here has a test build or is built for one; no benches, no
-# examples) without checking every dependency a second time: 97 against
-# 96 CPU-seconds for the workspace's crates, where the separate clippy
-# took about 95 more. Every cargo below keeps the same two variables, so
-# none rebuilds. (quick and smoke, above, run `cargo clippy` itself.)
-clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
-if [ -z "$clippy_driver" ]; then
-    echo "tests/run.sh: clippy-driver not found (rustup component add clippy)" >&2
-    exit 1
+# On a clean tree (CI, a first run) clippy lints the workspace's crates
+# while they are built for the tests, rather than in a `cargo clippy` of
+# its own: clippy-driver stands in for rustc for the workspace's crates
+# only, as `cargo clippy` has it do (rust-clippy's src/main.rs sets
+# RUSTC_WORKSPACE_WRAPPER and passes the arguments after `--` in
+# CLIPPY_ARGS, joined by `__CLIPPY_HACKERY__`, which src/driver.rs
+# splits), and then compiles as rustc would. The same lints as `cargo
+# clippy --workspace --all-targets -- -D warnings` (every target here has
+# a test build or is built for one; no benches, no examples) without
+# checking every dependency a second time, which took about 95
+# CPU-seconds beside the unit tests. Every cargo below keeps the same two
+# variables. Only on a clean tree: cargo does not rebuild a crate built
+# before for a wrapper that appeared since (seen here), so on a tree that
+# has built before the lints would silently not run; there `cargo
+# clippy` runs first, in its own target directory as in the quick loop.
+if [ -n "$clean_tree" ]; then
+    clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
+    if [ -z "$clippy_driver" ]; then
+        echo "tests/run.sh: clippy-driver not found (rustup component add clippy)" >&2
+        exit 1
+    fi
+    export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+    export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+    lints="clippy's lints denied as it builds"
+else
+    step "cargo clippy (a tree that has built before)"
+    cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
+    lints="linted above"
 fi
-export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
-export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # One build of both crates' binaries and tests: one cargo keeps both cores
 # busy where two in a row would each end on one crate's single rustc.
-step "cargo test --workspace --no-run, clippy's lints denied (the binaries the tests drive, and the tests)"
+step "cargo test --workspace --no-run, $lints (the binaries the tests drive, and the tests)"
 cargo test --workspace --no-run
 # The unit tests' and the simulator's suite's executables (the artifacts
 # built with the test profile; the fleetsim binary the suite drives is
@@ -169,9 +181,10 @@ fi
 # docs/security.md, "Dependencies") runs at the lowest priority beside
 # both suites: under a second once its checker is built, and on a fresh
 # machine that one-time build (30 CPU-seconds, .ci/audit/README.md)
-# takes cycles the fleets leave idle.
+# takes cycles the fleets leave idle. Its checker is not this workspace's
+# and is built as it always was: without clippy's wrapper.
 audit_log=$(mktemp)
-setsid nice -n 19 bash .ci/audit/run >"$audit_log" 2>&1 &
+env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS setsid nice -n 19 bash .ci/audit/run >"$audit_log" 2>&1 &
 audit_pid=$!
 # A failed step ends the run; the side job (its own process group,
 # cargo's children with it) ends with it.
