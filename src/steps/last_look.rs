@@ -169,35 +169,18 @@ mod tests {
     /// A node's facts as the last look reads them: running v1.35.1, on
     /// cgroup `v2` or v1, with these kubelet files and config.yaml.
     fn node(v2: bool, flags: &str, config_yaml: &str) -> NodeFacts {
-        let ext = crate::node::Extension {
-            running: Some("v1.35.1".parse().unwrap()),
-            staged: None,
-            staged_target: None,
-            images: Vec::new(),
-            configs: Vec::new(),
-        };
-        NodeFacts {
-            hostname: "n".into(),
-            boot_id: "b".into(),
-            uptime_seconds: 1,
-            os: crate::node::OsFacts {
-                running: "4230.2.0".into(),
-                staged: None,
-                current_op: "UPDATE_STATUS_IDLE".into(),
-            },
-            kubernetes: ext,
-            containerd: None,
-            reboot_required: false,
-            kubeadm_step: None,
-            arch: None,
-            kubelet_files: facts_with(crate::checks::KUBEADM_FLAGS_ENV, flags),
-            cgroup: crate::node::CgroupFacts {
-                v2: Some(v2),
-                kubelet_config: Some(config_yaml.into()),
-                instance_config: None,
-            },
-            stage_records: Default::default(),
-        }
+        let state = crate::plan::testkit::fleet("v1.35.1")
+            .worker("n", "v1.35.1")
+            .with("n", |f| {
+                f.kubelet_files = facts_with(crate::checks::KUBEADM_FLAGS_ENV, flags);
+                f.cgroup = crate::node::CgroupFacts {
+                    v2: Some(v2),
+                    kubelet_config: Some(config_yaml.into()),
+                    instance_config: None,
+                };
+            })
+            .build();
+        state.nodes[0].facts.clone()
     }
 
     const CLEAN: &str = "KUBELET_KUBEADM_ARGS=\"\"\n";
