@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::journal::Journal;
 use super::runner::Remote;
 pub use super::safe_point::{Interrupted, Lease, LeaseLapsing, Rerun, Stop};
 use crate::inventory::{Inventory, Role};
@@ -164,16 +165,22 @@ impl<'a> Apply<'a> {
         Instant::now() + self.settings.node_timeout
     }
 
+    /// The run's one journal, shared by every node's session (none before
+    /// the first connection).
+    fn journal(&self) -> Option<&Arc<Journal>> {
+        self.remotes.values().next().map(Remote::journal)
+    }
+
     pub fn journal_event(&self, kind: &str, node: Option<&str>, detail: &str) {
-        if let Some(r) = self.remotes.values().next() {
-            r.journal().event(kind, node, detail);
+        if let Some(j) = self.journal() {
+            j.event(kind, node, detail);
         }
     }
 
     /// A line of what a step does, as `--dry-run` shows it (`Journal::line`).
     pub fn journal_line(&self, node: &str, text: &str) {
-        if let Some(r) = self.remotes.values().next() {
-            r.journal().line(node, text);
+        if let Some(j) = self.journal() {
+            j.line(node, text);
         }
     }
 
