@@ -256,11 +256,25 @@ fn toolbox_answer(
     Some(crate::ceph::toolbox::run(spec, &state, command))
 }
 
+/// How long the toolbox's `ceph` takes before its first byte. It is a
+/// Python program that the container runtime starts in the pod (a runc
+/// exec alone takes tens of milliseconds), and kubectl needs that time:
+/// client-go's WebSocket executor (`tools/remotecommand/websocket.go`)
+/// creates its streams only after the upgrade, while its read loop already
+/// runs. A message for a stream not yet created is discarded, and a close
+/// read before then fails every later stream with `error: closed all
+/// streams` (`closeAllStreamReaders`). An answer sent the moment the
+/// connection is upgraded lost that race on a loaded host (seen: a `pg
+/// stat` read through the toolbox failed that way, and fleetctl fell back
+/// to Rook's status).
+const TOOLBOX_START: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Sends the toolbox's answer as the kubelet relays a command's streams.
 async fn reply<S>(ws: WebSocketStream<S>, answer: Toolbox, command: Vec<String>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
+    tokio::time::sleep(TOOLBOX_START).await;
     let (mut tx, _rx) = ws.split();
     if !answer.stdout.is_empty() {
         let _ = tx.send(frame(STDOUT, answer.stdout.as_bytes())).await;
