@@ -203,18 +203,48 @@ verdict() {
 }
 
 wait_for_rootfs
-step "unit tests of both crates, and the simulator's own tests (tests/fleetsim/tests/sim)"
-# Four at a time too: its fleet tests mostly wait on boots (71 s against
-# 164 s at the default two; docs/simulator.md has the numbers). The
-# selection above is the workspace's, not `-p fleetsim`'s: cargo resolves
-# features for the packages asked for, and fleetsim alone turns on fewer
-# of its dependencies' features than the workspace does (fleetctl's
-# russh, clap and the rest), so `-p fleetsim` rebuilt some forty
-# dependencies: 143 s of a fresh machine's run.
+step "the simulator's own tests (tests/fleetsim/tests/sim), and both crates' unit tests beside them"
+# The simulator's fleet tests mostly wait on boots, six at a time (53 s
+# against 60 s at four and 164 s at the default two); both crates' unit
+# tests, mostly CPU, run beside them, two at a time, in the cycles those
+# waits leave (the two together 60 s, one after the other 75 s;
+# docs/simulator.md has the numbers). The selection above is the
+# workspace's, not `-p fleetsim`'s: cargo resolves features for the
+# packages asked for, and fleetsim alone turns on fewer of its
+# dependencies' features than the workspace does (fleetctl's russh, clap
+# and the rest), so `-p fleetsim` rebuilt some forty dependencies: 143 s
+# of a fresh machine's run.
+sim_exe=
+unit_exes=()
 for exe in "${early[@]}"; do
-    echo "    ${exe#"$PWD/"}"
-    RUST_TEST_THREADS=4 "$exe"
+    case "${exe##*/}" in
+    sim-*) sim_exe=$exe ;;
+    *) unit_exes+=("$exe") ;;
+    esac
 done
+if [ -z "$sim_exe" ]; then
+    echo "tests/run.sh: the simulator's suite was not among the test executables" >&2
+    exit 1
+fi
+sim_log=$(mktemp)
+RUST_TEST_THREADS=6 "$sim_exe" >"$sim_log" 2>&1 &
+sim_pid=$!
+# A failed unit test does not end the run before the suite beside it has
+# finished and shown its own results.
+unit_rc=0
+for exe in "${unit_exes[@]}"; do
+    echo "    ${exe#"$PWD/"}"
+    RUST_TEST_THREADS=2 "$exe" || unit_rc=$?
+done
+sim_rc=0
+wait "$sim_pid" || sim_rc=$?
+echo "    ${sim_exe#"$PWD/"}"
+cat "$sim_log"
+rm -f "$sim_log"
+if [ "$unit_rc" != 0 ] || [ "$sim_rc" != 0 ]; then
+    echo "tests/run.sh: unit tests or the simulator's suite failed (above)" >&2
+    exit 1
+fi
 
 # fleetctl's suite (tests/cli) boots real-OS fleets, and its tests spend
 # much of their time waiting on boots, reboots and timeouts: six at a
@@ -222,10 +252,9 @@ done
 # four on a quiet machine; docs/simulator.md, "fleetctl's suite on real-OS
 # nodes", has the numbers). Six needed root's inotify instances raised,
 # which fleetsim does (src/realos/limits.rs).
-# Its unit tests ran in the step above; here its suite, the layer check
-# and its doctests.
-step "cargo test -p fleetctl --test cli --test layers, then --doc (its suite on real-OS fleets)"
+# Its unit tests ran in the step above; here its suite and the layer
+# check (the library has no doctests: Cargo.toml's `doctest = false`).
+step "cargo test -p fleetctl --test cli --test layers (its suite on real-OS fleets)"
 RUST_TEST_THREADS=6 cargo test -p fleetctl --test cli --test layers
-cargo test -p fleetctl --doc
 verdict "$audit_pid" "$audit_log" "advisory audit"
 step "every check passed"
