@@ -60,11 +60,26 @@ esac"#,
 /// serves ceph.rook.io/v1. Returns what the script printed, parsed, and
 /// every kubectl command line it ran.
 fn ceph_discovery(v1_served: bool, cluster_health: &str) -> (super::ceph::Discovery, String) {
+    ceph_discovery_of(Rook::Installed { v1_served }, cluster_health)
+}
+
+/// Whether the fake API server serves Rook's CephCluster, and at which
+/// versions.
+enum Rook {
+    Installed { v1_served: bool },
+    Absent,
+}
+
+fn ceph_discovery_of(rook: Rook, cluster_health: &str) -> (super::ceph::Discovery, String) {
+    let (v1_served, group_served) = match rook {
+        Rook::Installed { v1_served } => (v1_served, true),
+        Rook::Absent => (false, false),
+    };
     let fake = FakeRoot::new();
     fake.file("/run/.keep", "");
     let log = fake.root().join("kubectl.log");
     let list = format!(
-        r#"{{"kind":"List","items":[{{"metadata":{{"namespace":"rook-ceph","name":"rook-ceph"}},"status":{{"ceph":{{"health":"{cluster_health}","lastChecked":"2026-12-07T10:00:00Z"}}}}}}]}}"#
+        r#"{{"kind":"List","items":[{{"kind":"CephCluster","metadata":{{"namespace":"rook-ceph","name":"rook-ceph"}},"status":{{"ceph":{{"health":"{cluster_health}","lastChecked":"2026-12-07T10:00:00Z"}}}}}}]}}"#
     );
     fake.tool(
         "kubectl",
@@ -74,7 +89,8 @@ case "$*" in
 *"get pods --all-namespaces -l app=rook-ceph-tools -o json"*) echo '{{"kind":"List","items":[]}}' ;;
 *"get cephclusters.v1.ceph.rook.io "*)
   if {v1_served}; then echo '{list}'; else echo 'error: the server doesn'"'"'t have a resource type "cephclusters"' >&2; exit 1; fi ;;
-*"get cephclusters.ceph.rook.io "*) echo '{list}' ;;
+*"get cephclusters.ceph.rook.io "*)
+  if {group_served}; then echo '{list}'; else echo 'error: the server doesn'"'"'t have a resource type "cephclusters"' >&2; exit 1; fi ;;
 *) echo "unexpected: $*" >&2; exit 2 ;;
 esac"#,
             log = log.display(),
@@ -108,4 +124,24 @@ fn ceph_clusters_of_another_version_are_still_found() {
     assert_eq!(clusters.len(), 1, "{clusters:?}");
     assert_eq!(clusters[0].health.as_ref().unwrap().status, "HEALTH_ERR");
     assert!(ran.contains("get cephclusters.ceph.rook.io "), "{ran}");
+}
+
+/// Rook's toolbox pods are listed where there is a CephCluster to read
+/// through them.
+#[test]
+fn the_toolbox_is_looked_for_where_there_is_a_ceph_cluster() {
+    let (discovery, ran) = ceph_discovery(true, "HEALTH_OK");
+    assert_eq!(discovery.clusters.unwrap().len(), 1);
+    assert!(ran.contains("-l app=rook-ceph-tools"), "{ran}");
+}
+
+/// A cluster without Rook is asked for its CephClusters and nothing else:
+/// no toolbox list before every drain, and no Ceph to judge.
+#[test]
+fn without_rook_no_toolbox_is_looked_for() {
+    let (discovery, ran) = ceph_discovery_of(Rook::Absent, "HEALTH_OK");
+    assert_eq!(discovery.clusters.unwrap().len(), 0);
+    assert!(discovery.toolboxes.is_empty());
+    assert!(!ran.contains("rook-ceph-tools"), "{ran}");
+    assert!(ran.contains("get cephclusters.v1.ceph.rook.io "), "{ran}");
 }

@@ -1,6 +1,7 @@
 # fleetctl ceph: what the Ceph gate reads first, in one round trip: the
 # cluster's clock (a CephCluster's lastChecked is judged in the cluster's
-# time), every CephCluster in any namespace, and Rook's toolbox pods.
+# time), every CephCluster in any namespace, and then, if there is one,
+# Rook's toolbox pods.
 # Read-only; runs as root on the first control plane. Parsed by
 # crate::checks::ceph::read_discovery.
 
@@ -35,10 +36,16 @@ fleetctl_clusters() {
 
 printf "@@fleetctl:ceph 1@@\n"
 fleetctl_dir=$(mktemp -d /run/fleetctl-ceph.XXXXXX) || exit 1
-probe toolbox $fleetctl_timeout $fleetctl_kubectl get pods --all-namespaces -l app=rook-ceph-tools -o json >"$fleetctl_dir/toolbox" &
-probe clusters fleetctl_clusters
+probe clusters fleetctl_clusters >"$fleetctl_dir/section"
+cat "$fleetctl_dir/section"
+# Rook's toolbox is looked for only where a CephCluster was listed (kubectl
+# prints each item's kind): a cluster without Rook is asked one kubectl
+# call before every drain, not two. Its section is then empty: no toolbox.
+if grep -q "\"kind\": *\"CephCluster\"" "$fleetctl_dir/section"; then
+	probe toolbox $fleetctl_timeout $fleetctl_kubectl get pods --all-namespaces -l app=rook-ceph-tools -o json
+else
+	probe toolbox true
+fi
 probe clock date -u +%s
-wait
-cat "$fleetctl_dir/toolbox"
 rm -rf "$fleetctl_dir"
 printf "@@fleetctl:done@@\n"
