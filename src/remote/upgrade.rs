@@ -216,14 +216,19 @@ fn start_unit(id: &str, what: &str, script: &str) -> String {
 /// `wait_tenths` > 0 it first waits on the node, up to that many tenths of
 /// a second, while the unit runs and has no result yet: the answer comes
 /// within 0.1 s of the step's end, in one round trip instead of a poll
-/// from the laptop every few hundred milliseconds.
+/// from the laptop every few hundred milliseconds. The result file is
+/// looked for every tenth; whether the unit still runs (a unit killed
+/// before it wrote a result) is asked of systemd once a second, not ten
+/// times: each `systemctl` is a process and a call to PID 1, and a
+/// kubeadm step waits for minutes.
 pub fn poll_detached(id: &str, wait_tenths: u32) -> String {
     let log = quote(&format!("{STEPS_DIR}/{id}.log"));
     let exit = quote(&format!("{STEPS_DIR}/{id}.exit"));
     let unit = word(&step_unit(id));
     format!(
         "i=0; while [ ! -f {exit} ] && [ $i -lt {wait_tenths} ]; do \
-         case $(systemctl is-active {unit} 2>/dev/null) in active|activating|deactivating) ;; *) break ;; esac; \
+         if [ $((i % 10)) -eq 0 ]; then \
+         case $(systemctl is-active {unit} 2>/dev/null) in active|activating|deactivating) ;; *) break ;; esac; fi; \
          sleep 0.1; i=$((i+1)); done; \
          s=$(systemctl is-active {unit} 2>/dev/null); \
          if [ -f {exit} ]; then echo \"exit $(cat {exit})\"; cat {log} 2>/dev/null; \

@@ -77,6 +77,39 @@ fn a_poll_waits_on_the_node_for_the_step_to_end() {
     assert_eq!(out, "none\n");
 }
 
+/// While the step runs, systemd is asked once a second whether its unit
+/// still runs, not at every tenth: a `systemctl` is a process and a call to
+/// PID 1.
+#[test]
+fn a_poll_asks_systemd_once_a_second_while_it_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let steps = dir.path().join("steps");
+    std::fs::create_dir(&steps).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let asked = dir.path().join("asked");
+    executable(
+        &bin.join("systemctl"),
+        &format!(
+            "#!/bin/sh\necho x >> {1}\n[ -f {0}/t.exit ] && echo inactive || echo active\n",
+            steps.display(),
+            asked.display()
+        ),
+    );
+    let poll = poll_detached("t", 50).replace(STEPS_DIR, steps.to_str().unwrap());
+    let finish = format!(
+        "(sleep 1.5; echo done > {0}/t.log; echo 0 > {0}/t.exit) & {1}",
+        steps.display(),
+        poll
+    );
+    let (_, out, _) = sh_env(&finish, "", Some(&bin));
+    assert_eq!(out, "exit 0\ndone\n");
+    // At the start, after one second, and once more for the answer: not
+    // the fifteen or so of a question at every tenth.
+    let times = std::fs::read_to_string(&asked).unwrap().lines().count();
+    assert!((2..=4).contains(&times), "systemctl ran {times} times");
+}
+
 #[test]
 fn pin_config_replaces_atomically_keeps_a_backup_and_disables_strays() {
     let dir = tempfile::tempdir().unwrap();
