@@ -456,4 +456,6 @@ pub fn remove_images(component: &str, versions: &[String]) -> String {
 }
 
 #[cfg(test)]
+mod detached_poll_tests;
+#[cfg(test)]
 mod tests;
