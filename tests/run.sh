@@ -246,13 +246,9 @@ for exe in "${unit_exes[@]}"; do
     echo "    ${exe#"$PWD/"}"
     RUST_TEST_THREADS=2 "$exe" || unit_rc=$?
 done
-sim_rc=0
-wait "$sim_pid" || sim_rc=$?
-echo "    ${sim_exe#"$PWD/"}"
-cat "$sim_log"
-rm -f "$sim_log"
-if [ "$unit_rc" != 0 ] || [ "$sim_rc" != 0 ]; then
-    echo "tests/run.sh: unit tests or the simulator's suite failed (above)" >&2
+verdict "$sim_pid" "$sim_log" "the simulator's suite, ${sim_exe#"$PWD/"}"
+if [ "$unit_rc" != 0 ]; then
+    echo "tests/run.sh: unit tests failed (above)" >&2
     exit 1
 fi
 
@@ -295,12 +291,8 @@ for module in "${late[@]}"; do
 done
 rest_rc=0
 RUST_TEST_THREADS=5 "$cli_exe" "${skips[@]}" || rest_rc=$?
-late_rc=0
-wait "$late_pid" || late_rc=$?
-echo "    ${cli_exe#"$PWD/"} ${late[*]}"
-cat "$late_log"
-rm -f "$late_log"
-if [ "$rest_rc" != 0 ] || [ "$late_rc" != 0 ]; then
+verdict "$late_pid" "$late_log" "fleetctl's suite: ${late[*]}"
+if [ "$rest_rc" != 0 ]; then
     echo "tests/run.sh: fleetctl's suite failed (above)" >&2
     exit 1
 fi
