@@ -1,16 +1,25 @@
 //! The poll of a detached step (`poll_detached`), run by `sh` against a
 //! scripted `systemctl` and a steps directory of the test's own.
 
+use std::path::PathBuf;
+
 use super::tests::{executable, sh_env};
 use super::*;
 
-#[test]
-fn a_poll_waits_on_the_node_for_the_step_to_end() {
+/// A test's own directory with `steps/` (the steps' results) and `bin/`
+/// (the scripted `systemctl`, put first on `PATH`).
+fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let steps = dir.path().join("steps");
     std::fs::create_dir(&steps).unwrap();
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    (dir, steps, bin)
+}
+
+#[test]
+fn a_poll_waits_on_the_node_for_the_step_to_end() {
+    let (_dir, steps, bin) = dirs();
     // The unit is active until its result is written.
     executable(
         &bin.join("systemctl"),
@@ -42,11 +51,7 @@ fn a_poll_waits_on_the_node_for_the_step_to_end() {
 /// PID 1.
 #[test]
 fn a_poll_asks_systemd_once_a_second_while_it_waits() {
-    let dir = tempfile::tempdir().unwrap();
-    let steps = dir.path().join("steps");
-    std::fs::create_dir(&steps).unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    let (dir, steps, bin) = dirs();
     let asked = dir.path().join("asked");
     executable(
         &bin.join("systemctl"),
