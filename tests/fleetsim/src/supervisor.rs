@@ -10,7 +10,6 @@
 //! SIGKILLed supervisor takes its nodes with it.
 
 use std::fs::{self, File};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -26,10 +25,10 @@ use serde::{Deserialize, Serialize};
 use crate::boot::{first_boot, first_image, next_boot, write_boot};
 use crate::hub::{self, Hub};
 use crate::image::Cache;
-use crate::layout::{FleetDir, OVERLAID};
+use crate::layout::FleetDir;
 use crate::net::{self, Subnet};
 use crate::node_init::InitConfig;
-use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key, host_key, provision};
+use crate::provision::{Disk, NodePlan, SYSUPDATE_DIR, generate_key};
 use crate::realos::cgroup::NodeCgroup;
 use crate::scenario::{Os, Scenario};
 use crate::state::{Cluster, ClusterNode, Event, NodeBoot, Role, Shared, now};
@@ -37,7 +36,11 @@ use crate::version::Version;
 
 mod cluster_state;
 mod console;
+mod host_checks;
+mod node_disks;
 mod node_runner;
+use host_checks::{preflight, prepare_dir};
+use node_disks::{copy_binary, provision_all};
 use node_runner::*;
 
 /// How long sshd may take to listen after node-init starts.
@@ -150,87 +153,6 @@ pub fn up(scenario: &Scenario, dir: &Path) -> Result<()> {
     teardown(&fleet, &stop, threads);
     drop(setup.subnet);
     Ok(())
-}
-
-fn preflight() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("fleetsim up must run as root: it creates namespaces and mounts overlays (try sudo)");
-    }
-    for (path, package) in [
-        ("/usr/sbin/sshd", "openssh-server"),
-        ("/usr/bin/ssh-keygen", "openssh-client"),
-        ("/usr/bin/unshare", "util-linux"),
-        ("/usr/bin/mount", "mount"),
-        ("/usr/bin/sudo", "sudo"),
-        ("/usr/bin/mksquashfs", "squashfs-tools"),
-        ("/usr/bin/unsquashfs", "squashfs-tools"),
-        crate::etcd_pod::HOST_BINARIES[0],
-        crate::etcd_pod::HOST_BINARIES[1],
-    ] {
-        if !Path::new(path).exists() {
-            bail!("{path} is missing: apt-get install -y {package}");
-        }
-    }
-    // Nodes loop-mount their sysext images; there is no fake to fall back
-    // on, so a machine that cannot must say so before anything starts.
-    if let Err(e) = File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/loop-control")
-    {
-        bail!(
-            "loop devices are not available here: opening /dev/loop-control: {e} \
-             (every node loop-mounts its kubernetes sysext image; a container needs them passed in)"
-        );
-    }
-    if !kernel_has("squashfs") {
-        // Built as a module and not loaded yet: mount would load it, but say
-        // so now if it cannot be loaded at all.
-        let _ = Command::new("modprobe").args(["-q", "squashfs"]).status();
-        if !kernel_has("squashfs") {
-            bail!(
-                "this kernel cannot mount squashfs (not in /proc/filesystems, and modprobe squashfs failed): \
-                 the nodes' sysext images are squashfs"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// A file system type the running kernel supports now.
-fn kernel_has(fs_type: &str) -> bool {
-    fs::read_to_string("/proc/filesystems")
-        .map(|t| {
-            t.lines()
-                .any(|l| l.split_whitespace().last() == Some(fs_type))
-        })
-        .unwrap_or(false)
-}
-
-/// Creates the state directory and refuses places overlayfs cannot use.
-fn prepare_dir(dir: &Path) -> Result<PathBuf> {
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let dir = dir
-        .canonicalize()
-        .with_context(|| format!("resolving {}", dir.display()))?;
-    let text = dir.to_string_lossy();
-    if text.contains([',', ':', ' ', '\t', '\n']) {
-        bail!(
-            "state directory {text}: overlayfs options cannot carry `,`, `:` or spaces; pick another --dir"
-        );
-    }
-    if let Some(top) = OVERLAID.iter().find(|t| dir.starts_with(format!("/{t}"))) {
-        bail!(
-            "state directory {text} is under /{top}, which every node overlays (its layers would overlap): use a directory under /tmp"
-        );
-    }
-    for held in ["cluster", "nodes"] {
-        if dir.join(held).exists() {
-            bail!("{text} already holds a fleet ({held}/ exists): use an empty --dir");
-        }
-    }
-    Ok(dir)
 }
 
 struct Setup {
@@ -381,82 +303,6 @@ fn start_api(
     )
 }
 
-fn copy_binary(fleet: &FleetDir) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the fleetsim executable")?;
-    let target = fleet.binary();
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    fs::copy(&exe, &target)
-        .with_context(|| format!("copying {} to {}", exe.display(), target.display()))?;
-    fs::set_permissions(&target, fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("chmod {}", target.display()))
-}
-
-/// Provisions every node's disk on a few threads (ssh-keygen dominates) and
-/// returns the known_hosts lines in node order.
-fn provision_all(
-    fleet: &FleetDir,
-    scenario: &Scenario,
-    plans: &[NodePlan],
-    hub_url: &str,
-    operator_key: &str,
-    cache: &Cache,
-) -> Result<Vec<String>> {
-    let workers = plans.len().clamp(1, 8);
-    let chunk = plans.len().div_ceil(workers);
-    thread::scope(|s| {
-        let handles: Vec<_> = plans
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|p| provision_one(fleet, scenario, p, hub_url, operator_key, cache))
-                        .collect::<Result<Vec<String>>>()
-                })
-            })
-            .collect();
-        let mut lines = Vec::new();
-        for h in handles {
-            let part = h
-                .join()
-                .map_err(|_| anyhow::anyhow!("a provisioning thread panicked"))??;
-            lines.extend(part);
-        }
-        Ok(lines)
-    })
-}
-
-fn provision_one(
-    fleet: &FleetDir,
-    scenario: &Scenario,
-    plan: &NodePlan,
-    hub_url: &str,
-    operator_key: &str,
-    cache: &Cache,
-) -> Result<String> {
-    let name = &plan.spec.name;
-    provision(fleet, scenario, plan, hub_url, operator_key, cache)
-        .with_context(|| format!("provisioning node {name}"))?;
-    if scenario.os_layer == Os::Systemd {
-        let rootfs = crate::realos::rootfs::read(fleet)?;
-        crate::realos::disk::adapt(
-            &Disk { fleet, node: name },
-            &rootfs,
-            scenario.kubelet_restart,
-            plan.spec.sysupdate_timer,
-        )
-        .with_context(|| format!("provisioning real-OS node {name}"))?;
-    }
-    let presented = host_key(&Disk { fleet, node: name })?;
-    let recorded = if plan.spec.wrong_host_key {
-        generate_key(&fleet.node(name).join("decoy_host_key"), "decoy")?
-    } else {
-        presented
-    };
-    Ok(known_hosts_line(plan, &recorded))
-}
-
 /// The versions nodes start with (running and staged), which the hub may
 /// not serve: built once, before the node threads copy them.
 fn node_versions(scenario: &Scenario) -> Result<Vec<Version>> {
@@ -466,16 +312,6 @@ fn node_versions(scenario: &Scenario) -> Result<Vec<Version>> {
         out.extend(scenario.staged(spec)?);
     }
     Ok(out.into_iter().collect())
-}
-
-fn known_hosts_line(plan: &NodePlan, public_key: &str) -> String {
-    let key: Vec<&str> = public_key.split_whitespace().take(2).collect();
-    let host = if plan.port == 22 {
-        plan.address.to_string()
-    } else {
-        format!("[{}]:{}", plan.address, plan.port)
-    };
-    format!("{host} {}\n", key.join(" "))
 }
 
 fn write_info(
