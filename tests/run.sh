@@ -170,17 +170,21 @@ fi
 # busy where two in a row would each end on one crate's single rustc.
 step "cargo test --workspace --no-run, $lints (the binaries the tests drive, and the tests)"
 cargo test --workspace --no-run
-# The unit tests' and the simulator's suite's executables (the artifacts
-# built with the test profile; the fleetsim binary the suite drives is
-# not one), run directly below (no build: the line above built them, with
-# the same selection's features), so that no cargo holds target/ while
-# they run.
+# The test executables of `cargo test ARGS` (the artifacts built with the
+# test profile: the binaries the suites drive are not), one per line. The
+# tests run them directly (no build: the line above built them, with the
+# same selection's features), so that no cargo holds target/ while they
+# run.
+test_executables() {
+    cargo test "$@" --no-run --message-format=json |
+        grep '"profile":{[^}]*"test":true}' |
+        grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//'
+}
+# The unit tests' and the simulator's suite's.
 early=()
 while IFS= read -r exe; do
     early+=("$exe")
-done < <(cargo test --workspace --lib --test sim --no-run --message-format=json |
-    grep '"profile":{[^}]*"test":true}' |
-    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//')
+done < <(test_executables --workspace --lib --test sim)
 if [ ${#early[@]} != 3 ]; then
     echo "tests/run.sh: expected three test executables (the two libraries' and the simulator's suite), found ${#early[@]}" >&2
     exit 1
@@ -273,8 +277,7 @@ while IFS= read -r exe; do
     cli-*) cli_exe=$exe ;;
     layers-*) layers_exe=$exe ;;
     esac
-done < <(cargo test -p fleetctl --test cli --test layers --no-run --message-format=json |
-    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//')
+done < <(test_executables -p fleetctl --test cli --test layers)
 if [ -z "$cli_exe" ] || [ -z "$layers_exe" ]; then
     echo "tests/run.sh: fleetctl's cli and layers test executables were not found" >&2
     exit 1
