@@ -39,8 +39,10 @@ fleetctl_dir=$(mktemp -d /run/fleetctl-ceph.XXXXXX) || exit 1
 probe clusters fleetctl_clusters >"$fleetctl_dir/section"
 cat "$fleetctl_dir/section"
 # Rook's toolbox is looked for only where a CephCluster was listed (kubectl
-# prints each item's kind): a cluster without Rook is asked one kubectl
-# call before every drain, not two. Its section is then empty: no toolbox.
+# prints each item's kind, which apimachinery's
+# unstructuredJSONScheme.decodeToList fills in from the list's where the
+# server left it out): a cluster without Rook is asked one kubectl call
+# before every drain, not two. Its section is then empty: no toolbox.
 if grep -q "\"kind\": *\"CephCluster\"" "$fleetctl_dir/section"; then
 	probe toolbox $fleetctl_timeout $fleetctl_kubectl get pods --all-namespaces -l app=rook-ceph-tools -o json
 else
