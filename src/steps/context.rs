@@ -99,6 +99,10 @@ pub struct Apply<'a> {
     /// Kured's own gates, kept while fleetctl holds its lock
     /// (`super::kured_takeover`, held by `super::kured_gates`).
     pub kured: Option<super::kured_takeover::KuredTakeover>,
+    /// Whether etcd is kubeadm's stacked one, read from kubeadm-config the
+    /// first time a gate or a wait asks (`super::etcd_gate::stacked`): no
+    /// step of a run changes where etcd lives.
+    pub etcd_stacked: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl<'a> Apply<'a> {
@@ -123,6 +127,7 @@ impl<'a> Apply<'a> {
             ledger: Arc::new(Mutex::new(Ledger::default())),
             back_at: None,
             kured: None,
+            etcd_stacked: Arc::default(),
         }
     }
 

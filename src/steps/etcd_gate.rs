@@ -34,8 +34,16 @@ pub fn peer(inv: &crate::inventory::Inventory, node: &str) -> String {
         .map_or_else(|| node.to_string(), |n| n.name.clone())
 }
 
-/// Whether kubeadm runs etcd here (a stacked member per control plane).
-pub async fn stacked(api: &Remote) -> anyhow::Result<bool> {
+/// Whether kubeadm runs etcd here (a stacked member per control plane),
+/// read once per run into `known` (`Apply::etcd_stacked`): every control
+/// plane's drain and return asks, and kubeadm-config's `etcd.local` or
+/// `etcd.external` is not something an upgrade changes. A reading that
+/// failed is not kept; the next asks again.
+pub async fn stacked(api: &Remote, known: &tokio::sync::OnceCell<bool>) -> anyhow::Result<bool> {
+    known.get_or_try_init(|| read_stacked(api)).await.copied()
+}
+
+async fn read_stacked(api: &Remote) -> anyhow::Result<bool> {
     let out = api
         .run_root(
             "etcd gate: where etcd lives (kubeadm-config)",
@@ -75,7 +83,7 @@ pub async fn before_drain(
         return Ok(false);
     };
     let api = apply.api()?;
-    if !stacked(&api).await? {
+    if !stacked(&api, &apply.etcd_stacked).await? {
         return Ok(false);
     }
     let via = peer(apply.inv, first);

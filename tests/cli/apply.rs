@@ -661,6 +661,16 @@ fn v1_35_to_v1_36_on_three_control_planes_and_three_workers_under_kureds_lock() 
     assert_kured_lock_taken_and_released(&fleet, log);
     assert_cluster_at(&fleet, &nodes, &hops[0]);
     assert_pins_written_after_their_kubeadm_step(&fleet, log, &nodes);
+    // Where etcd lives is read once in the run, not before each control
+    // plane's drain and again after its return (six reads here before).
+    assert_eq!(
+        support::times_run(
+            &fleet,
+            "cp-1",
+            "etcd gate: where etcd lives (kubeadm-config)"
+        ),
+        1
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -52,27 +52,8 @@ fn a_node_answering_every_poll_after_its_reboot_with_32_mib_leaves_a_small_journ
     assert!(bytes < 4 << 20, "the journal holds {bytes} bytes");
     // Every poll is in it: the first answer copied (cut), the same ones
     // after it counted.
-    let records = support::journal_records(&fleet);
-    let of_w1 = |r: &&serde_json::Value| r["node"] == "w-1";
-    let copied = records
-        .iter()
-        .filter(of_w1)
-        .filter(|r| r["detail"] == "kubelet unit and version")
-        .count();
-    let counted: u64 = records
-        .iter()
-        .filter(of_w1)
-        .filter(|r| r["kind"] == "repeated")
-        .filter_map(|r| {
-            let d = r["detail"].as_str()?;
-            let n = d.strip_prefix("kubelet unit and version: the same answer ")?;
-            n.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum();
-    assert!(
-        copied as u64 + counted >= 2,
-        "polls of w-1: {copied} copied, {counted} counted"
-    );
+    let polls = support::times_run(&fleet, "w-1", "kubelet unit and version");
+    assert!(polls >= 2, "polls of w-1: {polls}");
 }
 
 #[test]

@@ -874,6 +874,25 @@ pub fn newest_on_hub(fleet: &Fleet, minor: &str) -> fleetctl::version::Version {
 }
 
 /// Every record of the `.jsonl` journals apply wrote.
+/// How often the fleet's journals say a command labelled `label` ran on
+/// `node`: its records, plus the identical answers counted rather than
+/// copied.
+pub fn times_run(fleet: &Fleet, node: &str, label: &str) -> u64 {
+    let counted = format!("{label}: the same answer ");
+    journal_records(fleet)
+        .iter()
+        .filter(|r| r["node"] == node)
+        .map(|r| match (r["kind"].as_str(), r["detail"].as_str()) {
+            (Some("command"), Some(d)) if d == label => 1,
+            (Some("repeated"), Some(d)) => d
+                .strip_prefix(&counted)
+                .and_then(|n| n.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
 pub fn journal_records(fleet: &Fleet) -> Vec<serde_json::Value> {
     let dir = fleet.dir().join(".fleetctl/journal");
     let mut files: Vec<_> = std::fs::read_dir(&dir)

@@ -35,6 +35,8 @@ pub(super) struct Wait {
     /// For a control plane: whose etcd pod judges its member's catch-up
     /// (`crate::steps::etcd_gate::peer`).
     pub(super) etcd_peer: Option<String>,
+    /// Whether etcd is stacked, once known (`Apply::etcd_stacked`).
+    pub(super) etcd_stacked: std::sync::Arc<tokio::sync::OnceCell<bool>>,
     pub(super) on_failure: OnFailure,
     /// This roll takes nodes back to an older kubelet.
     pub(super) rollback: bool,
@@ -129,7 +131,7 @@ impl Wait {
                 )
             };
             wait(false).await?;
-            if crate::steps::etcd_gate::stacked(&api).await? {
+            if crate::steps::etcd_gate::stacked(&api, &self.etcd_stacked).await? {
                 wait(true).await?;
                 if let Some(via) = &self.etcd_peer {
                     crate::steps::etcd_gate::caught_up(&api, node, via, self.deadline, self.rerun)

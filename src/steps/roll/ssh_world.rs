@@ -195,6 +195,7 @@ impl RollWorld for SshRoll<'_, '_> {
                 minor,
                 etcd_peer: (apply.role(&node) == Role::ControlPlane)
                     .then(|| crate::steps::etcd_gate::peer(apply.inv, &node)),
+                etcd_stacked: apply.etcd_stacked.clone(),
                 on_failure: apply.settings.on_failure,
                 rollback,
                 rerun: apply.settings.rerun,
