@@ -48,6 +48,10 @@ pub struct Gathered {
     pub warnings: Vec<String>,
     /// From the first reachable control-plane node (named), or why not.
     pub cluster: anyhow::Result<(String, ClusterFacts)>,
+    /// What the cluster script printed for `cluster`: the checks that
+    /// follow when planning take what it read instead of asking again
+    /// (`check_inputs`).
+    pub cluster_output: Option<String>,
     /// Connections that sshd turned away before its banner (MaxStartups)
     /// and that succeeded when tried again: nothing went wrong, shown with `-v`.
     pub retried: Vec<String>,
@@ -108,7 +112,10 @@ pub async fn gather(
         }
         reports.push(report);
     }
-    let cluster = cluster_facts(&reports, first_answer).await;
+    let (cluster, cluster_output) = match cluster_facts(&reports, first_answer).await {
+        Ok((node, facts, output)) => (Ok((node, facts)), Some(output)),
+        Err(e) => (Err(e), None),
+    };
     let sessions = || reports.iter().filter_map(|r| r.session.as_ref());
     let warnings = sessions()
         .flat_map(|s| s.warnings().iter().cloned())
@@ -120,6 +127,7 @@ pub async fn gather(
         nodes: reports,
         warnings,
         cluster,
+        cluster_output,
         retried,
     })
 }
@@ -145,7 +153,7 @@ async fn visit(
     opts: ssh::Options,
     permits: Arc<Semaphore>,
     ask_cluster: bool,
-) -> (NodeReport, Option<anyhow::Result<ClusterFacts>>) {
+) -> (NodeReport, Option<anyhow::Result<(ClusterFacts, String)>>) {
     let connected = {
         // The semaphore is never closed; without a permit we still connect.
         let _permit = permits.acquire_owned().await.ok();
@@ -168,7 +176,7 @@ async fn visit(
     let (facts, cluster, clock) = if ask_cluster {
         let (facts, cluster, clock) = tokio::join!(
             node_facts(&session),
-            query_cluster(&session),
+            read_cluster(&session),
             read_clock(&session)
         );
         (facts, Some(cluster), clock)
@@ -200,13 +208,13 @@ async fn node_facts(s: &Session) -> anyhow::Result<NodeFacts> {
 /// it could not give one. Errors name the node they come from.
 async fn cluster_facts(
     reports: &[NodeReport],
-    first_answer: Option<(String, anyhow::Result<ClusterFacts>)>,
-) -> anyhow::Result<(String, ClusterFacts)> {
+    first_answer: Option<(String, anyhow::Result<(ClusterFacts, String)>)>,
+) -> anyhow::Result<(String, ClusterFacts, String)> {
     let mut errors = Vec::new();
     let mut asked = None;
     if let Some((name, answer)) = first_answer {
         match answer {
-            Ok(c) => return Ok((name, c)),
+            Ok((c, output)) => return Ok((name, c, output)),
             Err(e) => errors.push(format!("{e:#}")),
         }
         asked = Some(name);
@@ -216,8 +224,8 @@ async fn cluster_facts(
         .filter(|r| r.node.role == Role::ControlPlane && asked.as_ref() != Some(&r.node.name));
     for r in others {
         let Some(s) = &r.session else { continue };
-        match query_cluster(s).await {
-            Ok(c) => return Ok((r.node.name.clone(), c)),
+        match read_cluster(s).await {
+            Ok((c, output)) => return Ok((r.node.name.clone(), c, output)),
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
@@ -228,14 +236,20 @@ async fn cluster_facts(
 }
 
 pub async fn query_cluster(s: &Session) -> anyhow::Result<ClusterFacts> {
+    read_cluster(s).await.map(|(facts, _)| facts)
+}
+
+/// [`query_cluster`], with what the script printed.
+async fn read_cluster(s: &Session) -> anyhow::Result<(ClusterFacts, String)> {
     let out = s.exec_root(remote::CLUSTER_SCRIPT, None).await?;
-    node::parse_cluster(&out.stdout).with_context(|| {
+    let facts = node::parse_cluster(&out.stdout).with_context(|| {
         format!(
             "{}: could not read what the API server said{}",
             s.node(),
             stderr_note(&out.stderr)
         )
-    })
+    })?;
+    Ok((facts, out.stdout))
 }
 
 /// Every etcd member as `via`'s etcd pod sees it (`status`); `Ok(None)`

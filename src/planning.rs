@@ -61,7 +61,8 @@ pub async fn check_inputs(gathered: &Gathered, images: Option<Vec<HubImage>>) ->
         .filter_map(|r| Some((r.node.name.as_str(), r.facts.as_ref().ok()?)));
     let nodes: Vec<crate::inventory::Node> =
         gathered.nodes.iter().map(|r| r.node.clone()).collect();
-    gather::check_inputs(session.as_deref(), facts, images, &nodes).await
+    let cluster_output = gathered.cluster_output.as_deref();
+    gather::check_inputs(session.as_deref(), cluster_output, facts, images, &nodes).await
 }
 
 /// Every node's facts and the API server's view, or why not (`what` needs

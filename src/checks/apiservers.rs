@@ -72,13 +72,25 @@ fn list_items(json: &str, what: &str) -> Result<Vec<Value>> {
     }
 }
 
-/// The `InternalIP`s of each Node in `kubectl get nodes -o json`.
+/// The `InternalIP`s of each control plane in `kubectl get nodes -o json`:
+/// the Nodes labelled `node-role.kubernetes.io/control-plane` (any value,
+/// as `kubectl get nodes -l node-role.kubernetes.io/control-plane` lists
+/// them). The list may hold every node (the cluster facts' read,
+/// `crate::remote::CHECKS_AFTER_CLUSTER_SCRIPT`); a worker's addresses
+/// never count. A kubelet cannot set that label on its own Node (the
+/// NodeRestriction admission plugin), so it is the cluster's word.
 pub fn parse_internal_ips(json: &str) -> Result<BTreeMap<String, Vec<IpAddr>>> {
     let mut ips = BTreeMap::new();
     for node in &list_items(json, "node")? {
         let Some(name) = node["metadata"]["name"].as_str() else {
             continue;
         };
+        if node["metadata"]["labels"]
+            .get("node-role.kubernetes.io/control-plane")
+            .is_none()
+        {
+            continue;
+        }
         let addresses = node["status"]["addresses"]
             .as_array()
             .into_iter()

@@ -3,9 +3,9 @@
 //! (`node::parse_check_outputs`) and each probe parses with the checks'
 //! own parsers.
 
-use crate::node::parse_check_outputs;
-use crate::remote::CHECKS_SCRIPT;
+use crate::node::{parse_check_outputs, parse_check_outputs_after_cluster};
 use crate::remote::fake_root::FakeRoot;
+use crate::remote::{CHECKS_AFTER_CLUSTER_SCRIPT, CHECKS_SCRIPT, CLUSTER_SCRIPT};
 
 use super::{parse_check_expiration, parse_deprecated_apis};
 
@@ -53,6 +53,93 @@ esac"#,
             .unwrap()
             .is_some_and(|c| c.contains("ClusterConfiguration"))
     );
+}
+
+/// Right after the cluster script (a plan, apply's re-plan), the checks
+/// script asks the API server only for what that script did not read: the
+/// `/metrics` gauge and the budgets. The nodes, kube-system's
+/// kube-apiserver pods and both ConfigMaps come from the cluster script's
+/// output, and every check reads the same from them as from the whole
+/// checks script's own reads.
+#[test]
+fn after_the_cluster_script_the_checks_ask_only_what_it_did_not_read() {
+    let fake = FakeRoot::new();
+    let log = fake.root().join("kubectl.log");
+    let control_plane = r#""labels":{"node-role.kubernetes.io/control-plane":""}"#;
+    let cp_1 = format!(
+        r#"{{"metadata":{{"name":"cp-1",{control_plane}}},"status":{{"addresses":[{{"type":"InternalIP","address":"10.0.0.1"}}]}}}}"#
+    );
+    let w_1 = r#"{"metadata":{"name":"w-1"},"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.9"}]}}"#;
+    let apiserver = r#"{"metadata":{"name":"kube-apiserver-cp-1","namespace":"kube-system","labels":{"component":"kube-apiserver"},"annotations":{"kubernetes.io/config.mirror":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"cp-1","uid":"u","controller":true}]},"spec":{"nodeName":"cp-1","containers":[{"name":"kube-apiserver","image":"registry.k8s.io/kube-apiserver:v1.36.4","command":["kube-apiserver","--advertise-address=10.0.0.1"]}]}}"#;
+    let coredns = r#"{"metadata":{"name":"coredns-1","namespace":"kube-system","labels":{"k8s-app":"kube-dns"}},"spec":{"nodeName":"w-1"}}"#;
+    let configmaps = r#"{"kind":"ConfigMap","metadata":{"name":"kubeadm-config"},"data":{"ClusterConfiguration":"kind: ClusterConfiguration\nkubernetesVersion: v1.36.4\n"}},{"kind":"ConfigMap","metadata":{"name":"kubelet-config"},"data":{"kubelet":"kind: KubeletConfiguration\n"}}"#;
+    let list = |items: &[&str]| format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(","));
+    fake.file("/answers/all-nodes", &list(&[&cp_1, w_1]))
+        .file("/answers/control-planes", &list(&[&cp_1]))
+        .file("/answers/all-pods", &list(&[apiserver, coredns]))
+        .file("/answers/apiservers", &list(&[apiserver]))
+        .file("/answers/configmaps", &list(&[configmaps]))
+        .tool(
+            "kubectl",
+            &format!(
+                r#"echo "$*" >> {log}
+case "$*" in
+*"get --raw /metrics"*) cat {dir}/apiserver-metrics.txt ;;
+*"get pdb -A -o json"*) cat {dir}/kubectl-get-pdb.json ;;
+*"get nodes -o json"*) cat {root}/answers/all-nodes ;;
+*"get nodes -l node-role.kubernetes.io/control-plane -o json"*) cat {root}/answers/control-planes ;;
+*"-n kube-system get pods -o json"*) cat {root}/answers/all-pods ;;
+*"-n kube-system get pods -l component=kube-apiserver -o json"*) cat {root}/answers/apiservers ;;
+*"-n kube-system get configmap/kubeadm-config configmap/kubelet-config daemonset/kube-proxy --ignore-not-found -o json"*) cat {root}/answers/configmaps ;;
+*"-n kube-system get configmap kubelet-config kubeadm-config --ignore-not-found -o json"*) cat {root}/answers/configmaps ;;
+*) echo "unexpected: $*" >&2; exit 2 ;;
+esac"#,
+                log = log.display(),
+                root = fake.root().display(),
+                dir = CHECK_FIXTURES
+            ),
+        )
+        .tool(
+            "kubeadm",
+            &format!(r#"cat {CHECK_FIXTURES}/kubeadm-certs-check-expiration.txt"#),
+        );
+    let whole = parse_check_outputs(&fake.run(CHECKS_SCRIPT)).unwrap();
+    let cluster = fake.run(CLUSTER_SCRIPT);
+    std::fs::remove_file(&log).unwrap();
+    let after = parse_check_outputs_after_cluster(&fake.run(CHECKS_AFTER_CLUSTER_SCRIPT), &cluster)
+        .unwrap();
+
+    let asked = std::fs::read_to_string(&log).unwrap();
+    let asked: Vec<&str> = asked.lines().collect();
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    assert!(asked[0].ends_with("get --raw /metrics"), "{asked:#?}");
+    assert!(asked[1].ends_with("get pdb -A -o json"), "{asked:#?}");
+
+    for (what, a, w) in [
+        ("metrics", &after.metrics, &whole.metrics),
+        ("pdbs", &after.pdbs, &whole.pdbs),
+        ("certs", &after.certs, &whole.certs),
+    ] {
+        assert!(a.is_ok() && a == w, "{what}: {a:?} against {w:?}");
+    }
+    assert!(after.kubelet_configmap.as_ref().unwrap().is_some());
+    assert_eq!(after.kubelet_configmap, whole.kubelet_configmap);
+    assert_eq!(after.kubeadm_configmap, whole.kubeadm_configmap);
+    // Every node's list: only cp-1, the control plane, has addresses.
+    let ips = |o: &crate::node::CheckOutputs| {
+        super::parse_internal_ips(o.control_plane_nodes.as_ref().unwrap()).unwrap()
+    };
+    assert_eq!(ips(&after).keys().collect::<Vec<_>>(), ["cp-1"]);
+    assert_eq!(ips(&after), ips(&whole));
+    let control_planes = [super::ControlPlane {
+        name: "cp-1".into(),
+        addresses: vec!["10.0.0.1".parse().unwrap()],
+    }];
+    let instances = |o: &crate::node::CheckOutputs| {
+        super::parse_apiserver_instances(o.apiservers.as_ref().unwrap(), &control_planes).unwrap()
+    };
+    assert_eq!(instances(&after).0.len(), 1);
+    assert_eq!(instances(&after), instances(&whole));
 }
 
 /// The Ceph gate's first read, with a kubectl that answers as the real one

@@ -15,10 +15,14 @@ use crate::ssh::Session;
 /// from the nodes' facts, their kubelet flag files and architectures.
 /// `control_planes`: the inventory's, with their addresses, the only
 /// kube-apiservers asked for `/metrics` (`crate::checks::apiservers`).
+/// `cluster_output`: what the cluster script printed moments before on the
+/// same fleet (planning), whose reads of the nodes, kube-system's
+/// kube-apiserver pods and ConfigMaps are not asked again.
 /// Never fails: a source that could not be read carries why, and its check
 /// says so.
 pub async fn check_inputs<'a>(
     session: Option<&Session>,
+    cluster_output: Option<&str>,
     facts: impl IntoIterator<Item = (&'a str, &'a NodeFacts)>,
     hub_images: Option<Vec<HubImage>>,
     control_planes: &[crate::inventory::Node],
@@ -56,8 +60,16 @@ pub async fn check_inputs<'a>(
     let Some(s) = session else {
         return inputs;
     };
-    let outputs = match s.exec_root(remote::CHECKS_SCRIPT, None).await {
-        Ok(out) => node::parse_check_outputs(&out.stdout).map_err(|e| format!("{e:#}")),
+    let script = match cluster_output {
+        Some(_) => remote::CHECKS_AFTER_CLUSTER_SCRIPT,
+        None => remote::CHECKS_SCRIPT,
+    };
+    let outputs = match s.exec_root(script, None).await {
+        Ok(out) => match cluster_output {
+            Some(cluster) => node::parse_check_outputs_after_cluster(&out.stdout, cluster),
+            None => node::parse_check_outputs(&out.stdout),
+        }
+        .map_err(|e| format!("{e:#}")),
         Err(e) => Err(format!("{e:#}")),
     };
     let outputs = match outputs {

@@ -22,8 +22,9 @@ pub use mirror_pods::{
     MIRROR_ANNOTATION, MirrorPod, mirror_pod_lag, parse_boot_time, parse_mirror_pods,
 };
 pub use parse::{
-    CheckOutputs, GateView, detect_pin, image_version, parse_check_outputs, parse_cluster,
-    parse_facts, parse_gates, parse_instance_metrics, parse_probes,
+    CheckOutputs, GateView, detect_pin, image_version, parse_check_outputs,
+    parse_check_outputs_after_cluster, parse_cluster, parse_facts, parse_gates,
+    parse_instance_metrics, parse_probes,
 };
 
 /// Everything `status` and `plan` need to know about one node.

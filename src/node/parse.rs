@@ -74,12 +74,15 @@ pub fn parse_facts(output: &str) -> Result<NodeFacts> {
     })
 }
 
+/// What `CLUSTER_SCRIPT` reads of kube-system, in one call.
+const KUBE_SYSTEM_READ: &str = "kubectl -n kube-system get configmap/kubeadm-config configmap/kubelet-config daemonset/kube-proxy";
+
 /// Parses the output of `CLUSTER_SCRIPT`.
 pub fn parse_cluster(output: &str) -> Result<ClusterFacts> {
     let sections = Sections::of_script("cluster", output)?;
     let nodes = sections.succeeded("nodes", "kubectl get nodes")?;
     let nodes = cluster_nodes(&nodes.stdout)?;
-    let what = "kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy";
+    let what = KUBE_SYSTEM_READ;
     let objects = found_objects(&sections.succeeded("kube-system", what)?.stdout, what)?;
     let version = match objects.get(&object("ConfigMap", "kubeadm-config")) {
         Some(json) => kubeadm_version(json)?,
@@ -152,7 +155,8 @@ pub struct CheckOutputs {
     pub pdbs: Result<String, String>,
     /// `kubeadm certs check-expiration`.
     pub certs: Result<String, String>,
-    /// `kubectl -n kube-system get pods -o json`: the kube-apiserver mirror pods.
+    /// `kubectl -n kube-system get pods -o json` (or only those labelled
+    /// `component=kube-apiserver`): the kube-apiserver mirror pods.
     pub apiservers: Result<String, String>,
     /// The kubelet-config ConfigMap's JSON, read with kubeadm-config in one
     /// `kubectl -n kube-system get configmap … --ignore-not-found -o json`;
@@ -160,8 +164,8 @@ pub struct CheckOutputs {
     pub kubelet_configmap: Result<Option<String>, String>,
     /// The same for the kubeadm-config ConfigMap.
     pub kubeadm_configmap: Result<Option<String>, String>,
-    /// `kubectl get nodes -l node-role.kubernetes.io/control-plane -o json`:
-    /// the control planes' InternalIPs.
+    /// `kubectl get nodes -l node-role.kubernetes.io/control-plane -o json`
+    /// (or every node): the control planes' InternalIPs.
     pub control_plane_nodes: Result<String, String>,
 }
 
@@ -170,30 +174,72 @@ pub struct CheckOutputs {
 /// to report.
 pub fn parse_check_outputs(output: &str) -> Result<CheckOutputs> {
     let sections = Sections::of_script("checks", output)?;
-    let take = |name: &str, what: &str| -> Result<String, String> {
+    Ok(check_outputs(&sections, &sections, &OWN_READS))
+}
+
+/// Parses the output of `CHECKS_AFTER_CLUSTER_SCRIPT` with that of the
+/// `CLUSTER_SCRIPT` run just before it: the kube-apiserver pods, the
+/// control planes (in every node's list, `crate::checks::parse_internal_ips`)
+/// and the two ConfigMaps are the cluster script's.
+pub fn parse_check_outputs_after_cluster(output: &str, cluster: &str) -> Result<CheckOutputs> {
+    let sections = Sections::of_script("checks", output)?;
+    let cluster = Sections::of_script("cluster", cluster)?;
+    Ok(check_outputs(&sections, &cluster, &CLUSTER_READS))
+}
+
+/// Where the checks' reads of the cluster are: each probe's section name,
+/// and what it ran (for its error).
+struct ClusterReads {
+    apiservers: (&'static str, &'static str),
+    control_planes: (&'static str, &'static str),
+    configmaps: (&'static str, &'static str),
+}
+
+/// In `CHECKS_SCRIPT` itself.
+const OWN_READS: ClusterReads = ClusterReads {
+    apiservers: ("apiservers", "kubectl -n kube-system get pods -o json"),
+    control_planes: ("cpnodes", "kubectl get nodes -o json (control planes)"),
+    configmaps: (
+        "configmaps",
+        "kubectl -n kube-system get configmap kubelet-config kubeadm-config",
+    ),
+};
+
+/// In `CLUSTER_SCRIPT`.
+const CLUSTER_READS: ClusterReads = ClusterReads {
+    apiservers: (
+        "apiservers",
+        "kubectl -n kube-system get pods -l component=kube-apiserver -o json",
+    ),
+    control_planes: ("nodes", "kubectl get nodes -o json"),
+    configmaps: ("kube-system", KUBE_SYSTEM_READ),
+};
+
+fn check_outputs(checks: &Sections, cluster: &Sections, reads: &ClusterReads) -> CheckOutputs {
+    let take = |sections: &Sections, (name, what): (&str, &str)| -> Result<String, String> {
         sections
             .succeeded(name, what)
             .map(|s| s.stdout.clone())
             .map_err(|e| e.to_string())
     };
-    let what = "kubectl -n kube-system get configmap kubelet-config kubeadm-config";
-    let configmaps = sections
-        .succeeded("configmaps", what)
+    let (name, what) = reads.configmaps;
+    let configmaps = cluster
+        .succeeded(name, what)
         .and_then(|s| found_objects(&s.stdout, what))
         .map_err(|e| e.to_string());
     let configmap = |name: &str| -> Result<Option<String>, String> {
         let found = configmaps.as_ref().map_err(Clone::clone)?;
         Ok(found.get(&object("ConfigMap", name)).cloned())
     };
-    Ok(CheckOutputs {
+    CheckOutputs {
         kubelet_configmap: configmap("kubelet-config"),
         kubeadm_configmap: configmap("kubeadm-config"),
-        metrics: take("metrics", "kubectl get --raw /metrics"),
-        pdbs: take("pdbs", "kubectl get pdb -A -o json"),
-        certs: take("certs", "kubeadm certs check-expiration"),
-        apiservers: take("apiservers", "kubectl -n kube-system get pods -o json"),
-        control_plane_nodes: take("cpnodes", "kubectl get nodes -o json (control planes)"),
-    })
+        metrics: take(checks, ("metrics", "kubectl get --raw /metrics")),
+        pdbs: take(checks, ("pdbs", "kubectl get pdb -A -o json")),
+        certs: take(checks, ("certs", "kubeadm certs check-expiration")),
+        apiservers: take(cluster, reads.apiservers),
+        control_plane_nodes: take(cluster, reads.control_planes),
+    }
 }
 
 /// The metrics script's answer per instance (node name, in `nodes`' order):

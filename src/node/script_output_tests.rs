@@ -260,7 +260,7 @@ fn cluster_script_with_a_fake_kubectl_matches_the_fixture() {
             &format!(
                 r#"case "$*" in
 *"get nodes -o json"*) cat {root}/fixtures/nodes.json ;;
-*"-n kube-system get configmap/kubeadm-config daemonset/kube-proxy --ignore-not-found -o json"*)
+*"-n kube-system get configmap/kubeadm-config configmap/kubelet-config daemonset/kube-proxy --ignore-not-found -o json"*)
   printf '{{"apiVersion": "v1", "kind": "List", "items": [\n'
   cat {root}/fixtures/kubeadm-config.json
   printf ']}}\n' ;;

@@ -15,18 +15,24 @@ fleetctl_metrics() {
 	return 0
 }
 probe metrics fleetctl_metrics
-# Every kube-apiserver instance, from the kube-system mirror pods of the
-# static pod manifests of the control planes: their --advertise-address and
-# --secure-port (crate::checks::parse_apiserver_instances).
-probe apiservers $fleetctl_timeout $fleetctl_kubectl -n kube-system get pods -o json
-# The InternalIPs of the control planes: an instance is asked only at an address of
-# its own node (crate::checks::parse_internal_ips).
-probe cpnodes $fleetctl_timeout $fleetctl_kubectl get nodes -l node-role.kubernetes.io/control-plane -o json
 probe pdbs $fleetctl_timeout $fleetctl_kubectl get pdb -A -o json
 probe certs $fleetctl_timeout kubeadm certs check-expiration
-# What the upgrade of kubeadm works from (crate::checks::configmaps): the
-# KubeletConfiguration the config.yaml of every node is rewritten from, and the
-# ClusterConfiguration with the extraArgs of the control-plane components.
-# One call: kubectl prints the List of those that exist, or nothing.
-probe configmaps $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config kubeadm-config --ignore-not-found -o json
+# Right after the cluster script (crate::remote::CHECKS_AFTER_CLUSTER_SCRIPT,
+# which sets fleetctl_cluster_read), the kube-apiserver pods, the nodes and
+# both ConfigMaps are what that script has just printed
+# (crate::node::parse_check_outputs_after_cluster): three kubectl fewer.
+if [ -z "${fleetctl_cluster_read:-}" ]; then
+	# Every kube-apiserver instance, from the kube-system mirror pods of the
+	# static pod manifests of the control planes: their --advertise-address and
+	# --secure-port (crate::checks::parse_apiserver_instances).
+	probe apiservers $fleetctl_timeout $fleetctl_kubectl -n kube-system get pods -o json
+	# The InternalIPs of the control planes: an instance is asked only at an
+	# address of its own node (crate::checks::parse_internal_ips).
+	probe cpnodes $fleetctl_timeout $fleetctl_kubectl get nodes -l node-role.kubernetes.io/control-plane -o json
+	# What the upgrade of kubeadm works from (crate::checks::configmaps): the
+	# KubeletConfiguration the config.yaml of every node is rewritten from, and the
+	# ClusterConfiguration with the extraArgs of the control-plane components.
+	# One call: kubectl prints the List of those that exist, or nothing.
+	probe configmaps $fleetctl_timeout $fleetctl_kubectl -n kube-system get configmap kubelet-config kubeadm-config --ignore-not-found -o json
+fi
 printf "@@fleetctl:done@@\n"

@@ -41,6 +41,17 @@ pub const CLUSTER_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str
 /// plane. Parse with `crate::node::parse_check_outputs`.
 pub const CHECKS_SCRIPT: &str = concat!(include_str!("prelude.sh"), include_str!("checks.sh"));
 
+/// [`CHECKS_SCRIPT`] right after [`CLUSTER_SCRIPT`] on the same fleet (a
+/// plan, apply's re-plan): the kube-apiserver pods, the nodes and the
+/// kubelet-config and kubeadm-config ConfigMaps are not asked again, but
+/// taken from what the cluster script printed. Parse with
+/// `crate::node::parse_check_outputs_after_cluster`.
+pub const CHECKS_AFTER_CLUSTER_SCRIPT: &str = concat!(
+    include_str!("prelude.sh"),
+    "fleetctl_cluster_read=1\n",
+    include_str!("checks.sh")
+);
+
 /// What the gates before a drain ask the API server: `/readyz` and every
 /// node, both at once. Read-only; runs on the first control plane. Parse
 /// with `crate::node::parse_gates`.

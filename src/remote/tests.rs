@@ -15,6 +15,7 @@ fn scripts_are_valid_posix_sh() {
         ("facts", FACTS_SCRIPT),
         ("cluster", CLUSTER_SCRIPT),
         ("checks", CHECKS_SCRIPT),
+        ("checks after cluster", CHECKS_AFTER_CLUSTER_SCRIPT),
         ("gates", GATES_SCRIPT),
         ("ceph discovery", rook::DISCOVER_SCRIPT),
     ] {
@@ -36,6 +37,7 @@ fn scripts_survive_single_quote_wrapping() {
     assert!(!FACTS_SCRIPT.contains('\''));
     assert!(!CLUSTER_SCRIPT.contains('\''));
     assert!(!CHECKS_SCRIPT.contains('\''));
+    assert!(!CHECKS_AFTER_CLUSTER_SCRIPT.contains('\''));
     assert!(!GATES_SCRIPT.contains('\''));
 }
 

@@ -102,14 +102,22 @@ fn only_mirror_pods_of_the_control_planes_at_their_own_address_are_asked() {
             assert!(problem.starts_with(start), "{problem}");
             assert!(problem.ends_with("not asked for /metrics"), "{problem}");
         }
+    let control_plane = serde_json::json!({"node-role.kubernetes.io/control-plane": ""});
     let nodes = serde_json::json!({"items": [
-        {"metadata": {"name": "cp-1"}, "status": {"addresses": [
+        {"metadata": {"name": "cp-1", "labels": control_plane}, "status": {"addresses": [
             {"type": "InternalIP", "address": "10.0.0.1"},
             {"type": "Hostname", "address": "cp-1"},
             {"type": "InternalIP", "address": "fd00::1"}]}},
-        {"metadata": {"name": "cp-2"}, "status": {}},
+        {"metadata": {"name": "cp-2", "labels": control_plane}, "status": {}},
+        // Every node's list (the cluster facts' read): a worker's
+        // addresses, or a node whose label was taken off, never count.
+        {"metadata": {"name": "w-1", "labels": {"kubernetes.io/os": "linux"}}, "status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.9"}]}},
+        {"metadata": {"name": "cp-9"}, "status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.8"}]}},
     ]});
     let ips = parse_internal_ips(&nodes.to_string()).unwrap();
+    assert_eq!(ips.keys().collect::<Vec<_>>(), ["cp-1", "cp-2"]);
     assert_eq!(
         ips["cp-1"],
         [

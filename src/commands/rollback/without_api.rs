@@ -224,6 +224,7 @@ nodes:
             nodes: Vec::new(),
             warnings: Vec::new(),
             cluster: Err(anyhow::anyhow!("down")),
+            cluster_output: None,
             retried: Vec::new(),
         };
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();

@@ -52,8 +52,9 @@ fn ok_nodes() -> String {
     )
 }
 
-/// What kubectl prints for `get configmap/kubeadm-config daemonset/kube-proxy
-/// --ignore-not-found -o json`: a List of the objects found (`items`, JSON).
+/// What kubectl prints for `get configmap/kubeadm-config
+/// configmap/kubelet-config daemonset/kube-proxy --ignore-not-found -o
+/// json`: a List of the objects found (`items`, JSON).
 fn kube_system(items: &[&str]) -> String {
     let body = match items {
         [] => String::new(),
@@ -103,8 +104,8 @@ fn kube_proxy_found_or_not() {
     let err = parse_cluster(&cluster_output(&ok_nodes(), &denied)).unwrap_err();
     assert_eq!(
         format!("{err:#}"),
-        "`kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy` failed: \
-         exit status 1: Error from server (Forbidden): daemonsets.apps \"kube-proxy\" is forbidden"
+        "`kubectl -n kube-system get configmap/kubeadm-config configmap/kubelet-config \
+         daemonset/kube-proxy` failed: exit status 1: Error from server (Forbidden): daemonsets.apps \"kube-proxy\" is forbidden"
     );
 }
 
@@ -164,15 +165,15 @@ fn cluster_failures_say_which_command_failed() {
     assert_eq!(
         format!("{err:#}"),
         "the output has no `kube-system` section, so `kubectl -n kube-system get \
-         configmap/kubeadm-config daemonset/kube-proxy` never ran"
+         configmap/kubeadm-config configmap/kubelet-config daemonset/kube-proxy` never ran"
     );
 
     let html = section("kube-system", "<html>", "", 0);
     let err = parse_cluster(&cluster_output(&ok_nodes(), &html)).unwrap_err();
     assert!(
         format!("{err:#}").starts_with(
-            "`kubectl -n kube-system get configmap/kubeadm-config daemonset/kube-proxy` \
-             printed something that is not a List: `<html>`"
+            "`kubectl -n kube-system get configmap/kubeadm-config configmap/kubelet-config \
+             daemonset/kube-proxy` printed something that is not a List: `<html>`"
         ),
         "{err:#}"
     );
