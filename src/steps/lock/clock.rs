@@ -39,11 +39,6 @@
 //! is) makes the lease's safety margin at least that far
 //! (`Stop::widen_margin`), so that apply stops acting before any Kured
 //! could take the lock as expired.
-//!
-//! Test builds (`debug_assertions`) also read `FLEETCTL_TEST_CLOCK_OFFSET`
-//! (`-30m`, `+2m`): the laptop's clock as [`laptop_now`] reads it is moved by
-//! that much, so a cli test can put the laptop behind the fleet. A release
-//! build never reads it.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -68,18 +63,11 @@ pub async fn measure(remote: &Remote) -> anyhow::Result<ClockOffset> {
 /// run: see the module documentation.
 pub const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(5 * 60);
 
-/// This machine's wall clock (moved by `FLEETCTL_TEST_CLOCK_OFFSET` in test
-/// builds only).
+/// This machine's wall clock. The rules of clocks that disagree are tested
+/// on measured offsets (`clock/tests.rs`) and with a node's clock moved in
+/// the simulator (the cli suite's `hostile_nodes`), never by moving this one.
 pub fn laptop_now() -> SystemTime {
-    let now = SystemTime::now();
-    #[cfg(debug_assertions)]
-    if let Some(shift) = std::env::var("FLEETCTL_TEST_CLOCK_OFFSET")
-        .ok()
-        .and_then(|v| parse_signed(&v))
-    {
-        return shift.apply(now);
-    }
-    now
+    SystemTime::now()
 }
 
 /// How far the cluster's clock is from the laptop's.
@@ -289,38 +277,6 @@ pub fn parse_remote_clock(text: &str) -> anyhow::Result<SystemTime> {
     UNIX_EPOCH
         .checked_add(Duration::new(secs, nanos))
         .with_context(|| format!("not a time this machine can represent: {line:?}"))
-}
-
-/// A signed duration: `-30m`, `+2m`, `90s`.
-// Read only by test builds (`FLEETCTL_TEST_CLOCK_OFFSET`, above).
-#[cfg(any(test, debug_assertions))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Shift {
-    back: bool,
-    by: Duration,
-}
-
-#[cfg(any(test, debug_assertions))]
-impl Shift {
-    fn apply(self, t: SystemTime) -> SystemTime {
-        let moved = if self.back {
-            t.checked_sub(self.by)
-        } else {
-            t.checked_add(self.by)
-        };
-        moved.unwrap_or(t)
-    }
-}
-
-#[cfg(any(test, debug_assertions))]
-fn parse_signed(text: &str) -> Option<Shift> {
-    let text = text.trim();
-    let (back, rest) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let by = humantime::parse_duration(rest.trim()).ok()?;
-    Some(Shift { back, by })
 }
 
 #[cfg(test)]

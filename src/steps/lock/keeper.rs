@@ -125,9 +125,7 @@ pub async fn take_lock(
     // and do not run at all when the clocks are too far apart.
     let clock = lock::clock::measure(&api).await?;
     let me = Identity::local();
-    // FLEETCTL_TEST_LOCK_TTL: test builds only.
-    let ttl = test_duration("FLEETCTL_TEST_LOCK_TTL")
-        .unwrap_or_else(|| lock_ttl(request.node_timeout, request.drain_timeout));
+    let ttl = lock_ttl(request.node_timeout, request.drain_timeout);
     let lock_opts = LockOptions {
         kured: request.kured.clone(),
         force_unlock: request.force_unlock,

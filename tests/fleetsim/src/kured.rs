@@ -27,8 +27,8 @@
 //!   unmarshal makes `Acquire` fail; writes are Updates that retry on
 //!   Conflict. Expiry is judged with `time.Since(created)`, the clock of the
 //!   node the pod runs on: here the node's own clock, which the sim's nodes
-//!   share with the host (a test that wants the laptop's clock elsewhere
-//!   moves fleetctl's, `FLEETCTL_TEST_CLOCK_OFFSET`).
+//!   share with the host (a test that wants the clocks apart moves a
+//!   node's `date`, the scenario's `clock_offset`).
 //! - With `--concurrency` > 1 (`New` returns a `DaemonSetMultiLock`) the
 //!   annotation is `{"maxOwners":N,"locks":[entries]}`:
 //!   `canAcquireMultiple` appends this node's entry while the list is

@@ -165,20 +165,3 @@ fn beyond_five_minutes_apart_nothing_runs_and_the_message_says_which_clock() {
             .starts_with("this machine's clock is 30m ahead of cp-1's")
     );
 }
-
-#[test]
-fn the_test_only_shift_is_signed() {
-    assert_eq!(
-        parse_signed("-30m"),
-        Some(Shift {
-            back: true,
-            by: Duration::from_secs(1800)
-        })
-    );
-    assert_eq!(
-        parse_signed("+2m").map(|s| s.apply(at(0, 0))),
-        Some(at(120, 0))
-    );
-    assert_eq!(parse_signed("90s").map(|s| s.back), Some(false));
-    assert_eq!(parse_signed("soon"), None);
-}
