@@ -873,7 +873,6 @@ pub fn newest_on_hub(fleet: &Fleet, minor: &str) -> fleetctl::version::Version {
         .unwrap_or_else(|| panic!("the hub serves no {minor} image:\n{text}"))
 }
 
-/// Every record of the `.jsonl` journals apply wrote.
 /// How often the fleet's journals say a command labelled `label` ran on
 /// `node`: its records, plus the identical answers counted rather than
 /// copied.
@@ -893,6 +892,7 @@ pub fn times_run(fleet: &Fleet, node: &str, label: &str) -> u64 {
         .sum()
 }
 
+/// Every record of the `.jsonl` journals apply wrote.
 pub fn journal_records(fleet: &Fleet) -> Vec<serde_json::Value> {
     let dir = fleet.dir().join(".fleetctl/journal");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
