@@ -77,8 +77,11 @@ fn list_items(json: &str, what: &str) -> Result<Vec<Value>> {
 /// as `kubectl get nodes -l node-role.kubernetes.io/control-plane` lists
 /// them). The list may hold every node (the cluster facts' read,
 /// `crate::remote::CHECKS_AFTER_CLUSTER_SCRIPT`); a worker's addresses
-/// never count. A kubelet cannot set that label on its own Node (the
-/// NodeRestriction admission plugin), so it is the cluster's word.
+/// never count. A kubelet cannot set that label on its own Node: the
+/// NodeRestriction admission plugin lets a node set only the
+/// `kubernetes.io` labels `k8s.io/kubelet/pkg/apis` `IsKubeletLabel`
+/// lists (KEP "Bounding Self-Labeling Kubelets",
+/// plugin/pkg/admission/noderestriction), so it is the cluster's word.
 pub fn parse_internal_ips(json: &str) -> Result<BTreeMap<String, Vec<IpAddr>>> {
     let mut ips = BTreeMap::new();
     for node in &list_items(json, "node")? {
